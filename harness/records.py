@@ -1,0 +1,175 @@
+"""The one record schema: a flat, frozen, versioned RunRecord per measured (or imported) point.
+
+Written by the harness (own runs and imports), read by calibration and by the CI backtest.
+Files are JSON Lines under results/runs/, append-only, one record per line, each line written whole
+(``append_records`` writes to a temporary file and renames, so a killed writer never leaves half a line).
+
+Readers reject unknown schema versions and missing keys; an older version is migrated by ``migrate``.
+Units live in the field names: *_bytes (bytes), *_tok_s (tokens per second), *_s (seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+
+STATUSES = ("ok", "failed", "skipped")
+
+
+class RecordError(ValueError):
+    """A record that does not match the schema; the message names the file, line and key."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One measured point.  Flat on purpose (one row of a table); lists hold raw samples only."""
+
+    # --- identity & provenance --------------------------------------------------------------------
+    record_id: str  # stable hash of the point spec + host + engine version (see harness.store.point_key)
+    schema_version: int
+    timestamp_utc: str  # ISO-8601, e.g. "2026-11-29T17:00:00Z"
+    origin: str  # "measured" (a fitbench run) | "imported" (published / foreign tool output)
+    source: str  # plan file for own runs; source URL or file for imports
+    fitbench_git_sha: str
+    host: str
+    engine: str  # "llama.cpp" | "vllm" | "trtllm" | "mlx" | "other"
+    engine_version: str
+    build_info: str  # e.g. llama.cpp commit, vLLM wheel name, CUDA version
+    backend: str  # CPU | CUDA | Metal | ROCm | Vulkan | ...
+    device_name: str
+    hardware_id: str  # catalog id, or "" when no catalog entry matches
+    hardware_family: str  # calibration group, e.g. "nvidia-hopper", "cpu-x86-avx512"
+    n_devices: int
+    driver: str
+    model_id: str  # catalog id / hf id / path
+    model_fingerprint: str  # hash of the architecture facts that matter for sizing
+    n_layers_real: int  # layers of the real model
+    n_layers_measured: int  # layers actually built and run (depth-reduced proxy when smaller)
+    quant: str
+    synthetic_weights: bool
+    # --- workload ---------------------------------------------------------------------------------
+    n_prompt: int
+    n_gen: int
+    n_depth: int
+    batch: int  # concurrent sequences
+    n_ctx: int
+    kv_dtype: str
+    flash_attn: bool | None
+    n_threads: int | None
+    n_batch: int | None
+    n_ubatch: int | None
+    n_gpu_layers: int | None
+    # --- measurement ------------------------------------------------------------------------------
+    status: str  # ok | failed | skipped
+    error: str = ""
+    weights_bytes: int | None = None  # engine's own count of model tensor bytes (all devices)
+    kv_bytes: int | None = None  # KV cache + recurrent state buffers allocated
+    compute_bytes: int | None = None  # engine compute / activation buffers
+    output_bytes: int | None = None  # logits / output buffer (llama.cpp)
+    device_total_bytes: int | None = None  # peak device memory used by the run (NVML delta on GPU)
+    host_rss_bytes: int | None = None  # peak resident set of the process tree
+    prefill_tok_s: float | None = None  # mean over repetitions
+    prefill_tok_s_std: float | None = None
+    prefill_samples_tok_s: tuple[float, ...] = ()
+    decode_tok_s: float | None = None
+    decode_tok_s_std: float | None = None
+    decode_samples_tok_s: tuple[float, ...] = ()
+    ttft_s: float | None = None
+    extra: dict = field(default_factory=dict)  # engine-specific numbers (vLLM KV tokens, CUDA graphs, ...)
+
+
+FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RunRecord))
+_REQUIRED: tuple[str, ...] = tuple(
+    f.name for f in fields(RunRecord) if f.default is MISSING and f.default_factory is MISSING
+)
+
+
+def migrate(raw: dict) -> dict:
+    """Bring a raw record of an older schema version to SCHEMA_VERSION (one explicit step per version).
+
+    Version 1 is the first; there is nothing to migrate yet.  Unknown (future) versions are rejected.
+    """
+    version = raw.get("schema_version")
+    if version == SCHEMA_VERSION:
+        return raw
+    raise RecordError(f"unknown schema_version {version!r} (this fitbench reads version {SCHEMA_VERSION})")
+
+
+def record_from_dict(raw: dict, where: str = "") -> RunRecord:
+    """Validate and build a RunRecord; ``where`` ("file:line") prefixes error messages."""
+    prefix = f"{where}: " if where else ""
+    if not isinstance(raw, dict):
+        raise RecordError(f"{prefix}record is not a JSON object")
+    try:
+        raw = migrate(raw)
+    except RecordError as exc:
+        raise RecordError(f"{prefix}{exc}") from None
+    missing = [k for k in _REQUIRED if k not in raw]
+    if missing:
+        raise RecordError(f"{prefix}missing key(s): {', '.join(missing)}")
+    unknown = sorted(set(raw) - set(FIELD_NAMES))
+    if unknown:
+        raise RecordError(f"{prefix}unknown key(s): {', '.join(unknown)}")
+    if raw["status"] not in STATUSES:
+        raise RecordError(f"{prefix}status {raw['status']!r} not in {STATUSES}")
+    data = dict(raw)
+    for key in ("prefill_samples_tok_s", "decode_samples_tok_s"):
+        data[key] = tuple(data.get(key) or ())
+    return RunRecord(**data)
+
+
+def record_to_dict(rec: RunRecord) -> dict:
+    """Plain JSON-ready dict (tuples become lists)."""
+    out = asdict(rec)
+    for key in ("prefill_samples_tok_s", "decode_samples_tok_s"):
+        out[key] = list(out[key])
+    return out
+
+
+def read_records(path: str | Path) -> list[RunRecord]:
+    """Read one JSONL file; a bad line raises RecordError naming file and line."""
+    return list(iter_records(path))
+
+
+def iter_records(path: str | Path) -> Iterator[RunRecord]:
+    path = Path(path)
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise RecordError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+            yield record_from_dict(raw, f"{path}:{lineno}")
+
+
+def append_records(path: str | Path, records: Iterable[RunRecord]) -> int:
+    """Append records atomically: the new file content (old lines + new lines) is written to a temporary
+    file in the same directory, fsynced and renamed over the target.  Returns the number appended."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(record_to_dict(r), sort_keys=True) + "\n" for r in records]
+    if not lines:
+        return 0
+    old = path.read_bytes() if path.exists() else b""
+    if old and not old.endswith(b"\n"):
+        raise RecordError(f"{path}: last line is incomplete; refusing to append")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(old)
+            fh.write("".join(lines).encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(lines)
