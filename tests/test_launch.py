@@ -1,0 +1,77 @@
+"""Launch commands carry the flags of the chosen configuration."""
+
+import re
+
+from estimator.launch import gpu_layers, launch_commands, n_cpu_moe_override
+from estimator.specs import FULL, GIB, ModelSpec, MoESpec, Workload
+
+GLM = ModelSpec(
+    id="glm-4.5",
+    name="GLM-4.5",
+    architecture="glm4_moe",
+    hidden_size=5120,
+    n_layers=92,
+    n_heads=96,
+    n_kv_heads=8,
+    head_dim=128,
+    intermediate_size=12288,
+    vocab_size=151552,
+    max_context=131072,
+    layer_types=(FULL,) * 92,
+    hf_id="zai-org/GLM-4.5",
+    moe=MoESpec(
+        n_experts=160,
+        n_experts_used=8,
+        expert_ff=1536,
+        n_shared_experts=1,
+        shared_ff=1536,
+        dense_layers=(0, 1, 2),
+    ),
+)
+
+
+def flag(argv, name):
+    return argv[argv.index(name) + 1]
+
+
+def test_single_device_llama_default():
+    lc, vl = launch_commands(GLM, "Q4_K_M", Workload(n_ctx=8192), 200 * GIB)
+    assert lc.exact and not vl.exact  # engine llama.cpp chosen
+    assert flag(lc.argv, "-c") == "8192" and flag(lc.argv, "-ngl") == "999" and flag(lc.argv, "-fa") == "on"
+    assert "-ctk" not in lc.argv and "-sm" not in lc.argv
+    assert flag(vl.argv, "--max-model-len") == "8192" and flag(vl.argv, "--kv-cache-dtype") == "auto"
+    assert "llama-server" in lc.text and " \\\n  -c 8192" in lc.text
+
+
+def test_tp_kv_q8_concurrency():
+    w = Workload(n_ctx=16384, kv_dtype="q8_0", n_devices=4, split="tp", concurrency=8)
+    lc, vl = launch_commands(GLM, "Q4_K_M", w, 200 * GIB)
+    assert flag(lc.argv, "-ctk") == "q8_0" and flag(lc.argv, "-ctv") == "q8_0"
+    assert flag(lc.argv, "-c") == str(16384 * 8) and flag(lc.argv, "-np") == "8"
+    assert flag(lc.argv, "-sm") == "row" and flag(lc.argv, "-ts") == "1,1,1,1"
+    assert flag(vl.argv, "--tensor-parallel-size") == "4" and flag(vl.argv, "--max-num-seqs") == "8"
+    assert flag(vl.argv, "--kv-cache-dtype") == "fp8" and not vl.exact  # q8_0 has no vLLM equivalent
+
+
+def test_pp_vllm_fp8():
+    w = Workload(
+        n_ctx=8192, kv_dtype="fp8", engine="vllm", n_devices=2, split="pp", gpu_memory_utilization=0.9
+    )
+    lc, vl = launch_commands(GLM, "FP8", w, 350 * GIB)
+    assert vl.exact and flag(vl.argv, "--pipeline-parallel-size") == "2"
+    assert flag(vl.argv, "--gpu-memory-utilization") == "0.9" and flag(vl.argv, "--quantization") == "fp8"
+    assert flag(lc.argv, "-sm") == "layer" and not lc.exact  # no fp8 KV nor FP8 weights in llama.cpp
+
+
+def test_offload_flags():
+    w = Workload(n_ctx=8192, offload_bytes=20 * GIB, moe_offload_layers=10)
+    assert gpu_layers(GLM, w, 92 * GIB) == 92 - 20
+    lc, vl = launch_commands(GLM, "Q4_K_M", w, 92 * GIB)
+    assert flag(lc.argv, "--n-cpu-moe") == "10" and flag(lc.argv, "-ngl") == "72"
+    assert flag(vl.argv, "--cpu-offload-gb") == "20" and not vl.exact
+
+
+def test_ot_regex_matches_exactly_first_n_layers():
+    rx = re.compile(n_cpu_moe_override(3).split("=")[0])
+    assert rx.search("blk.2.ffn_up_exps.weight") and not rx.search("blk.3.ffn_up_exps.weight")
+    assert not rx.search("blk.1.ffn_up_shexp.weight")
