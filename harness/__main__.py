@@ -1,0 +1,230 @@
+"""``python -m harness``: measure a plan, import foreign results, list what results/ holds.
+
+    python -m harness measure --plan plans/cpu-quick.toml [--results results] [--resume | --repeat]
+    python -m harness check-plan --plan plans/cpu-full.toml
+    python -m harness import FILE [--format auto|llama-bench|vllm-bench|published] [--hardware ID|local]
+                                  [--source URL] [--results results] [--timestamp ISO]
+                                  [--input-len N --output-len N --batch-size N]   (vLLM bench latency)
+    python -m harness ls [--results results]
+    python -m harness build-model --model ID --quant Q --engine E --layers K   (the sweep's build child)
+
+Bad input exits 2 with one line on stderr; an interrupted sweep exits 130 (resume with --resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.records import RecordError
+
+EXIT_BAD_INPUT = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"error: {message.splitlines()[0] if message else 'failed'}\n")
+    return EXIT_BAD_INPUT
+
+
+def cmd_measure(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from harness.plan import PlanError, load_plan
+    from harness.sweep import Sweep, SweepInterrupted, SweepRefused
+
+    console = Console(stderr=True)
+    try:
+        plan = load_plan(args.plan)
+    except PlanError as exc:
+        return _fail(str(exc))
+    console.print(f"plan [bold]{plan.name}[/]: {len(plan.points)} points, engines {', '.join(plan.engines)}")
+    sweep = Sweep(
+        plan,
+        args.results,
+        resume=args.resume,
+        repeat=args.repeat,
+        cache_dir=args.cache,
+        console=console,
+        show_progress=not args.no_progress,
+    )
+    try:
+        s = sweep.run()
+    except SweepRefused as exc:
+        return _fail(str(exc))
+    except SweepInterrupted:
+        console.print("[yellow]interrupted[/]: finished points are stored; re-run with --resume to continue")
+        return 130
+    except RecordError as exc:
+        return _fail(f"results store is damaged: {exc}")
+    status = ", ".join(f"{n} {k}" for k, n in sorted(s.record_status.items())) or "no new records"
+    console.print(
+        f"{s.points_run} points run, {s.points_resumed} already recorded, {s.elapsed_s:.0f} s; "
+        f"records: {status} -> {s.records_path}"
+    )
+    return 0
+
+
+def cmd_check_plan(args: argparse.Namespace) -> int:
+    from harness.plan import PlanError, load_plan
+
+    try:
+        plan = load_plan(args.plan)
+    except PlanError as exc:
+        return _fail(str(exc))
+    models = sorted({p.model.id for p in plan.points})
+    archs = sorted({p.model.architecture for p in plan.points})
+    quants = sorted({p.quant for p in plan.points})
+    print(
+        f"{plan.path}: ok - {len(plan.points)} points; engines {', '.join(plan.engines)}; "
+        f"{len(models)} models ({len(archs)} architectures: {', '.join(archs)}); quants {', '.join(quants)}"
+    )
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from estimator.specs import SpecError
+    from harness.importers import ImportContext, ImportFormatError, import_file
+    from harness.store import PUBLISHED_FILE, append_new, runs_dir, safe_name
+
+    try:
+        from estimator.resolve import resolve_hardware, resolve_model
+    except ImportError:
+        resolve_hardware = resolve_model = None
+    hardware, device, host = None, "", ""
+    if args.hardware == "local":
+        from harness.hwdetect import detect_host, hardware_spec_for
+
+        info = detect_host(probe_bandwidth=False)
+        hardware, device, host = hardware_spec_for(info), info.device_name, info.host
+        hardware = hardware if info.hardware_id else _with_family(hardware, info.hardware_family)
+    elif args.hardware:
+        if resolve_hardware is None:
+            return _fail("--hardware needs the estimator catalog (estimator.resolve)")
+        try:
+            hardware = resolve_hardware(args.hardware)
+        except SpecError as exc:
+            return _fail(f"--hardware {args.hardware}: {exc}")
+    for name in ("input_len", "output_len", "batch_size"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            return _fail(f"--{name.replace('_', '-')} must be >= 1")
+    ctx = ImportContext(
+        source=args.source or str(args.file),
+        hardware=hardware,
+        device_name=device,
+        host=host,
+        timestamp_utc=args.timestamp or "",
+        input_len=args.input_len,
+        output_len=args.output_len,
+        batch_size=args.batch_size,
+        resolve_hardware=resolve_hardware,
+        resolve_model=resolve_model,
+    )
+    try:
+        fmt, records = import_file(args.file, args.format, ctx)
+    except ImportFormatError as exc:
+        return _fail(str(exc))
+    if args.out:
+        target = Path(args.out)
+    elif fmt == "published":
+        target = runs_dir(args.results) / PUBLISHED_FILE
+    else:
+        target = runs_dir(args.results) / f"imported-{safe_name(Path(args.file).stem)}.jsonl"
+    try:
+        added, present = append_new(target, records)
+    except RecordError as exc:
+        return _fail(f"{target}: {exc}")
+    print(f"imported {added} {fmt} records into {target} ({present} already present)")
+    return 0
+
+
+def _with_family(spec, family: str):
+    from dataclasses import replace
+
+    return replace(spec, family=family, id="")
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from harness.store import render_listing
+
+    try:
+        return render_listing(args.results)
+    except RecordError as exc:
+        return _fail(str(exc))
+
+
+def cmd_build_model(args: argparse.Namespace) -> int:
+    """Build (or find in the cache) a synthetic model and print its path on the last stdout line."""
+    from estimator.resolve import resolve_model
+    from estimator.specs import SpecError
+    from harness.synth import synthetic_model
+
+    try:
+        model = resolve_model(args.model)
+        path = synthetic_model(
+            model, args.quant, args.engine, args.layers or None, args.cache, seed=args.seed
+        )
+    except SpecError as exc:
+        return _fail(str(exc))
+    print(path)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m harness", description="fitbench harness: sweeps, imports, listings")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    m = sub.add_parser("measure", help="run a sweep plan on this machine")
+    m.add_argument("--plan", required=True)
+    m.add_argument("--results", default="results")
+    g = m.add_mutually_exclusive_group()
+    g.add_argument("--resume", action="store_true", help="skip points already recorded for this host/engine")
+    g.add_argument("--repeat", action="store_true", help="measure recorded points again (new records)")
+    m.add_argument("--cache", default=None, help="synthetic model cache (default ~/.cache/fitbench/models)")
+    m.add_argument("--no-progress", action="store_true")
+    m.set_defaults(func=cmd_measure)
+
+    c = sub.add_parser("check-plan", help="validate a plan without running it")
+    c.add_argument("--plan", required=True)
+    c.set_defaults(func=cmd_check_plan)
+
+    i = sub.add_parser("import", help="import llama-bench / vLLM bench / published results")
+    i.add_argument("file")
+    i.add_argument("--format", default="auto", choices=["auto", "llama-bench", "vllm-bench", "published"])
+    i.add_argument("--hardware", default=None, help="catalog id of the machine, or 'local' for this one")
+    i.add_argument("--source", default=None, help="source URL or description (default: the file path)")
+    i.add_argument("--results", default="results")
+    i.add_argument("--out", default=None, help="target JSONL (default: results/runs/imported-<stem>.jsonl)")
+    i.add_argument("--timestamp", default=None, help="timestamp_utc for rows that carry none (default now)")
+    i.add_argument("--input-len", type=int, default=None, help="vLLM bench latency --input-len")
+    i.add_argument("--output-len", type=int, default=None, help="vLLM bench latency --output-len")
+    i.add_argument("--batch-size", type=int, default=None, help="vLLM bench latency --batch-size")
+    i.set_defaults(func=cmd_import)
+
+    ls = sub.add_parser("ls", help="summarise results/ per hardware family, engine and model")
+    ls.add_argument("--results", default="results")
+    ls.set_defaults(func=cmd_ls)
+
+    b = sub.add_parser("build-model", help="(internal) build a cached synthetic model, print its path")
+    b.add_argument("--model", required=True)
+    b.add_argument("--quant", required=True)
+    b.add_argument("--engine", required=True)
+    b.add_argument("--layers", type=int, default=0)
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--cache", default=None)
+    b.set_defaults(func=cmd_build_model)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,494 @@
+"""Foreign measurements -> RunRecords: llama-bench JSON / JSONL / CSV, vLLM bench latency / throughput JSON,
+and the normalized published measurements (reference/published/published_measurements.csv).
+
+Every importer parses and validates the whole file first and returns the records; the caller appends them in
+one atomic write, so a malformed file never leaves half its rows in results/.  Errors are ImportFormatError
+with ``FILE:LINE: what``.  Unknown extra keys are kept (llama-bench's schema drifts between versions); the
+whole source row is stored in ``extra["raw"]``, so nothing is lost.
+
+Units: GiB figures become bytes (x 2^30); tokens/s stay tokens/s; vLLM latencies stay seconds.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from estimator.specs import GIB, HardwareSpec, ModelSpec, SpecError
+from harness.provenance import git_sha, model_fingerprint, utc_now
+from harness.records import SCHEMA_VERSION, RecordError, RunRecord, record_from_dict
+from harness.store import short_hash
+
+FORMATS = ("auto", "llama-bench", "vllm-bench", "published")
+
+PUBLISHED_COLUMNS = (
+    "row_id", "source_url", "source_group", "engine", "backend", "hardware_id", "hardware_name", "n_gpus",
+    "model_id", "model_name", "quant", "model_size_gib", "n_prompt", "n_gen", "n_depth", "n_ubatch", "batch",
+    "flash_attn", "metric", "value", "unit", "quality", "notes",
+)  # fmt: skip
+PUBLISHED_QUALITY = ("ok", "legacy", "aggregate", "rounded", "suspect")
+# published metric -> (RunRecord field, factor to its unit, accepted unit prefix)
+PUBLISHED_METRICS = {
+    "pp_tps": ("prefill_tok_s", 1.0, "tokens/s"),
+    "tg_tps": ("decode_tok_s", 1.0, ""),  # "tokens/s" or "output tokens/s (aggregate ...)"
+    "weights_gib": ("weights_bytes", GIB, "GiB"),
+    "kv_gib": ("kv_bytes", GIB, "GiB"),
+    "compute_buffer_gib": ("compute_bytes", GIB, "GiB"),
+    "total_gib": ("device_total_bytes", GIB, ""),  # some sources say "GB (as reported ...)"; kept in extra
+}
+VLLM_LATENCY_DEFAULTS = {"input_len": 32, "output_len": 128, "batch_size": 8}  # `vllm bench latency` defaults
+
+
+class ImportFormatError(ValueError):
+    """The file is not of the expected shape; the message names the file and the first offending line."""
+
+
+@dataclass(frozen=True)
+class ImportContext:
+    """What the file does not say: hardware (catalog spec or detected), source, timestamp, resolvers."""
+
+    source: str
+    hardware: HardwareSpec | None = None
+    device_name: str = ""
+    host: str = ""
+    timestamp_utc: str = ""
+    input_len: int | None = None
+    output_len: int | None = None
+    batch_size: int | None = None
+    resolve_hardware: Callable[[str], HardwareSpec] | None = None
+    resolve_model: Callable[[str], ModelSpec] | None = None
+
+
+def _err(path: Path, line: int | str, msg: str) -> ImportFormatError:
+    return ImportFormatError(f"{path}:{line}: {msg}")
+
+
+def _base(ctx: ImportContext, sha: str) -> dict:
+    hw = ctx.hardware
+    return dict(
+        schema_version=SCHEMA_VERSION,
+        timestamp_utc=ctx.timestamp_utc or utc_now(),
+        origin="imported",
+        source=ctx.source,
+        fitbench_git_sha=sha,
+        host=ctx.host,
+        hardware_id=hw.id if hw else "",
+        hardware_family=hw.family if hw else "",
+        device_name=ctx.device_name or (hw.name if hw else ""),
+        n_devices=1,
+        driver="",
+        model_fingerprint="",
+        n_layers_real=0,
+        n_layers_measured=0,
+        synthetic_weights=False,
+        status="ok",
+    )
+
+
+def _finish(row: dict, path: Path, line: int | str) -> RunRecord:
+    try:
+        return record_from_dict(row)
+    except (RecordError, TypeError) as exc:
+        raise _err(path, line, str(exc)) from None
+
+
+# --- llama-bench ---------------------------------------------------------------------------------------
+_LB_INT = ("n_prompt", "n_gen", "n_depth", "n_threads", "n_batch", "n_ubatch", "n_gpu_layers", "build_number",
+           "model_size", "model_n_params", "avg_ns", "stddev_ns", "flash_attn")  # fmt: skip
+_LB_FLOAT = ("avg_ts", "stddev_ts")
+_LB_REQUIRED = ("n_prompt", "n_gen", "avg_ts")
+
+
+def quant_from_model_type(model_type: str) -> str:
+    """llama_model_desc "llama 8B Q4_K - Medium" -> "Q4_K_M"; "llama ?B F16" -> "F16"; "" when absent."""
+    parts = model_type.split(" ", 2)
+    if len(parts) < 3:
+        return ""
+    ftype = parts[2].strip()
+    base, _, variant = ftype.partition(" - ")
+    base = base.strip().replace(" ", "_")
+    suffix = {"Small": "_S", "Medium": "_M", "Large": "_L"}.get(variant.strip(), "")
+    return (base + suffix).upper()
+
+
+def _coerce_lb(obj: dict, path: Path, line: int) -> dict:
+    out = dict(obj)
+    try:
+        for k in _LB_INT:
+            if k in out and out[k] not in ("", None):
+                v = out[k]
+                out[k] = int(v) if not isinstance(v, bool) else int(v)
+        for k in _LB_FLOAT:
+            if k in out and out[k] not in ("", None):
+                out[k] = float(out[k])
+    except (TypeError, ValueError) as exc:
+        raise _err(path, line, f"bad value ({exc})") from None
+    for k in ("samples_ns", "samples_ts"):
+        v = out.get(k)
+        if isinstance(v, str) and v.strip():  # a CSV cell: "1 2 3" or "[1, 2, 3]"
+            out[k] = [float(x) for x in re.split(r"[\s,\[\]]+", v) if x]
+    return out
+
+
+def llama_bench_record(obj: dict, path: Path, line: int, ctx: ImportContext, sha: str) -> RunRecord:
+    """One llama-bench result object -> RunRecord (pp -> prefill, tg -> decode, pg -> extra only)."""
+    if not isinstance(obj, dict):
+        raise _err(path, line, "expected a JSON object (one llama-bench result)")
+    missing = [k for k in _LB_REQUIRED if obj.get(k) in (None, "")]
+    if missing:
+        raise _err(path, line, f"not a llama-bench result: missing {', '.join(missing)}")
+    o = _coerce_lb(obj, path, line)
+    n_prompt, n_gen, n_depth = o["n_prompt"], o["n_gen"], int(o.get("n_depth") or 0)
+    if n_prompt < 0 or n_gen < 0 or (n_prompt == 0 and n_gen == 0):
+        raise _err(path, line, f"n_prompt={n_prompt}, n_gen={n_gen}: not a pp, tg or pg test")
+    samples = tuple(float(s) for s in o.get("samples_ts") or ())
+    kind = "pp" if n_gen == 0 else "tg" if n_prompt == 0 else "pg"
+    fa = o.get("flash_attn")
+    if isinstance(fa, str):
+        fa = {"true": 1, "false": 0, "1": 1, "0": 0, "-1": -1, "auto": -1}.get(fa.lower(), -1)
+    n_tokens_ctx = n_prompt + n_gen + n_depth
+    row = _base(ctx, sha)
+    commit = str(o.get("build_commit", ""))
+    row.update(
+        record_id=short_hash({"source": ctx.source, "row": obj}, 24),
+        engine="llama.cpp",
+        engine_version=commit,
+        build_info=f"llama-bench build {o.get('build_number', '?')} ({commit})",
+        backend=str(o.get("backends", "")),
+        device_name=ctx.device_name or str(o.get("gpu_info") or o.get("cpu_info") or row["device_name"]),
+        model_id=str(o.get("model_filename", "")),
+        quant=quant_from_model_type(str(o.get("model_type", ""))),
+        n_prompt=n_prompt,
+        n_gen=n_gen,
+        n_depth=n_depth,
+        batch=1,
+        n_ctx=-(-n_tokens_ctx // 256) * 256,  # llama-bench: n_ctx = n_prompt + n_gen + n_depth, padded to 256
+        kv_dtype=str(o.get("type_k", "")),
+        flash_attn=None if fa in (None, -1) else bool(fa),
+        n_threads=o.get("n_threads"),
+        n_batch=o.get("n_batch"),
+        n_ubatch=o.get("n_ubatch"),
+        n_gpu_layers=o.get("n_gpu_layers"),
+        weights_bytes=o.get("model_size"),
+        extra={"raw": obj, "test": f"{kind}{n_prompt if kind == 'pp' else n_gen}@d{n_depth}",
+               "n_ctx_derived": "llama-bench n_ctx = n_prompt + n_gen + n_depth padded to 256"},
+    )  # fmt: skip
+    if ts := o.get("test_time"):
+        row["timestamp_utc"] = str(ts)
+    if o.get("model_n_params") is not None:
+        row["extra"]["n_params"] = o["model_n_params"]
+    if kind == "pp":
+        row.update(
+            prefill_tok_s=o["avg_ts"], prefill_tok_s_std=o.get("stddev_ts"), prefill_samples_tok_s=samples
+        )
+    elif kind == "tg":
+        row.update(
+            decode_tok_s=o["avg_ts"], decode_tok_s_std=o.get("stddev_ts"), decode_samples_tok_s=samples
+        )
+    else:
+        row["extra"]["pg_tok_s"] = o["avg_ts"]
+    return _finish(row, path, line)
+
+
+def _json_values_with_lines(text: str, path: Path) -> list[tuple[int, object]]:
+    """Elements of a top-level JSON array (or the single value) with the line each starts on."""
+    dec = json.JSONDecoder()
+    i = len(text) - len(text.lstrip())
+    line_of = lambda pos: text.count("\n", 0, pos) + 1  # noqa: E731
+    if not text[i : i + 1] == "[":
+        try:
+            value, _ = dec.raw_decode(text, i)
+        except json.JSONDecodeError as exc:
+            raise _err(path, exc.lineno, f"not valid JSON ({exc.msg})") from None
+        return [(line_of(i), value)]
+    out, i = [], i + 1
+    while True:
+        while i < len(text) and text[i] in " \t\r\n,":
+            i += 1
+        if i >= len(text):
+            raise _err(path, line_of(i), "not valid JSON (unterminated array)")
+        if text[i] == "]":
+            return out
+        try:
+            value, end = dec.raw_decode(text, i)
+        except json.JSONDecodeError as exc:
+            raise _err(path, exc.lineno, f"not valid JSON ({exc.msg})") from None
+        out.append((line_of(i), value))
+        i = end
+
+
+def import_llama_bench(path: Path, text: str, ctx: ImportContext, kind: str) -> list[RunRecord]:
+    """kind: "json" (array), "jsonl" (one object per line) or "csv" (header row, quoted strings)."""
+    sha = git_sha()
+    if kind == "csv":
+        reader = csv.DictReader(io.StringIO(text))
+        if not reader.fieldnames or not set(_LB_REQUIRED) <= set(reader.fieldnames):
+            raise _err(path, 1, f"CSV header lacks llama-bench fields {', '.join(_LB_REQUIRED)}")
+        rows = []
+        for obj in reader:
+            if None in obj:
+                raise _err(path, reader.line_num, "more cells than header fields")
+            rows.append(llama_bench_record(obj, path, reader.line_num, ctx, sha))
+        return rows
+    if kind == "jsonl":
+        out = []
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise _err(path, lineno, f"not valid JSON ({exc.msg})") from None
+            out.append(llama_bench_record(obj, path, lineno, ctx, sha))
+        return out
+    values = _json_values_with_lines(text, path)
+    return [llama_bench_record(v, path, ln, ctx, sha) for ln, v in values]
+
+
+# --- vLLM bench ----------------------------------------------------------------------------------------
+def import_vllm_bench(path: Path, obj: object, ctx: ImportContext) -> list[RunRecord]:
+    """`vllm bench latency --output-json` or `vllm bench throughput --output-json` -> one record.
+
+    Latency JSON does not state its workload: --input-len / --output-len / --batch-size supply it, else vLLM's
+    defaults (32 / 128 / 8) are used and ``extra["workload_assumed"]`` says so.  A latency sample is the wall
+    time of one generate() of the whole batch (prefill + decode), so it fills neither prefill_tok_s nor
+    decode_tok_s; ``extra["e2e_output_tok_s"]`` = batch x output_len / avg_latency_s.
+    """
+    if not isinstance(obj, dict):
+        raise _err(path, 1, "expected a JSON object from `vllm bench latency|throughput --output-json`")
+    row = _base(ctx, git_sha())
+    given = {"input_len": ctx.input_len, "output_len": ctx.output_len, "batch_size": ctx.batch_size}
+    wl = {k: v if v is not None else VLLM_LATENCY_DEFAULTS[k] for k, v in given.items()}
+    extra: dict = {"raw": obj}
+    if "avg_latency" in obj or "latencies" in obj:
+        lat = obj.get("latencies")
+        avg = obj.get("avg_latency")
+        if not isinstance(lat, list) or not all(isinstance(x, int | float) for x in lat) or not lat:
+            raise _err(path, 1, "'latencies' must be a non-empty list of seconds")
+        if not isinstance(avg, int | float) or avg <= 0:
+            raise _err(path, 1, "'avg_latency' must be a positive number of seconds")
+        extra.update(bench="latency", avg_latency_s=avg, latencies_s=lat,
+                     percentiles_s=obj.get("percentiles", {}),
+                     e2e_output_tok_s=wl["batch_size"] * wl["output_len"] / avg)  # fmt: skip
+        assumed = [k for k, v in given.items() if v is None]
+        if assumed:
+            extra["workload_assumed"] = f"vllm bench latency defaults for {', '.join(assumed)}"
+    elif "tokens_per_second" in obj and "elapsed_time" in obj:
+        for k in ("elapsed_time", "tokens_per_second"):
+            if not isinstance(obj[k], int | float):
+                raise _err(path, 1, f"{k!r} must be a number")
+        extra.update(bench="throughput", elapsed_s=obj["elapsed_time"], total_tok_s=obj["tokens_per_second"],
+                     requests_per_s=obj.get("requests_per_second"), num_requests=obj.get("num_requests"),
+                     total_num_tokens=obj.get("total_num_tokens"))  # fmt: skip
+        if ctx.batch_size is None:
+            wl["batch_size"] = int(obj.get("num_requests") or 0)
+    else:
+        raise _err(
+            path,
+            1,
+            "not vLLM bench output: needs avg_latency + latencies, or elapsed_time + tokens_per_second",
+        )
+    row.update(
+        record_id=short_hash({"source": ctx.source, "row": obj, "workload": wl}, 24),
+        engine="vllm",
+        engine_version="",
+        build_info="",
+        backend="CPU" if ctx.hardware and ctx.hardware.kind == "cpu" else "",
+        model_id=str(obj.get("model_id", "")),
+        quant="",
+        n_prompt=wl["input_len"],
+        n_gen=wl["output_len"],
+        n_depth=0,
+        batch=wl["batch_size"],
+        n_ctx=0,
+        kv_dtype="",
+        flash_attn=None,
+        n_threads=None,
+        n_batch=None,
+        n_ubatch=None,
+        n_gpu_layers=None,
+        extra=extra,
+    )
+    return [_finish(row, path, 1)]
+
+
+# --- published measurements ----------------------------------------------------------------------------
+def _opt_int(value: str, path: Path, line: int, col: str) -> int | None:
+    if value.strip() == "":
+        return None
+    try:
+        f = float(value)
+    except ValueError:
+        raise _err(path, line, f"{col} = {value!r} is not a number") from None
+    if not f.is_integer():
+        raise _err(path, line, f"{col} = {value!r} is not an integer")
+    return int(f)
+
+
+class _Lookups:
+    """Cached catalog look-ups: hardware family and model fingerprint by id ("" when unknown)."""
+
+    def __init__(self, ctx: ImportContext) -> None:
+        self.ctx, self.hw, self.models = ctx, {}, {}
+
+    def family(self, hw_id: str) -> tuple[str, str]:
+        if hw_id not in self.hw:
+            spec = None
+            if hw_id and self.ctx.resolve_hardware is not None:
+                try:
+                    spec = self.ctx.resolve_hardware(hw_id)
+                except (SpecError, KeyError, ValueError):
+                    spec = None
+            self.hw[hw_id] = (spec.family, spec.kind) if spec else ("", "")
+        return self.hw[hw_id]
+
+    def model(self, model_id: str) -> ModelSpec | None:
+        if model_id not in self.models:
+            spec = None
+            if model_id and self.ctx.resolve_model is not None:
+                try:
+                    spec = self.ctx.resolve_model(model_id)
+                except (SpecError, KeyError, ValueError, OSError):
+                    spec = None
+            self.models[model_id] = spec
+        return self.models[model_id]
+
+
+def published_record(
+    r: dict, path: Path, line: int, ctx: ImportContext, look: _Lookups, sha: str
+) -> RunRecord:
+    """One row of published_measurements.csv -> RunRecord; the metric fills exactly one measurement field."""
+    metric = r["metric"].strip()
+    if metric not in PUBLISHED_METRICS:
+        raise _err(path, line, f"unknown metric {metric!r} (known: {', '.join(PUBLISHED_METRICS)})")
+    field_name, factor, unit_prefix = PUBLISHED_METRICS[metric]
+    unit = r["unit"].strip()
+    if unit_prefix and not unit.startswith(unit_prefix):
+        raise _err(path, line, f"metric {metric} has unit {unit!r}, expected {unit_prefix!r}")
+    try:
+        value = float(r["value"])
+    except ValueError:
+        raise _err(path, line, f"value {r['value']!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise _err(path, line, f"value {value} is not a finite non-negative number")
+    quality = r["quality"].strip()
+    if quality not in PUBLISHED_QUALITY:
+        raise _err(path, line, f"quality {quality!r} not in {PUBLISHED_QUALITY}")
+    if not r["source_url"].strip():
+        raise _err(path, line, "empty source_url")
+    hw_id, model_id = r["hardware_id"].strip(), r["model_id"].strip()
+    family, _ = look.family(hw_id)
+    model = look.model(model_id)
+    fa = r["flash_attn"].strip()
+    n_ctx_match = re.search(r"n_ctx\s*=\s*(\d+)", r.get("notes", "") + " " + r.get("test", ""))
+    ints = {
+        c: _opt_int(r[c], path, line, c)
+        for c in ("n_gpus", "n_prompt", "n_gen", "n_depth", "n_ubatch", "batch")
+    }
+    row = _base(ctx, sha)
+    row.update(
+        record_id=short_hash({"published_row": r["row_id"], "url": r["source_url"], "metric": metric}, 24),
+        source=r["source_url"].strip(),
+        engine=r["engine"].strip() or "other",
+        engine_version="",
+        build_info=r.get("engine_raw", "").strip(),
+        backend=r["backend"].strip(),
+        device_name=r["hardware_name"].strip(),
+        hardware_id=hw_id,
+        hardware_family=family,
+        n_devices=ints["n_gpus"] or 1,
+        model_id=model_id,
+        model_fingerprint=model_fingerprint(model) if model else "",
+        n_layers_real=model.n_layers if model else 0,
+        n_layers_measured=model.n_layers if model else 0,
+        quant=r["quant"].strip(),
+        n_prompt=ints["n_prompt"] or 0,
+        n_gen=ints["n_gen"] or 0,
+        n_depth=ints["n_depth"] or 0,
+        batch=ints["batch"] or 0,  # 0 = not stated (memory rows, saturated serving rows)
+        n_ctx=int(n_ctx_match.group(1)) if n_ctx_match else 0,  # 0 = not stated
+        kv_dtype="",
+        flash_attn=None if fa == "" else bool(int(float(fa))),
+        n_threads=None,
+        n_batch=None,
+        n_ubatch=ints["n_ubatch"],
+        n_gpu_layers=None,
+        extra={"published": {k: v for k, v in r.items() if v not in ("", None)}, "quality": quality,
+               "notes": r.get("notes", ""), "metric": metric, "unit": unit, "source_group": r["source_group"],
+               "unstated": [c for c in ("n_prompt", "n_gen", "n_depth", "batch") if ints[c] is None]},
+    )  # fmt: skip
+    row[field_name] = int(round(value * factor)) if factor != 1.0 else value
+    return _finish(row, path, line)
+
+
+def import_published(path: Path, text: str, ctx: ImportContext) -> list[RunRecord]:
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in PUBLISHED_COLUMNS if c not in (reader.fieldnames or ())]
+    if missing:
+        raise _err(path, 1, f"not the published-measurements CSV: missing column(s) {', '.join(missing)}")
+    look, sha, out = _Lookups(ctx), git_sha(), []
+    start = 2
+    for r in reader:
+        if None in r:
+            raise _err(path, start, "more cells than header columns")
+        out.append(published_record(r, path, start, ctx, look, sha))
+        start = reader.line_num + 1
+    return out
+
+
+# --- dispatch ------------------------------------------------------------------------------------------
+def detect_format(path: Path, text: str) -> tuple[str, str]:
+    """(format, variant): ("llama-bench", json|jsonl|csv), ("vllm-bench", "json") or ("published", "csv")."""
+    head = text.lstrip()[:4096]
+    if path.suffix.lower() == ".csv" or (head and head[0] not in "[{"):
+        first = head.splitlines()[0] if head else ""
+        if "metric" in first and "source_url" in first:
+            return "published", "csv"
+        if "avg_ts" in first:
+            return "llama-bench", "csv"
+        raise _err(path, 1, "unrecognized CSV header (neither llama-bench nor published measurements)")
+    if head.startswith("["):
+        return "llama-bench", "json"
+    first_line = head.splitlines()[0] if head else ""
+    if path.suffix.lower() == ".jsonl" or (first_line.strip().endswith("}") and "avg_ts" in first_line):
+        return "llama-bench", "jsonl"
+    if "avg_latency" in head or "tokens_per_second" in head:
+        return "vllm-bench", "json"
+    raise _err(path, 1, "unrecognized JSON (neither llama-bench results nor vLLM bench output)")
+
+
+def import_file(
+    path: str | Path, fmt: str = "auto", ctx: ImportContext | None = None
+) -> tuple[str, list[RunRecord]]:
+    """Parse a whole file; returns (format, records).  Raises ImportFormatError; writes nothing."""
+    path = Path(path)
+    if fmt not in FORMATS:
+        raise ImportFormatError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImportFormatError(f"{path}: cannot read ({exc})") from None
+    if not text.strip():
+        raise _err(path, 1, "empty file")
+    ctx = ctx or ImportContext(source=str(path))
+    if fmt == "auto":
+        detected, variant = detect_format(path, text)
+    elif fmt == "llama-bench":
+        suffix = path.suffix.lower()
+        first = text.lstrip()[:1]
+        detected = fmt
+        variant = "csv" if suffix == ".csv" or first not in "[{" else "json" if first == "[" else "jsonl"
+    else:
+        detected, variant = fmt, ""
+    if detected == "llama-bench":
+        return detected, import_llama_bench(path, text, ctx, variant or "json")
+    if detected == "vllm-bench":
+        values = _json_values_with_lines(text, path)
+        return detected, import_vllm_bench(path, values[0][1], ctx)
+    return detected, import_published(path, text, ctx)

@@ -1,0 +1,334 @@
+"""Sweep plans: a TOML file -> validated points, checked before anything runs.
+
+Format (see docs/harness.md for a full example)::
+
+    name = "cpu-quick"            # default: the file stem
+    description = "..."
+    timeout_s = 300               # per point (child process wall time)
+    build_timeout_s = 1800        # per synthetic model build
+
+    [[sweep]]                     # one or more grids; top-level axis keys are defaults for every [[sweep]]
+    engines = ["llama.cpp"]
+    models = ["Qwen/Qwen3-0.6B", { id = "Qwen/Qwen3-30B-A3B", layers = 2 }]
+    quants = ["Q8_0", "Q4_K_M"]
+    layers = 4                    # depth-reduced proxy (same widths, K layers); 0 or absent = real depth
+    contexts = [1024]             # n_ctx per sequence
+    prompt_lengths = [128, 512]   # prefill tests pp{n}
+    gen_lengths = [32]            # decode tests tg{n}
+    depths = [0, 512]             # tokens already in the KV cache
+    concurrencies = [1]           # batched decode (vLLM)
+    repetitions = 3
+    kv_dtypes = ["f16"]
+    flash_attn = [false]
+    threads = [2]                 # 0 = the runner's default
+    n_batch = 2048
+    n_ubatch = 512
+    n_gpu_layers = -1
+    engine_options = { }          # passed to the runner untouched
+
+A point is one engine x model x quant x context x kv dtype x flash-attn x threads combination; it carries the
+lists of prompt lengths, gen lengths, depths and concurrencies, measured by one child process.
+Unknown engines, models, quants or keys raise PlanError naming the entry (and the nearest ids) before any run.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from itertools import product
+from pathlib import Path
+
+from estimator.specs import ModelSpec, QuantSpec, SpecError
+from runners.base import REGISTRY, PointSpec
+
+KV_DTYPES = ("f16", "bf16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "fp8", "auto")
+
+_LIST_INT = ("contexts", "prompt_lengths", "gen_lengths", "depths", "concurrencies")
+_AXIS_KEYS = {
+    "engines", "models", "quants", "layers", "contexts", "prompt_lengths", "gen_lengths", "depths",
+    "concurrencies", "repetitions", "kv_dtypes", "flash_attn", "threads", "n_batch", "n_ubatch",
+    "n_gpu_layers", "engine_options", "timeout_s", "seed",
+}  # fmt: skip
+_TOP_KEYS = _AXIS_KEYS | {"name", "description", "build_timeout_s", "sweep"}
+_DEFAULTS: dict = {
+    "layers": 0,
+    "contexts": [2048],
+    "prompt_lengths": [512],
+    "gen_lengths": [128],
+    "depths": [0],
+    "concurrencies": [1],
+    "repetitions": 3,
+    "kv_dtypes": ["f16"],
+    "flash_attn": [False],
+    "threads": [0],
+    "n_batch": 2048,
+    "n_ubatch": 512,
+    "n_gpu_layers": -1,
+    "engine_options": {},
+    "timeout_s": 600,
+    "seed": 0,
+}
+
+
+class PlanError(ValueError):
+    """A plan that cannot run; the message names the file and the entry."""
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Where plan entries are checked: model / quant resolvers and the known engines."""
+
+    resolve_model: Callable[[str], ModelSpec]
+    get_quant: Callable[[str], QuantSpec]
+    engines: tuple[str, ...] = tuple(REGISTRY)
+
+
+def default_catalog() -> Catalog:
+    """The estimator's catalog (estimator.resolve.resolve_model, estimator.quant.get_quant)."""
+    try:
+        from estimator.quant import get_quant
+        from estimator.resolve import resolve_model
+    except ImportError as exc:
+        raise PlanError(
+            f"the estimator catalog is not available ({exc}); cannot check plan entries"
+        ) from None
+    return Catalog(resolve_model=resolve_model, get_quant=get_quant)
+
+
+@dataclass(frozen=True)
+class PlannedPoint:
+    """One point of a plan.  ``spec.model_path`` is empty until the sweep builds the model file."""
+
+    index: int
+    group: int
+    engine: str
+    model_ref: str  # as written in the plan
+    model: ModelSpec  # the real model (full depth)
+    quant: str
+    n_layers: int  # layers built and measured (== model.n_layers when not depth-reduced)
+    spec: PointSpec
+    timeout_s: float
+
+    @property
+    def label(self) -> str:
+        s = self.spec
+        depth = "" if self.n_layers == self.model.n_layers else f" L{self.n_layers}/{self.model.n_layers}"
+        return (
+            f"{self.engine} {self.model.id}{depth} {self.quant} "
+            f"ctx{s.n_ctx} kv={s.kv_dtype} fa={int(s.flash_attn)}"
+        )
+
+    def key_body(self, fingerprint: str) -> dict:
+        """What identifies the point (without host / engine version, which harness.store.point_key adds)."""
+        from harness.provenance import spec_to_dict
+
+        return {
+            "model_id": self.model.id,
+            "fingerprint": fingerprint,
+            "quant": self.quant,
+            "n_layers": self.n_layers,
+            "spec": spec_to_dict(replace(self.spec, model_path="")),
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    description: str
+    path: str
+    sha256: str
+    build_timeout_s: float
+    points: tuple[PlannedPoint, ...] = field(default_factory=tuple)
+
+    @property
+    def engines(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(p.engine for p in self.points))
+
+
+def _nearest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
+    near = difflib.get_close_matches(word, sorted(choices), n=3, cutoff=0.5)
+    return f" (nearest: {', '.join(near)})" if near else ""
+
+
+def _as_list(value: object, where: str) -> list:
+    if isinstance(value, list):
+        if not value:
+            raise PlanError(f"{where}: empty list")
+        return value
+    return [value]
+
+
+def _int(value: object, where: str, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PlanError(f"{where}: expected an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise PlanError(f"{where}: must be >= {minimum}, got {value}")
+    return value
+
+
+def _check_keys(table: dict, allowed: set[str], where: str) -> None:
+    for key in table:
+        if key not in allowed:
+            raise PlanError(f"{where}: unknown key {key!r}{_nearest(key, allowed)}")
+
+
+def _resolve_model_ref(ref: str, plan_dir: Path, catalog: Catalog, where: str) -> ModelSpec:
+    candidate = Path(ref)
+    if not candidate.is_absolute() and not candidate.exists() and (plan_dir / ref).exists():
+        ref = str(plan_dir / ref)
+    try:
+        return catalog.resolve_model(ref)
+    except (SpecError, KeyError, FileNotFoundError, ValueError) as exc:
+        raise PlanError(f"{where} {ref!r}: {exc}") from None
+
+
+def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int) -> list[PlannedPoint]:
+    w = f"sweep[{gi}]"
+    engines = [str(e) for e in _as_list(g.get("engines"), f"{w}.engines")] if "engines" in g else None
+    if not engines:
+        raise PlanError(f"{w}: no engines")
+    for i, e in enumerate(engines):
+        if e not in catalog.engines:
+            raise PlanError(f"{w}.engines[{i}] {e!r}: unknown engine{_nearest(e, catalog.engines)}")
+    if "models" not in g:
+        raise PlanError(f"{w}: no models")
+    if "quants" not in g:
+        raise PlanError(f"{w}: no quants")
+    default_layers = _int(g["layers"], f"{w}.layers", 0)
+    models: list[tuple[str, ModelSpec, int]] = []
+    for i, entry in enumerate(_as_list(g["models"], f"{w}.models")):
+        mw = f"{w}.models[{i}]"
+        layers = default_layers
+        if isinstance(entry, dict):
+            _check_keys(entry, {"id", "layers"}, mw)
+            if "id" not in entry:
+                raise PlanError(f"{mw}: a model table needs an 'id'")
+            layers = _int(entry.get("layers", default_layers), f"{mw}.layers", 0)
+            entry = entry["id"]
+        if not isinstance(entry, str):
+            raise PlanError(f"{mw}: expected a model id or {{id=..., layers=...}}, got {entry!r}")
+        model = _resolve_model_ref(entry, plan_dir, catalog, mw)
+        n = model.n_layers if layers in (0, None) else layers
+        if n > model.n_layers:
+            raise PlanError(f"{mw} {entry!r}: layers = {n} but the model has only {model.n_layers}")
+        models.append((entry, model, n))
+    quants = [str(q) for q in _as_list(g["quants"], f"{w}.quants")]
+    quant_specs = {}
+    for i, q in enumerate(quants):
+        try:
+            quant_specs[q] = catalog.get_quant(q)
+        except (SpecError, KeyError, ValueError) as exc:
+            raise PlanError(f"{w}.quants[{i}] {q!r}: {exc}") from None
+    lists = {
+        k: [_int(v, f"{w}.{k}[{i}]", 0) for i, v in enumerate(_as_list(g[k], f"{w}.{k}"))] for k in _LIST_INT
+    }
+    for k in ("contexts", "prompt_lengths", "gen_lengths", "concurrencies"):
+        for i, v in enumerate(lists[k]):
+            _int(v, f"{w}.{k}[{i}]", 1)
+    kv_dtypes = [str(k) for k in _as_list(g["kv_dtypes"], f"{w}.kv_dtypes")]
+    for i, k in enumerate(kv_dtypes):
+        if k not in KV_DTYPES:
+            raise PlanError(f"{w}.kv_dtypes[{i}] {k!r}: unknown KV dtype{_nearest(k, KV_DTYPES)}")
+    fas = _as_list(g["flash_attn"], f"{w}.flash_attn")
+    if not all(isinstance(f, bool) for f in fas):
+        raise PlanError(f"{w}.flash_attn: expected true/false values, got {fas!r}")
+    threads = [_int(t, f"{w}.threads[{i}]", 0) for i, t in enumerate(_as_list(g["threads"], f"{w}.threads"))]
+    reps = _int(g["repetitions"], f"{w}.repetitions", 1)
+    timeout = g["timeout_s"]
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        raise PlanError(f"{w}.timeout_s: expected a positive number of seconds, got {timeout!r}")
+    if not isinstance(g["engine_options"], dict):
+        raise PlanError(f"{w}.engine_options: expected a table")
+    need = max(lists["depths"]) + max(max(lists["prompt_lengths"]), max(lists["gen_lengths"]))
+    for i, ctx in enumerate(lists["contexts"]):
+        if ctx < need:
+            raise PlanError(
+                f"{w}.contexts[{i}] = {ctx}: smaller than max depth + max(prompt, gen) length = {need}"
+            )
+
+    points = []
+    for engine, (ref, model, n_layers), q in product(engines, models, quants):
+        qspec = quant_specs[q]
+        if qspec.engines and engine not in qspec.engines:
+            raise PlanError(
+                f"{w}.quants {q!r}: not available for engine {engine} (engines: {', '.join(qspec.engines)})"
+            )
+        for ctx, kv, fa, th in product(lists["contexts"], kv_dtypes, fas, threads):
+            spec = PointSpec(
+                model_path="",
+                n_ctx=ctx,
+                prompt_lengths=tuple(lists["prompt_lengths"]),
+                gen_lengths=tuple(lists["gen_lengths"]),
+                depths=tuple(lists["depths"]),
+                concurrencies=tuple(lists["concurrencies"]),
+                repetitions=reps,
+                kv_dtype=kv,
+                flash_attn=fa,
+                n_threads=th or None,
+                n_batch=_int(g["n_batch"], f"{w}.n_batch", 1),
+                n_ubatch=_int(g["n_ubatch"], f"{w}.n_ubatch", 1),
+                n_gpu_layers=_int(g["n_gpu_layers"], f"{w}.n_gpu_layers", -1),
+                seed=_int(g["seed"], f"{w}.seed", 0),
+                engine_options=dict(g["engine_options"]),
+            )
+            points.append(
+                PlannedPoint(
+                    index=start + len(points),
+                    group=gi,
+                    engine=engine,
+                    model_ref=ref,
+                    model=model,
+                    quant=qspec.name or q,
+                    n_layers=n_layers,
+                    spec=spec,
+                    timeout_s=float(timeout),
+                )
+            )
+    return points
+
+
+def parse_plan(text: str, path: str | Path = "<plan>", catalog: Catalog | None = None) -> Plan:
+    """Parse and validate plan TOML text.  Raises PlanError naming the offending entry."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PlanError(f"{path}: not valid TOML ({exc})") from None
+    _check_keys(data, _TOP_KEYS, str(path))
+    catalog = catalog if catalog is not None else default_catalog()
+    top = {k: v for k, v in data.items() if k in _AXIS_KEYS}
+    groups = data.get("sweep") or [{}]
+    if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
+        raise PlanError(f"{path}: 'sweep' must be an array of tables ([[sweep]])")
+    points: list[PlannedPoint] = []
+    for gi, g in enumerate(groups):
+        _check_keys(g, _AXIS_KEYS, f"{path}: sweep[{gi}]")
+        merged = {**_DEFAULTS, **top, **g}
+        try:
+            points += _expand_group(merged, gi, path.parent, catalog, len(points))
+        except PlanError as exc:
+            raise PlanError(f"{path}: {exc}") from None
+    build_timeout = data.get("build_timeout_s", 1800)
+    if isinstance(build_timeout, bool) or not isinstance(build_timeout, int | float) or build_timeout <= 0:
+        raise PlanError(f"{path}: build_timeout_s must be a positive number of seconds")
+    return Plan(
+        name=str(data.get("name") or path.stem),
+        description=str(data.get("description", "")),
+        path=str(path),
+        sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        build_timeout_s=float(build_timeout),
+        points=tuple(points),
+    )
+
+
+def load_plan(path: str | Path, catalog: Catalog | None = None) -> Plan:
+    """Read and validate a plan file (PlanError when missing, unreadable or invalid)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PlanError(f"{path}: cannot read plan ({exc.strerror})") from None
+    return parse_plan(text, path, catalog)
