@@ -43,6 +43,9 @@ class MoESpec:
     n_shared_experts: int = 0
     shared_ff: int = 0
     dense_layers: tuple[int, ...] = ()
+    # Latent MoE (Nemotron 3): routed experts work on a latent of this width, with hidden->latent and
+    # latent->hidden projections per MoE layer (0: experts read the hidden state directly).
+    latent_size: int = 0
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,12 @@ class ModelSpec:
     gguf_tensors: tuple[tuple[str, str, int, int], ...] | None = None
     gguf_path: str | None = None
     notes: tuple[str, ...] = ()
+    # Full-attention layers with their own KV geometry (Gemma 4: 2 KV heads x 512 on global layers, K == V).
+    global_head_dim: int | None = None
+    global_n_kv_heads: int | None = None
+    k_eq_v: bool = False  # FULL layers cache K only (attention_k_eq_v)
+    ffn_gated: bool = True  # False: up/down MLP without a gate projection (Nemotron-H relu2)
+    attn_output_gate: bool = False  # q projection also yields an output gate (Qwen3-Next / Qwen3.5): 2x q width
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,390 @@
+"""Weight inventory and bytes per quant.
+
+``tensor_inventory(model)`` lists the text decoder's tensors as llama.cpp names them (one row per tensor:
+name,
+class, layer, n_elements, row length = ne[0] = input features, group).  Shapes per layer kind:
+
+* attention (full / sliding / chunked): q = hidden x (heads*head_dim, x2 with an output gate), k and v =
+  hidden x (kv_heads*head_dim) (v absent on K==V layers; Gemma 4 full layers use global_head_dim /
+  global_n_kv_heads), o = (heads*head_dim) x hidden; MLA: q_a hidden x q_lora, q_b q_lora x heads*(nope+rope)
+  (or q hidden x heads*(nope+rope)), kv_a_mqa hidden x (kv_lora + rope), kv_b kv_lora x heads*(nope+v),
+  o heads*v x hidden;
+* Gated DeltaNet (linear): in_proj hidden x (2*nk*dk + 2*nv*dv) and hidden x 2*nv, conv (2*nk*dk + nv*dv) x
+  kernel, out nv*dv x hidden; Mamba2: in_proj hidden x (2*d_inner + 2*groups*state + heads), conv
+  (d_inner + 2*groups*state) x kernel, out d_inner x hidden;
+* FFN: gated (gate, up: hidden x ff; down: ff x hidden) or ungated (up, down); MoE: router hidden x n_experts
+  (F32), routed experts n_experts x (gate, up, down) of expert_ff (on the latent width for latent MoE, plus
+  the
+  hidden<->latent projections), shared experts of n_shared*shared_ff;
+* token_embd vocab x hidden, output vocab x hidden unless tied, 1-D norms (and q/k norms, biases).
+
+Nemotron-H layers are either Mamba, attention or FFN (from hybrid_override_pattern), so FFN weights sit on the
+NONE layers only.  MTP layers and vision towers are not counted (as in the reference's computed params).
+
+``weight_breakdown(model, quant)``: bytes = sum over tensors of ``row_bytes(type_for(...), n_elements)``; with
+a
+GGUF (``model.gguf_tensors``) the exact tensor sizes of the file are summed instead.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from estimator.quant import QUANTS, canonical_type, get_quant, row_bytes, type_for
+from estimator.specs import FULL, LINEAR, MAMBA, NONE, ModelSpec, QuantSpec
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """One weight tensor.  group: embd | output | dense | routed | shared | norm."""
+
+    name: str
+    tclass: str
+    layer: int  # -1 for non-layer tensors
+    n_elements: int
+    row_len: int
+    group: str
+
+
+@dataclass(frozen=True)
+class WeightBreakdown:
+    """Weight bytes of one model in one format (bytes; params are element counts).
+
+    active_bytes_per_token = total - token_embd (a decode step reads one embedding row; kept when the
+    embedding
+    is tied, since it is also the output head) - routed_expert_bytes * (1 - n_experts_used / n_experts).
+    """
+
+    quant: str
+    total_bytes: int
+    by_class_bytes: dict[str, int]
+    by_type_bytes: dict[str, int]
+    routed_expert_bytes: int
+    shared_expert_bytes: int
+    dense_bytes: int  # everything except routed experts
+    token_embd_bytes: int
+    output_bytes: int
+    n_params_total: int
+    n_params_active: int
+    active_bytes_per_token: int
+    per_layer_bytes: tuple[int, ...]  # bytes of each block (routed experts included)
+    per_layer_routed_bytes: tuple[int, ...]
+    exact: bool  # True when summed from a GGUF file's tensors
+
+
+_QK_NORM_ARCHS = ("qwen3", "gemma3", "gemma4", "llama4", "hunyuan", "olmo2", "minimax_m2", "qwen3_5")
+
+
+def _attn(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
+    h, b = m.hidden_size, f"blk.{i}."
+    out: list[Tensor] = []
+    if m.mla is not None:
+        a = m.mla
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        if a.q_lora_rank:
+            out += [
+                Tensor(b + "attn_q_a.weight", "other", i, h * a.q_lora_rank, h, "dense"),
+                Tensor(b + "attn_q_a_norm.weight", "norm", i, a.q_lora_rank, a.q_lora_rank, "norm"),
+                Tensor(
+                    b + "attn_q_b.weight", "other", i, a.q_lora_rank * m.n_heads * qk, a.q_lora_rank, "dense"
+                ),
+            ]
+        else:
+            out.append(Tensor(b + "attn_q.weight", "attn_q", i, h * m.n_heads * qk, h, "dense"))
+        out += [
+            Tensor(
+                b + "attn_kv_a_mqa.weight", "other", i, h * (a.kv_lora_rank + a.qk_rope_head_dim), h, "dense"
+            ),
+            Tensor(b + "attn_kv_a_norm.weight", "norm", i, a.kv_lora_rank, a.kv_lora_rank, "norm"),
+            Tensor(
+                b + "attn_kv_b.weight",
+                "attn_v",
+                i,
+                a.kv_lora_rank * m.n_heads * (a.qk_nope_head_dim + a.v_head_dim),
+                a.kv_lora_rank,
+                "dense",
+            ),
+            Tensor(
+                b + "attn_output.weight",
+                "attn_output",
+                i,
+                m.n_heads * a.v_head_dim * h,
+                m.n_heads * a.v_head_dim,
+                "dense",
+            ),
+        ]
+        return out
+    hd, kvh = m.head_dim, m.n_kv_heads
+    if kind == FULL and m.global_head_dim:
+        hd, kvh = m.global_head_dim, m.global_n_kv_heads or kvh
+    qw = m.n_heads * hd * (2 if m.attn_output_gate else 1)
+    out += [
+        Tensor(b + "attn_q.weight", "attn_q", i, h * qw, h, "dense"),
+        Tensor(b + "attn_k.weight", "attn_k", i, h * kvh * hd, h, "dense"),
+    ]
+    if not (m.k_eq_v and kind == FULL):
+        out.append(Tensor(b + "attn_v.weight", "attn_v", i, h * kvh * hd, h, "dense"))
+    out.append(
+        Tensor(b + "attn_output.weight", "attn_output", i, m.n_heads * hd * h, m.n_heads * hd, "dense")
+    )
+    if m.qkv_bias:
+        out.append(Tensor(b + "attn_qkv.bias", "bias", i, m.n_heads * hd + 2 * kvh * hd, 1, "norm"))
+    if m.architecture.startswith(_QK_NORM_ARCHS):
+        out += [
+            Tensor(b + "attn_q_norm.weight", "norm", i, hd, hd, "norm"),
+            Tensor(b + "attn_k_norm.weight", "norm", i, hd, hd, "norm"),
+        ]
+    if m.architecture == "gpt_oss":
+        out.append(Tensor(b + "attn_sinks.weight", "norm", i, m.n_heads, m.n_heads, "norm"))
+    return out
+
+
+def _mixer_state(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
+    s, h, b = m.state, m.hidden_size, f"blk.{i}."
+    assert s is not None
+    if kind == LINEAR:
+        qkvz = 2 * s.n_key_heads * s.key_head_dim + 2 * s.n_value_heads * s.value_head_dim
+        conv_ch = 2 * s.n_key_heads * s.key_head_dim + s.n_value_heads * s.value_head_dim
+        vd = s.n_value_heads * s.value_head_dim
+        return [
+            Tensor(b + "ssm_in.weight", "other", i, h * qkvz, h, "dense"),
+            Tensor(b + "ssm_ba.weight", "other", i, h * 2 * s.n_value_heads, h, "dense"),
+            Tensor(b + "ssm_conv1d.weight", "ssm_conv1d", i, conv_ch * s.conv_kernel, s.conv_kernel, "norm"),
+            Tensor(b + "ssm_a.weight", "norm", i, 2 * s.n_value_heads, s.n_value_heads, "norm"),
+            Tensor(b + "ssm_norm.weight", "norm", i, s.value_head_dim, s.value_head_dim, "norm"),
+            Tensor(b + "ssm_out.weight", "other", i, vd * h, vd, "dense"),
+        ]
+    d_inner = s.n_value_heads * s.value_head_dim
+    gs = 2 * s.n_key_heads * s.key_head_dim
+    return [
+        Tensor(b + "ssm_in.weight", "other", i, h * (2 * d_inner + gs + s.n_value_heads), h, "dense"),
+        Tensor(
+            b + "ssm_conv1d.weight",
+            "ssm_conv1d",
+            i,
+            (d_inner + gs) * (s.conv_kernel + 1),
+            s.conv_kernel,
+            "norm",
+        ),
+        Tensor(b + "ssm_a.weight", "norm", i, 3 * s.n_value_heads, s.n_value_heads, "norm"),
+        Tensor(b + "ssm_norm.weight", "norm", i, d_inner, d_inner, "norm"),
+        Tensor(b + "ssm_out.weight", "other", i, d_inner * h, d_inner, "dense"),
+    ]
+
+
+def _ffn(m: ModelSpec, i: int, moe_layer: bool) -> list[Tensor]:
+    h, b = m.hidden_size, f"blk.{i}."
+    g = 3 if m.ffn_gated else 2
+    out: list[Tensor] = []
+    if not moe_layer:
+        ff = m.intermediate_size
+        if m.ffn_gated:
+            out.append(Tensor(b + "ffn_gate.weight", "ffn_gate", i, h * ff, h, "dense"))
+        out += [
+            Tensor(b + "ffn_up.weight", "ffn_up", i, h * ff, h, "dense"),
+            Tensor(b + "ffn_down.weight", "ffn_down", i, ff * h, ff, "dense"),
+        ]
+        return out
+    e = m.moe
+    assert e is not None
+    out.append(Tensor(b + "ffn_gate_inp.weight", "ffn_gate_inp", i, h * e.n_experts, h, "dense"))
+    width = e.latent_size or h
+    if e.latent_size:
+        out += [
+            Tensor(b + "ffn_latent_in.weight", "other", i, h * width, h, "dense"),
+            Tensor(b + "ffn_latent_out.weight", "other", i, width * h, width, "dense"),
+        ]
+    ne, ff = e.n_experts, e.expert_ff
+    if m.ffn_gated:
+        out.append(Tensor(b + "ffn_gate_exps.weight", "ffn_gate_exps", i, ne * width * ff, width, "routed"))
+    out += [
+        Tensor(b + "ffn_up_exps.weight", "ffn_up_exps", i, ne * width * ff, width, "routed"),
+        Tensor(b + "ffn_down_exps.weight", "ffn_down_exps", i, ne * ff * width, ff, "routed"),
+    ]
+    if m.architecture == "gpt_oss":
+        out.append(Tensor(b + "ffn_exps.bias", "bias", i, ne * ((g - 1) * ff + width) + ne, 1, "norm"))
+    if e.n_shared_experts and e.shared_ff:
+        sf = e.n_shared_experts * e.shared_ff
+        if m.ffn_gated:
+            out.append(Tensor(b + "ffn_gate_shexp.weight", "ffn_gate_shexp", i, h * sf, h, "shared"))
+        out += [
+            Tensor(b + "ffn_up_shexp.weight", "ffn_up_shexp", i, h * sf, h, "shared"),
+            Tensor(b + "ffn_down_shexp.weight", "ffn_down_shexp", i, sf * h, sf, "shared"),
+        ]
+    return out
+
+
+@lru_cache(maxsize=1024)
+def tensor_inventory(model: ModelSpec) -> tuple[Tensor, ...]:
+    """Every tensor of the text decoder (see module docstring for the shapes)."""
+    m, h = model, model.hidden_size
+    out = [Tensor("token_embd.weight", "token_embd", -1, m.vocab_size * h, h, "embd")]
+    dense = set(m.moe.dense_layers) if m.moe else set()
+    nemotron = m.architecture == "nemotron_h"
+    for i, kind in enumerate(m.layer_types):
+        out.append(Tensor(f"blk.{i}.attn_norm.weight", "norm", i, h, h, "norm"))
+        if kind in (LINEAR, MAMBA):
+            out += _mixer_state(m, i, kind)
+        elif kind != NONE:
+            out += _attn(m, i, kind)
+        if nemotron:
+            if kind == NONE:
+                out += _ffn(m, i, m.moe is not None and i not in dense)
+            continue
+        out.append(Tensor(f"blk.{i}.ffn_norm.weight", "norm", i, h, h, "norm"))
+        out += _ffn(m, i, m.moe is not None and i not in dense)
+    out.append(Tensor("output_norm.weight", "norm", -1, h, h, "norm"))
+    if not m.tie_embeddings:
+        out.append(Tensor("output.weight", "output", -1, m.vocab_size * h, h, "output"))
+    return tuple(out)
+
+
+_BLK = re.compile(r"^blk\.(\d+)\.")
+
+
+def classify_gguf_tensor(name: str) -> tuple[str, int, str]:
+    """(tensor class, layer or -1, group) of a GGUF tensor name."""
+    mt = _BLK.match(name)
+    layer = int(mt.group(1)) if mt else -1
+    base = name[mt.end() :] if mt else name
+    stem = base.rsplit(".", 1)[0]
+    if name.startswith("token_embd"):
+        return "token_embd", layer, "embd"
+    if name.startswith("output.") or name == "output.weight":
+        return "output", layer, "output"
+    if not name.endswith(".weight") or stem.endswith("_norm") or "norm" in stem:
+        return "norm", layer, "norm"
+    if "_exps" in stem:
+        return stem, layer, "routed"
+    if "_shexp" in stem:
+        return stem, layer, "shared"
+    return stem, layer, "dense"
+
+
+def _sum(items, n_layers: int, moe_frac: float, tied: bool, quant: str, exact: bool) -> WeightBreakdown:
+    by_class: dict[str, int] = {}
+    by_type: dict[str, int] = {}
+    per_layer = [0] * n_layers
+    per_layer_routed = [0] * n_layers
+    total = routed = shared = embd = outb = 0
+    n_total = n_routed = 0
+    for tclass, layer, group, ttype, n_el, nb in items:
+        total += nb
+        by_class[tclass] = by_class.get(tclass, 0) + nb
+        by_type[ttype] = by_type.get(ttype, 0) + nb
+        n_total += n_el
+        if 0 <= layer < n_layers:
+            per_layer[layer] += nb
+        if group == "routed":
+            routed += nb
+            n_routed += n_el
+            if 0 <= layer < n_layers:
+                per_layer_routed[layer] += nb
+        elif group == "shared":
+            shared += nb
+        elif group == "embd":
+            embd += nb
+        elif group == "output":
+            outb += nb
+    n_active = n_total - round(n_routed * (1.0 - moe_frac))
+    active = total - (0 if tied else embd) - round(routed * (1.0 - moe_frac))
+    return WeightBreakdown(
+        quant=quant,
+        total_bytes=total,
+        by_class_bytes=by_class,
+        by_type_bytes=by_type,
+        routed_expert_bytes=routed,
+        shared_expert_bytes=shared,
+        dense_bytes=total - routed,
+        token_embd_bytes=embd,
+        output_bytes=outb,
+        n_params_total=n_total,
+        n_params_active=n_active,
+        active_bytes_per_token=active,
+        per_layer_bytes=tuple(per_layer),
+        per_layer_routed_bytes=tuple(per_layer_routed),
+        exact=exact,
+    )
+
+
+def _moe_frac(m: ModelSpec) -> float:
+    return m.moe.n_experts_used / m.moe.n_experts if m.moe else 1.0
+
+
+@lru_cache(maxsize=4096)
+def _breakdown_catalog_quant(model: ModelSpec, qname: str) -> WeightBreakdown:
+    return _breakdown(model, QUANTS[qname])
+
+
+def _breakdown(model: ModelSpec, q: QuantSpec) -> WeightBreakdown:
+    m = model
+    inv = tensor_inventory(m)
+    n_gqa = max(1, m.n_heads // max(1, m.n_kv_heads))
+    n_exp = m.moe.n_experts if m.moe else 0
+    is_70b = m.architecture in ("llama", "qwen2") and m.n_layers == 80
+    n_wv = sum(1 for t in inv if t.tclass == "attn_v")
+    items = []
+    wv = 0
+    for t in inv:
+        if t.tclass == "attn_v":
+            ttype = type_for(
+                q,
+                "attn_v",
+                t.layer,
+                n_wv,
+                n_gqa=n_gqa,
+                n_expert=n_exp,
+                is_70b=is_70b,
+                tied=m.tie_embeddings,
+                row_len=t.row_len,
+                wv_index=wv,
+            )
+            wv += 1
+        else:
+            ttype = type_for(
+                q,
+                t.tclass,
+                max(t.layer, 0),
+                m.n_layers,
+                n_gqa=n_gqa,
+                n_expert=n_exp,
+                is_70b=is_70b,
+                tied=m.tie_embeddings,
+                row_len=t.row_len,
+                is_expert3d=t.group == "routed",
+            )
+        items.append((t.tclass, t.layer, t.group, ttype, t.n_elements, row_bytes(ttype, t.n_elements)))
+    return _sum(items, m.n_layers, _moe_frac(m), m.tie_embeddings, q.name, exact=False)
+
+
+@lru_cache(maxsize=256)
+def _breakdown_gguf(model: ModelSpec) -> WeightBreakdown:
+    items = []
+    for name, ttype, n_el, nb in model.gguf_tensors or ():
+        tclass, layer, group = classify_gguf_tensor(name)
+        items.append((tclass, layer, group, canonical_type(ttype), n_el, nb))
+    return _sum(items, model.n_layers, _moe_frac(model), model.tie_embeddings, "gguf", exact=True)
+
+
+def weight_breakdown(model: ModelSpec, quant: QuantSpec | str | None = None) -> WeightBreakdown:
+    """Weight bytes of ``model`` in ``quant``.
+
+    Exact file tensor sums when ``model.gguf_tensors`` is set and quant is None or "gguf".
+    """
+    if model.gguf_tensors is not None and (
+        quant is None or (isinstance(quant, str) and quant.lower() == "gguf")
+    ):
+        return _breakdown_gguf(model)
+    if quant is None:
+        raise ValueError("quant is required for a model without GGUF tensors")
+    q = get_quant(quant) if isinstance(quant, str) else quant
+    if QUANTS.get(q.name) is q:
+        return _breakdown_catalog_quant(model, q.name)
+    return _breakdown(model, q)
+
+
+def expert_bytes_per_layer(model: ModelSpec, quant: QuantSpec | str | None = None) -> tuple[int, ...]:
+    """Routed-expert bytes of each layer (what llama.cpp --n-cpu-moe moves to host RAM, from layer 0)."""
+    return weight_breakdown(model, quant).per_layer_routed_bytes

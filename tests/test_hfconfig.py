@@ -1,0 +1,117 @@
+"""config.json loader: nested text_config, explicit head_dim, layer patterns, MoE/MLA keys, missing keys."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from estimator.hfconfig import load_hf_config, spec_from_config
+from estimator.resolve import resolve_model
+from estimator.specs import CHUNKED, FULL, LINEAR, MAMBA, SLIDING, SpecError
+
+BASE = {
+    "model_type": "llama",
+    "hidden_size": 1024,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "intermediate_size": 3072,
+    "vocab_size": 1000,
+    "max_position_embeddings": 4096,
+}
+
+
+def test_missing_key_names_key_and_file(tmp_path):
+    cfg = dict(BASE)
+    del cfg["num_hidden_layers"]
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    with pytest.raises(SpecError) as exc:
+        load_hf_config(tmp_path)
+    assert "num_hidden_layers" in str(exc.value) and str(p) in str(exc.value)
+
+
+def test_folder_and_file_resolve(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(BASE))
+    assert resolve_model(str(tmp_path)).n_layers == 4
+    assert resolve_model(str(tmp_path / "config.json")).hidden_size == 1024
+
+
+def test_bad_json_is_spec_error(tmp_path):
+    (tmp_path / "config.json").write_text("{nope")
+    with pytest.raises(SpecError, match="JSON"):
+        load_hf_config(tmp_path)
+
+
+def test_explicit_head_dim_wins_qwen3_0_6b():
+    m = resolve_model("qwen3-0.6b")
+    assert m.head_dim == 128 and m.hidden_size // m.n_heads == 64
+
+
+def test_mha_default_and_derived_head_dim():
+    cfg = dict(BASE)
+    del cfg["num_key_value_heads"]
+    m = spec_from_config(cfg)
+    assert m.n_kv_heads == 16 and m.head_dim == 64
+
+
+def test_gemma3_text_config_defaults_apply():
+    cfg = {
+        "architectures": ["Gemma3ForConditionalGeneration"],
+        "model_type": "gemma3",
+        "text_config": {
+            "model_type": "gemma3_text",
+            "hidden_size": 2560,
+            "num_hidden_layers": 34,
+            "intermediate_size": 10240,
+            "sliding_window": 1024,
+        },
+    }
+    m = spec_from_config(cfg)
+    assert (m.n_heads, m.n_kv_heads, m.head_dim, m.vocab_size) == (8, 4, 256, 262208)
+    assert m.tie_embeddings and m.window == 1024
+    assert m.layer_types.count(SLIDING) == 29 and m.layer_types.count(FULL) == 5
+
+
+def test_layer_patterns():
+    assert resolve_model("gpt-oss-120b").layer_types[:2] == (SLIDING, FULL)
+    ll4 = resolve_model("llama-4-scout-17b-16e")
+    assert ll4.layer_types.count(CHUNKED) == 36 and ll4.window == 8192
+    qn = resolve_model("qwen3-next-80b-a3b")
+    assert qn.layer_types.count(LINEAR) == 36 and qn.layer_types[3] == FULL
+    nem = resolve_model("nemotron-3-super-120b-a12b")
+    assert nem.layer_types.count(MAMBA) == 40 and nem.layer_types.count(FULL) == 8
+    assert nem.moe.latent_size == 1024 and not nem.ffn_gated
+    qwen2 = resolve_model("qwen2.5-7b")  # sliding_window present but use_sliding_window false
+    assert qwen2.window is None and set(qwen2.layer_types) == {FULL}
+
+
+def test_moe_key_spellings():
+    assert resolve_model("mixtral-8x7b").moe.expert_ff == 14336
+    glm = resolve_model("glm-4.5").moe
+    assert (glm.n_experts, glm.n_experts_used, glm.n_shared_experts, glm.dense_layers) == (
+        160,
+        8,
+        1,
+        (0, 1, 2),
+    )
+    hun = resolve_model("hunyuan-a13b").moe  # per-layer lists
+    assert hun.n_experts_used == 8 and hun.expert_ff == 3072
+    ern = resolve_model("ernie-4.5-300b-a47b").moe
+    assert ern.dense_layers == (0, 1, 2)
+    mav = resolve_model("llama-4-maverick-17b-128e")
+    assert len(mav.moe.dense_layers) == 24 and mav.intermediate_size == 16384
+
+
+def test_mla_keys():
+    m = resolve_model("deepseek-v3")
+    assert m.mla.kv_lora_rank == 512 and m.mla.qk_rope_head_dim == 64 and m.native_dtype == "fp8"
+    cfg = dict(BASE, kv_lora_rank=512)
+    with pytest.raises(SpecError, match="qk_rope_head_dim"):
+        spec_from_config(cfg, "x/config.json")
+
+
+def test_gemma4_global_layers():
+    m = resolve_model("gemma-4-26b-a4b")
+    assert m.global_head_dim == 512 and m.global_n_kv_heads == 2 and m.k_eq_v

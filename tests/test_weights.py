@@ -1,0 +1,65 @@
+"""Weight inventory: parameter counts vs the reference, bytes per quant, MoE active bytes."""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator.catalog import get_model
+from estimator.quant import row_bytes
+from estimator.weights import expert_bytes_per_layer, tensor_inventory, weight_breakdown
+
+
+def test_llama_8b_bf16_bytes_exact():
+    m = get_model("llama-3.1-8b")
+    wb = weight_breakdown(m, "BF16")
+    n_1d = sum(t.n_elements for t in tensor_inventory(m) if t.group == "norm")
+    assert wb.total_bytes == 2 * (wb.n_params_total - n_1d) + 4 * n_1d
+    assert wb.token_embd_bytes == 2 * 128256 * 4096
+    assert wb.active_bytes_per_token == wb.total_bytes - wb.token_embd_bytes
+
+
+def test_q4_k_m_sits_between_q4_k_and_q6_k():
+    m = get_model("llama-3.1-8b")
+    q4 = weight_breakdown(m, "Q4_K_M").total_bytes / weight_breakdown(m, "BF16").n_params_total * 8
+    assert 4.5 < q4 < 5.2  # published Llama-3-8B Q4_K_M is ~4.89 bpw
+    assert weight_breakdown(m, "Q4_K_M").by_class_bytes["output"] == row_bytes("q6_K", 128256 * 4096)
+    sizes = [
+        weight_breakdown(m, q).total_bytes
+        for q in ("Q2_K", "Q3_K_M", "Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "BF16")
+    ]
+    assert sizes == sorted(sizes)
+
+
+def test_moe_routed_and_active():
+    m = get_model("qwen3-30b-a3b")
+    wb = weight_breakdown(m, "Q8_0")
+    assert wb.routed_expert_bytes > 0.9 * wb.total_bytes
+    expected = wb.total_bytes - wb.token_embd_bytes - round(wb.routed_expert_bytes * (1 - 8 / 128))
+    assert wb.active_bytes_per_token == expected
+    per_layer = expert_bytes_per_layer(m, "Q8_0")
+    assert len(per_layer) == 48 and sum(per_layer) == wb.routed_expert_bytes
+
+
+def test_dense_first_layers_have_no_experts():
+    per_layer = expert_bytes_per_layer(get_model("deepseek-v3"), "Q4_K_M")
+    assert per_layer[:3] == (0, 0, 0) and all(b > 0 for b in per_layer[3:])
+
+
+def test_tied_embedding_counts_once():
+    m = get_model("qwen3-0.6b")
+    wb = weight_breakdown(m, "BF16")
+    assert m.tie_embeddings and wb.output_bytes == 0
+    assert wb.active_bytes_per_token == wb.total_bytes  # the embedding is read as the output head
+
+
+def test_quant_by_name_or_spec_same():
+    from estimator.quant import get_quant
+
+    m = get_model("gemma-3-27b")
+    assert weight_breakdown(m, "q4_k_m") == weight_breakdown(m, get_quant("Q4_K_M"))
+
+
+def test_mxfp4_gpt_oss_near_published_size():
+    wb = weight_breakdown(get_model("gpt-oss-120b"), "MXFP4")
+    # official MXFP4 checkpoint ~ 121.54 GiB / 2 (kaito lists both copies); experts at 4.25 bits
+    assert wb.total_bytes / 2**30 == pytest.approx(60.8, rel=0.08)
