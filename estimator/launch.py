@@ -167,7 +167,7 @@ def vllm_command(model: ModelSpec, quant: str, workload: Workload) -> LaunchComm
             exact = False
             notes.append("vLLM serves MXFP4 only from a checkpoint published in MXFP4")
     elif q.startswith(("AWQ", "GPTQ")) or "INT4" in q:
-        target = f"<{q.split('_')[0]} int4 checkpoint of {repo}>"
+        target = f"<{q.split('-')[0].split('_')[0]} int4 checkpoint of {repo}>"
         notes.append("vLLM reads the AWQ/GPTQ settings from the quantized checkpoint's config")
     else:
         target = model.gguf_path or f"./{_slug(model.name)}-{quant}.gguf"

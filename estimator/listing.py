@@ -1,0 +1,154 @@
+"""Row builders for ``python -m estimator list`` and ``fit`` (plain lists; the CLI renders text/JSON/CSV).
+
+``fit_rows``: for every sizable catalog model, the first format of ``quants`` (best quality first) whose
+memory verdict on the device is ``"fits"``, with its total, headroom and estimated decode speed (single stream,
+the coefficient set's label alongside).  Scalar calls, one model at a time; models that fit in no format are
+listed last with verdict "does not fit".
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from estimator.specs import GIB, SpecError
+
+_ERRORS = (SpecError, ValueError, ArithmeticError)
+
+
+def _r(x: float | None, nd: int = 2):
+    return None if x is None else round(x, nd)
+
+
+def list_rows(what: str) -> tuple[list[str], list[list]]:
+    if what == "models":
+        from estimator.catalog import all_models
+        from estimator.report import attention_label
+
+        headers = [
+            "id",
+            "name",
+            "hf_id",
+            "architecture",
+            "total_params",
+            "active_params",
+            "max_context",
+            "attention",
+            "license",
+            "verified",
+        ]
+        rows = [
+            [
+                m.id,
+                m.name,
+                m.hf_id,
+                m.architecture,
+                m.published_total_params,
+                m.published_active_params,
+                m.max_context,
+                attention_label(m),
+                m.license,
+                m.verified,
+            ]
+            for m in all_models()
+        ]
+        return headers, rows
+    if what == "hardware":
+        from estimator.catalog import all_hardware
+
+        headers = [
+            "id",
+            "name",
+            "vendor",
+            "family",
+            "kind",
+            "memory_gib",
+            "bandwidth_gbs",
+            "bf16_tflops",
+            "fp8_tflops",
+            "tdp_w",
+            "price_usd",
+            "status",
+        ]
+        rows = [
+            [
+                h.id,
+                h.name,
+                h.vendor,
+                h.family,
+                h.kind,
+                _r(h.memory_bytes / GIB if h.memory_bytes else None),
+                h.bandwidth_gbs,
+                h.bf16_tflops,
+                h.fp8_tflops,
+                h.tdp_w,
+                h.price_usd,
+                h.status,
+            ]
+            for h in all_hardware()
+        ]
+        return headers, rows
+    if what == "quants":
+        from estimator.quant import QUANTS, bits_per_weight
+
+        headers = ["name", "default_type", "default_bits_per_weight", "engines", "description"]
+        rows = []
+        for q in QUANTS.values():
+            try:
+                bpw = _r(bits_per_weight(q.default_type), 4)
+            except _ERRORS:
+                bpw = None
+            rows.append([q.name, q.default_type, bpw, ",".join(q.engines), q.description])
+        return headers, rows
+    raise SpecError(f"unknown list {what!r}; one of models, hardware, quants")
+
+
+def fit_rows(hw, workload, table, quants: tuple[str, ...]) -> tuple[list[str], list[list]]:
+    """Sorted rows: fitting models by decode speed (fastest first), then the rest by name."""
+    from estimator.catalog import all_models
+    from estimator.quant import get_quant
+    from estimator.report_build import Physics
+
+    headers = [
+        "model",
+        "params_total_b",
+        "best_quant",
+        "total_gib",
+        "headroom_gib",
+        "verdict",
+        "decode_tok_s",
+        "decode_lo_tok_s",
+        "decode_hi_tok_s",
+        "coefficients",
+    ]
+    fitting, rest = [], []
+    qspecs = [get_quant(q) for q in quants]
+    for model in all_models():
+        if workload.n_ctx > model.max_context:
+            wl = replace(workload, n_ctx=model.max_context)
+        else:
+            wl = workload
+        ph = Physics(model, table)
+        row = None
+        for q in qspecs:
+            if wl.engine not in q.engines:
+                continue
+            try:
+                m = ph.memory(q, hw, wl)
+            except _ERRORS:
+                continue
+            if m.verdict == "fits":
+                try:
+                    f = ph.decode(q, hw, wl)
+                    speed = [_r(f.tok_s, 1), _r(f.lo_tok_s, 1), _r(f.hi_tok_s, 1), f.coefficients]
+                except _ERRORS:
+                    speed = [None, None, None, None]
+                row = [model.id, None, q.name, _r(m.total_bytes / GIB), _r(m.headroom_bytes / GIB), m.verdict]
+                row += speed
+                break
+        if row is None:
+            rest.append([model.id, None, None, None, None, "does not fit", None, None, None, None])
+        else:
+            fitting.append(row)
+    fitting.sort(key=lambda r: -(r[6] or 0.0))
+    rest.sort(key=lambda r: r[0])
+    return headers, fitting + rest

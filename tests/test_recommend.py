@@ -1,0 +1,103 @@
+"""Recommendation picks with a hand-made memory model (fits when the device memory covers a fixed need)."""
+
+from dataclasses import dataclass
+
+from estimator.cost import CloudRate
+from estimator.recommend import Sizer, cheapest_fit, recommend
+from estimator.specs import FULL, GIB, HardwareSpec, ModelSpec, QuantSpec, Workload
+
+MODEL = ModelSpec(
+    id="m",
+    name="m",
+    architecture="llama",
+    hidden_size=64,
+    n_layers=2,
+    n_heads=4,
+    n_kv_heads=4,
+    head_dim=16,
+    intermediate_size=128,
+    vocab_size=100,
+    max_context=4096,
+    layer_types=(FULL,) * 2,
+)
+QUANT = QuantSpec(name="Q4_K_M", default_type="q4_K")
+NEED = 100 * GIB
+
+
+def hw(id_, mem_gib, bw, price, kind="gpu"):
+    return HardwareSpec(
+        id=id_,
+        name=id_.upper(),
+        vendor="v",
+        family="f",
+        kind=kind,
+        memory_bytes=mem_gib * GIB,
+        bandwidth_gbs=bw,
+        bf16_tflops=100.0,
+        price_usd=price,
+    )
+
+
+CATALOG = (
+    hw("small", 24, 1000, 1500),
+    hw("mid", 80, 2000, 15000),
+    hw("big", 192, 5300, 15000),
+    hw("huge", 288, 8000, 40000),
+    hw("cheapbig", 128, 273, 4000),
+    hw("cpu", 1024, 400, 5000, "cpu"),
+)
+
+
+@dataclass
+class Mem:
+    total_bytes: int
+    headroom_bytes: int
+    verdict: str
+
+
+def memory_fn(model, quant, h, wl):
+    usable = int(h.memory_bytes * wl.n_devices * 0.95)
+    return Mem(NEED, usable - NEED, "fits" if usable >= NEED else "does not fit")
+
+
+def speed_fn(model, quant, h, wl):
+    return h.bandwidth_gbs * wl.n_devices / 100.0
+
+
+def sizer():
+    return Sizer(MODEL, QUANT, Workload(), memory_fn, speed_fn, floor_bytes=90 * GIB)
+
+
+def test_picks():
+    rates = (
+        CloudRate("P", "1x huge", "huge", 1, 5.0, "h", "2026-01-01", "u"),
+        CloudRate("Q", "2x mid", "mid", 2, 4.0, "h", "2026-01-01", "u"),
+    )
+    r = recommend(sizer(), CATALOG[1], CATALOG, rates)
+    assert (r.best_single.hardware_id, r.best_single.n_devices) == ("huge", 1)  # fastest single that fits
+    assert (r.best_value.hardware_id, r.best_value.n_devices) == ("cheapbig", 1)  # $4,000
+    assert r.most_memory_per_dollar.hardware_id == "cheapbig"  # 32 GiB per 1,000 USD
+    assert (r.multi_device.hardware_id, r.multi_device.n_devices) == (
+        "mid",
+        2,
+    )  # chosen device, fewest n >= 2
+    assert (r.cheapest_cloud.hardware_id, r.cheapest_cloud.usd_per_hour) == ("mid", 4.0)
+    assert r.best_value.required_bytes == NEED and r.best_single.decode_tok_s == 80.0
+
+
+def test_cpu_excluded_and_nothing_fits():
+    global NEED
+    old, NEED = NEED, 5000 * GIB
+    try:
+        r = recommend(sizer(), CATALOG[0], CATALOG, ())
+        assert r.best_single is None and r.best_value is None and r.multi_device is None
+        assert any("no single" in n for n in r.notes)
+    finally:
+        NEED = old
+
+
+def test_cheapest_fit_prefers_price_over_count():
+    c = cheapest_fit(sizer(), list(CATALOG))
+    assert (c.hardware_id, c.n_devices, c.purchase_usd) == ("cheapbig", 1, 4000)
+    c8 = cheapest_fit(sizer(), [CATALOG[0]])  # 4 x 24 GiB x 0.95 = 91 GiB < 100 GiB: n = 8
+    assert (c8.hardware_id, c8.n_devices) == ("small", 8)
