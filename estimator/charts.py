@@ -83,7 +83,7 @@ def _label_width(labels: Sequence[str], lo: int = 60, hi: int = 240) -> float:
 
 
 def _truncate(label: str, width_px: float) -> str:
-    max_chars = max(4, int(width_px / CHAR_PX) - 1)
+    max_chars = max(4, int(width_px / (CHAR_PX * 1.1)) - 1)  # 10 % margin for wide glyphs
     return label if len(label) <= max_chars else label[: max_chars - 1] + "…"
 
 
@@ -470,7 +470,7 @@ def interval_panels(
     n_rows = len(panels[0].rows)
     if any(len(p.rows) != n_rows for p in panels):
         raise ValueError("all panels must have the same rows")
-    labels_w = _label_width([r.label for r in panels[0].rows], 50, 180)
+    labels_w = _label_width([r.label for r in panels[0].rows], 50, 220)
     other_w = (WIDTH_PX - labels_w) / len(panels)
     body, x = [], 0.0
     for i, p in enumerate(panels):
