@@ -14,7 +14,7 @@ from pathlib import Path
 
 from estimator.specs import GIB, SpecError
 
-FORMATS = ("text", "json", "markdown")
+FORMATS = ("text", "json", "markdown", "html")
 # Quality order for ``fit``: the first format that fits is the "best quant that fits".
 FIT_QUANTS = ("BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS", "Q3_K_M", "Q2_K")
 
@@ -93,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--allow-overlong", action="store_true", help="allow a context above the model maximum")
     r.add_argument("--format", choices=FORMATS, default="text")
     r.add_argument("-o", "--output", help="write the report to this file")
+    r.add_argument("--lang", choices=("en", "es"), default="en", help="language of the html report")
+    r.add_argument("--results", default="results/runs", help="measured runs shown beside estimates (html)")
 
     p = sub.add_parser("predict", help="predict a CSV of cases (llama-bench semantics)")
     p.add_argument("cases", help="CASES.csv")
@@ -109,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_workload_args(f)
     f.add_argument("--format", choices=("text", "json", "csv"), default="text")
     f.add_argument("-o", "--output")
+
+    from estimator.serve import build_arg_parser  # stdlib-only module: cheap to import
+
+    build_arg_parser(sub.add_parser("serve", help="local sizing page (http://127.0.0.1:8765/)"))
     return parser
 
 
@@ -193,6 +199,10 @@ def cmd_report(args) -> int:
         from estimator.render_markdown import render_markdown
 
         _write(render_markdown(d), args.output)
+    elif args.format == "html":
+        from estimator.render_html import render_html
+
+        _write(render_html(d, args.lang, results_dir=args.results), args.output)
     elif args.output:
         from estimator.render_text import render_text
 
@@ -263,7 +273,19 @@ def _emit_rows(headers: list[str], rows: list[list], fmt: str, output: str | Non
     return 0
 
 
-COMMANDS = {"report": cmd_report, "predict": cmd_predict, "list": cmd_list, "fit": cmd_fit}
+def cmd_serve(args) -> int:
+    from estimator.serve import serve_main
+
+    return serve_main(args)
+
+
+COMMANDS = {
+    "report": cmd_report,
+    "predict": cmd_predict,
+    "list": cmd_list,
+    "fit": cmd_fit,
+    "serve": cmd_serve,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
