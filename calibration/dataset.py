@@ -1,0 +1,310 @@
+"""RunRecords on disk -> one clean table for calibration.
+
+Every JSONL file under ``<results>/runs/`` is read line by line.  A line that is not a valid RunRecord, and
+an ``ok`` record carrying missing or impossible values (negative or zero speed, zero memory, a speed for a
+phase the workload did not run, ...), is *reported* with its file and line and left out; nothing is
+zero-filled.
+
+Quality filter: own measurements are ``ok``; imported records carry the published quality flag in
+``extra["quality"]`` (ok | legacy | rounded | suspect | aggregate).  Only ``ok`` rows are used unless a
+caller opts in to more flags (and then says so: the flags used are written into coefficients.json).
+
+The input hash is sha256 over the canonical JSON (sorted keys, compact separators, one record per line,
+lines sorted) of exactly the records that pass: status ``ok``, valid, quality allowed.  A change to any of
+them, an added or a removed one, changes the hash, which is how ``python -m calibration check`` detects a
+stale coefficients.json.
+
+Units: *_bytes bytes, *_tok_s tokens per second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from harness.records import RecordError, RunRecord, record_from_dict, record_to_dict
+
+DEFAULT_QUALITIES: tuple[str, ...] = ("ok",)
+KNOWN_QUALITIES: tuple[str, ...] = ("ok", "legacy", "rounded", "suspect", "aggregate")
+
+# Memory fields that must be > 0 when present on an ok record (zero memory is impossible).
+_POSITIVE_MEMORY = ("weights_bytes", "kv_bytes", "compute_bytes", "device_total_bytes", "host_rss_bytes")
+_NONNEG_MEMORY = ("output_bytes",)
+_MEASUREMENTS = ("prefill_tok_s", "decode_tok_s") + _POSITIVE_MEMORY + _NONNEG_MEMORY
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A line or record left out, with where it came from and why."""
+
+    file: str
+    line: int
+    record_id: str
+    reason: str
+
+    def __str__(self) -> str:
+        rid = f" [{self.record_id}]" if self.record_id else ""
+        return f"{self.file}:{self.line}{rid}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class LoadedRecord:
+    record: RunRecord
+    file: str
+    line: int
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass
+class Dataset:
+    """The clean records (``records``), their table (``table``), and what was left out and why."""
+
+    records: list[LoadedRecord]
+    table: pd.DataFrame
+    rejected: list[Rejection] = field(default_factory=list)
+    excluded_status: dict[str, int] = field(default_factory=dict)  # failed/skipped counts (not errors)
+    excluded_quality: dict[str, int] = field(default_factory=dict)  # quality flag -> count left out
+    qualities: tuple[str, ...] = DEFAULT_QUALITIES
+    input_hash: str = ""
+
+
+def record_quality(rec: RunRecord) -> str:
+    """Quality flag of a record: ``extra["quality"]`` for imports, ``ok`` for own measurements."""
+    q = rec.extra.get("quality") if isinstance(rec.extra, dict) else None
+    return str(q) if q else "ok"
+
+
+def validate_record(rec: RunRecord) -> list[str]:
+    """Reasons why an ``ok`` record cannot be used (empty list: usable)."""
+    problems: list[str] = []
+    for name in ("n_prompt", "n_gen", "n_depth", "n_ctx"):
+        v = getattr(rec, name)
+        if not isinstance(v, int) or v < 0:
+            problems.append(f"{name}={v!r} is not a non-negative integer")
+    for name in ("batch", "n_devices", "n_layers_real", "n_layers_measured"):
+        v = getattr(rec, name)
+        if not isinstance(v, int) or v < 1:
+            problems.append(f"{name}={v!r} must be an integer >= 1")
+    if (
+        isinstance(rec.n_layers_measured, int)
+        and isinstance(rec.n_layers_real, int)
+        and rec.n_layers_measured > rec.n_layers_real
+    ):
+        problems.append(f"n_layers_measured={rec.n_layers_measured} > n_layers_real={rec.n_layers_real}")
+    if not rec.model_id:
+        problems.append("model_id is empty")
+    if not rec.hardware_id and not rec.hardware_family:
+        problems.append("neither hardware_id nor hardware_family is set")
+    for name in ("prefill_tok_s", "decode_tok_s", "ttft_s", "prefill_tok_s_std", "decode_tok_s_std"):
+        v = getattr(rec, name)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            problems.append(f"{name}={v!r} is not a finite number")
+        elif name.endswith("_std") and v < 0:
+            problems.append(f"{name}={v!r} is negative")
+        elif not name.endswith("_std") and v <= 0:
+            problems.append(f"{name}={v!r} must be > 0 on an ok record")
+    for name in ("prefill_samples_tok_s", "decode_samples_tok_s"):
+        for s in getattr(rec, name):
+            if isinstance(s, bool) or not isinstance(s, int | float) or not math.isfinite(s) or s <= 0:
+                problems.append(f"{name} holds an impossible sample {s!r}")
+                break
+    for name in _POSITIVE_MEMORY + _NONNEG_MEMORY:
+        v = getattr(rec, name)
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            problems.append(f"{name}={v!r} is not a finite number")
+        elif name in _POSITIVE_MEMORY and v <= 0:
+            problems.append(f"{name}={v!r} must be > 0 on an ok record")
+        elif v < 0:
+            problems.append(f"{name}={v!r} is negative")
+    if rec.prefill_tok_s is not None and rec.n_prompt == 0:
+        problems.append("prefill_tok_s given but n_prompt is 0")
+    if rec.decode_tok_s is not None and rec.n_gen == 0:
+        problems.append("decode_tok_s given but n_gen is 0")
+    if all(getattr(rec, name) is None for name in _MEASUREMENTS):
+        problems.append("ok record carries no measurement (no speed, no memory)")
+    return problems
+
+
+def iter_result_files(results: str | Path) -> list[Path]:
+    """JSONL files under ``results/runs`` (recursively), sorted; ``results`` may also be the runs folder."""
+    root = Path(results)
+    runs = root / "runs" if (root / "runs").is_dir() else root
+    if not runs.is_dir():
+        raise FileNotFoundError(f"no results folder at {runs}")
+    return sorted(p for p in runs.rglob("*.jsonl") if p.is_file())
+
+
+def read_all(files: Iterable[Path]) -> tuple[list[LoadedRecord], list[Rejection]]:
+    """Parse every line; an unparsable line is a Rejection (file, line), reading goes on."""
+    loaded: list[LoadedRecord] = []
+    rejected: list[Rejection] = []
+    for path in files:
+        with Path(path).open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    raw = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    rejected.append(Rejection(str(path), lineno, "", f"not valid JSON ({exc.msg})"))
+                    continue
+                try:
+                    rec = record_from_dict(raw)
+                except (RecordError, TypeError) as exc:
+                    rid = raw.get("record_id", "") if isinstance(raw, dict) else ""
+                    rejected.append(Rejection(str(path), lineno, str(rid), str(exc)))
+                    continue
+                loaded.append(LoadedRecord(rec, str(path), lineno))
+    return loaded, rejected
+
+
+def canonical_json(rec: RunRecord) -> str:
+    """The canonical text of a record: sorted keys, compact separators, non-ASCII kept."""
+    return json.dumps(record_to_dict(rec), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def input_hash(records: Iterable[RunRecord]) -> str:
+    """sha256 (hex) over the sorted canonical JSON lines of ``records`` (order of files does not matter)."""
+    h = hashlib.sha256()
+    for line in sorted(canonical_json(r) for r in records):
+        h.update(line.encode("utf-8"))
+        h.update(b"\n")
+    return "sha256:" + h.hexdigest()
+
+
+def device_key(rec: RunRecord) -> str:
+    """Identity of the physical device kind for cross-validation: catalog id, else host + device name."""
+    if rec.hardware_id:
+        return rec.hardware_id
+    return f"{rec.host}:{rec.device_name}" if rec.host else rec.device_name or "unknown-device"
+
+
+def to_row(lr: LoadedRecord) -> dict:
+    r = lr.record
+    return {
+        "file": lr.file,
+        "line": lr.line,
+        "record_id": r.record_id,
+        "origin": r.origin,
+        "quality": record_quality(r),
+        "engine": r.engine,
+        "backend": r.backend,
+        "hardware_id": r.hardware_id,
+        "family": r.hardware_family,
+        "device": device_key(r),
+        "n_devices": r.n_devices,
+        "model_id": r.model_id,
+        "quant": r.quant,
+        "n_layers_real": r.n_layers_real,
+        "n_layers_measured": r.n_layers_measured,
+        "n_prompt": r.n_prompt,
+        "n_gen": r.n_gen,
+        "n_depth": r.n_depth,
+        "batch": r.batch,
+        "n_ctx": r.n_ctx,
+        "kv_dtype": r.kv_dtype,
+        "flash_attn": r.flash_attn,
+        "n_ubatch": r.n_ubatch,
+        "prefill_tok_s": r.prefill_tok_s,
+        "decode_tok_s": r.decode_tok_s,
+        "weights_bytes": r.weights_bytes,
+        "kv_bytes": r.kv_bytes,
+        "compute_bytes": r.compute_bytes,
+        "output_bytes": r.output_bytes,
+        "device_total_bytes": r.device_total_bytes,
+        "host_rss_bytes": r.host_rss_bytes,
+    }
+
+
+def build_dataset(
+    loaded: list[LoadedRecord],
+    rejected: list[Rejection] | None = None,
+    qualities: Iterable[str] = DEFAULT_QUALITIES,
+) -> Dataset:
+    """Filter parsed records to the usable ones (status ok, valid, quality allowed) and tabulate them."""
+    qualities = tuple(sorted(set(qualities)))
+    unknown = [q for q in qualities if q not in KNOWN_QUALITIES]
+    if unknown:
+        raise ValueError(f"unknown quality flag(s) {unknown}; known: {', '.join(KNOWN_QUALITIES)}")
+    rejected = list(rejected or [])
+    keep: list[LoadedRecord] = []
+    by_status: dict[str, int] = {}
+    by_quality: dict[str, int] = {}
+    for lr in loaded:
+        rec = lr.record
+        if rec.status != "ok":
+            by_status[rec.status] = by_status.get(rec.status, 0) + 1
+            continue
+        q = record_quality(rec)
+        if q not in qualities:
+            by_quality[q] = by_quality.get(q, 0) + 1
+            continue
+        problems = validate_record(rec)
+        if problems:
+            rejected.append(Rejection(lr.file, lr.line, rec.record_id, "; ".join(problems)))
+            continue
+        keep.append(lr)
+    table = pd.DataFrame([to_row(lr) for lr in keep], columns=_TABLE_COLUMNS)
+    return Dataset(
+        records=keep,
+        table=table,
+        rejected=rejected,
+        excluded_status=by_status,
+        excluded_quality=by_quality,
+        qualities=qualities,
+        input_hash=input_hash(lr.record for lr in keep),
+    )
+
+
+_TABLE_COLUMNS = [
+    "file",
+    "line",
+    "record_id",
+    "origin",
+    "quality",
+    "engine",
+    "backend",
+    "hardware_id",
+    "family",
+    "device",
+    "n_devices",
+    "model_id",
+    "quant",
+    "n_layers_real",
+    "n_layers_measured",
+    "n_prompt",
+    "n_gen",
+    "n_depth",
+    "batch",
+    "n_ctx",
+    "kv_dtype",
+    "flash_attn",
+    "n_ubatch",
+    "prefill_tok_s",
+    "decode_tok_s",
+    "weights_bytes",
+    "kv_bytes",
+    "compute_bytes",
+    "output_bytes",
+    "device_total_bytes",
+    "host_rss_bytes",
+]
+
+
+def load_dataset(results: str | Path, qualities: Iterable[str] = DEFAULT_QUALITIES) -> Dataset:
+    """Read every record under ``results`` and return the clean Dataset (with its rejections)."""
+    loaded, rejected = read_all(iter_result_files(results))
+    return build_dataset(loaded, rejected, qualities)

@@ -1,0 +1,257 @@
+"""Dataset rows -> SpeedPoints whose features come from the estimator's own physics.
+
+For each usable record the model (``estimator.resolve.resolve_model``, depth-reduced to
+``n_layers_measured`` when the run used a proxy with fewer layers), the quant
+(``estimator.quant.get_quant``), the hardware (catalog via ``estimator.resolve.resolve_hardware``, or the
+spec detected on the host, ``extra["detected"]``) and the workload are rebuilt, and
+``estimator.speed.decode_features`` / ``prefill_features`` give the features.  The prediction function of
+each phase is ``estimator.speed.decode_time_per_token_s`` / ``prefill_time_s``: one model.
+
+Measured times (seconds):
+  decode   t_step = batch / decode_tok_s (decode_tok_s = tokens/s over all sequences, the
+           llama-bench / batched-bench convention).  The prediction is the mean step over tg{n_gen} from
+           n_depth (llama-bench averages over the generated tokens), taken at the estimator's midpoint
+           depths.  For batch 1 the step time is affine in the features, so the features are averaged
+           once over those depths (exact); batch > 1 keeps one feature dict per depth.
+  prefill  t = batch * n_prompt / prefill_tok_s.
+A record whose features cannot be computed (unknown model, quant or device, no bandwidth) is a Rejection.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from calibration.dataset import Dataset, LoadedRecord, Rejection
+from calibration.fit import EFF, RATE, TIME, ParamDef, PhaseModel, SpeedPoint
+from estimator.specs import HardwareSpec, ModelSpec, SpecError, Workload
+
+DECODE_PARAMS = (
+    ParamDef("bw_eff", EFF, 0.7, 1e-3, 1.0),
+    ParamDef("t_layer_s", TIME, 1e-5, 0.0, 1e-2),
+    ParamDef("t_fixed_s", TIME, 3e-4, 0.0, 1.0),
+)
+PREFILL_PARAMS = (
+    ParamDef("flops_eff", EFF, 0.5, 1e-3, 1.0),
+    ParamDef("attn_eff", EFF, 0.3, 1e-3, 1.0),
+    ParamDef("t_layer_s", TIME, 5e-5, 0.0, 1e-1),
+)
+# Devices without datasheet TFLOPS (CPUs): the effective throughput itself is fitted, flops_eff stays 1.
+PREFILL_ABS_PARAMS = (
+    ParamDef("flops_abs_tflops", RATE, 0.5, 1e-4, 1e4),
+    ParamDef("attn_eff", EFF, 0.5, 1e-3, 1.0),
+    ParamDef("t_layer_s", TIME, 5e-5, 0.0, 1e-1),
+)
+_MIDPOINT_SEGMENTS = 16
+
+
+def _speed():
+    from estimator import speed
+
+    return speed
+
+
+def decode_model() -> PhaseModel:
+    sp = _speed()
+
+    def predict(features, hardware, params):
+        if isinstance(features, list):  # batch > 1: mean over the midpoint depths
+            return sum(sp.decode_time_per_token_s(f, hardware, params) for f in features) / len(features)
+        return sp.decode_time_per_token_s(features, hardware, params)
+
+    return PhaseModel("decode", DECODE_PARAMS, predict)
+
+
+def prefill_model(absolute: bool = False) -> PhaseModel:
+    sp = _speed()
+    return PhaseModel("prefill", PREFILL_ABS_PARAMS if absolute else PREFILL_PARAMS, sp.prefill_time_s)
+
+
+def decode_depths(depth: int, n_gen: int) -> list[int]:
+    """Depths at which the mean tg{n_gen} step is evaluated: ``estimator.speed.decode_depths`` when the
+    estimator
+    exposes it, else the same midpoint rule as ``estimator.speed.mean_decode_step_s``."""
+    sp = _speed()
+    if hasattr(sp, "decode_depths"):
+        return list(sp.decode_depths(depth, n_gen))
+    n = max(int(n_gen), 1)
+    s = min(n, _MIDPOINT_SEGMENTS)
+    return [int(round(depth + (j + 0.5) * n / s - 0.5)) for j in range(s)]
+
+
+def _mean_features(feats: list[dict]) -> dict:
+    out = dict(feats[0])
+    for k, v in feats[0].items():
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            out[k] = sum(f[k] for f in feats) / len(feats)
+    return out
+
+
+def hardware_from_detected(rec) -> HardwareSpec:
+    """HardwareSpec of a host that is not in the catalog, from ``extra["detected"]`` (harness.hwdetect)."""
+    det = rec.extra.get("detected") if isinstance(rec.extra, dict) else None
+    if not isinstance(det, dict):
+        raise SpecError("hardware_id is empty and the record has no extra['detected'] spec")
+    bw = det.get("host_bandwidth_probe_gbs") or det.get("bandwidth_gbs")
+    if not bw:
+        raise SpecError(
+            "detected spec has no bandwidth probe (extra['detected']['host_bandwidth_probe_gbs'])"
+        )
+    name = det.get("cpu_model") or rec.device_name
+    vendor = "AMD" if "AMD" in name else "Intel" if "Intel" in name else ""
+    return HardwareSpec(
+        id="detected-cpu",
+        name=name,
+        vendor=vendor,
+        family=rec.hardware_family or det.get("cpu_family", ""),
+        kind="cpu",
+        memory_bytes=det.get("ram_bytes"),
+        bandwidth_gbs=float(bw),
+        bf16_tflops=None,
+        host_bandwidth_gbs=float(bw),
+        source=f"detected on {rec.host} (bandwidth = copy probe)",
+    )
+
+
+@dataclass
+class Resolver:
+    """Caching resolvers for model / quant / hardware (injectable for tests)."""
+
+    model: Callable[[str], ModelSpec] | None = None
+    hardware: Callable[[str], HardwareSpec] | None = None
+    quant: Callable[[str], object] | None = None
+
+    def __post_init__(self):
+        if self.model is None or self.hardware is None:
+            from estimator import resolve
+
+            self.model = self.model or resolve.resolve_model
+            self.hardware = self.hardware or resolve.resolve_hardware
+        if self.quant is None:
+            from estimator.quant import get_quant
+
+            self.quant = get_quant
+        self._cache: dict = {}
+
+    def _get(self, kind: str, key: str, fn):
+        ck = (kind, key)
+        if ck not in self._cache:
+            try:
+                self._cache[ck] = fn(key)
+            except (SpecError, KeyError, ValueError, FileNotFoundError) as exc:
+                self._cache[ck] = exc
+        val = self._cache[ck]
+        if isinstance(val, Exception):
+            raise SpecError(f"{kind} {key!r}: {val}")
+        return val
+
+    def spec_for(self, rec) -> tuple[ModelSpec, object, HardwareSpec]:
+        model = self._get("model", rec.model_id, self.model)
+        if rec.n_layers_measured < model.n_layers:
+            m = rec.n_layers_measured
+            model = dataclasses.replace(
+                model, n_layers=m, layer_types=model.layer_types[:m], gguf_tensors=None
+            )
+        quant = self._get("quant", rec.quant, self.quant)
+        hw = (
+            self._get("hardware", rec.hardware_id, self.hardware)
+            if rec.hardware_id
+            else hardware_from_detected(rec)
+        )
+        return model, quant, hw
+
+
+def workload_for(rec) -> Workload:
+    """The estimator Workload of a record (llama.cpp multi-GPU default = layer split -> 'pp'; vLLM ->
+    'tp')."""
+    split = rec.extra.get("split") if isinstance(rec.extra, dict) else None
+    if split not in ("tp", "pp"):
+        split = "pp" if rec.engine == "llama.cpp" else "tp"
+    n_ctx = rec.n_ctx or max(rec.n_depth + rec.n_prompt + rec.n_gen, 1)
+    return Workload(
+        n_ctx=n_ctx,
+        kv_dtype=rec.kv_dtype or "f16",
+        n_seq=rec.batch,
+        n_prompt=rec.n_prompt,
+        n_gen=rec.n_gen,
+        n_depth=rec.n_depth,
+        n_batch=rec.n_batch or 2048,
+        n_ubatch=rec.n_ubatch or 512,
+        flash_attn=bool(rec.flash_attn),
+        engine=rec.engine,
+        n_devices=rec.n_devices,
+        split=split,
+    )
+
+
+def _point(lr: LoadedRecord, phase: str, features, hw: HardwareSpec, measured_s: float) -> SpeedPoint:
+    r = lr.record
+    return SpeedPoint(
+        features=features,
+        hardware=hw,
+        measured_s=measured_s,
+        phase=phase,
+        family=r.hardware_family or hw.family,
+        engine=r.engine,
+        backend=r.backend,
+        device=_device(r),
+        model=r.model_id,
+        where=lr.where,
+        record_id=r.record_id,
+        vendor=hw.vendor or "",
+        kind=hw.kind or "",
+        n_devices=r.n_devices,
+        extra={
+            "quant": r.quant,
+            "n_prompt": r.n_prompt,
+            "n_gen": r.n_gen,
+            "n_depth": r.n_depth,
+            "batch": r.batch,
+            "model_bytes": None,
+        },
+    )
+
+
+def _device(r) -> str:
+    from calibration.dataset import device_key
+
+    return device_key(r)
+
+
+def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[SpeedPoint], list[Rejection]]:
+    """Decode and prefill SpeedPoints of every usable record, plus the records whose features failed."""
+    sp = _speed()
+    resolver = resolver or Resolver()
+    points: list[SpeedPoint] = []
+    rejected: list[Rejection] = []
+    for lr in ds.records:
+        r = lr.record
+        if r.decode_tok_s is None and r.prefill_tok_s is None:
+            continue
+        try:
+            model, quant, hw = resolver.spec_for(r)
+            if not hw.bandwidth_gbs:
+                raise SpecError(f"device {hw.id!r} has no bandwidth in the catalog")
+            wl = workload_for(r)
+            if r.decode_tok_s is not None:
+                feats = [sp.decode_features(model, quant, wl, d) for d in decode_depths(r.n_depth, r.n_gen)]
+                f = _mean_features(feats) if r.batch == 1 else feats
+                p = _point(lr, "decode", f, hw, r.batch / r.decode_tok_s)
+                p.extra["model_bytes"] = feats[0]["weight_bytes"]
+                points.append(p)
+            if r.prefill_tok_s is not None:
+                f = sp.prefill_features(model, quant, wl)
+                if hw.kind != "cpu" and not hw.bf16_tflops:
+                    raise SpecError(f"device {hw.id!r} has no datasheet TFLOPS; its prefill cannot be fitted")
+                p = _point(lr, "prefill", f, hw, r.batch * r.n_prompt / r.prefill_tok_s)
+                p.extra["model_bytes"] = f["weight_bytes"]
+                points.append(p)
+        except (SpecError, KeyError, ValueError, ZeroDivisionError) as exc:
+            rejected.append(Rejection(lr.file, lr.line, r.record_id, f"features: {exc}"))
+    return points, rejected
+
+
+def is_absolute(p: SpeedPoint) -> bool:
+    """Prefill points of devices whose TFLOPS are unknown use PREFILL_ABS_PARAMS."""
+    return p.phase == "prefill" and (p.kind == "cpu" or not getattr(p.hardware, "bf16_tflops", None))

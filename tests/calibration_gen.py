@@ -1,0 +1,126 @@
+"""Generated RunRecords from KNOWN speed parameters, through the estimator's own physics, plus noise.
+
+Used by the calibration tests: the fit must recover the parameters it was generated with.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from harness.records import RunRecord, record_to_dict
+
+MODELS = ("llama-2-7b", "llama-3.1-8b", "llama-2-13b", "qwen2.5-7b", "llama-3.1-70b")
+QUANTS = ("Q4_0", "Q4_K_M", "Q8_0")
+
+
+def base_record(**kw) -> RunRecord:
+    rec = RunRecord(
+        record_id="r0",
+        schema_version=1,
+        timestamp_utc="2026-01-01T00:00:00Z",
+        origin="imported",
+        source="generated",
+        fitbench_git_sha="",
+        host="h",
+        engine="llama.cpp",
+        engine_version="b1",
+        build_info="",
+        backend="CUDA",
+        device_name="dev",
+        hardware_id="rtx-3090",
+        hardware_family="nvidia-ampere",
+        n_devices=1,
+        driver="",
+        model_id="llama-2-7b",
+        model_fingerprint="",
+        n_layers_real=32,
+        n_layers_measured=32,
+        quant="Q4_0",
+        synthetic_weights=False,
+        n_prompt=0,
+        n_gen=128,
+        n_depth=0,
+        batch=1,
+        n_ctx=4096,
+        kv_dtype="f16",
+        flash_attn=None,
+        n_threads=None,
+        n_batch=2048,
+        n_ubatch=512,
+        n_gpu_layers=99,
+        status="ok",
+        decode_tok_s=50.0,
+    )
+    return replace(rec, **kw)
+
+
+def generate(
+    devices: dict[str, str],
+    dec_params: dict[str, dict],
+    pre_params: dict[str, dict] | None = None,
+    noise: float = 0.03,
+    seed: int = 0,
+    models=MODELS,
+    quants=QUANTS,
+) -> list[RunRecord]:
+    """Records for every device x model x quant: tg128 (decode) and pp512 (prefill) rows.
+
+    devices: hardware id -> family; dec_params / pre_params: family -> params.  Times come from
+    estimator.speed with those params; multiplicative log-normal noise of sd ``noise``.
+    """
+    from calibration.features import decode_depths, workload_for
+    from estimator import speed
+    from estimator.quant import get_quant
+    from estimator.resolve import resolve_hardware, resolve_model
+
+    rng = np.random.default_rng(seed)
+    out = []
+    i = 0
+    for hw_id, fam in devices.items():
+        hw = resolve_hardware(hw_id)
+        for mid in models:
+            model = resolve_model(mid)
+            for q in quants:
+                quant = get_quant(q)
+                i += 1
+                rec = base_record(
+                    record_id=f"d{i}",
+                    hardware_id=hw_id,
+                    hardware_family=fam,
+                    model_id=mid,
+                    n_layers_real=model.n_layers,
+                    n_layers_measured=model.n_layers,
+                    quant=q,
+                    device_name=hw.name,
+                    n_prompt=0,
+                    n_gen=128,
+                    decode_tok_s=1.0,
+                )
+                wl = workload_for(rec)
+                feats = [speed.decode_features(model, quant, wl, d) for d in decode_depths(0, 128)]
+                p = dec_params[fam]
+                t = np.mean([speed.decode_time_per_token_s(f, hw, p) for f in feats])
+                t *= float(np.exp(rng.normal(0, noise)))
+                out.append(replace(rec, decode_tok_s=1.0 / t))
+                if pre_params:
+                    i += 1
+                    rec = replace(
+                        rec, record_id=f"p{i}", n_prompt=512, n_gen=0, decode_tok_s=None, prefill_tok_s=1.0
+                    )
+                    f = speed.prefill_features(model, quant, workload_for(rec))
+                    pp = {**pre_params[fam], "bw_eff": dec_params[fam]["bw_eff"]}
+                    t = speed.prefill_time_s(f, hw, pp) * float(np.exp(rng.normal(0, noise)))
+                    out.append(replace(rec, prefill_tok_s=512 / t))
+    return out
+
+
+def write_records(path: Path, records: list[RunRecord]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(json.dumps(record_to_dict(r), sort_keys=True) + "\n")
+    return path

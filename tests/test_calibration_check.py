@@ -1,0 +1,123 @@
+"""The CI gate: held-out errors vs thresholds, stale/missing coefficients, CLI exit codes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+pytest.importorskip("estimator.speed")
+
+from calibration import check  # noqa: E402
+from calibration.__main__ import main  # noqa: E402
+from tests.calibration_gen import generate, write_records  # noqa: E402
+
+DEVICES = {
+    "rtx-3090": "nvidia-ampere",
+    "a100-80gb-pcie": "nvidia-ampere",
+    "rtx-a6000": "nvidia-ampere",
+    "rtx-4090": "nvidia-ada",
+    "l40s": "nvidia-ada",
+}
+DEC = {
+    "nvidia-ampere": {"bw_eff": 0.62, "t_layer_s": 2e-5, "t_fixed_s": 4e-4},
+    "nvidia-ada": {"bw_eff": 0.7, "t_layer_s": 1.5e-5, "t_fixed_s": 3e-4},
+}
+PRE = {
+    "nvidia-ampere": {"flops_eff": 0.45, "attn_eff": 0.3, "t_layer_s": 6e-5},
+    "nvidia-ada": {"flops_eff": 0.35, "attn_eff": 0.3, "t_layer_s": 5e-5},
+}
+QUANTS = ("Q4_0", "Q8_0")
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("results")
+    write_records(root / "runs" / "gen.jsonl", generate(DEVICES, DEC, PRE, noise=0.03, quants=QUANTS))
+    assert main(["fit", "--results", str(root)]) == 0
+    return root
+
+
+def test_fit_writes_a_versioned_document(results):
+    doc = json.loads((results / "coefficients.json").read_text())
+    assert doc["schema_version"] == 1 and doc["input_hash"].startswith("sha256:")
+    fams = {(g["family"], g["phase"]) for g in doc["groups"]}
+    assert fams == {(f, p) for f in ("nvidia-ampere", "nvidia-ada") for p in ("decode", "prefill")}
+    g = next(g for g in doc["groups"] if g["family"] == "nvidia-ampere" and g["phase"] == "decode")
+    assert g["cv"]["lodo_median_ape"] is not None and g["interval"]["log_lo"] <= 0 <= g["interval"]["log_hi"]
+    assert any(p["level"] == "pool" for p in doc["pooled"])
+    from estimator.coefficients import load_coefficients
+
+    table = load_coefficients(results / "coefficients.json")  # the estimator reads what we write
+    from estimator.resolve import resolve_hardware
+
+    cset = table.lookup(resolve_hardware("rtx-3090"), "llama.cpp", "decode")
+    assert cset.calibrated and cset.params["bw_eff"] == pytest.approx(0.62, abs=0.03)
+
+
+def test_check_passes_on_consistent_data(results):
+    res = check.run_check(results)
+    assert res.ok, res.failures
+    n, med, _ = res.overall["decode"]
+    assert n == 50 and med < 0.05
+    assert any(r.metric == "prefill" for r in res.rows)
+
+
+def test_check_fails_when_coefficients_are_stale(tmp_path, results):
+    root = tmp_path / "r"
+    (root / "runs").mkdir(parents=True)
+    recs = generate(DEVICES, DEC, PRE, noise=0.03, quants=QUANTS)
+    write_records(root / "runs" / "gen.jsonl", recs)
+    (root / "coefficients.json").write_text((results / "coefficients.json").read_text())
+    assert check.run_check(root).ok
+    write_records(root / "runs" / "more.jsonl", [replace(recs[0], record_id="new", decode_tok_s=33.0)])
+    res = check.run_check(root)
+    assert not res.ok and any("stale" in f for f in res.failures)
+    assert main(["check", "--results", str(root)]) == 1
+
+
+def test_check_fails_when_coefficients_missing(tmp_path):
+    write_records(
+        tmp_path / "runs" / "gen.jsonl", generate({"rtx-3090": "nvidia-ampere"}, DEC, quants=QUANTS)
+    )
+    res = check.run_check(tmp_path)
+    assert any("missing" in f for f in res.failures)
+
+
+def test_check_fails_when_the_physics_misses(tmp_path):
+    # each device has its own efficiency (0.2 .. 0.95): held-out devices cannot be predicted within 10 %
+    devs = {"rtx-3090": "nvidia-ampere", "a100-80gb-pcie": "nvidia-ampere", "rtx-a6000": "nvidia-ampere"}
+    recs = []
+    for (hw, fam), eff in zip(devs.items(), (0.2, 0.5, 0.95), strict=True):
+        recs += [
+            replace(r, record_id=f"{hw}-{r.record_id}")
+            for r in generate({hw: fam}, {fam: {**DEC[fam], "bw_eff": eff}}, quants=QUANTS)
+        ]
+    write_records(tmp_path / "runs" / "gen.jsonl", recs)
+    assert main(["fit", "--results", str(tmp_path)]) == 0
+    res = check.run_check(tmp_path)
+    assert any(f.startswith("decode:") for f in res.failures), res.failures
+
+
+def test_single_device_family_falls_back_to_leave_one_model_out(tmp_path):
+    write_records(
+        tmp_path / "runs" / "gen.jsonl",
+        generate({"rtx-3090": "nvidia-ampere"}, DEC, noise=0.02, quants=QUANTS),
+    )
+    main(["fit", "--results", str(tmp_path)])
+    res = check.run_check(tmp_path)
+    assert res.ok, res.failures
+    assert all("lomo (single device)" in r.scheme for r in res.rows if r.metric == "decode")
+
+
+def test_thresholds_are_the_issue_gates():
+    assert check.THRESHOLDS == {"decode": 0.10, "prefill": 0.15, "weights+kv": 0.01, "total": 0.05}
+
+
+def test_cli_bad_input_exits_2(tmp_path, capsys):
+    assert main(["check", "--results", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and len(err.strip().splitlines()) == 1
+    (tmp_path / "runs").mkdir()
+    assert main(["fit", "--results", str(tmp_path), "--quality", "bogus"]) == 2

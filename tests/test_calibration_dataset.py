@@ -1,0 +1,119 @@
+"""calibration.dataset: bad lines and impossible values are reported with file:line, never zero-filled."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from calibration.dataset import build_dataset, input_hash, load_dataset, read_all, validate_record
+from harness.records import record_to_dict
+from tests.calibration_gen import base_record, write_records
+
+
+def _ds(tmp_path, records, extra_lines=(), qualities=("ok",)):
+    path = write_records(tmp_path / "runs" / "a.jsonl", records)
+    with path.open("a", encoding="utf-8") as fh:
+        for line in extra_lines:
+            fh.write(line + "\n")
+    return load_dataset(tmp_path, qualities), path
+
+
+def test_good_records_make_a_table(tmp_path):
+    ds, _ = _ds(tmp_path, [base_record(record_id="a"), base_record(record_id="b", decode_tok_s=80.0)])
+    assert len(ds.records) == 2 and not ds.rejected
+    assert list(ds.table["decode_tok_s"]) == [50.0, 80.0]
+    assert ds.input_hash.startswith("sha256:")
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        ({"decode_tok_s": -3.0}, "decode_tok_s"),
+        ({"decode_tok_s": 0.0}, "decode_tok_s"),
+        ({"decode_tok_s": float("nan")}, "finite"),
+        ({"weights_bytes": 0}, "weights_bytes"),
+        ({"kv_bytes": -1}, "kv_bytes"),
+        ({"decode_tok_s": None}, "no measurement"),
+        ({"prefill_tok_s": 100.0, "n_prompt": 0}, "n_prompt is 0"),
+        ({"batch": 0}, "batch"),
+        ({"decode_samples_tok_s": (10.0, -1.0)}, "impossible sample"),
+    ],
+)
+def test_impossible_values_are_reported_with_file_and_line(tmp_path, change, needle):
+    bad = replace(base_record(record_id="bad"), **change)
+    ds, path = _ds(tmp_path, [base_record(record_id="good"), bad])
+    assert [lr.record.record_id for lr in ds.records] == ["good"]
+    assert len(ds.rejected) == 1
+    rej = ds.rejected[0]
+    assert rej.file == str(path) and rej.line == 2 and rej.record_id == "bad"
+    assert needle in rej.reason
+    assert f"{path}:2" in str(rej)
+
+
+def test_unparsable_lines_are_reported_and_reading_goes_on(tmp_path):
+    raw = record_to_dict(base_record(record_id="x"))
+    del raw["engine"]
+    future = {**record_to_dict(base_record(record_id="y")), "schema_version": 99}
+    ds, path = _ds(
+        tmp_path,
+        [base_record(record_id="ok1")],
+        extra_lines=["{not json", json.dumps(raw), json.dumps(future)],
+    )
+    assert [lr.record.record_id for lr in ds.records] == ["ok1"]
+    reasons = {r.line: r.reason for r in ds.rejected}
+    assert set(reasons) == {2, 3, 4}
+    assert "not valid JSON" in reasons[2] and "engine" in reasons[3] and "schema_version" in reasons[4]
+
+
+def test_failed_records_are_counted_not_rejected(tmp_path):
+    ds, _ = _ds(tmp_path, [base_record(record_id="f", status="failed", decode_tok_s=None, error="oom")])
+    assert not ds.records and not ds.rejected and ds.excluded_status == {"failed": 1}
+
+
+def test_quality_filter_leaves_out_flags_unless_opted_in(tmp_path):
+    recs = [
+        base_record(record_id=q, extra={"quality": q})
+        for q in ("ok", "legacy", "rounded", "suspect", "aggregate")
+    ]
+    ds, _ = _ds(tmp_path, recs)
+    assert [lr.record.record_id for lr in ds.records] == ["ok"]
+    assert ds.excluded_quality == {"legacy": 1, "rounded": 1, "suspect": 1, "aggregate": 1}
+    ds2 = load_dataset(tmp_path, ("ok", "rounded"))
+    assert sorted(lr.record.record_id for lr in ds2.records) == ["ok", "rounded"]
+    assert ds2.input_hash != ds.input_hash
+    with pytest.raises(ValueError, match="unknown quality"):
+        load_dataset(tmp_path, ("ok", "bogus"))
+
+
+def test_input_hash_ignores_order_and_sees_any_change(tmp_path):
+    a, b = base_record(record_id="a"), base_record(record_id="b", decode_tok_s=70.0)
+    assert input_hash([a, b]) == input_hash([b, a])
+    assert input_hash([a, b]) != input_hash([a, replace(b, decode_tok_s=70.1)])
+    assert input_hash([a]) != input_hash([a, b])
+
+
+def test_failed_and_filtered_records_do_not_change_the_hash(tmp_path):
+    good = base_record(record_id="g")
+    ds1, _ = _ds(tmp_path / "1", [good])
+    ds2, _ = _ds(
+        tmp_path / "2",
+        [
+            good,
+            base_record(record_id="f", status="failed", decode_tok_s=None),
+            base_record(record_id="l", extra={"quality": "legacy"}),
+        ],
+    )
+    assert ds1.input_hash == ds2.input_hash
+
+
+def test_missing_results_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no results folder"):
+        load_dataset(tmp_path / "nope")
+
+
+def test_validate_record_accepts_a_good_one():
+    assert validate_record(base_record()) == []
+    loaded, rej = read_all([])
+    assert build_dataset(loaded, rej).table.empty
