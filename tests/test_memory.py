@@ -1,0 +1,115 @@
+"""Memory estimate: breakdown sums, placement, multi-device splits, offload, vLLM capacity, KV savings."""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator.catalog import get_hardware, get_model
+from estimator.kv import kv_cache
+from estimator.memory import estimate_memory, kv_savings
+from estimator.runtime import DEFAULT_MEMORY_COEFFICIENTS, MemoryCoefficients, runtime_buffers
+from estimator.specs import GIB, SpecError, Workload
+from estimator.weights import weight_breakdown
+
+GLM = "glm-4.5"
+
+
+def test_breakdown_adds_up_and_embedding_on_host():
+    m, hw = get_model(GLM), get_hardware("mi300x")
+    e = estimate_memory(m, "Q4_K_M", hw, Workload(n_ctx=8192))
+    d = e.per_device[0]
+    assert d.total_bytes == d.weights_bytes + d.kv_bytes + d.runtime_bytes + d.overhead_bytes
+    wb = weight_breakdown(m, "Q4_K_M")
+    assert (
+        e.weights_bytes == wb.total_bytes - wb.token_embd_bytes
+    )  # llama.cpp keeps the input layer on the CPU
+    assert e.kv_bytes == kv_cache(m, 8192).total_bytes
+    assert e.host_bytes >= wb.token_embd_bytes
+    assert e.usable_bytes == int(0.96 * 192 * GIB) and e.headroom_bytes == e.usable_bytes - e.total_bytes
+    assert e.verdict == "does not fit" and e.min_offload_bytes == e.total_bytes - e.usable_bytes
+
+
+def test_unified_memory_counts_everything_on_device():
+    m = get_model("llama-3.1-8b")
+    e = estimate_memory(m, "Q4_K_M", get_hardware("mac-studio-m3-ultra-512gb"), Workload(n_ctx=8192))
+    assert e.weights_bytes == weight_breakdown(m, "Q4_K_M").total_bytes and e.overhead_bytes == 0
+    assert e.verdict == "fits"
+
+
+def test_tensor_parallel_splits_weights_and_kv():
+    m, hw = get_model(GLM), get_hardware("mi300x")
+    one = estimate_memory(m, "Q4_K_M", hw, Workload(n_ctx=8192))
+    two = estimate_memory(m, "Q4_K_M", hw, Workload(n_ctx=8192, n_devices=2))
+    assert len(two.per_device) == 2 and two.verdict == "fits"
+    assert two.per_device[0].weights_bytes == pytest.approx(one.weights_bytes / 2, rel=0.01)
+    assert two.per_device[0].kv_bytes == pytest.approx(one.kv_bytes / 2, rel=1e-6)
+    mla = estimate_memory(get_model("deepseek-v3"), "Q4_K_M", hw, Workload(n_ctx=8192, n_devices=4))
+    assert (
+        mla.per_device[0].kv_bytes == kv_cache(get_model("deepseek-v3"), 8192).total_bytes
+    )  # latent replicated
+
+
+def test_pipeline_split_sums_to_single():
+    m, hw = get_model(GLM), get_hardware("mi300x")
+    one = estimate_memory(m, "Q4_K_M", hw, Workload(n_ctx=8192))
+    pp = estimate_memory(m, "Q4_K_M", hw, Workload(n_ctx=8192, n_devices=2, split="pp"))
+    assert sum(d.weights_bytes for d in pp.per_device) == pytest.approx(one.weights_bytes, abs=2)
+    assert sum(d.kv_bytes for d in pp.per_device) == pytest.approx(one.kv_bytes, abs=2)
+
+
+def test_moe_offload_moves_experts_to_host():
+    m, hw = get_model(GLM), get_hardware("h100-80gb-sxm")
+    base = estimate_memory(m, "Q4_K_M", hw, Workload(n_ctx=8192))
+    off = estimate_memory(m, "Q4_K_M", hw, Workload(n_ctx=8192, moe_offload_layers=80))
+    moved = sum(weight_breakdown(m, "Q4_K_M").per_layer_routed_bytes[:80])
+    assert base.weights_bytes - off.weights_bytes == moved and off.host_bytes - base.host_bytes == moved
+    small = estimate_memory(
+        get_model("qwen3-30b-a3b"),
+        "Q4_K_M",
+        get_hardware("rtx-3060-12gb"),
+        Workload(n_ctx=4096, moe_offload_layers=48),
+    )
+    assert small.verdict == "fits with offload"
+    with pytest.raises(SpecError, match="offload"):
+        estimate_memory(m, "Q4_K_M", hw, Workload(offload_bytes=10**15))
+
+
+def test_vllm_kv_gets_the_rest():
+    m, hw = get_model("llama-3.1-8b"), get_hardware("h100-80gb-sxm")
+    e = estimate_memory(m, "BF16", hw, Workload(n_ctx=8192, engine="vllm"))
+    d = e.per_device[0]
+    budget = d.usable_bytes - d.weights_bytes - d.runtime_bytes - d.overhead_bytes
+    assert d.usable_bytes == int(0.92 * 80 * GIB)
+    assert e.kv_capacity_tokens == budget // 131072 and e.max_concurrency == e.kv_capacity_tokens // 8192
+    assert e.verdict == "fits"
+
+
+def test_runtime_terms():
+    m, hw = get_model("llama-3.1-8b"), get_hardware("h100-80gb-sxm")
+    fa = runtime_buffers(m, None, hw, Workload(n_ctx=8192, flash_attn=True))
+    nofa = runtime_buffers(m, None, hw, Workload(n_ctx=8192, flash_attn=False))
+    assert fa.compute_bytes == 8 * 2**20 + 4 * 128256 * 512  # logits dominate with flash attention
+    assert nofa.compute_bytes > fa.compute_bytes  # KQ scores of n_kv x n_ubatch x n_heads
+    assert fa.output_bytes == 4 * 128256 and fa.context_overhead_bytes == 400 * 2**20
+    cpu = runtime_buffers(m, None, get_hardware("epyc-9654"), Workload())
+    assert cpu.context_overhead_bytes == 0 and cpu.host_compute_bytes == 0
+    custom = runtime_buffers(m, None, hw, Workload(), {"logits_factor": 2.0})
+    assert custom.compute_bytes == 8 * 2**20 + 2 * 4 * 128256 * 512 and custom.coefficients == "custom"
+    assert set(DEFAULT_MEMORY_COEFFICIENTS) == {"llama.cpp", "vllm"}
+    assert MemoryCoefficients.from_dict({"bogus": 1.0}) == MemoryCoefficients.from_dict(None)
+
+
+def test_kv_savings_q8_and_fp8():
+    s = kv_savings(get_model(GLM), 32768)
+    assert s.f16_bytes / GIB == pytest.approx(11.5, rel=1e-3)
+    assert s.saving_bytes["q8_0"] / GIB == pytest.approx(11.5 * (1 - 34 / 64), rel=1e-3)
+    v = kv_savings(get_model(GLM), 32768, engine="vllm")
+    assert v.saving_bytes["fp8"] == pytest.approx(v.f16_bytes / 2, rel=1e-3)
+
+
+def test_bad_workload():
+    m, hw = get_model("llama-3.1-8b"), get_hardware("h100-80gb-sxm")
+    with pytest.raises(SpecError):
+        estimate_memory(m, "Q4_K_M", hw, Workload(n_devices=0))
+    with pytest.raises(SpecError):
+        estimate_memory(m, "Q4_K_M", hw, Workload(split="zz"))
