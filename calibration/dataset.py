@@ -90,10 +90,14 @@ def validate_record(rec: RunRecord) -> list[str]:
         v = getattr(rec, name)
         if not isinstance(v, int) or v < 0:
             problems.append(f"{name}={v!r} is not a non-negative integer")
-    for name in ("batch", "n_devices", "n_layers_real", "n_layers_measured"):
+    for name in ("n_devices", "n_layers_real", "n_layers_measured"):
         v = getattr(rec, name)
         if not isinstance(v, int) or v < 1:
             problems.append(f"{name}={v!r} must be an integer >= 1")
+    has_speed = rec.decode_tok_s is not None or rec.prefill_tok_s is not None
+    # batch 0 means "not stated" on imported memory-only rows; a speed needs the number of sequences.
+    if not isinstance(rec.batch, int) or rec.batch < 0 or (has_speed and rec.batch < 1):
+        problems.append(f"batch={rec.batch!r} must be >= 1 for a speed measurement")
     if (
         isinstance(rec.n_layers_measured, int)
         and isinstance(rec.n_layers_real, int)
@@ -130,9 +134,9 @@ def validate_record(rec: RunRecord) -> list[str]:
         elif v < 0:
             problems.append(f"{name}={v!r} is negative")
     if rec.prefill_tok_s is not None and rec.n_prompt == 0:
-        problems.append("prefill_tok_s given but n_prompt is 0")
+        problems.append("prefill_tok_s given but n_prompt is 0 (prompt length not stated)")
     if rec.decode_tok_s is not None and rec.n_gen == 0:
-        problems.append("decode_tok_s given but n_gen is 0")
+        problems.append("decode_tok_s given but n_gen is 0 (generated length not stated)")
     if all(getattr(rec, name) is None for name in _MEASUREMENTS):
         problems.append("ok record carries no measurement (no speed, no memory)")
     return problems

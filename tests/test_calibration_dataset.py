@@ -67,6 +67,12 @@ def test_unparsable_lines_are_reported_and_reading_goes_on(tmp_path):
     assert "not valid JSON" in reasons[2] and "engine" in reasons[3] and "schema_version" in reasons[4]
 
 
+def test_memory_only_import_may_leave_batch_unstated(tmp_path):
+    mem = base_record(record_id="m", batch=0, decode_tok_s=None, n_gen=0, weights_bytes=3 * 2**30)
+    ds, _ = _ds(tmp_path, [mem])
+    assert [lr.record.record_id for lr in ds.records] == ["m"] and not ds.rejected
+
+
 def test_failed_records_are_counted_not_rejected(tmp_path):
     ds, _ = _ds(tmp_path, [base_record(record_id="f", status="failed", decode_tok_s=None, error="oom")])
     assert not ds.records and not ds.rejected and ds.excluded_status == {"failed": 1}
