@@ -1,9 +1,9 @@
 """Row builders for ``python -m estimator list`` and ``fit`` (plain lists; the CLI renders text/JSON/CSV).
 
 ``fit_rows``: for every sizable catalog model, the first format of ``quants`` (best quality first) whose
-memory verdict on the device is ``"fits"``, with its total, headroom and estimated decode speed (single stream,
-the coefficient set's label alongside).  Scalar calls, one model at a time; models that fit in no format are
-listed last with verdict "does not fit".
+memory verdict on the device is ``"fits"``, with its total, headroom and estimated decode speed
+(single stream, the coefficient set's label alongside).  Scalar calls, one model at a time; models that
+fit in no format are listed last with verdict "does not fit".
 """
 
 from __future__ import annotations

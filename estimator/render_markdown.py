@@ -44,6 +44,7 @@ class Section:
     lines: list[str] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     code: list[tuple[str, str]] = field(default_factory=list)  # (label, shell text)
+    notes: list[str] = field(default_factory=list)  # shown after the tables
 
 
 def gib(b: float | None) -> str:
@@ -78,7 +79,7 @@ def pct(x: float | None) -> str:
 
 def cand_cell(c: dict | None) -> str:
     if not c:
-        return "none in catalog"
+        return "none (more than 8 of any catalog device)"
     price = f", {usd(c['purchase_usd'], 0)}" if c.get("purchase_usd") else ""
     return f"{c['n_devices']}x {c['hardware_id']}{price}"
 
@@ -144,13 +145,14 @@ def _model(d: dict) -> Section:
         ],
     ]
     s.tables.append(Table(["fact", "value"], rows))
-    s.lines += [f"note: {n}" for n in m["notes"]]
+    s.notes += [f"note: {n}" for n in m["notes"]]
     return s
 
 
 def _memory(d: dict) -> Section:
     mem, w, hw = d["memory"], d["workload"], d["hardware"]
-    s = Section("memory", f"Memory ({w['n_devices']} x {hw['id']}, {mem['basis']})")
+    s = Section("memory", f"Memory ({w['n_devices']} x {hw['id']})")
+    s.lines.append(f"Basis: {mem['basis']}.")
     rows = [
         ["Weights", gib(mem["weights_bytes"]), gb(mem["weights_bytes"])],
         ["KV cache and state", gib(mem["kv_bytes"]), gb(mem["kv_bytes"])],
@@ -162,9 +164,13 @@ def _memory(d: dict) -> Section:
         ["Headroom", gib(mem["headroom_bytes"]), gb(mem["headroom_bytes"])],
     ]
     if mem["host_bytes"]:
-        rows.append(["Host RAM (offloaded)", gib(mem["host_bytes"]), gb(mem["host_bytes"])])
+        h = mem["host_bytes"]
+        rows.append(["Host RAM (offloaded weights, host buffers)", gib(h), gb(h)])
     s.tables.append(Table(["component", "GiB", "GB"], rows))
     s.lines.append(f"Utilisation {pct(mem['utilization'])}; verdict: **{mem['verdict']}**.")
+    if mem["min_offload_bytes"]:
+        s.lines.append(f"Least host offload that would make it fit: {both(mem['min_offload_bytes'])}.")
+    s.notes += [f"note: {n}" for n in mem["notes"]]
     if mem["kv_capacity_tokens"] is not None:
         s.lines.append(
             f"KV capacity {mem['kv_capacity_tokens']:,} tokens; max concurrency at {w['n_ctx']:,} tokens: "
@@ -323,7 +329,7 @@ def _speed(d: dict) -> Section:
         ["per sequence at that concurrency", tok(sp["per_sequence_tok_s"]) + " tok/s", ""],
     ]
     s.tables.append(Table(["metric", "estimate (interval)", "coefficients"], rows))
-    s.lines += [f"note: {n}" for n in sp["notes"]]
+    s.notes += [f"note: {n}" for n in sp["notes"]]
     return s
 
 
@@ -400,7 +406,7 @@ def _cost(d: dict) -> Section:
         ],
     ]
     s.tables.append(Table(["item", "value"], rows))
-    s.lines += [f"note: {n}" for n in c["notes"]]
+    s.notes += [f"note: {n}" for n in c["notes"]]
     return s
 
 
@@ -441,7 +447,7 @@ def _finetune(d: dict) -> Section:
         )
     )
     for r in d["finetune"]:
-        s.lines.append(f"{r['method']}: " + "; ".join(r["assumptions"]))
+        s.notes.append(f"{r['method']}: " + "; ".join(r["assumptions"]))
     return s
 
 
@@ -477,7 +483,7 @@ def _recs(d: dict) -> Section:
             ["pick", "configuration", "memory GiB", "needs GiB", "price", "decode tok/s (est.)", "why"], rows
         )
     )
-    s.lines += [f"note: {n}" for n in r["notes"]]
+    s.notes += [f"note: {n}" for n in r["notes"]]
     return s
 
 
@@ -486,7 +492,7 @@ def _launch(d: dict) -> Section:
     for e in d["launch"]:
         label = e["engine"] + ("" if e["exact"] else " (not an exact match; see notes)")
         s.code.append((label, e["text"]))
-        s.lines += [f"{e['engine']}: {n}" for n in e["notes"]]
+        s.notes += [f"{e['engine']}: {n}" for n in e["notes"]]
     return s
 
 
@@ -547,4 +553,6 @@ def render_markdown(d: dict) -> str:
             out.append("")
         for label, text in s.code:
             out += [f"{label}:", "", "```bash", text, "```", ""]
+        for line in s.notes:
+            out += [line, ""]
     return "\n".join(out).rstrip() + "\n"

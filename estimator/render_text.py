@@ -13,7 +13,6 @@ from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.panel import Panel
-from rich.syntax import Syntax
 from rich.table import Table
 
 from estimator.render_markdown import report_sections
@@ -43,6 +42,8 @@ def print_report(d: dict, console: Console) -> None:
             console.print(Panel("\n".join(_line(x) for x in s.lines), title=escape(s.title), expand=False))
             continue
         console.rule(f"[bold]{escape(s.title)}[/bold]", align="left")
+        for line in s.lines:
+            console.print(_line(line))
         for t in s.tables:
             table = Table(
                 box=box.SIMPLE_HEAVY,
@@ -55,11 +56,11 @@ def print_report(d: dict, console: Console) -> None:
             for row in t.rows:
                 table.add_row(*(_cell(c) for c in row))
             console.print(table)
-        for line in s.lines:
-            console.print(_line(line))
         for label, text in s.code:
             console.print(f"[bold]{escape(label)}[/bold]")
-            console.print(Syntax(text, "bash", word_wrap=True, theme="ansi_dark", background_color="default"))
+            console.print(escape(text), style="cyan", soft_wrap=True)
+        for line in s.notes:
+            console.print(_line(line), style="dim")
 
 
 def render_text(d: dict, width: int = 140) -> str:

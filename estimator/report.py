@@ -139,8 +139,10 @@ class MemorySection:
     host_bytes: int
     kv_capacity_tokens: int | None
     max_concurrency: int | None
+    min_offload_bytes: int  # least host offload that would make it fit (0 when it fits)
     per_device: tuple[DeviceRow, ...]
     basis: str
+    notes: tuple[str, ...]
 
 
 @dataclass(frozen=True)

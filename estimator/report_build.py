@@ -116,22 +116,15 @@ def memory_section(m, hw: HardwareSpec, n_devices: int) -> MemorySection:
         )
     cap = getattr(m, "kv_capacity_tokens", None)
     conc = getattr(m, "max_concurrency", None)
+    label = getattr(m, "coefficients", "")
+    basis = MEMORY_BASIS + (f"; runtime coefficients: {label}" if label else "")
     return MemorySection(
-        int(m.weights_bytes),
-        int(m.kv_bytes),
-        int(m.runtime_bytes),
-        int(m.overhead_bytes),
-        int(m.total_bytes),
-        int((hw.memory_bytes or 0) * n_devices),
-        int(m.usable_bytes),
-        int(m.headroom_bytes),
-        float(m.utilization),
-        m.verdict,
-        int(m.host_bytes or 0),
-        int(cap) if cap is not None else None,
-        int(conc) if conc is not None else None,
-        tuple(rows),
-        MEMORY_BASIS,
+        int(m.weights_bytes), int(m.kv_bytes), int(m.runtime_bytes), int(m.overhead_bytes),
+        int(m.total_bytes), int((hw.memory_bytes or 0) * n_devices), int(m.usable_bytes),
+        int(m.headroom_bytes), float(m.utilization), m.verdict, int(m.host_bytes or 0),
+        int(cap) if cap is not None else None, int(conc) if conc is not None else None,
+        int(getattr(m, "min_offload_bytes", 0) or 0), tuple(rows), basis,
+        tuple(getattr(m, "notes", ()) or ()),
     )
 
 

@@ -1,0 +1,146 @@
+"""`python -m estimator` in a subprocess: exit codes and one-line messages for bad input; formats and -o."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+REPORT = ["report", "--model", "qwen3-0.6b", "--hardware", "rtx-4090", "--quant", "Q8_0"]
+
+
+def run(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "estimator", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
+
+
+def one_line_error(p):
+    assert p.returncode == 2, p.stderr
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and "Traceback" not in p.stderr, p.stderr
+    return lines[0]
+
+
+def test_unknown_model_names_three_closest():
+    line = one_line_error(run("report", "--model", "glm-4.6x", "--hardware", "mi300x"))
+    assert "glm-4.6x" in line and line.count(",") >= 2
+
+
+def test_unknown_hardware():
+    line = one_line_error(run("report", "--model", "glm-4.5", "--hardware", "mi300z"))
+    assert "mi300z" in line and "mi300x" in line
+
+
+@pytest.mark.parametrize("ctx, word", [("0", "positive"), ("-5", "positive"), ("10000000", "allow-overlong")])
+def test_bad_context(ctx, word):
+    assert word in one_line_error(run(*REPORT, "--ctx", ctx))
+
+
+def test_overlong_allowed_with_warning(tmp_path):
+    p = run(
+        *REPORT, "--ctx", "100000", "--allow-overlong", "--format", "json", "-o", str(tmp_path / "r.json")
+    )
+    assert p.returncode == 0, p.stderr
+    assert "above the model's maximum" in p.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["workload"]["n_ctx"] == 100000
+
+
+def test_unknown_quant():
+    assert "Q4_K_X" in one_line_error(run(*REPORT[:-1], "Q4_K_X"))
+
+
+def test_not_gguf_and_truncated_gguf(tmp_path):
+    bad = tmp_path / "x.gguf"
+    bad.write_bytes(b"not a gguf file at all")
+    one_line_error(run("report", "--model", str(bad), "--hardware", "rtx-4090"))
+    trunc = tmp_path / "t.gguf"
+    trunc.write_bytes(b"GGUF\x03\x00\x00\x00\x10")
+    one_line_error(run("report", "--model", str(trunc), "--hardware", "rtx-4090"))
+    one_line_error(run("report", "--model", str(tmp_path / "missing.gguf"), "--hardware", "rtx-4090"))
+
+
+def test_config_missing_key(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 64}))
+    line = one_line_error(run("report", "--model", str(tmp_path), "--hardware", "rtx-4090"))
+    assert "config.json" in line
+
+
+def test_usage_errors_are_one_line():
+    one_line_error(run("report", "--model", "qwen3-0.6b"))  # --hardware missing
+    one_line_error(run("report", *REPORT[1:], "--devices", "x"))
+    one_line_error(run("report", *REPORT[1:], "--n-cpu-moe", "4"))  # dense model
+    one_line_error(run("report", "--model", "glm-4.5", "--hardware", "custom", "--memory-gib", "48"))
+
+
+def test_formats_and_output(tmp_path):
+    for fmt, needle in (
+        ("json", '"schema_version"'),
+        ("markdown", "## Launch commands"),
+        ("text", "llama-server"),
+    ):
+        out = tmp_path / f"r.{fmt}"
+        p = run(*REPORT, "--format", fmt, "-o", str(out))
+        assert p.returncode == 0, p.stderr
+        assert needle in out.read_text()
+    p = run(*REPORT, "--format", "json")
+    assert json.loads(p.stdout)["model"]["id"] == "qwen3-0.6b"
+
+
+def test_custom_hardware_report():
+    p = run(
+        "report",
+        "--model",
+        "qwen3-0.6b",
+        "--hardware",
+        "custom",
+        "--memory-gib",
+        "16",
+        "--bandwidth-gbs",
+        "500",
+        "--tflops",
+        "50",
+        "--family",
+        "custom",
+        "--format",
+        "json",
+    )
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["hardware"]["memory_bytes"] == 16 * 2**30
+
+
+@pytest.mark.parametrize("what", ["models", "hardware", "quants"])
+def test_list(what):
+    p = run("list", what, "--format", "json")
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)
+    assert len(rows) > 10 and ("id" in rows[0] or "name" in rows[0])
+    assert run("list", what, "--format", "csv").stdout.count("\n") == len(rows) + 1
+
+
+def test_fit():
+    p = run("fit", "--hardware", "rtx-4090", "--ctx", "4096", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)
+    fitting = [r for r in rows if r["verdict"] == "fits"]
+    assert fitting and all(r["headroom_gib"] >= 0 for r in fitting)
+    speeds = [r["decode_tok_s"] for r in fitting]
+    assert speeds == sorted(speeds, reverse=True)
+    assert any(r["verdict"] == "does not fit" for r in rows)  # e.g. DeepSeek-V3 on one 24 GB card
+
+
+def test_predict(tmp_path):
+    cases = tmp_path / "c.csv"
+    cases.write_text(
+        "model,hardware,engine,quant,n_prompt,n_gen,tag\n"
+        "qwen3-0.6b,rtx-4090,llama.cpp,Q8_0,512,0,a\nnope,rtx-4090,llama.cpp,Q8_0,0,128,b\n"
+    )
+    out = tmp_path / "o.csv"
+    p = run("predict", str(cases), "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    import csv
+
+    rows = list(csv.DictReader(out.open()))
+    assert [r["tag"] for r in rows] == ["a", "b"]  # extra columns pass through, bad rows kept
+    assert float(rows[0]["prefill_tok_s"]) > 0 and not rows[0]["error"] and rows[1]["error"]
+    assert one_line_error(run("predict", str(tmp_path / "missing.csv")))

@@ -1,0 +1,144 @@
+"""The report: every section present in text, JSON and Markdown, with known numbers where they are pinned."""
+
+import pytest
+
+from estimator.catalog import all_hardware, get_hardware, get_model
+from estimator.coefficients import load_coefficients
+from estimator.cost import load_cloud_rates
+from estimator.quant import get_quant
+from estimator.render_json import render_json
+from estimator.render_markdown import SECTION_KEYS, render_markdown, report_sections
+from estimator.render_text import render_text
+from estimator.report import ReportOptions, build_report, report_to_dict, validate_workload
+from estimator.specs import GIB, SpecError, Workload
+
+TABLE = load_coefficients(None)
+OPTS = ReportOptions(hardware_catalog=tuple(all_hardware()), rates=load_cloud_rates())
+
+
+def report(model="glm-4.5", hw="mi300x", quant="Q4_K_M", **wl):
+    return report_to_dict(
+        build_report(get_model(model), get_hardware(hw), get_quant(quant), Workload(**wl), TABLE, OPTS)
+    )
+
+
+@pytest.fixture(scope="module")
+def glm():
+    return report(n_ctx=8192)
+
+
+def test_glm_known_numbers(glm):
+    assert glm["kv"]["kv_bytes"] == pytest.approx(2.875 * GIB, rel=1e-3)
+    opts = {o["kv_dtype"]: o for o in glm["kv"]["options"]}
+    assert opts["q8_0"]["kv_bytes"] == pytest.approx(2.875 * GIB * 34 / 64, rel=1e-3)
+    assert opts["q8_0"]["saving_bytes"] == glm["kv"]["kv_bytes"] - opts["q8_0"]["kv_bytes"]
+    ctx = {r["n_ctx"]: r for r in glm["context_scaling"]}
+    assert set(ctx) == {4096, 8192, 16384, 32768, 65536, 131072}
+    assert ctx[32768]["kv_bytes"] == pytest.approx(11.5 * GIB, rel=1e-3)
+    mem = glm["memory"]
+    assert (
+        mem["total_bytes"]
+        == mem["weights_bytes"] + mem["kv_bytes"] + mem["runtime_bytes"] + mem["overhead_bytes"]
+    )
+    assert mem["headroom_bytes"] == mem["usable_bytes"] - mem["total_bytes"]
+    assert mem["verdict"] == "does not fit"  # ~200 GiB of Q4_K_M weights on a 192 GB device
+    assert glm["model"]["n_experts"] == 160 and "GQA" in glm["model"]["attention"]
+
+
+def test_quant_matrix_and_speed_labels(glm):
+    rows = {r["quant"]: r for r in glm["quant_matrix"]}
+    assert {"BF16", "Q8_0", "Q4_K_M", "IQ4_XS", "Q2_K", "MXFP4", "FP8"} <= set(rows)
+    assert rows["Q4_K_M"]["selected"] and not rows["Q8_0"]["selected"]
+    assert rows["Q2_K"]["weights_bytes"] < rows["Q4_K_M"]["weights_bytes"] < rows["Q8_0"]["weights_bytes"]
+    assert rows["Q2_K"]["verdict"] == "fits" and rows["Q2_K"]["cheapest_fit"] is not None
+    sp = glm["speed"]
+    for f in (sp["decode"], sp["prefill"], sp["aggregate"]):
+        assert f["lo_tok_s"] <= f["tok_s"] <= f["hi_tok_s"] and f["coefficients"]
+    assert sp["ttft_prompt_tokens"] == 4096 and sp["ttft_lo_s"] <= sp["ttft_s"] <= sp["ttft_hi_s"]
+    if not sp["calibrated"]:
+        assert "UNCALIBRATED" in sp["basis"] and any("pooled prior" in w for w in glm["warnings"])
+
+
+def test_recommendations_fit(glm):
+    r = glm["recommendations"]
+    for key in ("best_single", "best_value", "most_memory_per_dollar", "multi_device"):
+        c = r[key]
+        assert c is not None and c["headroom_bytes"] >= 0, key
+    assert r["multi_device"]["hardware_id"] == "mi300x" and r["multi_device"]["n_devices"] == 2
+
+
+def test_finetune_order(glm):
+    ft = {r["method"]: r for r in glm["finetune"]}
+    assert ft["qlora"]["total_bytes"] < ft["lora"]["total_bytes"] < ft["full"]["total_bytes"]
+    assert ft["full"]["optimizer_bytes"] == 12 * glm["model"]["params_total"]
+
+
+def test_every_section_in_every_format(glm):
+    secs = report_sections(glm)
+    assert [s.key for s in secs] == list(SECTION_KEYS)
+    md, txt, js = render_markdown(glm), render_text(glm), render_json(glm)
+    for s in secs:
+        assert s.title in md and s.title in txt, s.key
+    for key in (
+        "model",
+        "memory",
+        "kv",
+        "context_scaling",
+        "quant_matrix",
+        "speed",
+        "multi_device",
+        "cost",
+        "finetune",
+        "recommendations",
+        "launch",
+    ):
+        assert f'"{key}"' in js
+    for text in (md, txt):
+        assert "GiB" in text and "GB" in text and "llama-server" in text and "vllm serve" in text
+        assert "estimated" in text
+
+
+def test_multi_device_offload_and_launch():
+    d = report(
+        "glm-4.5",
+        "h100-80gb-sxm",
+        "Q4_K_M",
+        n_ctx=16384,
+        n_devices=4,
+        split="tp",
+        kv_dtype="q8_0",
+        concurrency=4,
+        moe_offload_layers=20,
+    )
+    assert d["workload"]["n_devices"] == 4 and len(d["memory"]["per_device"]) == 4
+    off = d["multi_device"]["offload"]
+    assert off["moe_offload_layers"] == 20 and off["slowdown"] is not None and off["slowdown"] > 1
+    llama = next(e for e in d["launch"] if e["engine"] == "llama.cpp")
+    argv = llama["argv"]
+    assert argv[argv.index("--n-cpu-moe") + 1] == "20" and argv[argv.index("-ctk") + 1] == "q8_0"
+    assert argv[argv.index("-ts") + 1] == "1,1,1,1" and argv[argv.index("-c") + 1] == str(16384 * 4)
+
+
+def test_vllm_report():
+    d = report("llama-3.1-8b", "rtx-4090", "BF16", n_ctx=8192, engine="vllm", kv_dtype="fp8")
+    vl = next(e for e in d["launch"] if e["engine"] == "vllm")
+    assert vl["exact"] and "--kv-cache-dtype" in vl["argv"] and "fp8" in vl["argv"]
+    assert d["memory"]["kv_capacity_tokens"] is not None
+
+
+@pytest.mark.parametrize(
+    "wl, msg",
+    [
+        ({"n_ctx": 0}, "positive"),
+        ({"n_ctx": 10**7}, "maximum"),
+        ({"moe_offload_layers": 3}, "mixture-of-experts"),
+    ],
+)
+def test_bad_workloads(wl, msg):
+    with pytest.raises(SpecError, match=msg):
+        validate_workload(get_model("llama-3.1-8b"), Workload(**wl))
+
+
+def test_overlong_allowed_with_warning():
+    w = validate_workload(get_model("llama-3.1-8b"), Workload(n_ctx=10**6), allow_overlong=True)
+    assert w and "maximum" in w[0]
