@@ -63,7 +63,7 @@ def _run(args) -> int:
     from calibration import check, pipeline
     from calibration.dataset import DEFAULT_QUALITIES, load_dataset
 
-    console = Console(stderr=False)
+    console = Console() if sys.stdout.isatty() else Console(width=140)
     results = Path(args.results)
     if not results.is_dir():
         raise FileNotFoundError(f"results folder {results} does not exist")
