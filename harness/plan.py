@@ -185,6 +185,20 @@ def _resolve_model_ref(ref: str, plan_dir: Path, catalog: Catalog, where: str) -
         raise PlanError(f"{where} {ref!r}: {exc}") from None
 
 
+def _check_buildable(engine: str, model: ModelSpec, where: str) -> None:
+    """The synthetic-model builder must know the architecture (GGUF writer for llama.cpp)."""
+    if engine != "llama.cpp":
+        return
+    try:
+        from harness.synth import gguf_arch
+    except ImportError:  # builder not installed: the build step will report it per point
+        return
+    try:
+        gguf_arch(model)
+    except SpecError as exc:
+        raise PlanError(f"{where}: cannot build a synthetic GGUF for llama.cpp: {exc}") from None
+
+
 def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int) -> list[PlannedPoint]:
     w = f"sweep[{gi}]"
     engines = [str(e) for e in _as_list(g.get("engines"), f"{w}.engines")] if "engines" in g else None
@@ -251,6 +265,7 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
 
     points = []
     for engine, (ref, model, n_layers), q in product(engines, models, quants):
+        _check_buildable(engine, model, f"{w}.models {ref!r}")
         qspec = quant_specs[q]
         if qspec.engines and engine not in qspec.engines:
             raise PlanError(

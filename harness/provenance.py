@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -88,13 +89,14 @@ class PointContext:
     spec: PointSpec
     git_sha: str
     timestamp_utc: str = field(default_factory=utc_now)
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])  # one per run of the point
     extra: dict = field(default_factory=dict)
 
 
 def _base(ctx: PointContext, t: PlannedTest, status: str, error: str = "") -> dict:
     s = ctx.spec
     return dict(
-        record_id=record_id(ctx.point_key, t.kind, t.n_tokens, t.n_depth, t.batch, ctx.timestamp_utc),
+        record_id=record_id(ctx.point_key, t.kind, t.n_tokens, t.n_depth, t.batch, ctx.run_id),
         schema_version=SCHEMA_VERSION,
         timestamp_utc=ctx.timestamp_utc,
         origin="measured",
@@ -131,6 +133,7 @@ def _base(ctx: PointContext, t: PlannedTest, status: str, error: str = "") -> di
         error=error,
         extra={
             "point_key": ctx.point_key,
+            "run_id": ctx.run_id,
             "test": f"{t.kind}{t.n_tokens}@d{t.n_depth}" + (f"x{t.batch}" if t.batch > 1 else ""),
             "detected": ctx.host.detected,
             "repetitions": s.repetitions,
@@ -179,7 +182,7 @@ def _test_record(ctx: PointContext, m: Measurement, test: Test) -> RunRecord:
         n_threads=m.n_threads if m.n_threads is not None else ctx.spec.n_threads,
     )
     row["record_id"] = record_id(
-        ctx.point_key, test.kind, test.n_tokens, test.n_depth, test.batch, ctx.timestamp_utc
+        ctx.point_key, test.kind, test.n_tokens, test.n_depth, test.batch, ctx.run_id
     )
     row["extra"].update(m.extra)
     if m.n_params is not None:

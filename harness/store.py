@@ -141,6 +141,8 @@ def render_listing(results: str | Path) -> int:
     from rich.table import Table
 
     console = Console()
+    if not console.is_terminal:  # piped / captured: don't truncate ids to 80 columns
+        console = Console(width=200)
     files = record_files(results)
     if not files:
         console.print(f"no records under {runs_dir(results)}")

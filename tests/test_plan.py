@@ -1,0 +1,102 @@
+"""Plan parsing and validation: errors name the entry before anything runs; shipped plans are valid."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.plan import PlanError, load_plan, parse_plan
+
+REPO = Path(__file__).resolve().parents[1]
+
+BASE = """
+name = "t"
+engines = ["llama.cpp"]
+models = ["smollm2-135m", { id = "qwen3-30b-a3b", layers = 2 }]
+quants = ["Q8_0", "Q4_K_M"]
+layers = 4
+contexts = [1024]
+prompt_lengths = [128, 512]
+gen_lengths = [32]
+depths = [0, 256]
+threads = [2]
+flash_attn = [false, true]
+"""
+
+
+def test_expands_points_with_lists_carried_per_point():
+    plan = parse_plan(BASE, "t.toml")
+    assert len(plan.points) == 2 * 2 * 2  # models x quants x flash_attn
+    p = plan.points[0]
+    assert p.model.id == "smollm2-135m" and p.n_layers == 4 and p.model.n_layers == 30
+    assert p.spec.prompt_lengths == (128, 512) and p.spec.depths == (0, 256) and p.spec.n_threads == 2
+    moe = [q for q in plan.points if q.model.id == "qwen3-30b-a3b"]
+    assert {q.n_layers for q in moe} == {2}
+    assert plan.engines == ("llama.cpp",)
+    assert len({p.index for p in plan.points}) == len(plan.points)
+
+
+@pytest.mark.parametrize(
+    ("replace", "expected"),
+    [
+        (('"smollm2-135m"', '"smollm2-13m"'), r"sweep\[0\]\.models\[0\] 'smollm2-13m'.*smollm2-135m"),
+        (('"Q4_K_M"]', '"Q4_K_MM"]'), r"sweep\[0\]\.quants\[1\] 'Q4_K_MM'.*Q4_K_M"),
+        (
+            ('engines = ["llama.cpp"]', 'engines = ["llama.cp"]'),
+            r"engines\[0\] 'llama.cp'.*nearest: llama.cpp",
+        ),
+        (("gen_lengths", "gen_length"), r"unknown key 'gen_length'.*gen_lengths"),
+        (("layers = 4", "layers = 400"), r"models\[0\].*layers = 400 but the model has only 30"),
+        (("contexts = [1024]", "contexts = [512]"), r"contexts\[0\] = 512: smaller than .* 768"),
+        (('"Q8_0", ', '"FP8", '), r"quants 'FP8': not available for engine llama.cpp"),
+        (("flash_attn = [false, true]", 'flash_attn = ["no"]'), r"flash_attn: expected true/false"),
+        (("threads = [2]", "threads = [-1]"), r"threads\[0\]: must be >= 0"),
+    ],
+)
+def test_bad_entries_are_named(replace, expected):
+    text = BASE.replace(*replace)
+    assert text != BASE
+    with pytest.raises(PlanError, match=expected):
+        parse_plan(text, "t.toml")
+
+
+def test_unbuildable_architecture_fails_before_running():
+    text = BASE.replace('"smollm2-135m"', '"phi-4-mini-3.8b"')
+    with pytest.raises(PlanError, match=r"phi-4-mini-3.8b.*cannot build a synthetic GGUF"):
+        parse_plan(text, "t.toml")
+
+
+def test_invalid_toml_and_missing_file():
+    with pytest.raises(PlanError, match="not valid TOML"):
+        parse_plan("engines = [", "x.toml")
+    with pytest.raises(PlanError, match="cannot read plan"):
+        load_plan("/nonexistent/plan.toml")
+
+
+def test_shipped_plans_are_valid():
+    quick = load_plan(REPO / "plans" / "cpu-quick.toml")
+    assert set(quick.engines) == {"llama.cpp", "vllm"}
+    gpu = load_plan(REPO / "plans" / "gpu.toml")
+    assert {"llama.cpp", "vllm"} <= set(gpu.engines)
+    full = load_plan(REPO / "plans" / "cpu-full.toml")
+    archs = {p.model.architecture for p in full.points}
+    assert len(archs) >= 8, archs
+    assert any(p.model.moe is not None for p in full.points)
+    assert any("sliding" in p.model.layer_types for p in full.points)
+    assert any(p.model.mla is not None for p in full.points)
+    assert len({p.quant for p in full.points if p.engine == "llama.cpp"}) >= 4
+    assert max(len(p.spec.prompt_lengths) for p in full.points) >= 3
+    assert max(len(p.spec.depths) for p in full.points) >= 2
+
+
+def test_cli_check_plan_bad_entry_exits_2_with_one_line(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(BASE.replace('"smollm2-135m"', '"no-such-model"'))
+    res = subprocess.run([sys.executable, "-m", "harness", "check-plan", "--plan", str(bad)],
+                         cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and "models[0] 'no-such-model'" in res.stderr
+    assert "Traceback" not in res.stderr

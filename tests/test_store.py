@@ -1,0 +1,103 @@
+"""Records store: stable point keys, atomic de-duplicating appends, done keys, listing table."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from harness.records import SCHEMA_VERSION, RecordError, RunRecord, append_records
+from harness.store import (
+    append_new,
+    done_point_keys,
+    load_all_records,
+    measured_path,
+    point_key,
+    record_files,
+    runs_dir,
+    safe_name,
+    summary_frame,
+)
+
+
+def make_record(i: int = 0, **kw) -> RunRecord:
+    base = dict(
+        record_id=f"r{i}", schema_version=SCHEMA_VERSION, timestamp_utc="2026-01-01T00:00:00Z",
+        origin="measured", source="plans/x.toml", fitbench_git_sha="abc", host="h", engine="llama.cpp",
+        engine_version="0.3.36", build_info="", backend="CPU", device_name="cpu", hardware_id="",
+        hardware_family="cpu-x86-avx2", n_devices=1, driver="", model_id="smollm2-135m",
+        model_fingerprint="f", n_layers_real=30, n_layers_measured=4, quant="Q8_0", synthetic_weights=True,
+        n_prompt=64, n_gen=0, n_depth=0, batch=1, n_ctx=512, kv_dtype="f16", flash_attn=False, n_threads=2,
+        n_batch=2048, n_ubatch=512, n_gpu_layers=-1, status="ok", extra={"point_key": f"k{i}"},
+    )  # fmt: skip
+    base.update(kw)
+    return RunRecord(**base)
+
+
+def test_point_key_is_stable_and_ignores_model_path():
+    body = {"model_id": "m", "quant": "Q8_0", "spec": {"n_ctx": 512}, "model_path": "/a/b.gguf"}
+    k1 = point_key("h", "llama.cpp", "0.3.36", body)
+    assert k1 == point_key("h", "llama.cpp", "0.3.36", {**body, "model_path": "/other/c.gguf"})
+    assert k1 == point_key("h", "llama.cpp", "0.3.36", dict(reversed(list(body.items()))))
+    assert k1 != point_key("h2", "llama.cpp", "0.3.36", body)
+    assert k1 != point_key("h", "llama.cpp", "0.3.37", body)
+    assert k1 != point_key("h", "llama.cpp", "0.3.36", {**body, "spec": {"n_ctx": 1024}})
+    assert len(k1) == 20 and int(k1, 16) >= 0
+
+
+def test_append_new_deduplicates_and_rejects_conflicting_ids(tmp_path):
+    path = runs_dir(tmp_path) / "a.jsonl"
+    assert append_new(path, [make_record(0), make_record(1)]) == (2, 0)
+    assert append_new(path, [make_record(1), make_record(2)]) == (1, 1)
+    assert [r.record_id for r in load_all_records(tmp_path)] == ["r0", "r1", "r2"]
+    with pytest.raises(RecordError, match="share record_id"):
+        append_new(path, [make_record(5), make_record(5)])
+    assert len(load_all_records(tmp_path)) == 3
+
+
+def test_torn_last_line_is_refused_not_extended(tmp_path):
+    path = runs_dir(tmp_path) / "a.jsonl"
+    append_records(path, [make_record(0)])
+    with path.open("ab") as fh:
+        fh.write(b'{"record_id": "half')
+    with pytest.raises(RecordError, match="incomplete"):
+        append_records(path, [make_record(1)])
+
+
+def test_done_point_keys_counts_own_measurements_only(tmp_path):
+    append_records(
+        runs_dir(tmp_path) / "m.jsonl", [make_record(0), make_record(1, status="failed", error="x")]
+    )
+    append_records(runs_dir(tmp_path) / "i.jsonl", [make_record(2, origin="imported")])
+    assert done_point_keys(tmp_path) == {"k0", "k1"}
+    assert done_point_keys(tmp_path, statuses=("ok",)) == {"k0"}
+
+
+def test_record_files_ignore_temporaries_and_paths_are_safe(tmp_path):
+    d = runs_dir(tmp_path)
+    d.mkdir(parents=True)
+    (d / ".x.jsonl.123.tmp").write_text("partial")
+    (d / "a.jsonl").write_text("")
+    assert [p.name for p in record_files(tmp_path)] == ["a.jsonl"]
+    p = measured_path(tmp_path, "cpu quick", "cpu-x86-avx2", "my host/1")
+    assert p.name == "cpu-quick--cpu-x86-avx2--my-host-1.jsonl"
+    assert safe_name("///") == "unnamed"
+
+
+def test_summary_frame_counts_per_family_engine_model():
+    recs = [
+        make_record(0),
+        make_record(1, status="failed", error="boom"),
+        make_record(2, origin="imported", hardware_family="", model_id="x"),
+    ]
+    df = summary_frame(recs)
+    row = df[(df.model == "smollm2-135m")].iloc[0]
+    assert (row.ok, row.failed, row.skipped, row.measured, row.total) == (1, 1, 0, 2, 2)
+    other = df[df.model == "x"].iloc[0]
+    assert other.family == "(unknown)" and other.imported == 1
+    assert summary_frame([]).empty
+
+
+def test_make_record_covers_schema():
+    names = {f.name for f in dataclasses.fields(RunRecord)}
+    assert {"record_id", "status", "extra"} <= names
