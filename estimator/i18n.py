@@ -81,7 +81,7 @@ STRINGS: dict[str, dict[str, str]] = {
     "kv": {"en": "KV cache & state", "es": "Caché KV y estado"},
     "runtime": {"en": "Runtime & activation buffers", "es": "Motor y buffers de activación"},
     "overhead": {"en": "Device context overhead", "es": "Sobrecarga del contexto del dispositivo"},
-    "host": {"en": "System RAM (offload)", "es": "RAM de sistema (CPU)"},
+    "host": {"en": "System RAM (host)", "es": "RAM de sistema (CPU)"},
     "total": {"en": "Total", "es": "Total"},
     "required": {"en": "Required device memory", "es": "Memoria GPU requerida"},
     "usable": {"en": "Usable hardware memory", "es": "Memoria hardware utilizable"},

@@ -20,6 +20,7 @@ from typing import Any
 
 from estimator import charts, style
 from estimator import html_sections as sec
+from estimator import html_sections2 as sec2
 from estimator.i18n import check_lang, t
 from estimator.measured import MeasuredMatches, find_measured
 
@@ -67,7 +68,9 @@ def render_fragment(
     check_lang(lang)
     if measured is None:
         measured = measured_for(report, results_dir)
-    ctx = sec.Ctx(report, lang, measured)
+    # Optional chart data beyond the sections (docs/html.md): context_by_kv, prefill_by_quant,
+    # hardware_comparison.  Charts fall back to the sections' own numbers when it is absent.
+    ctx = sec.Ctx(report, lang, measured, dict(report.get("chart_data") or {}))
     parts = [
         sec.header(ctx),
         sec.model_facts(ctx),
@@ -75,14 +78,14 @@ def render_fragment(
         sec.kv(ctx),
         sec.context_scaling(ctx),
         sec.quant_matrix(ctx),
-        sec.speed(ctx),
-        sec.multi_device(ctx),
-        sec.cost(ctx),
-        sec.finetune(ctx),
-        sec.recommended(ctx),
-        sec.launch(ctx),
-        sec.notes(ctx),
-        sec.footer(ctx),
+        sec2.speed(ctx),
+        sec2.multi_device(ctx),
+        sec2.cost(ctx),
+        sec2.finetune(ctx),
+        sec2.recommended(ctx),
+        sec2.launch(ctx),
+        sec2.notes(ctx),
+        sec2.footer(ctx),
     ]
     return (
         f'<article class="fb-report" lang="{lang}" '
