@@ -28,7 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from estimator import i18n, page
+from estimator import i18n
 from estimator.specs import SpecError
 
 LOG = logging.getLogger("estimator.serve")
@@ -265,7 +265,9 @@ class SizingHandler(BaseHTTPRequestHandler):
                 fragment, error = srv.fragment(params), ""
             except (ParamError, SpecError, ValueError) as exc:  # the page still loads, showing the message
                 params, fragment, error = None, "", f"{exc}".splitlines()[0]
-            self._send(HTTPStatus.OK, page.page_html(params, lang, fragment, error), "text/html")
+            from estimator.page import page_html  # lazy: `python -m estimator report` never needs it
+
+            self._send(HTTPStatus.OK, page_html(params, lang, fragment, error), "text/html")
         elif route == "/api/report":
             report = srv.report_fn(parse_params(query))
             self._send(
