@@ -1,0 +1,343 @@
+"""Known-physics tests of estimator.speed: scaling laws, MoE active bytes, expert union, roofs, intervals."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from estimator import speed
+from estimator.coefficients import prior_table
+from estimator.specs import FULL, GIB, SLIDING, HardwareSpec, MLASpec, ModelSpec, MoESpec, Workload
+
+P = {"bw_eff": 0.8, "t_layer_s": 1e-5, "t_fixed_s": 2e-4, "flops_eff": 0.5, "attn_eff": 0.3}
+ZERO = {
+    "bw_eff": 1.0,
+    "t_layer_s": 0.0,
+    "t_fixed_s": 0.0,
+    "flops_eff": 1.0,
+    "attn_eff": 1.0,
+    "host_bw_eff": 1.0,
+}
+
+
+def hw(bw=1000.0, tflops=100.0, kind="gpu", **kw) -> HardwareSpec:
+    return HardwareSpec(
+        id=kw.pop("id", "dev"),
+        name="dev",
+        vendor="NVIDIA",
+        family=kw.pop("family", "nvidia-ada"),
+        kind=kind,
+        memory_bytes=80 * GIB,
+        bandwidth_gbs=bw,
+        bf16_tflops=tflops,
+        **kw,
+    )
+
+
+def dfeat(**kw) -> dict:
+    f = {
+        "bytes_per_token": 4e9,
+        "weight_bytes": 4e9,
+        "kv_bytes": 0.0,
+        "host_bytes": 0.0,
+        "expert_union_bytes": 0.0,
+        "flops_per_token": 1.6e10,
+        "flops": 1.6e10,
+        "n_layers": 32,
+        "n_moe_layers": 0,
+        "batch": 1,
+        "hidden_size": 4096,
+        "n_devices": 1,
+        "split": "tp",
+        "fp8": False,
+    }
+    f.update(kw)
+    return f
+
+
+def pfeat(**kw) -> dict:
+    f = {
+        "tokens": 512,
+        "flops": 512 * 1.6e10,
+        "attn_flops": 1e11,
+        "weight_bytes": 4e9,
+        "host_bytes": 0.0,
+        "n_passes": 1,
+        "ubatch_tokens": 512,
+        "n_layers": 32,
+        "n_moe_layers": 0,
+        "hidden_size": 4096,
+        "n_devices": 1,
+        "split": "tp",
+        "fp8": False,
+    }
+    f.update(kw)
+    return f
+
+
+# ----------------------------------------------------------------------------------- pure time functions
+def test_decode_time_formula():
+    t = speed.decode_time_per_token_s(dfeat(), hw(), P)
+    assert t == pytest.approx(2e-4 + 32 * 1e-5 + 4e9 / (1000e9 * 0.8))
+
+
+def test_decode_memory_term_scales_with_bandwidth_and_bytes():
+    t1 = speed.decode_time_per_token_s(dfeat(), hw(bw=500), ZERO)
+    t2 = speed.decode_time_per_token_s(dfeat(), hw(bw=1000), ZERO)
+    assert t1 / t2 == pytest.approx(2.0)
+    t3 = speed.decode_time_per_token_s(dfeat(bytes_per_token=8e9), hw(bw=1000), ZERO)
+    assert t3 / t2 == pytest.approx(2.0)
+
+
+def test_batched_decode_takes_max_of_roofs():
+    # memory roof: 4e9 / 1e12 = 4 ms; compute roof at B=64: 64 * 1.6e10 / 1e14 = 10.24 ms -> compute bound
+    f = dfeat(batch=64, flops=64 * 1.6e10)
+    t = speed.decode_time_per_token_s(f, hw(bw=1000, tflops=100), ZERO)
+    assert t == pytest.approx(64 * 1.6e10 / 100e12)
+    # batch 1 never uses the compute roof
+    f1 = dfeat(flops=1e15)
+    assert speed.decode_time_per_token_s(f1, hw(), ZERO) == pytest.approx(4e9 / 1e12)
+
+
+def test_host_offload_is_read_at_host_bandwidth():
+    dev = hw(host_bandwidth_gbs=50.0)
+    t = speed.decode_time_per_token_s(dfeat(bytes_per_token=3e9, host_bytes=1e9), dev, ZERO)
+    assert t == pytest.approx(3e9 / 1e12 + 1e9 / 50e9)
+
+
+def test_tensor_parallel_splits_bytes_and_adds_allreduce():
+    dev = hw(interconnect_gbs=900.0)
+    p = dict(ZERO, t_allreduce_s=1e-5)
+    t1 = speed.decode_time_per_token_s(dfeat(), dev, p)
+    t2 = speed.decode_time_per_token_s(dfeat(n_devices=2), dev, p)
+    comm = 32 * 2 * (1e-5 + 2 * 1 / 2 * 4096 * 2 / 450e9)
+    assert t2 == pytest.approx(t1 / 2 + comm)
+
+
+def test_pipeline_split_serialises():
+    dev = hw(interconnect_gbs=64.0)
+    t1 = speed.decode_time_per_token_s(dfeat(), dev, ZERO)
+    t4 = speed.decode_time_per_token_s(dfeat(n_devices=4, split="pp"), dev, ZERO)
+    assert t4 == pytest.approx(t1 + 3 * 4096 * 2 / 32e9)
+    assert t4 > t1
+
+
+def test_prefill_time_formula():
+    t = speed.prefill_time_s(pfeat(), hw(bw=1000, tflops=100), P)
+    expect = 512 * 1.6e10 / (100e12 * 0.5) + 1e11 / (100e12 * 0.3) + 4e9 / (1000e9 * 0.8) + 32 * 1e-5
+    assert t == pytest.approx(expect)
+    assert speed.prefill_time_s(pfeat(tokens=0), hw(), P) == 0.0
+
+
+def test_prefill_unknown_tflops_uses_absolute_rate():
+    cpu = hw(tflops=None, kind="cpu", family="cpu-x86-avx2")
+    with pytest.raises(ValueError, match="TFLOPS unknown"):
+        speed.prefill_time_s(pfeat(), cpu, P)
+    t = speed.prefill_time_s(pfeat(weight_bytes=0.0, attn_flops=0.0), cpu, dict(ZERO, flops_abs_tflops=0.5))
+    assert t == pytest.approx(512 * 1.6e10 / 0.5e12)
+
+
+def test_fp8_uses_fp8_rate_when_available():
+    dev = hw(tflops=100.0, fp8_tflops=200.0)
+    f = pfeat(weight_bytes=0.0, attn_flops=0.0)
+    assert speed.prefill_time_s(f, dev, ZERO) == pytest.approx(
+        2 * speed.prefill_time_s({**f, "fp8": True}, dev, ZERO)
+    )
+
+
+def test_prefill_offload_capped_by_link_on_discrete_gpu():
+    dev = hw(host_bandwidth_gbs=100.0, interconnect_gbs=64.0)
+    f = pfeat(flops=0.0, attn_flops=0.0, weight_bytes=0.0, host_bytes=32e9)
+    assert speed.prefill_time_s(f, dev, ZERO) == pytest.approx(1.0)  # 32 GB at 32 GB/s one way
+    uni = hw(kind="unified", host_bandwidth_gbs=100.0, interconnect_gbs=64.0)
+    assert speed.prefill_time_s(f, uni, ZERO) == pytest.approx(0.32)
+
+
+# --------------------------------------------------------------------------------------- pure helpers
+def test_sum_keys_matches_brute_force():
+    for depth in (0, 3, 10, 50):
+        for n in (0, 1, 7, 40):
+            for window in (None, 5, 16, 60):
+                brute = sum(min(depth + i + 1, window) if window else depth + i + 1 for i in range(n))
+                assert speed.sum_keys(depth, n, window) == brute
+
+
+def test_expert_union():
+    assert speed.expert_union(128, 8, 1) == pytest.approx(8)
+    assert speed.expert_union(128, 8, 0) == 0
+    u16 = speed.expert_union(128, 8, 16)
+    assert 8 < u16 < 128 and u16 == pytest.approx(128 * (1 - (1 - 8 / 128) ** 16))
+    assert speed.expert_union(128, 8, 4096) == pytest.approx(128)
+
+
+def _tiny(**kw) -> ModelSpec:
+    base = {
+        "id": "tiny",
+        "name": "tiny",
+        "architecture": "llama",
+        "hidden_size": 512,
+        "n_layers": 4,
+        "n_heads": 8,
+        "n_kv_heads": 2,
+        "head_dim": 64,
+        "intermediate_size": 1024,
+        "vocab_size": 1000,
+        "max_context": 8192,
+        "layer_types": (FULL,) * 4,
+    }
+    base.update(kw)
+    return ModelSpec(**base)
+
+
+def test_attention_flops_quadratic_and_windowed():
+    m = _tiny()
+    per_key = 4 * 8 * 64
+    assert speed.attention_flops(m, 0, 100) == 4 * per_key * (100 * 101 // 2)
+    # doubling the prompt ~quadruples attention
+    assert speed.attention_flops(m, 0, 2000) / speed.attention_flops(m, 0, 1000) == pytest.approx(4, rel=1e-3)
+    w = _tiny(layer_types=(SLIDING,) * 4, window=128)
+    assert speed.attention_flops(w, 10_000, 10) == 4 * per_key * 10 * 128
+
+
+def test_mla_attention_uses_real_dims():
+    mla = MLASpec(kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128)
+    m = _tiny(mla=mla, n_heads=16)
+    assert speed.attn_flops_per_key(m) == 2 * 16 * (128 + 64 + 128)
+    assert speed.attn_flops_per_key(m, absorbed=True) == 2 * 16 * (512 + 64 + 512)
+
+
+def test_matmul_params_excludes_embedding_lookup():
+    assert speed.matmul_params(_tiny(), 10_000_000) == 10_000_000 - 1000 * 512
+    assert speed.matmul_params(_tiny(tie_embeddings=True), 10_000_000) == 10_000_000
+
+
+def test_estimate_interval_contains_point():
+    s = prior_table().lookup(hw(), "llama.cpp", "decode")
+    e = speed._estimate("decode", 42.0, 1 / 42.0, s)
+    assert e.lo_tok_s < e.tok_s < e.hi_tok_s
+    assert e.coefficients == "pooled prior (uncalibrated)" and not e.calibrated
+    assert e.hi_tok_s / e.tok_s == pytest.approx(math.exp(s.log_hi))
+
+
+def test_merged_params_borrow_across_phases():
+    dec, pre, dp, pp = speed.merged_params(prior_table(), hw(), "llama.cpp")
+    assert dp["flops_eff"] == pre.params["flops_eff"]
+    assert pp["bw_eff"] == pre.params.get("bw_eff", dec.params["bw_eff"])
+    assert dp["bw_eff"] == dec.params["bw_eff"]
+
+
+def test_workload_default_is_single_device():
+    assert Workload().n_devices == 1 and replace(Workload(), n_seq=4).n_seq == 4
+    assert MoESpec(n_experts=8, n_experts_used=2, expert_ff=64).n_shared_experts == 0
+
+
+# ------------------------------------------------------------------------ features from the real physics
+def _catalog(model_id, hw_id):
+    from estimator.catalog import get_hardware, get_model
+
+    return get_model(model_id), get_hardware(hw_id)
+
+
+def test_decode_features_use_active_bytes_and_kv():
+    from estimator.kv import kv_read_bytes
+    from estimator.quant import get_quant
+    from estimator.weights import weight_breakdown
+
+    m, _ = _catalog("llama-3.1-8b", "rtx-4090")
+    q = get_quant("Q4_K_M")
+    wb = weight_breakdown(m, q)
+    f = speed.decode_features(m, q, Workload(), 4096)
+    assert f["weight_bytes"] == pytest.approx(wb.active_bytes_per_token)
+    assert f["kv_bytes"] == kv_read_bytes(m, 4096, "f16")
+    assert f["bytes_per_token"] == pytest.approx(wb.active_bytes_per_token + kv_read_bytes(m, 4096, "f16"))
+    # the token-embedding lookup is not read in full per token
+    assert wb.active_bytes_per_token < wb.total_bytes
+
+
+def test_moe_reads_active_not_total_bytes():
+    from estimator.catalog import all_models
+    from estimator.quant import get_quant
+    from estimator.weights import weight_breakdown
+
+    moe = next(m for m in all_models() if m.moe is not None and m.moe.n_experts >= 64)
+    q = get_quant("Q4_K_M")
+    wb = weight_breakdown(moe, q)
+    f = speed.decode_features(moe, q, Workload(), 0)
+    routed_active = wb.routed_expert_bytes * moe.moe.n_experts_used / moe.moe.n_experts
+    assert f["weight_bytes"] == pytest.approx(
+        wb.dense_bytes - wb.token_embd_bytes * (not moe.tie_embeddings) + routed_active
+    )
+    assert f["weight_bytes"] < 0.5 * wb.total_bytes
+    assert f["expert_union_bytes"] == pytest.approx(routed_active)
+
+
+def test_batched_decode_reads_union_of_experts():
+    from estimator.catalog import all_models
+    from estimator.quant import get_quant
+
+    moe = next(m for m in all_models() if m.moe is not None and m.moe.n_experts >= 64)
+    q = get_quant("Q4_K_M")
+    f1 = speed.decode_features(moe, q, Workload(n_seq=1), 0)
+    f8 = speed.decode_features(moe, q, Workload(n_seq=8), 0)
+    e, k = moe.moe.n_experts, moe.moe.n_experts_used
+    assert f8["expert_union_bytes"] / f1["expert_union_bytes"] == pytest.approx(
+        speed.expert_union(e, k, 8) / k
+    )
+    # more bytes per step than one token, fewer than 8 independent tokens
+    assert f1["weight_bytes"] < f8["weight_bytes"] < 8 * f1["weight_bytes"]
+    assert f8["flops"] == pytest.approx(8 * f8["flops_per_token"])
+
+
+def test_estimate_speed_scales_with_bandwidth_and_labels_prior():
+    from estimator.quant import get_quant
+
+    m, h = _catalog("llama-3.1-8b", "rtx-4090")
+    q = get_quant("Q4_K_M")
+    table = prior_table()
+    # zero overheads isolate the bandwidth term: decode speed is then exactly proportional to bandwidth
+    fast = speed.estimate_speed(m, q, replace(h, bandwidth_gbs=2000.0), Workload(), table)
+    slow = speed.estimate_speed(m, q, replace(h, bandwidth_gbs=1000.0), Workload(), table)
+    assert 1.5 < fast.decode.tok_s / slow.decode.tok_s < 2.0
+    r = slow
+    assert r.decode.lo_tok_s < r.decode.tok_s < r.decode.hi_tok_s
+    assert r.prefill.lo_tok_s < r.prefill.tok_s < r.prefill.hi_tok_s
+    assert r.ttft_lo_s < r.ttft_s < r.ttft_hi_s
+    assert r.decode.coefficients == "pooled prior (uncalibrated)" and not r.decode.calibrated
+    assert any("uncalibrated" in n for n in r.notes)
+    # a bigger quant reads more bytes -> slower decode
+    q8 = speed.estimate_speed(m, get_quant("Q8_0"), h, Workload(), table)
+    assert q8.decode.tok_s < speed.estimate_speed(m, q, h, Workload(), table).decode.tok_s
+
+
+def test_decode_slows_with_depth_and_aggregate_grows_with_concurrency():
+    from estimator.quant import get_quant
+
+    m, h = _catalog("llama-3.1-8b", "rtx-4090")
+    q = get_quant("Q4_K_M")
+    _, _, dp, _ = speed.merged_params(prior_table(), h, "llama.cpp")
+    t0 = speed.mean_decode_step_s(m, q, h, Workload(), dp, 0, 128)
+    t32k = speed.mean_decode_step_s(m, q, h, Workload(), dp, 32768, 128)
+    assert t32k > t0
+    # tg mean equals the brute-force mean for a linear KV term
+    brute = sum(speed.decode_step_s(m, q, h, Workload(), dp, d) for d in range(100, 164)) / 64
+    assert speed.mean_decode_step_s(m, q, h, Workload(), dp, 100, 64) == pytest.approx(brute, rel=1e-9)
+    r1 = speed.estimate_speed(m, q, h, Workload(concurrency=1), prior_table())
+    r16 = speed.estimate_speed(m, q, h, Workload(concurrency=16), prior_table())
+    assert r16.aggregate.tok_s > 4 * r1.aggregate.tok_s
+    assert r16.per_sequence_tok_s < r1.per_sequence_tok_s
+
+
+def test_moe_expert_offload_is_slower_and_reads_host():
+    from estimator.catalog import all_models
+    from estimator.quant import get_quant
+
+    moe = next(m for m in all_models() if m.moe is not None and m.moe.n_experts >= 64)
+    q = get_quant("Q4_K_M")
+    f = speed.decode_features(moe, q, Workload(moe_offload_layers=moe.n_layers), 0)
+    f0 = speed.decode_features(moe, q, Workload(), 0)
+    assert f["host_bytes"] == pytest.approx(f0["expert_union_bytes"])
+    assert f["weight_bytes"] + f["host_bytes"] == pytest.approx(f0["weight_bytes"])
+    h = hw(bw=3000.0, host_bandwidth_gbs=80.0)
+    assert speed.decode_time_per_token_s(f, h, P) > 5 * speed.decode_time_per_token_s(f0, h, P)
