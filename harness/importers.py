@@ -331,6 +331,10 @@ def _opt_int(value: str, path: Path, line: int, col: str) -> int | None:
     return int(f)
 
 
+# published columns stored elsewhere in the record (source, value field, extra keys), not repeated in extra
+_PUB_PROMOTED = {"source_url", "notes", "quality", "metric", "unit", "source_group", "value"}
+
+
 class _Lookups:
     """Cached catalog look-ups: hardware family and model fingerprint by id ("" when unknown)."""
 
@@ -419,7 +423,8 @@ def published_record(
         n_batch=None,
         n_ubatch=ints["n_ubatch"],
         n_gpu_layers=None,
-        extra={"published": {k: v for k, v in r.items() if v not in ("", None)}, "quality": quality,
+        extra={"published": {k: v for k, v in r.items() if v not in ("", None) and k not in _PUB_PROMOTED},
+               "quality": quality,
                "notes": r.get("notes", ""), "metric": metric, "unit": unit, "source_group": r["source_group"],
                "unstated": [c for c in ("n_prompt", "n_gen", "n_depth", "batch") if ints[c] is None]},
     )  # fmt: skip
