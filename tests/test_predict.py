@@ -1,0 +1,181 @@
+"""predict: llama-bench semantics, pass-through columns, bad rows, custom hardware, CSV round trip."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import replace
+
+import pytest
+
+from estimator import predict, speed
+from estimator.catalog import get_hardware, get_model
+from estimator.coefficients import prior_table
+from estimator.memory import estimate_memory
+from estimator.quant import get_quant
+from estimator.specs import SpecError, Workload
+
+BASE = {"model": "llama-3.1-8b", "hardware": "rtx-4090", "engine": "llama.cpp", "quant": "Q4_K_M"}
+
+
+def _row(**kw) -> dict:
+    return {**BASE, **{k: str(v) for k, v in kw.items()}}
+
+
+@pytest.fixture(scope="module")
+def table():
+    return prior_table()
+
+
+def test_pp_row_matches_prefill_physics(table):
+    (out,) = predict.predict_rows([_row(n_prompt=512, n_gen=0, n_depth=1024)], table)
+    assert out["error"] == ""
+    m, h, q = get_model("llama-3.1-8b"), get_hardware("rtx-4090"), get_quant("Q4_K_M")
+    wl = Workload(n_ctx=1536, n_prompt=512, n_gen=0, n_depth=1024)
+    _, _, _, pp = speed.merged_params(table, h, "llama.cpp")
+    t = speed.prefill_time_s(speed.prefill_features(m, q, wl), h, pp)
+    assert float(out["prefill_tok_s"]) == pytest.approx(512 / t)
+    assert out["decode_tok_s"] == ""
+    assert float(out["prefill_tok_s_lo"]) < float(out["prefill_tok_s"]) < float(out["prefill_tok_s_hi"])
+    # n_ctx defaults to n_prompt + n_gen + n_depth, like llama-bench
+    mem = estimate_memory(m, q, h, wl, table.memory_for("llama.cpp"))
+    assert int(out["total_bytes"]) == mem.total_bytes and int(out["kv_bytes"]) == mem.kv_bytes
+    assert out["fits"] == "true"
+    assert out["coefficients"] == "pooled prior (uncalibrated)" and out["calibrated"] == "false"
+
+
+def test_tg_row_integrates_over_growing_kv(table):
+    (deep, shallow) = predict.predict_rows(
+        [_row(n_prompt=0, n_gen=128, n_depth=16384), _row(n_prompt=0, n_gen=128)], table
+    )
+    assert float(deep["decode_tok_s"]) < float(shallow["decode_tok_s"])
+    m, h, q = get_model("llama-3.1-8b"), get_hardware("rtx-4090"), get_quant("Q4_K_M")
+    _, _, dp, _ = speed.merged_params(table, h, "llama.cpp")
+    wl = Workload(n_ctx=16384 + 128, n_prompt=0, n_gen=128, n_depth=16384)
+    brute = sum(speed.decode_step_s(m, q, h, wl, dp, d) for d in range(16384, 16384 + 128)) / 128
+    assert float(deep["decode_tok_s"]) == pytest.approx(1 / brute, rel=1e-9)
+    assert deep["prefill_tok_s"] == "" and deep["ttft_s"] == ""
+
+
+def test_batch_is_aggregate_decode(table):
+    one, eight = predict.predict_rows(
+        [_row(n_prompt=0, n_gen=64), _row(n_prompt=0, n_gen=64, batch=8)], table
+    )
+    assert float(eight["decode_tok_s"]) > 4 * float(one["decode_tok_s"])
+    assert int(eight["kv_bytes"]) > int(one["kv_bytes"])
+
+
+def test_extra_columns_pass_through_and_bad_rows_survive(table):
+    rows = [
+        _row(n_prompt=512, n_gen=0, run_id="a", measured_tok_s="123.4"),
+        _row(n_prompt=512, n_gen=0, run_id="b", model="no-such-model"),
+        _row(n_prompt="lots", n_gen=0, run_id="c"),
+        _row(n_prompt=512, n_gen=0, run_id="d", quant="Q9_Z"),
+        _row(n_prompt=0, n_gen=0, run_id="e"),
+        _row(n_prompt=0, n_gen=16, run_id="f", hardware="no-such-gpu"),
+        _row(n_prompt=0, n_gen=16, run_id="g"),
+    ]
+    out = predict.predict_rows(rows, table)
+    assert [r["run_id"] for r in out] == list("abcdefg")
+    assert out[0]["measured_tok_s"] == "123.4" and out[0]["error"] == ""
+    assert "no-such-model" in out[1]["error"] and out[1]["prefill_tok_s"] == ""
+    assert "n_prompt" in out[2]["error"]
+    assert "Q9_Z" in out[3]["error"]
+    assert "nothing to predict" in out[4]["error"]
+    assert "no-such-gpu" in out[5]["error"]
+    assert out[6]["error"] == "" and float(out[6]["decode_tok_s"]) > 0
+    for r in out:
+        assert "\n" not in r["error"]
+
+
+def test_custom_hardware_row(table):
+    row = _row(n_prompt=0, n_gen=32, hardware="", bandwidth_gbs=20, memory_gib=16, family="cpu-x86-avx2")
+    (out,) = predict.predict_rows([row], table)
+    assert out["error"] == ""
+    (fast,) = predict.predict_rows([dict(row, bandwidth_gbs="40")], table)
+    ratio = float(fast["decode_tok_s"]) / float(out["decode_tok_s"])
+    assert 1.5 < ratio <= 2.0  # bandwidth term doubles, fixed overheads do not
+    (bad,) = predict.predict_rows([_row(n_prompt=0, n_gen=32, hardware="custom", memory_gib=16)], table)
+    assert "bandwidth" in bad["error"]
+
+
+def test_tensor_parallel_row(table):
+    big = {"model": "llama-3.1-70b", "hardware": "h100-80gb-sxm"}
+    small = {"hardware": "h100-80gb-sxm"}
+    one, two, s1, s2 = predict.predict_rows(
+        [
+            _row(n_prompt=0, n_gen=32, **big),
+            _row(n_prompt=0, n_gen=32, n_devices=2, **big),
+            _row(n_prompt=0, n_gen=32, **small),
+            _row(n_prompt=0, n_gen=32, n_devices=2, **small),
+        ],
+        table,
+    )
+    # a 70B model is bandwidth-bound: splitting its bytes over two devices wins over the all-reduce cost
+    assert float(two["decode_tok_s"]) > 1.3 * float(one["decode_tok_s"])
+    assert int(two["total_bytes"]) > int(one["total_bytes"])  # runtime + overhead on both devices
+    # an 8B model gains less (2 all-reduces per layer cost about as much as the bytes saved)
+    gain_small = float(s2["decode_tok_s"]) / float(s1["decode_tok_s"])
+    assert gain_small < float(two["decode_tok_s"]) / float(one["decode_tok_s"])
+
+
+def test_output_column_clash_is_an_error(table):
+    with pytest.raises(SpecError, match="decode_tok_s"):
+        predict.predict_rows([_row(n_prompt=0, n_gen=1, decode_tok_s="9")], table)
+
+
+def test_csv_round_trip(tmp_path, table, capsys):
+    src = tmp_path / "cases.csv"
+    with open(src, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["model", "hardware", "quant", "n_prompt", "n_gen", "note"])
+        w.writeheader()
+        w.writerow(
+            {
+                "model": "llama-3.1-8b",
+                "hardware": "rtx-4090",
+                "quant": "Q4_K_M",
+                "n_prompt": "512",
+                "n_gen": "0",
+                "note": "pp512",
+            }
+        )
+        w.writerow(
+            {
+                "model": "nope",
+                "hardware": "rtx-4090",
+                "quant": "Q4_K_M",
+                "n_prompt": "0",
+                "n_gen": "128",
+                "note": "bad",
+            }
+        )
+    dst = tmp_path / "out.csv"
+    assert predict.predict_csv(src, dst, table) == 1
+    rows = list(csv.DictReader(open(dst, newline="")))
+    assert [r["note"] for r in rows] == ["pp512", "bad"]
+    header = open(dst).readline().strip().split(",")
+    assert header[:6] == ["model", "hardware", "quant", "n_prompt", "n_gen", "note"]
+    assert header[6:] == list(predict.OUTPUT_COLUMNS)
+    # stdout
+    predict.predict_csv(src, None, table)
+    got = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert got[0]["prefill_tok_s"] == rows[0]["prefill_tok_s"]
+
+
+def test_csv_bad_files(tmp_path, table):
+    with pytest.raises(SpecError, match="cannot read"):
+        predict.predict_csv(tmp_path / "absent.csv", None, table)
+    p = tmp_path / "x.csv"
+    p.write_text("model,hardware\nllama-3.1-8b,rtx-4090\n")
+    with pytest.raises(SpecError, match="missing column"):
+        predict.predict_csv(p, None, table)
+
+
+def test_int_parsing_accepts_float_text():
+    wl = predict.row_workload({"n_prompt": "512.0", "n_gen": "0", "batch": "1.0", "flash_attn": "false"})
+    assert wl.n_prompt == 512 and wl.n_ctx == 512 and not wl.flash_attn
+    with pytest.raises(SpecError, match="whole number"):
+        predict.row_workload({"n_prompt": "1.5", "n_gen": "0"})
+    with pytest.raises(SpecError, match="split"):
+        predict.row_workload({"n_prompt": "1", "n_gen": "0", "split": "zz"})
+    assert replace(wl, n_seq=2).n_seq == 2
