@@ -1,0 +1,75 @@
+"""Estimator speed benchmarks (pytest-benchmark; no timed assertions).
+
+Run: ``python -m pytest tests/benchmarks/test_bench_estimator.py --benchmark-enable``
+(with the project's default ``--benchmark-disable`` each benchmark runs once, as a plain test).
+
+* one full report in-process (GLM-4.5 on MI300X, Q4_K_M, 8K context), as ``python -m estimator report`` builds
+  it, rendered to text;
+* the full matrix: every sizable catalog model x every catalog device x every quant x 6 contexts through the
+  vectorised path, warm (weight breakdowns cached after the first round, as in a long-lived process) and cold
+  (weight caches cleared first: dominated by the scalar per-tensor weight recipe).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from estimator.catalog import all_hardware, all_models
+from estimator.coefficients import prior_table
+from estimator.quant import QUANTS
+from estimator.specs import Workload
+
+CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return all_models(), all_hardware(), list(QUANTS.values())
+
+
+def test_bench_report(benchmark):
+    from estimator.catalog import get_hardware, get_model
+    from estimator.cost import load_cloud_rates
+    from estimator.quant import get_quant
+    from estimator.render_text import render_text
+    from estimator.report import ReportOptions, build_report, report_to_dict
+
+    model, hw, quant = get_model("glm-4.5"), get_hardware("mi300x"), get_quant("Q4_K_M")
+    opts = ReportOptions(hardware_catalog=tuple(all_hardware()), rates=load_cloud_rates())
+    table = prior_table()
+
+    def run():
+        return render_text(report_to_dict(build_report(model, hw, quant, Workload(n_ctx=8192), table, opts)))
+
+    text = benchmark(run)
+    assert "GLM" in text or "glm" in text
+
+
+def test_bench_full_matrix_warm(benchmark, catalog):
+    from estimator.matrix import build_matrix
+
+    models, hardware, quants = catalog
+    table = prior_table()
+    mx = benchmark(build_matrix, models, hardware, quants, CONTEXTS, table, Workload(), True)
+    n_points = mx.total_bytes.size
+    benchmark.extra_info["points"] = n_points
+    assert n_points == len(models) * len(hardware) * len(quants) * len(CONTEXTS)
+    assert mx.fits.any() and (~mx.fits).any()
+
+
+def test_bench_full_matrix_cold(benchmark, catalog):
+    from estimator import weights
+    from estimator.matrix import build_matrix
+
+    models, hardware, quants = catalog
+    table = prior_table()
+
+    def clear():
+        for name in ("_breakdown_catalog_quant", "_breakdown_gguf"):
+            fn = getattr(weights, name, None)
+            if hasattr(fn, "cache_clear"):
+                fn.cache_clear()
+
+    args = (models, hardware, quants, CONTEXTS, table, Workload(), True)
+    mx = benchmark.pedantic(build_matrix, args=args, setup=clear, rounds=2)
+    benchmark.extra_info["points"] = mx.total_bytes.size
