@@ -12,7 +12,8 @@ one (hardware family, engine, backend), plus how well they are known:
   the device's datasheet TFLOPS is unknown, e.g. CPUs; the efficiencies still multiply it).
 
 ``interval`` is the prediction interval of ln(measured / predicted) tokens/s: a point estimate ``x`` becomes
-``[x * exp(log_lo), x * exp(log_hi)]`` (``log_lo <= 0 <= log_hi``).
+``[x * exp(log_lo), x * exp(log_hi)]``; a file interval that excludes 0 (a biased fit) is widened to include
+it when used, so the interval always contains the point estimate.
 
 Lookup order (``CoefficientTable.lookup``): exact calibrated (family, engine[, backend]) -> calibrated
 pooled set of the same vendor and kind -> same kind -> any (each widened by ``POOLED_WIDEN``) -> the shipped
@@ -241,8 +242,8 @@ def _validate_entry(entry: Any, where: str, need_family: bool) -> None:
             raise CoefficientsError(f"{where}: flops_abs_tflops must be > 0")
     interval = entry.get("interval", {})
     lo, hi = interval.get("log_lo", -0.7), interval.get("log_hi", 0.5)
-    if not (isinstance(lo, int | float) and isinstance(hi, int | float) and lo <= 0 <= hi):
-        raise CoefficientsError(f"{where}: interval needs log_lo <= 0 <= log_hi, got {lo!r}, {hi!r}")
+    if not (isinstance(lo, int | float) and isinstance(hi, int | float) and lo <= hi):
+        raise CoefficientsError(f"{where}: interval needs numbers log_lo <= log_hi, got {lo!r}, {hi!r}")
 
 
 def parse_coefficients(data: Any, where: str = "<coefficients>") -> dict:

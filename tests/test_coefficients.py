@@ -143,6 +143,14 @@ def test_each_fallback_is_wider(tmp_path):
     assert width(exact) < width(pooled) < width(prior)
 
 
+def test_biased_file_interval_is_widened_to_contain_point(tmp_path):
+    doc = _doc()
+    doc["groups"][0]["interval"] = {"log_lo": 0.05, "log_hi": 0.2}
+    s = load_coefficients(_write(tmp_path, doc)).lookup(_hw(), "llama.cpp", "decode")
+    lo, hi = s.interval(10.0)
+    assert lo == pytest.approx(10.0) and hi == pytest.approx(10.0 * math.exp(0.2))
+
+
 def test_interval_contains_point():
     s = prior_table().lookup(_hw(), "llama.cpp", "decode")
     lo, hi = s.interval(50.0)
@@ -185,7 +193,7 @@ def test_env_override(tmp_path, monkeypatch):
         (lambda d: d["groups"][0]["params"].update(t_fixed_s=-1), "must be >= 0"),
         (lambda d: d["groups"][0]["params"].update(bogus=1), "unknown decode param 'bogus'"),
         (lambda d: d["groups"][0].update(phase="train"), "unknown phase"),
-        (lambda d: d["groups"][0]["interval"].update(log_lo=0.3), "log_lo <= 0 <= log_hi"),
+        (lambda d: d["groups"][0]["interval"].update(log_lo=0.3), "log_lo <= log_hi"),
         (lambda d: d["pooled"][0].pop("engine"), "missing key 'engine'"),
     ],
 )
