@@ -226,7 +226,7 @@ def _hardware_params(hardware, table, wl, n):
         cols["t_fixed"][j] = p["t_fixed_s"]
         cols["t_layer"][j] = p["t_layer_s"]
         cols["moe"][j] = p.get("moe_route_s", 0.0)
-        cols["t_ar"][j] = p.get("t_allreduce_s", 0.0)
+        cols["t_ar"][j] = p.get("t_allreduce_s", speed.DEFAULT_T_ALLREDUCE_S)
         cols["link"][j] = 0.5 * (h.interconnect_gbs or speed.DEFAULT_INTERCONNECT_GBS) * 1e9
         for key, fp8 in (("peak", False), ("peak8", True)):
             try:

@@ -52,6 +52,9 @@ from estimator.specs import (
 
 DEFAULT_HOST_BANDWIDTH_GBS = 89.6  # dual-channel DDR5-5600 peak (2 x 8 B x 5600 MT/s), as the catalog assumes
 DEFAULT_INTERCONNECT_GBS = 64.0  # PCIe 4.0 x16, bidirectional aggregate (as the catalog quotes links)
+# Optional coefficients applied when a set does not carry them (the same in calibration and prediction):
+DEFAULT_HOST_BW_EFF = 0.6  # assumption: fraction of host DDR peak reached when streaming offloaded weights
+DEFAULT_T_ALLREDUCE_S = 2e-5  # assumption: latency of one small tensor-parallel all-reduce (tens of us)
 TTFT_PROMPT_TOKENS = 4096
 ACTIVATION_BYTES = 2  # bf16/f16 activations exchanged between devices
 _MIDPOINT_SEGMENTS = 16  # tg{n} mean: midpoint rule over this many segments (exact for piecewise-linear t)
@@ -321,7 +324,8 @@ def host_bandwidth_bs(hardware: HardwareSpec, params: dict, over_link: bool) -> 
     (kind gpu/npu) copies offloaded weights over the link each pass, so ``over_link`` caps it at one direction
     of interconnect_gbs (the catalog quotes bidirectional aggregates).
     """
-    bw = (hardware.host_bandwidth_gbs or DEFAULT_HOST_BANDWIDTH_GBS) * 1e9 * params.get("host_bw_eff", 0.6)
+    eff = params.get("host_bw_eff", DEFAULT_HOST_BW_EFF)
+    bw = (hardware.host_bandwidth_gbs or DEFAULT_HOST_BANDWIDTH_GBS) * 1e9 * eff
     if over_link and hardware.kind in ("gpu", "npu"):
         bw = min(bw, 0.5 * (hardware.interconnect_gbs or DEFAULT_INTERCONNECT_GBS) * 1e9)
     return bw
@@ -334,7 +338,7 @@ def _comm_s(f: dict, hardware: HardwareSpec, params: dict, tokens: int) -> float
         return 0.0
     link = 0.5 * (hardware.interconnect_gbs or DEFAULT_INTERCONNECT_GBS) * 1e9  # one direction, B/s
     msg = f["hidden_size"] * tokens * ACTIVATION_BYTES
-    lat = float(params.get("t_allreduce_s", 0.0))
+    lat = float(params.get("t_allreduce_s", DEFAULT_T_ALLREDUCE_S))
     if f["split"] == "pp":
         return (n - 1) * (lat + msg / link)
     return f["n_layers"] * 2 * (lat + 2 * (n - 1) / n * msg / link)

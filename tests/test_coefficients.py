@@ -114,8 +114,6 @@ def test_exact_then_pooled_then_prior(tmp_path):
     assert exact.calibrated and exact.params["bw_eff"] == 0.8
     assert exact.label.startswith("calibrated: nvidia-ada/llama.cpp (40 runs")
     assert "4%" in exact.label
-    # optional params filled from the prior
-    assert "host_bw_eff" in exact.params
 
     pooled = t.lookup(_hw(family="nvidia-hopper"), "llama.cpp", "decode")
     assert not pooled.calibrated and pooled.source == "pooled"
@@ -129,6 +127,26 @@ def test_exact_then_pooled_then_prior(tmp_path):
     assert t.lookup(_hw(), "llama.cpp", "prefill").source == "prior"
     # another engine -> no exact group
     assert t.lookup(_hw(), "vllm", "decode").source != "calibrated"
+
+
+def test_calibrated_set_gets_missing_optional_params_from_prior(tmp_path):
+    doc = _doc()
+    doc["groups"].append(
+        {
+            "family": "nvidia-ada",
+            "engine": "llama.cpp",
+            "backend": "CUDA",
+            "phase": "prefill",
+            "params": {"flops_eff": 0.6, "attn_eff": 0.4, "t_layer_s": 1e-4},
+            "n_points": 10,
+        }
+    )
+    s = load_coefficients(_write(tmp_path, doc)).lookup(_hw(), "llama.cpp", "prefill")
+    assert s.calibrated and s.params["flops_eff"] == 0.6
+    prior = prior_table().lookup(_hw(), "llama.cpp", "prefill")
+    assert s.params["flops_abs_tflops"] == prior.params["flops_abs_tflops"]
+    # no default interval in the group: the default wide one applies
+    assert s.log_lo < 0 < s.log_hi
 
 
 def test_each_fallback_is_wider(tmp_path):

@@ -19,6 +19,7 @@ ZERO = {
     "flops_eff": 1.0,
     "attn_eff": 1.0,
     "host_bw_eff": 1.0,
+    "t_allreduce_s": 0.0,
 }
 
 
