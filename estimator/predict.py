@@ -5,7 +5,8 @@ Input columns (llama-bench semantics):
 * ``model`` (catalog id, HF id or path), ``hardware`` (catalog id; empty or ``custom`` plus the columns
   ``bandwidth_gbs``, ``memory_gib``, ``tflops``, ``family`` [, ``vendor``, ``kind``, ``host_bandwidth_gbs``,
   ``interconnect_gbs``] for a device outside the catalog), ``n_devices`` (1), ``engine`` (llama.cpp),
-  ``quant``, ``kv_dtype`` (f16), ``n_prompt``, ``n_gen``, ``n_depth`` (0), ``batch`` (1, concurrent
+  ``quant`` (optional for a .gguf model: empty or ``gguf`` means the file's own tensors), ``kv_dtype``
+  (f16), ``n_prompt``, ``n_gen``, ``n_depth`` (0), ``batch`` (1, concurrent
   sequences), ``n_ctx`` (default n_prompt + n_gen + n_depth, like llama-bench), ``flash_attn`` (1);
   optional ``split`` (tp|pp), ``n_ubatch``, ``n_batch``, ``offload_bytes``, ``moe_offload_layers``.
 * Every other column passes through untouched.
@@ -33,7 +34,7 @@ from typing import Any
 
 from estimator import speed
 from estimator.coefficients import CoefficientTable, load_coefficients
-from estimator.specs import HardwareSpec, SpecError, Workload
+from estimator.specs import HardwareSpec, QuantSpec, SpecError, Workload
 
 OUTPUT_COLUMNS = (
     "weights_bytes",
@@ -52,7 +53,8 @@ OUTPUT_COLUMNS = (
     "calibrated",
     "error",
 )
-REQUIRED_COLUMNS = ("model", "hardware", "quant", "n_prompt", "n_gen")
+REQUIRED_COLUMNS = ("model", "hardware", "n_prompt", "n_gen")
+ENGINES = ("llama.cpp", "vllm")
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 _FALSE = {"0", "false", "no", "off", "n", "f"}
 
@@ -193,7 +195,16 @@ def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None =
     wl = row_workload(row)
     model = resolver.model(_text(row, "model"))
     hardware = resolver.hardware(row)
-    quant = get_quant(_text(row, "quant"))
+    qtext = _text(row, "quant")
+    if model.gguf_tensors is not None and qtext.lower() in ("", "gguf"):
+        quant = QuantSpec(name="GGUF", default_type="f16", description="the GGUF file's own tensor types")
+    else:
+        quant = get_quant(qtext)
+    if wl.engine not in ENGINES:
+        raise SpecError(f"unknown engine {wl.engine!r}; one of {', '.join(ENGINES)}")
+    if wl.engine not in quant.engines:
+        engines = ", ".join(quant.engines)
+        raise SpecError(f"quant {quant.name} is not available on {wl.engine} (engines: {engines})")
     # a GGUF model is one quant: its exact tensor bytes are used (weight_breakdown with quant None)
     mem_quant = None if model.gguf_tensors is not None else quant
     mem = estimate_memory(model, mem_quant, hardware, wl, table.memory_for(wl.engine))

@@ -74,9 +74,11 @@ def test_extra_columns_pass_through_and_bad_rows_survive(table):
         _row(n_prompt=0, n_gen=0, run_id="e"),
         _row(n_prompt=0, n_gen=16, run_id="f", hardware="no-such-gpu"),
         _row(n_prompt=0, n_gen=16, run_id="g"),
+        _row(n_prompt=0, n_gen=16, run_id="h", engine="trtllm"),
+        _row(n_prompt=0, n_gen=16, run_id="i", quant="AWQ-INT4"),
     ]
     out = predict.predict_rows(rows, table)
-    assert [r["run_id"] for r in out] == list("abcdefg")
+    assert [r["run_id"] for r in out] == list("abcdefghi")
     assert out[0]["measured_tok_s"] == "123.4" and out[0]["error"] == ""
     assert "no-such-model" in out[1]["error"] and out[1]["prefill_tok_s"] == ""
     assert "n_prompt" in out[2]["error"]
@@ -84,6 +86,8 @@ def test_extra_columns_pass_through_and_bad_rows_survive(table):
     assert "nothing to predict" in out[4]["error"]
     assert "no-such-gpu" in out[5]["error"]
     assert out[6]["error"] == "" and float(out[6]["decode_tok_s"]) > 0
+    assert "unknown engine 'trtllm'" in out[7]["error"]
+    assert "not available on llama.cpp" in out[8]["error"]
     for r in out:
         assert "\n" not in r["error"]
 
@@ -179,3 +183,35 @@ def test_int_parsing_accepts_float_text():
     with pytest.raises(SpecError, match="split"):
         predict.row_workload({"n_prompt": "1", "n_gen": "0", "split": "zz"})
     assert replace(wl, n_seq=2).n_seq == 2
+
+
+def test_gguf_model_uses_exact_file_tensors(tmp_path, table):
+    from estimator.specs import FULL, ModelSpec
+    from harness.synth import write_gguf
+
+    spec = ModelSpec(
+        id="tiny",
+        name="tiny",
+        architecture="llama",
+        hidden_size=64,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=16,
+        intermediate_size=128,
+        vocab_size=256,
+        max_context=2048,
+        layer_types=(FULL,) * 2,
+        arch_class="LlamaForCausalLM",
+    )
+    path = write_gguf(spec, tmp_path / "tiny.gguf")
+    rows = [_row(model=str(path), quant=q, n_prompt=0, n_gen=16) for q in ("", "gguf")]
+    a, b = predict.predict_rows(rows, table)
+    assert a["error"] == "" and b["error"] == ""
+    from estimator.resolve import resolve_model
+
+    m = resolve_model(str(path))
+    assert int(a["weights_bytes"]) == sum(t[3] for t in m.gguf_tensors) - next(
+        t[3] for t in m.gguf_tensors if t[0] == "token_embd.weight"
+    )  # the token embedding stays in host RAM on a discrete GPU under llama.cpp
+    assert a["decode_tok_s"] == b["decode_tok_s"]
