@@ -1,0 +1,550 @@
+"""Synthetic (random-weight, tokenizer-less) models with the exact architecture of a ModelSpec.
+
+* ``write_gguf``: a GGUF file for llama.cpp with F16 random weights (1-D norm tensors in F32), every
+  hyper-parameter llama.cpp needs for the architecture, ``tokenizer.ggml.model = "none"`` and
+  ``{arch}.vocab_size`` (llama.cpp then creates that many dummy tokens; feed token ids, never text).
+* ``quantize``: llama.cpp's own quantizer (``llama_model_quantize``) turns the F16 file into Q8_0, Q4_K_M, ...
+* ``write_hf_config_dir``: a folder holding only config.json, for vLLM's ``load_format="dummy"``.
+* ``synthetic_model``: cached builder (files keyed by a hash of the architecture facts, layer count, seed,
+  quant and writer version) under ``~/.cache/fitbench/models`` (``$FITBENCH_CACHE/models`` when set).
+
+``n_layers`` builds a depth-reduced proxy: the first ``n_layers`` layers of the real layer pattern with the
+real widths.  Callers record both counts (RunRecord.n_layers_real / n_layers_measured).
+
+Supported GGUF architectures (HF model_type -> llama.cpp arch): llama, mistral, mixtral -> llama; qwen2;
+qwen3; qwen3_moe -> qwen3moe; gemma3 / gemma3_text -> gemma3 (sliding window + per-layer pattern); deepseek_v2
+/ deepseek_v3 / kimi_k2 -> deepseek2 (MLA, written in the split attn_k_b / attn_v_b layout of current
+converters). Tensor names come from ``gguf.TENSOR_NAMES``; shapes follow ``src/models/<arch>.cpp`` of
+llama.cpp@0c1e570 (numpy order = reversed ggml ``ne``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from estimator.specs import FULL, SLIDING, ModelSpec, QuantSpec, SpecError
+
+WRITER_VERSION = 2  # bump when the files this module writes change (invalidates the cache)
+WEIGHT_STD = 0.02  # standard deviation of the random weights (keeps activations and logits finite)
+RMS_EPS = 1e-6
+ROPE_THETA = 10000.0
+_CHUNK_ELEMS = 1 << 24  # random numbers generated per numpy call (64 MiB of float32 scratch)
+
+GGUF_ARCH = {
+    "llama": "llama",
+    "mistral": "llama",
+    "mixtral": "llama",
+    "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "qwen3_moe": "qwen3moe",
+    "gemma3": "gemma3",
+    "gemma3_text": "gemma3",
+    "deepseek_v2": "deepseek2",
+    "deepseek_v3": "deepseek2",
+    "kimi_k2": "deepseek2",
+}
+
+HF_ARCH_CLASS = {
+    "llama": "LlamaForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "mixtral": "MixtralForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "gemma3": "Gemma3ForCausalLM",
+    "gemma3_text": "Gemma3ForCausalLM",
+    "deepseek_v2": "DeepseekV2ForCausalLM",
+    "deepseek_v3": "DeepseekV3ForCausalLM",
+    "kimi_k2": "DeepseekV3ForCausalLM",
+}
+
+
+@dataclass(frozen=True)
+class TensorPlan:
+    """One tensor to write: GGUF name, numpy shape (out, in) and storage ("f16" weights, "f32"
+    norms/biases)."""
+
+    name: str
+    shape: tuple[int, ...]
+    storage: str
+
+
+def cache_dir(base: str | os.PathLike | None = None) -> Path:
+    """Model cache folder: ``base`` when given, else ``$FITBENCH_CACHE/models``, else
+    ~/.cache/fitbench/models."""
+    if base is not None:
+        return Path(base)
+    root = os.environ.get("FITBENCH_CACHE")
+    return Path(root) / "models" if root else Path.home() / ".cache" / "fitbench" / "models"
+
+
+def gguf_arch(model: ModelSpec) -> str:
+    """llama.cpp architecture name for a ModelSpec; SpecError naming the supported ones otherwise."""
+    try:
+        return GGUF_ARCH[model.architecture]
+    except KeyError:
+        raise SpecError(
+            f"no synthetic GGUF writer for architecture {model.architecture!r} "
+            f"(supported: {', '.join(sorted(GGUF_ARCH))})"
+        ) from None
+
+
+def _layers(model: ModelSpec, n_layers: int | None) -> int:
+    n = model.n_layers if n_layers is None else int(n_layers)
+    if not 1 <= n <= model.n_layers:
+        raise SpecError(f"n_layers must be in 1..{model.n_layers} for {model.id}, got {n_layers}")
+    return n
+
+
+def _is_moe_layer(model: ModelSpec, il: int) -> bool:
+    return model.moe is not None and il not in model.moe.dense_layers
+
+
+def _leading_dense(model: ModelSpec, n: int) -> int:
+    """deepseek2 / MoE: number of leading dense layers; llama.cpp only supports a dense prefix."""
+    dense = sorted(i for i in (model.moe.dense_layers if model.moe else ()) if i < n)
+    if dense != list(range(len(dense))):
+        raise SpecError(
+            f"{model.id}: dense layers {dense} are not a leading block (llama.cpp needs a prefix)"
+        )
+    return len(dense)
+
+
+def tensor_plan(model: ModelSpec, n_layers: int | None = None) -> list[TensorPlan]:
+    """Every tensor of the synthetic GGUF, in file order (see module docstring for the layout source)."""
+    import gguf
+
+    arch = gguf_arch(model)
+    n = _layers(model, n_layers)
+    T, N = gguf.MODEL_TENSOR, gguf.TENSOR_NAMES
+    h, hd, nh, nkv, v = model.hidden_size, model.head_dim, model.n_heads, model.n_kv_heads, model.vocab_size
+    out: list[TensorPlan] = []
+
+    def add(
+        t: gguf.MODEL_TENSOR, shape: tuple[int, ...], il: int | None = None, suffix: str = "weight"
+    ) -> None:
+        name = (N[t].format(bid=il) if il is not None else N[t]) + "." + suffix
+        # 1-D tensors and the MoE router stay F32, as convert_hf_to_gguf writes them (llama.cpp never
+        # quantizes ffn_gate_inp, so its type carries into every quantized file).
+        storage = "f32" if len(shape) == 1 or t == T.FFN_GATE_INP else "f16"
+        out.append(TensorPlan(name, tuple(int(s) for s in shape), storage))
+
+    add(T.TOKEN_EMBD, (v, h))
+    add(T.OUTPUT_NORM, (h,))
+    if not model.tie_embeddings:
+        add(T.OUTPUT, (v, h))
+    for il in range(n):
+        add(T.ATTN_NORM, (h,), il)
+        if arch == "deepseek2":
+            _mla_attention(model, add, il)
+        else:
+            q_dim = nh * hd
+            add(T.ATTN_Q, (q_dim, h), il)
+            add(T.ATTN_K, (nkv * hd, h), il)
+            add(T.ATTN_V, (nkv * hd, h), il)
+            if arch == "qwen2" or model.qkv_bias:
+                add(T.ATTN_Q, (q_dim,), il, "bias")
+                add(T.ATTN_K, (nkv * hd,), il, "bias")
+                add(T.ATTN_V, (nkv * hd,), il, "bias")
+            if arch in ("qwen3", "qwen3moe", "gemma3"):
+                add(T.ATTN_Q_NORM, (hd,), il)
+                add(T.ATTN_K_NORM, (hd,), il)
+            add(T.ATTN_OUT, (h, q_dim), il)
+            if arch == "gemma3":
+                add(T.ATTN_POST_NORM, (h,), il)
+        add(T.FFN_NORM, (h,), il)
+        if _is_moe_layer(model, il):
+            moe = model.moe
+            assert moe is not None
+            e, ff = moe.n_experts, moe.expert_ff
+            add(T.FFN_GATE_INP, (e, h), il)
+            add(T.FFN_GATE_EXP, (e, ff, h), il)
+            add(T.FFN_UP_EXP, (e, ff, h), il)
+            add(T.FFN_DOWN_EXP, (e, h, ff), il)
+            if moe.n_shared_experts:
+                sff = moe.shared_ff or moe.expert_ff * moe.n_shared_experts
+                add(T.FFN_GATE_SHEXP, (sff, h), il)
+                add(T.FFN_UP_SHEXP, (sff, h), il)
+                add(T.FFN_DOWN_SHEXP, (h, sff), il)
+        else:
+            ff = model.intermediate_size
+            add(T.FFN_GATE, (ff, h), il)
+            add(T.FFN_UP, (ff, h), il)
+            add(T.FFN_DOWN, (h, ff), il)
+        if arch == "gemma3":
+            add(T.FFN_POST_NORM, (h,), il)
+    return out
+
+
+def _mla_attention(model: ModelSpec, add, il: int) -> None:
+    """DeepSeek-V2/V3 MLA tensors (llama.cpp deepseek2, split k_b / v_b layout)."""
+    import gguf
+
+    T = gguf.MODEL_TENSOR
+    mla = model.mla
+    if mla is None:
+        raise SpecError(f"{model.id}: architecture {model.architecture} needs an MLA spec")
+    h, nh = model.hidden_size, model.n_heads
+    qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
+    if mla.q_lora_rank:
+        add(T.ATTN_Q_A_NORM, (mla.q_lora_rank,), il)
+    add(T.ATTN_KV_A_NORM, (mla.kv_lora_rank,), il)
+    if mla.q_lora_rank:
+        add(T.ATTN_Q_A, (mla.q_lora_rank, h), il)
+        add(T.ATTN_Q_B, (nh * qk, mla.q_lora_rank), il)
+    else:
+        add(T.ATTN_Q, (nh * qk, h), il)
+    add(T.ATTN_KV_A_MQA, (mla.kv_lora_rank + mla.qk_rope_head_dim, h), il)
+    add(T.ATTN_K_B, (nh, mla.kv_lora_rank, mla.qk_nope_head_dim), il)
+    add(T.ATTN_V_B, (nh, mla.v_head_dim, mla.kv_lora_rank), il)
+    add(T.ATTN_OUT, (h, nh * mla.v_head_dim), il)
+
+
+def _write_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
+    """All hyper-parameters llama.cpp reads for ``arch`` (methods.md B2 + src/models/<arch>.cpp)."""
+    import gguf
+
+    w.add_context_length(model.max_context)
+    w.add_embedding_length(model.hidden_size)
+    w.add_block_count(n)
+    w.add_head_count(model.n_heads)
+    w.add_layer_norm_rms_eps(RMS_EPS)
+    w.add_rope_freq_base(ROPE_THETA)
+    w.add_vocab_size(model.vocab_size)
+    w.add_tokenizer_model("none")
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    w.add_feed_forward_length(model.intermediate_size or (model.moe.expert_ff if model.moe else 0))
+    if arch == "deepseek2":
+        mla = model.mla
+        assert mla is not None and model.moe is not None
+        # MLA as current converters write it: one shared latent "KV head" of width kv_lora_rank + rope.
+        w.add_head_count_kv(1)
+        w.add_key_length(mla.kv_lora_rank + mla.qk_rope_head_dim)
+        w.add_value_length(mla.kv_lora_rank)
+        w.add_key_length_mla(mla.qk_nope_head_dim + mla.qk_rope_head_dim)
+        w.add_value_length_mla(mla.v_head_dim)
+        w.add_rope_dimension_count(mla.qk_rope_head_dim)
+        w.add_q_lora_rank(mla.q_lora_rank or 0)
+        w.add_kv_lora_rank(mla.kv_lora_rank)
+        w.add_leading_dense_block_count(_leading_dense(model, n))
+        w.add_expert_shared_count(model.moe.n_shared_experts)
+        w.add_expert_weights_scale(1.0)
+        return _write_moe(w, model)
+    w.add_head_count_kv(model.n_kv_heads)
+    w.add_key_length(model.head_dim)
+    w.add_value_length(model.head_dim)
+    w.add_rope_dimension_count(model.head_dim)
+    if arch == "gemma3":
+        kinds = model.layer_types[:n]
+        if SLIDING in kinds:
+            if not model.window:
+                raise SpecError(f"{model.id}: sliding layers need ModelSpec.window")
+            w.add_sliding_window(model.window)
+            w.add_sliding_window_pattern([k == SLIDING for k in kinds])
+        elif any(k != FULL for k in kinds):
+            raise SpecError(f"{model.id}: gemma3 layers must be full or sliding, got {sorted(set(kinds))}")
+    if model.moe is not None:
+        _leading_dense(model, n)
+        _write_moe(w, model)
+
+
+def _write_moe(w, model: ModelSpec) -> None:
+    moe = model.moe
+    assert moe is not None
+    w.add_expert_count(moe.n_experts)
+    w.add_expert_used_count(moe.n_experts_used)
+    w.add_expert_feed_forward_length(moe.expert_ff)
+    if moe.n_shared_experts and moe.shared_ff:
+        w.add_expert_shared_feed_forward_length(moe.shared_ff)
+
+
+def _random_f16(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """N(0, WEIGHT_STD) float16 array, generated in chunks so the float32 scratch stays small."""
+    flat = np.empty(int(np.prod(shape)), dtype=np.float16)
+    for start in range(0, flat.size, _CHUNK_ELEMS):
+        stop = min(flat.size, start + _CHUNK_ELEMS)
+        chunk = rng.standard_normal(stop - start, dtype=np.float32)
+        chunk *= WEIGHT_STD
+        flat[start:stop] = chunk
+    return flat.reshape(shape)
+
+
+def write_gguf(model: ModelSpec, path: str | os.PathLike, n_layers: int | None = None, seed: int = 0) -> Path:
+    """Write an F16 random-weight GGUF of ``model`` (first ``n_layers`` layers) to ``path`` atomically.
+
+    Returns the path.  Tensors are generated one at a time (peak memory ~ the largest tensor).
+    """
+    import gguf
+
+    arch = gguf_arch(model)
+    n = _layers(model, n_layers)
+    plan = tensor_plan(model, n)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".part", dir=path.parent)
+    os.close(fd)
+    try:
+        w = gguf.GGUFWriter(tmp, arch)
+        w.add_name(f"fitbench synthetic {model.id} ({n}/{model.n_layers} layers, seed {seed})")
+        _write_hparams(w, model, arch, n)
+        for t in plan:
+            dtype = np.float16 if t.storage == "f16" else np.float32
+            w.add_tensor_info(
+                t.name, t.shape, np.dtype(dtype), int(np.prod(t.shape)) * np.dtype(dtype).itemsize
+            )
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_ti_data_to_file()
+        rng = np.random.default_rng(seed)
+        for t in plan:
+            if t.storage == "f16":
+                w.write_tensor_data(_random_f16(rng, t.shape))
+            elif len(t.shape) > 1:  # F32 matrices (router): random like the F16 weights
+                w.write_tensor_data(_random_f16(rng, t.shape).astype(np.float32))
+            else:  # norm weights and biases
+                w.write_tensor_data(np.ones(t.shape, dtype=np.float32))
+        w.close()
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _quant_name(quant: str | QuantSpec) -> str:
+    return (quant.name if isinstance(quant, QuantSpec) else str(quant)).upper()
+
+
+def quantize(
+    f16_path: str | os.PathLike,
+    out_path: str | os.PathLike,
+    quant: str | QuantSpec,
+    n_threads: int | None = None,
+) -> Path:
+    """Quantize a GGUF with llama.cpp's own quantizer to ``quant`` (e.g. "Q4_K_M", "Q8_0"), atomically.
+
+    Raises SpecError for a format llama.cpp does not know, RuntimeError when the quantizer fails (e.g. a
+    format that needs an imatrix).
+    """
+    import llama_cpp
+
+    name = _quant_name(quant)
+    ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{name}", None)
+    if ftype is None:
+        known = sorted(
+            k.removeprefix("LLAMA_FTYPE_MOSTLY_")
+            for k in dir(llama_cpp)
+            if k.startswith("LLAMA_FTYPE_MOSTLY_")
+        )
+        raise SpecError(f"llama.cpp has no quantization {name!r}; known: {', '.join(known)}")
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(out_path.name + f".{os.getpid()}.part")
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = ftype
+    params.nthread = n_threads or (os.cpu_count() or 1)
+    rc = llama_cpp.llama_model_quantize(str(f16_path).encode(), str(tmp).encode(), ctypes.byref(params))
+    if rc != 0 or not tmp.exists():
+        tmp.unlink(missing_ok=True)
+        raise RuntimeError(f"llama_model_quantize({f16_path} -> {name}) failed with rc={rc}")
+    os.replace(tmp, out_path)
+    return out_path
+
+
+def hf_config(model: ModelSpec, n_layers: int | None = None) -> dict:
+    """A config.json dict that vLLM's dummy loader (and transformers' config classes) accept."""
+    n = _layers(model, n_layers)
+    mt = "gemma3_text" if model.architecture == "gemma3" else model.architecture
+    cls = HF_ARCH_CLASS.get(model.architecture)
+    if model.arch_class and model.arch_class != "Gemma3ForConditionalGeneration":
+        cls = model.arch_class
+    if cls is None:
+        raise SpecError(f"no HF config writer for architecture {model.architecture!r}")
+    cfg: dict = {
+        "architectures": [cls],
+        "model_type": mt,
+        "hidden_size": model.hidden_size,
+        "intermediate_size": model.intermediate_size,
+        "num_hidden_layers": n,
+        "num_attention_heads": model.n_heads,
+        "num_key_value_heads": model.n_kv_heads,
+        "head_dim": model.head_dim,
+        "vocab_size": model.vocab_size,
+        "max_position_embeddings": model.max_context,
+        "rms_norm_eps": RMS_EPS,
+        "rope_theta": ROPE_THETA,
+        "tie_word_embeddings": model.tie_embeddings,
+        "torch_dtype": "bfloat16",
+        "hidden_act": "silu",
+        "attention_bias": model.qkv_bias,
+    }
+    if model.window and SLIDING in model.layer_types[:n]:
+        cfg["sliding_window"] = model.window
+        cfg["layer_types"] = [
+            "sliding_attention" if k == SLIDING else "full_attention" for k in model.layer_types[:n]
+        ]
+        if mt == "gemma3_text":
+            cfg["hidden_activation"] = "gelu_pytorch_tanh"
+            cfg["query_pre_attn_scalar"] = model.head_dim
+    if model.moe is not None:
+        moe = model.moe
+        cfg.update(
+            num_experts=moe.n_experts,
+            num_local_experts=moe.n_experts,
+            n_routed_experts=moe.n_experts,
+            num_experts_per_tok=moe.n_experts_used,
+            moe_intermediate_size=moe.expert_ff,
+            n_shared_experts=moe.n_shared_experts or None,
+            first_k_dense_replace=_leading_dense(model, n),
+            norm_topk_prob=True,
+            decoder_sparse_step=1,
+            mlp_only_layers=[],
+        )
+    if model.mla is not None:
+        mla = model.mla
+        cfg.update(
+            kv_lora_rank=mla.kv_lora_rank,
+            q_lora_rank=mla.q_lora_rank,
+            qk_rope_head_dim=mla.qk_rope_head_dim,
+            qk_nope_head_dim=mla.qk_nope_head_dim,
+            v_head_dim=mla.v_head_dim,
+        )
+    return cfg
+
+
+def write_hf_config_dir(model: ModelSpec, directory: str | os.PathLike, n_layers: int | None = None) -> Path:
+    """Write ``directory/config.json`` (only that file) for vLLM ``load_format="dummy"``; returns the
+    folder."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / "config.json"
+    tmp = directory / f".config.json.{os.getpid()}.part"
+    tmp.write_text(json.dumps(hf_config(model, n_layers), indent=2) + "\n")
+    os.replace(tmp, target)
+    return directory
+
+
+_VOLATILE = (
+    "id",
+    "name",
+    "source",
+    "verified",
+    "notes",
+    "license",
+    "hf_id",
+    "gguf_path",
+    "gguf_tensors",
+    "published_total_params",
+    "published_active_params",
+)
+
+
+def spec_hash(model: ModelSpec, n_layers: int | None, seed: int = 0, extra: str = "") -> str:
+    """16 hex digits of sha256 over the architecture facts that shape the file (not names or sources)."""
+    facts = {k: v for k, v in dataclasses.asdict(model).items() if k not in _VOLATILE}
+    blob = json.dumps(
+        [facts, _layers(model, n_layers), seed, extra, WRITER_VERSION], sort_keys=True, default=str
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def synthetic_model(
+    model: ModelSpec,
+    quant: str | QuantSpec = "F16",
+    engine: str = "llama.cpp",
+    n_layers: int | None = None,
+    cache_dir_path: str | os.PathLike | None = None,
+    seed: int = 0,
+) -> Path:
+    """Path of a cached synthetic model, building it when missing.
+
+    llama.cpp: ``<cache>/<arch>-<hash>-L<n>-<QUANT>.gguf`` (the F16 file is built first and kept).
+    vllm: ``<cache>/<arch>-<hash>-L<n>-hf/`` holding config.json (vLLM casts dummy weights to its dtype,
+    so ``quant`` only selects a vLLM quantization when the engine supports it; F16/BF16 give the same folder).
+    """
+    root = cache_dir(cache_dir_path)
+    n = _layers(model, n_layers)
+    key = spec_hash(model, n, seed)
+    stem = f"{model.architecture}-{key}-L{n}"
+    if engine == "vllm":
+        folder = root / f"{stem}-hf"
+        if not (folder / "config.json").exists():
+            write_hf_config_dir(model, folder, n)
+        return folder
+    if engine != "llama.cpp":
+        raise SpecError(f"unknown engine {engine!r} (llama.cpp | vllm)")
+    name = _quant_name(quant)
+    f16 = root / f"{stem}-F16.gguf"
+    if not f16.exists():
+        write_gguf(model, f16, n, seed)
+    if name == "F16":
+        return f16
+    out = root / f"{stem}-{name}.gguf"
+    if not out.exists():
+        quantize(f16, out, name)
+    return out
+
+
+def tiny_model(architecture: str, vocab_size: int = 1024, n_layers: int = 4) -> ModelSpec:
+    """A tiny ModelSpec of a real architecture (hidden 256, 4 heads / 2 KV heads x 64) for tests and smoke
+    runs.
+
+    Widths are multiples of 256 so every k-quant applies without fallback.  gemma3 alternates sliding (window
+    128) and full layers; qwen3_moe has 8 experts (2 used, width 256); deepseek_v2 is a
+    DeepSeek-V2-Lite-shaped
+    MLA model (kv_lora_rank 128, rope 32, nope 64, v 64, no q-LoRA, first layer dense, 8+1 experts).
+    """
+    from estimator.specs import MLASpec, MoESpec
+
+    kinds = tuple(FULL for _ in range(n_layers))
+    common = dict(
+        id=f"tiny-{architecture}",
+        name=f"tiny {architecture}",
+        architecture=architecture,
+        hidden_size=256,
+        n_layers=n_layers,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=64,
+        intermediate_size=768,
+        vocab_size=vocab_size,
+        max_context=4096,
+        layer_types=kinds,
+        source="fitbench synthetic test geometry",
+    )
+    if architecture == "gemma3":
+        common.update(
+            layer_types=tuple(SLIDING if i % 2 == 0 else FULL for i in range(n_layers)),
+            window=128,
+            tie_embeddings=True,
+        )
+    elif architecture == "qwen2":
+        common.update(qkv_bias=True)
+    elif architecture == "qwen3_moe":
+        common.update(intermediate_size=0, moe=MoESpec(n_experts=8, n_experts_used=2, expert_ff=256))
+    elif architecture == "deepseek_v2":
+        common.update(
+            n_kv_heads=4,
+            head_dim=96,
+            moe=MoESpec(
+                n_experts=8,
+                n_experts_used=2,
+                expert_ff=256,
+                n_shared_experts=1,
+                shared_ff=256,
+                dense_layers=(0,),
+            ),
+            mla=MLASpec(kv_lora_rank=128, qk_rope_head_dim=32, qk_nope_head_dim=64, v_head_dim=64),
+        )
+    elif architecture not in GGUF_ARCH:
+        raise SpecError(f"no tiny geometry for {architecture!r}")
+    return ModelSpec(**common)

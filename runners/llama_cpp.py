@@ -1,0 +1,354 @@
+"""llama.cpp runner (llama-cpp-python): prefill and decode speed llama-bench style, plus memory.
+
+Timing (llama-bench@0c1e570 semantics, methods.md A1/A3/A5):
+* the model is loaded once per point with explicit n_ctx, n_batch/n_ubatch, n_threads = n_threads_batch
+  (physical cores by default), n_gpu_layers, flash attention, type_k/type_v and swa_full (engine_options,
+  default False as llama-server / llama-cli);
+* random token ids only (never tokenize: vocab "none" aborts); fresh ids for every repetition;
+* before every repetition the KV cache is cleared (``llama_memory_clear``) and ``n_depth`` tokens are
+  evaluated untimed;
+* pp{n}: wall time of evaluating n prompt tokens (in n_batch chunks) followed by ``llama_synchronize``; tg{n}:
+  n single-token decodes, each followed by ``llama_synchronize``;
+* one warm-up per test (pp: a full prompt; tg: one token), then ``repetitions`` timed samples; sample tok/s =
+  n / wall_s; mean and sample stdev of the per-sample rates (runners.stats).
+
+Memory, each recorded separately: model / KV (+RS) / compute / output buffer bytes per device parsed from the
+log (log callback), ``llama_model_size`` (weights_bytes: all tensors, all devices), ggml device free/total
+before and after load (ctypes), NVML peak delta on NVIDIA GPUs, process peak RSS with anon/file split.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import random
+import time
+from pathlib import Path
+
+from runners.base import Measurement, PointSpec, Test
+from runners.logparse import parse_llama_memory
+from runners.memory import NvmlSampler, RssSampler
+from runners.stats import rate_tok_s, summarize
+
+KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+_LOG: list[str] = []
+_LOG_CB = None  # keeps the ctypes callback alive
+
+
+def physical_cores() -> int:
+    """Physical CPU cores (llama-bench's default thread count on x86-64 Linux); logical count as fallback."""
+    try:
+        import psutil
+
+        n = psutil.cpu_count(logical=False)
+        if n:
+            return int(n)
+    except ImportError:
+        pass
+    cores = set()
+    try:
+        block = {}
+        for line in Path("/proc/cpuinfo").read_text().splitlines() + [""]:
+            if not line.strip():
+                if "physical id" in block and "core id" in block:
+                    cores.add((block["physical id"], block["core id"]))
+                block = {}
+                continue
+            k, _, v = line.partition(":")
+            block[k.strip()] = v.strip()
+    except OSError:
+        pass
+    return len(cores) or (os.cpu_count() or 1)
+
+
+def _install_log_capture(llama_cpp) -> None:
+    """Route llama.cpp's log into _LOG (replaces llama-cpp-python's own callback; works with
+    verbose=False)."""
+    global _LOG_CB
+    if _LOG_CB is not None:
+        return
+
+    @llama_cpp.llama_log_callback
+    def _cb(level, text, user_data):  # noqa: ARG001 - ctypes signature
+        _LOG.append(text.decode("utf-8", "replace"))
+
+    _LOG_CB = _cb
+    llama_cpp.llama_log_set(_cb, ctypes.c_void_p(0))
+
+
+class _Ggml:
+    """ggml backend device queries through ctypes (libggml / libggml-base inside the llama_cpp wheel)."""
+
+    def __init__(self, llama_cpp) -> None:
+        lib = Path(llama_cpp.__file__).parent / "lib"
+        self.ok = False
+        try:
+            self.ggml = ctypes.CDLL(str(lib / "libggml.so"))
+            self.base = ctypes.CDLL(str(lib / "libggml-base.so"))
+        except OSError:
+            return
+        g, b = self.ggml, self.base
+        g.ggml_backend_dev_count.restype = ctypes.c_size_t
+        g.ggml_backend_dev_get.restype = ctypes.c_void_p
+        g.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
+        b.ggml_backend_dev_name.restype = ctypes.c_char_p
+        b.ggml_backend_dev_name.argtypes = [ctypes.c_void_p]
+        b.ggml_backend_dev_description.restype = ctypes.c_char_p
+        b.ggml_backend_dev_description.argtypes = [ctypes.c_void_p]
+        b.ggml_backend_dev_memory.argtypes = [
+            ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_size_t),
+            ctypes.POINTER(ctypes.c_size_t),
+        ]
+        for fn in ("ggml_commit", "ggml_version"):
+            if hasattr(b, fn):
+                getattr(b, fn).restype = ctypes.c_char_p
+        self.ok = True
+
+    def devices(self) -> dict[str, dict]:
+        """{device name: {"description", "free_bytes", "total_bytes"}}."""
+        if not self.ok:
+            return {}
+        out = {}
+        for i in range(self.ggml.ggml_backend_dev_count()):
+            d = self.ggml.ggml_backend_dev_get(i)
+            free, total = ctypes.c_size_t(), ctypes.c_size_t()
+            self.base.ggml_backend_dev_memory(d, ctypes.byref(free), ctypes.byref(total))
+            out[self.base.ggml_backend_dev_name(d).decode()] = {
+                "description": (self.base.ggml_backend_dev_description(d) or b"").decode(),
+                "free_bytes": free.value,
+                "total_bytes": total.value,
+            }
+        return out
+
+    def version(self) -> str:
+        if not self.ok:
+            return ""
+        parts = []
+        for fn in ("ggml_version", "ggml_commit"):
+            f = getattr(self.base, fn, None)
+            if f is not None:
+                parts.append((f() or b"").decode())
+        return " ".join(p for p in parts if p)
+
+
+def backend_of(device_names: list[str], n_gpu_layers: int) -> str:
+    """CPU | CUDA | ROCm | Metal | Vulkan | SYCL ... from ggml device names ("CUDA0", "MTL0", "Vulkan0")."""
+    if n_gpu_layers == 0:
+        return "CPU"
+    for name in device_names:
+        for prefix, backend in (
+            ("CUDA", "CUDA"),
+            ("ROCm", "ROCm"),
+            ("HIP", "ROCm"),
+            ("MTL", "Metal"),
+            ("Metal", "Metal"),
+            ("Vulkan", "Vulkan"),
+            ("SYCL", "SYCL"),
+            ("CANN", "CANN"),
+        ):
+            if name.startswith(prefix):
+                return backend
+    return "CPU"
+
+
+class LlamaCppRunner:
+    """Runner protocol implementation for llama.cpp through llama-cpp-python."""
+
+    name = "llama.cpp"
+
+    def available(self) -> bool:
+        import importlib.util
+
+        return importlib.util.find_spec("llama_cpp") is not None
+
+    def install_hint(self) -> str:
+        return (
+            "llama-cpp-python is not installed: run `make install-llama` "
+            "(pip install llama-cpp-python==0.3.36; "
+            "builds from source, ~5 min on 2 cores; set CMAKE_ARGS=-DGGML_CUDA=on for CUDA)"
+        )
+
+    def measure(self, spec: PointSpec) -> Measurement:
+        import llama_cpp
+
+        _install_log_capture(llama_cpp)
+        _LOG.clear()
+        opts = dict(spec.engine_options)
+        if spec.kv_dtype not in KV_TYPES:
+            raise ValueError(
+                f"kv_dtype {spec.kv_dtype!r} not supported by llama.cpp (one of {', '.join(KV_TYPES)})"
+            )
+        if spec.repetitions < 1:
+            raise ValueError("repetitions must be >= 1")
+        if not Path(spec.model_path).is_file():
+            raise FileNotFoundError(f"model file not found: {spec.model_path}")
+        kv_type = getattr(llama_cpp, f"GGML_TYPE_{spec.kv_dtype.upper()}")
+        n_threads = spec.n_threads or physical_cores()
+        ggml = _Ggml(llama_cpp)
+        devices_before = ggml.devices()
+        nvml = NvmlSampler(interval_s=0.02)
+        rss = RssSampler(interval_s=0.01)
+        with rss, nvml:
+            t0 = time.perf_counter()
+            llm = llama_cpp.Llama(
+                model_path=spec.model_path,
+                n_ctx=spec.n_ctx,
+                n_batch=spec.n_batch,
+                n_ubatch=spec.n_ubatch,
+                n_threads=n_threads,
+                n_threads_batch=n_threads,
+                n_gpu_layers=spec.n_gpu_layers,
+                flash_attn=spec.flash_attn,
+                type_k=kv_type,
+                type_v=kv_type,
+                seed=spec.seed,
+                swa_full=bool(opts.get("swa_full", False)),
+                use_mmap=bool(opts.get("use_mmap", True)),
+                offload_kqv=bool(opts.get("offload_kqv", True)),
+                verbose=False,
+            )
+            load_s = time.perf_counter() - t0
+            devices_loaded = ggml.devices()
+            try:
+                tests, skipped = _run_tests(llama_cpp, llm, spec)
+                weights = int(llama_cpp.llama_model_size(llm.model))
+                n_params = int(llama_cpp.llama_model_n_params(llm.model))
+                desc = ctypes.create_string_buffer(256)
+                llama_cpp.llama_model_desc(llm.model, desc, ctypes.sizeof(desc))
+                n_ctx_actual = int(llama_cpp.llama_n_ctx(llm.ctx))
+            finally:
+                llm.close()
+        log = "".join(_LOG)
+        mem = parse_llama_memory(log)
+        kv_kinds = [mem.total(k) for k in ("KV", "RS")]
+        kv_bytes = sum(v for v in kv_kinds if v is not None) if any(v is not None for v in kv_kinds) else None
+        nv = nvml.summary()
+        extra = {
+            "buffers_bytes": mem.by_kind,
+            "kv_summaries": [vars(s) for s in mem.kv_summaries],
+            "swa_cells": mem.swa_cells,
+            "n_ctx_requested": spec.n_ctx,
+            "n_ctx_actual": n_ctx_actual,
+            "offloaded_layers": list(mem.offloaded_layers) if mem.offloaded_layers else None,
+            "model_desc": desc.value.decode(errors="replace"),
+            "load_s": load_s,
+            "ggml_devices_before": devices_before,
+            "ggml_devices_loaded": devices_loaded,
+            "swa_full": bool(opts.get("swa_full", False)),
+            "use_mmap": bool(opts.get("use_mmap", True)),
+            "type_k": spec.kv_dtype,
+            "type_v": spec.kv_dtype,
+            "flash_attn": spec.flash_attn,
+            "n_batch": spec.n_batch,
+            "n_ubatch": spec.n_ubatch,
+            "n_gpu_layers": spec.n_gpu_layers,
+            "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
+            "timing": "llama-bench style: warm-up, depth filled untimed, llama_synchronize per prefill/token",
+            "skipped_tests": skipped,
+            **rss.summary(),
+            **nv,
+        }
+        backend = backend_of(list(devices_before), spec.n_gpu_layers)
+        return Measurement(
+            engine=self.name,
+            engine_version=f"llama-cpp-python {llama_cpp.__version__}",
+            build_info=f"ggml {ggml.version()}".strip(),
+            backend=backend,
+            tests=tuple(tests),
+            weights_bytes=weights,
+            kv_bytes=kv_bytes,
+            compute_bytes=mem.total("compute"),
+            output_bytes=mem.total("output"),
+            device_total_bytes=nv.get("device_peak_delta_bytes"),
+            host_rss_bytes=rss.peak.total_bytes or None,
+            n_params=n_params,
+            n_threads=n_threads,
+            extra=extra,
+            log_tail=_quiet(log)[-4000:],
+        )
+
+
+_NOISE = (
+    "create_tensor:",
+    "llama_model_loader: - ",
+    "llama_graph_n_input_tensors:",
+    "load_tensors: layer ",
+    "graph_reserve:",
+    "llama_kv_cache: layer ",
+)
+
+
+def _quiet(log: str) -> str:
+    """The log without per-tensor / per-layer / per-graph-input lines (keeps buffers, context, errors)."""
+    return "".join(line for line in log.splitlines(keepends=True) if not line.startswith(_NOISE))
+
+
+def _run_tests(llama_cpp, llm, spec: PointSpec) -> tuple[list[Test], list[dict]]:
+    """All pp{n} @ d{depth} and tg{n} @ d{depth} tests of a point; tests that exceed n_ctx are skipped."""
+    rng = random.Random(spec.seed)
+    n_vocab = int(llm.n_vocab())
+    n_ctx = int(llama_cpp.llama_n_ctx(llm.ctx))
+    mem = llama_cpp.llama_get_memory(llm.ctx)
+
+    def ids(n: int) -> list[int]:
+        return [rng.randrange(n_vocab) for _ in range(n)]
+
+    def reset_and_fill(depth: int) -> None:
+        llm.reset()
+        llama_cpp.llama_memory_clear(mem, False)
+        if depth:
+            llm.eval(ids(depth))
+            llama_cpp.llama_synchronize(llm.ctx)
+
+    def pp_once(n: int, depth: int) -> float:
+        reset_and_fill(depth)
+        prompt = ids(n)
+        t = time.perf_counter()
+        llm.eval(prompt)
+        llama_cpp.llama_synchronize(llm.ctx)
+        return time.perf_counter() - t
+
+    def tg_once(n: int, depth: int) -> float:
+        reset_and_fill(depth)
+        toks = ids(n)
+        t = time.perf_counter()
+        for tok in toks:
+            llm.eval([tok])
+            llama_cpp.llama_synchronize(llm.ctx)
+        return time.perf_counter() - t
+
+    tests: list[Test] = []
+    skipped: list[dict] = []
+    for depth in spec.depths:
+        for kind, lengths, once in (("pp", spec.prompt_lengths, pp_once), ("tg", spec.gen_lengths, tg_once)):
+            for n in lengths:
+                if n <= 0:
+                    continue
+                if depth + n > n_ctx:
+                    skipped.append(
+                        {
+                            "kind": kind,
+                            "n_tokens": n,
+                            "n_depth": depth,
+                            "reason": f"depth + n = {depth + n} > n_ctx {n_ctx}",
+                        }
+                    )
+                    continue
+                once(n if kind == "pp" else 1, depth)  # warm-up, as llama-bench
+                samples = tuple(rate_tok_s(n, once(n, depth)) for _ in range(spec.repetitions))
+                m, s = summarize(samples)
+                tests.append(
+                    Test(
+                        kind=kind,
+                        n_tokens=n,
+                        n_depth=depth,
+                        batch=1,
+                        samples_tok_s=samples,
+                        mean_tok_s=m,
+                        std_tok_s=s,
+                    )
+                )
+    llm.reset()
+    llama_cpp.llama_memory_clear(mem, False)
+    return tests, skipped

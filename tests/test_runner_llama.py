@@ -1,0 +1,210 @@
+"""Real llama.cpp measurements (CPU backend) on tiny synthetic models, through the runner and its child
+CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import synth
+from runners.base import PointSpec, get_runner
+from runners.jsonio import measurement_from_dict
+
+pytestmark = pytest.mark.llama
+llama_cpp = pytest.importorskip("llama_cpp")
+ROOT = Path(__file__).resolve().parents[1]
+MIB = 2**20
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("models")
+    return {
+        a: synth.synthetic_model(synth.tiny_model(a), "Q8_0", cache_dir_path=cache)
+        for a in ("llama", "gemma3", "deepseek_v2")
+    }
+
+
+def test_measure_pp_tg_and_memory(models):
+    spec = PointSpec(
+        model_path=str(models["llama"]),
+        n_ctx=512,
+        prompt_lengths=(32, 64),
+        gen_lengths=(8,),
+        depths=(0, 128),
+        repetitions=3,
+        n_threads=2,
+    )
+    m = get_runner("llama.cpp").measure(spec)
+    assert [(t.kind, t.n_tokens, t.n_depth) for t in m.tests] == [
+        ("pp", 32, 0),
+        ("pp", 64, 0),
+        ("tg", 8, 0),
+        ("pp", 32, 128),
+        ("pp", 64, 128),
+        ("tg", 8, 128),
+    ]
+    for t in m.tests:
+        assert len(t.samples_tok_s) == 3 and all(s > 0 for s in t.samples_tok_s)
+        assert min(t.samples_tok_s) <= t.mean_tok_s <= max(t.samples_tok_s) and t.std_tok_s >= 0
+    # 4 layers x 2 kv-heads x 64 x (K + V) x 2 B (f16) x 512 cells = 1 MiB (methods.md A4 formula)
+    assert m.kv_bytes == 4 * 2 * 64 * 2 * 2 * 512
+    assert m.weights_bytes == 3_908_608  # llama_model_size of the Q8_0 tiny llama
+    assert m.compute_bytes and m.compute_bytes > 0 and m.output_bytes is not None
+    assert abs(m.extra["buffers_bytes"]["model"]["CPU_Mapped"] - m.weights_bytes) < 0.01 * MIB
+    assert m.backend == "CPU" and m.n_threads == 2 and m.device_total_bytes is None
+    assert m.host_rss_bytes and m.extra["peak_rss_anon_bytes"] > 0
+    assert m.engine_version == f"llama-cpp-python {llama_cpp.__version__}" and m.build_info.startswith("ggml")
+    assert "KV buffer size" in m.log_tail
+
+
+def test_swa_and_mla_kv_from_log(models):
+    runner = get_runner("llama.cpp")
+    g = runner.measure(
+        PointSpec(
+            model_path=str(models["gemma3"]),
+            n_ctx=2048,
+            prompt_lengths=(),
+            gen_lengths=(),
+            n_ubatch=256,
+            n_threads=2,
+        )
+    )
+    # full layers: 2048 cells; sliding (window 128): pad(128 + n_ubatch 256, 256) = 512 cells
+    assert g.extra["swa_cells"] == {"full": 2048, "swa": 512}
+    assert g.kv_bytes == 2 * 2 * 64 * 2 * 2 * (2048 + 512)
+    d = runner.measure(
+        PointSpec(
+            model_path=str(models["deepseek_v2"]),
+            n_ctx=1024,
+            prompt_lengths=(16,),
+            gen_lengths=(4,),
+            repetitions=1,
+            n_threads=2,
+        )
+    )
+    # MLA caches kv_lora_rank + rope = 160 latent elements per token per layer (V is a view of it)
+    assert d.kv_bytes == 4 * 160 * 2 * 1024
+    assert [s["v_bytes"] for s in d.extra["kv_summaries"]] == [0]
+
+
+def test_kv_and_weights_equal_estimator(models):
+    """Engine-parsed KV bytes and llama_model_size vs estimator.kv / estimator.weights (same point)."""
+    kv_mod = pytest.importorskip("estimator.kv")
+    weights_mod = pytest.importorskip("estimator.weights")
+    runner = get_runner("llama.cpp")
+    for arch, n_ctx in (("llama", 1024), ("gemma3", 2048)):
+        spec = PointSpec(
+            model_path=str(models[arch]), n_ctx=n_ctx, prompt_lengths=(), gen_lengths=(), n_threads=2
+        )
+        m = runner.measure(spec)
+        model = synth.tiny_model(arch)
+        est = kv_mod.kv_cache(
+            model, n_ctx, "f16", 1, "llama.cpp", n_ubatch=spec.n_ubatch, flash_attn=False, swa_full=False
+        )
+        assert m.kv_bytes == pytest.approx(est.total_bytes, rel=0.01)
+        assert m.weights_bytes == pytest.approx(
+            weights_mod.weight_breakdown(model, "Q8_0").total_bytes, rel=0.01
+        )
+
+
+def test_depth_beyond_context_is_skipped(models):
+    m = get_runner("llama.cpp").measure(
+        PointSpec(
+            model_path=str(models["llama"]),
+            n_ctx=256,
+            prompt_lengths=(64,),
+            gen_lengths=(),
+            depths=(0, 240),
+            repetitions=1,
+            n_threads=2,
+        )
+    )
+    assert [(t.n_depth) for t in m.tests] == [0]
+    assert m.extra["skipped_tests"][0]["n_depth"] == 240
+
+
+def test_child_cli(models, tmp_path):
+    spec = {
+        "model_path": str(models["llama"]),
+        "n_ctx": 256,
+        "prompt_lengths": [32],
+        "gen_lengths": [4],
+        "repetitions": 3,
+        "n_threads": 2,
+    }
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    cmd = [
+        sys.executable,
+        "-m",
+        "runners",
+        "measure",
+        "--engine",
+        "llama.cpp",
+        "--spec",
+        str(tmp_path / "spec.json"),
+        "--out",
+        str(tmp_path / "out.json"),
+    ]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    m = measurement_from_dict(json.loads((tmp_path / "out.json").read_text()))
+    assert [t.kind for t in m.tests] == ["pp", "tg"] and isinstance(m.tests[0].samples_tok_s, tuple)
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".part"] == []
+
+    spec["flash"] = True
+    (tmp_path / "bad.json").write_text(json.dumps(spec))
+    r = subprocess.run(
+        cmd[:7] + [str(tmp_path / "bad.json"), "--out", str(tmp_path / "o2.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and "unknown key(s): flash" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o2.json").exists()
+
+    missing = dict(spec, model_path=str(tmp_path / "nope.gguf"))
+    missing.pop("flash")
+    (tmp_path / "missing.json").write_text(json.dumps(missing))
+    r = subprocess.run(
+        cmd[:7] + [str(tmp_path / "missing.json"), "--out", str(tmp_path / "o3.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"error: model file not found: {tmp_path}/nope.gguf"
+    ]
+
+    r = subprocess.run(
+        [sys.executable, "-m", "runners", "check", "--engine", "llama.cpp"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0 and "available" in r.stdout
+
+
+@pytest.mark.gpu
+def test_gpu_offload(models):
+    m = get_runner("llama.cpp").measure(
+        PointSpec(
+            model_path=str(models["llama"]),
+            n_ctx=512,
+            prompt_lengths=(64,),
+            gen_lengths=(8,),
+            n_gpu_layers=-1,
+        )
+    )
+    if m.backend == "CPU":
+        pytest.skip("llama-cpp-python built without a GPU backend")
+    assert m.extra["offloaded_layers"][0] == m.extra["offloaded_layers"][1]
+    assert any(dev != "CPU" for dev in m.extra["buffers_bytes"]["KV"])
+    assert m.device_total_bytes is None or m.device_total_bytes > 0

@@ -1,0 +1,117 @@
+"""runners.memory: process-tree RSS sampler (real /proc) and the NVML sampler's baseline-delta logic."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from runners import memory
+from runners.stats import rate_tok_s, sample_stdev, summarize
+
+
+def test_stats():
+    assert summarize([10.0, 12.0, 14.0]) == (12.0, 2.0)
+    assert sample_stdev([5.0]) == 0.0
+    assert rate_tok_s(128, 0.5) == 256.0
+    with pytest.raises(ValueError):
+        rate_tok_s(1, 0.0)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux /proc needed")
+def test_rss_counts_children_and_anon_pages():
+    code = "import time; b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096]); time.sleep(3)"
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        with memory.RssSampler(interval_s=0.02) as rss:
+            deadline = time.time() + 10
+            while time.time() < deadline and (rss.peak.n_processes < 2 or rss.peak_anon_bytes < 200 * 2**20):
+                time.sleep(0.05)
+    finally:
+        child.kill()
+        child.wait()
+    s = rss.summary()
+    assert s["peak_rss_processes"] >= 2
+    assert s["peak_rss_anon_bytes"] >= 200 * 2**20  # the child's touched bytearray is anonymous memory
+    assert s["peak_rss_bytes"] >= s["peak_rss_anon_bytes"]
+    assert os.getpid() in memory.process_tree()
+
+
+def test_proc_fallback_finds_children():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    try:
+        assert child.pid in memory._children_proc(os.getpid())
+    finally:
+        child.kill()
+        child.wait()
+
+
+class FakeNvml:
+    """Stands in for pynvml (same call names and return shapes) so the delta logic runs without a GPU."""
+
+    def __init__(self, used_series, procs_series):
+        self.used, self.procs = list(used_series), list(procs_series)
+
+    def nvmlDeviceGetCount(self):
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetName(self, h):
+        return b"Fake GPU"
+
+    def nvmlDeviceGetUUID(self, h):
+        return "GPU-0000"
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        used = self.used.pop(0) if len(self.used) > 1 else self.used[0]
+        return SimpleNamespace(total=80 * 2**30, used=used, free=80 * 2**30 - used)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return self.procs.pop(0) if len(self.procs) > 1 else self.procs[0]
+
+
+def test_nvml_sampler_reports_delta_from_baseline():
+    me = os.getpid()
+    fake = FakeNvml(
+        used_series=[1_000, 1_000, 5_000, 9_000, 4_000],
+        procs_series=[
+            [],
+            [SimpleNamespace(pid=me, usedGpuMemory=3_000), SimpleNamespace(pid=1, usedGpuMemory=7)],
+            [SimpleNamespace(pid=me, usedGpuMemory=None)],
+        ],
+    )
+    s = memory.NvmlSampler(nvml=fake, interval_s=0.001)
+    s.start()
+    time.sleep(0.05)
+    s.stop()
+    out = s.summary()
+    dev = out["nvml_devices"][0]
+    assert dev["baseline_used_bytes"] == 1_000 and dev["peak_used_bytes"] == 9_000
+    assert out["device_peak_delta_bytes"] == 8_000
+    assert out["device_peak_process_bytes"] == 3_000  # other pids and "N/A" (None) are not ours
+
+
+def test_nvml_absent_is_harmless():
+    s = memory.NvmlSampler(nvml=None)
+    s.nvml = None
+    with s:
+        pass
+    assert s.summary() == {}
+
+
+@pytest.mark.gpu
+def test_nvml_real_device():
+    nv = memory.nvml_module()
+    if nv is None:
+        pytest.skip("no NVIDIA GPU / NVML")
+    with memory.NvmlSampler(interval_s=0.01) as s:
+        time.sleep(0.05)
+    dev = s.summary()["nvml_devices"][0]
+    assert dev["total_bytes"] > 0 and dev["peak_used_bytes"] >= dev["baseline_used_bytes"]
+    assert memory.nvml_driver_version()

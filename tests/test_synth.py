@@ -1,0 +1,132 @@
+"""harness.synth: synthetic GGUF / config.json models with real architectures, loaded by the real
+llama.cpp."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+
+import numpy as np
+import pytest
+
+from estimator.specs import SpecError
+from harness import synth
+
+ARCHS = ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma3", "deepseek_v2")
+
+try:
+    import llama_cpp
+except ImportError:  # pragma: no cover - exercised where llama-cpp-python is missing
+    llama_cpp = None
+
+needs_llama = pytest.mark.skipif(llama_cpp is None, reason="llama-cpp-python not installed")
+
+
+def test_tensor_plan_shapes():
+    names = {t.name: t for t in synth.tensor_plan(synth.tiny_model("qwen3_moe"), n_layers=2)}
+    assert names["token_embd.weight"].shape == (1024, 256)
+    assert names["blk.1.ffn_gate_exps.weight"].shape == (8, 256, 256)
+    assert names["blk.1.ffn_gate_inp.weight"].storage == "f32"
+    assert names["blk.0.attn_q_norm.weight"].shape == (64,)
+    assert "blk.2.attn_q.weight" not in names
+    mla = {t.name: t for t in synth.tensor_plan(synth.tiny_model("deepseek_v2"))}
+    assert mla["blk.1.attn_kv_a_mqa.weight"].shape == (128 + 32, 256)
+    assert mla["blk.1.attn_k_b.weight"].shape == (4, 128, 64)
+    assert mla["blk.1.attn_v_b.weight"].shape == (4, 64, 128)
+    assert "blk.0.ffn_up.weight" in mla and "blk.1.ffn_up_shexp.weight" in mla
+    gemma = {t.name for t in synth.tensor_plan(synth.tiny_model("gemma3"))}
+    assert "output.weight" not in gemma and "blk.3.post_ffw_norm.weight" in gemma
+
+
+def test_bad_input():
+    with pytest.raises(SpecError, match="no synthetic GGUF writer"):
+        synth.gguf_arch(synth.dataclasses.replace(synth.tiny_model("llama"), architecture="mamba2"))
+    with pytest.raises(SpecError, match="n_layers must be in 1..4"):
+        synth.tensor_plan(synth.tiny_model("llama"), n_layers=9)
+
+
+def test_hash_ignores_names_not_shapes():
+    m = synth.tiny_model("llama")
+    assert synth.spec_hash(m, 2) == synth.spec_hash(synth.dataclasses.replace(m, name="other", source="x"), 2)
+    assert synth.spec_hash(m, 2) != synth.spec_hash(m, 3)
+    assert synth.spec_hash(m, 2) != synth.spec_hash(synth.dataclasses.replace(m, hidden_size=512), 2)
+
+
+def test_hf_config_dir(tmp_path):
+    folder = synth.write_hf_config_dir(synth.tiny_model("qwen3_moe"), tmp_path / "m", n_layers=2)
+    assert [p.name for p in folder.iterdir()] == ["config.json"]
+    cfg = json.loads((folder / "config.json").read_text())
+    assert cfg["architectures"] == ["Qwen3MoeForCausalLM"] and cfg["num_hidden_layers"] == 2
+    assert cfg["num_experts"] == 8 and cfg["num_experts_per_tok"] == 2 and cfg["head_dim"] == 64
+    g = synth.hf_config(synth.tiny_model("gemma3"))
+    assert g["model_type"] == "gemma3_text" and g["sliding_window"] == 128
+    assert g["layer_types"][:2] == ["sliding_attention", "full_attention"]
+
+
+def _load_and_eval(path, n_tokens=64, vocab=1024):
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=2, n_threads_batch=2, verbose=False)
+    try:
+        llm.eval(list(np.random.default_rng(0).integers(0, vocab, n_tokens)))
+        llama_cpp.llama_synchronize(llm.ctx)
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(vocab,))
+        return np.array(logits), int(llama_cpp.llama_model_size(llm.model))
+    finally:
+        llm.close()
+
+
+@needs_llama
+@pytest.mark.llama
+@pytest.mark.parametrize("arch", ARCHS)
+def test_gguf_loads_and_evaluates(arch, tmp_path):
+    path = synth.write_gguf(synth.tiny_model(arch), tmp_path / f"{arch}.gguf")
+    logits, size = _load_and_eval(path)
+    assert np.isfinite(logits).all() and logits.std() > 0
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    assert size == sum(int(t.n_bytes) for t in reader.tensors)
+    assert bytes(reader.fields["tokenizer.ggml.model"].parts[-1]).decode() == "none"
+
+
+@needs_llama
+@pytest.mark.llama
+def test_quantized_tensor_types(tmp_path):
+    import gguf
+
+    model = synth.tiny_model("qwen3")
+    f16 = synth.synthetic_model(model, "F16", cache_dir_path=tmp_path, n_layers=2)
+    q8 = synth.synthetic_model(model, "Q8_0", cache_dir_path=tmp_path, n_layers=2)
+    q4 = synth.synthetic_model(model, "Q4_K_M", cache_dir_path=tmp_path, n_layers=2)
+    assert f16.name.endswith("-F16.gguf") and q8.parent == tmp_path
+    Q = gguf.GGMLQuantizationType
+    t8 = {t.name: t.tensor_type for t in gguf.GGUFReader(str(q8)).tensors}
+    assert all(v == (Q.F32 if k.endswith("norm.weight") else Q.Q8_0) for k, v in t8.items())
+    t4 = {t.name: t.tensor_type for t in gguf.GGUFReader(str(q4)).tensors}
+    assert t4["blk.0.attn_q.weight"] == Q.Q4_K and t4["blk.0.ffn_gate.weight"] == Q.Q4_K
+    assert Q.Q6_K in t4.values()  # Q4_K_M keeps some tensors (attn_v / ffn_down / output) in Q6_K
+    assert t4["blk.0.attn_norm.weight"] == Q.F32
+    assert _load_and_eval(q4)[0].std() > 0
+    with pytest.raises(SpecError, match="no quantization"):
+        synth.quantize(f16, tmp_path / "x.gguf", "Q9_X")
+    assert synth.synthetic_model(model, "Q8_0", cache_dir_path=tmp_path, n_layers=2) == q8  # cached
+
+
+@needs_llama
+@pytest.mark.llama
+def test_depth_reduced_catalog_proxy(tmp_path):
+    """Qwen3-0.6B with 2 of its 28 layers: real widths (hidden 1024, head_dim 128, vocab 151,936)."""
+    from estimator.resolve import resolve_model
+
+    model = resolve_model("qwen3-0.6b")
+    path = synth.synthetic_model(model, "Q8_0", cache_dir_path=tmp_path, n_layers=2)
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=2, n_threads_batch=2, verbose=False)
+    try:
+        assert llm.n_vocab() == 151_936 and llama_cpp.llama_model_n_layer(llm.model) == 2
+        assert llama_cpp.llama_model_n_embd(llm.model) == 1024
+        llm.eval(list(range(32)))
+        llama_cpp.llama_synchronize(llm.ctx)
+        desc = ctypes.create_string_buffer(128)
+        llama_cpp.llama_model_desc(llm.model, desc, 128)
+        assert b"qwen3" in desc.value and b"Q8_0" in desc.value
+    finally:
+        llm.close()
