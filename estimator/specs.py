@@ -115,7 +115,7 @@ class ModelSpec:
     verified: bool = False
     published_total_params: str | None = None
     published_active_params: str | None = None
-    # Exact tensor inventory when the model came from a GGUF file: (name, ggml type name, n_elements, n_bytes).
+    # Exact tensor inventory of a GGUF file: (name, ggml type name, n_elements, n_bytes).
     gguf_tensors: tuple[tuple[str, str, int, int], ...] | None = None
     gguf_path: str | None = None
     notes: tuple[str, ...] = ()
@@ -124,7 +124,8 @@ class ModelSpec:
     global_n_kv_heads: int | None = None
     k_eq_v: bool = False  # FULL layers cache K only (attention_k_eq_v)
     ffn_gated: bool = True  # False: up/down MLP without a gate projection (Nemotron-H relu2)
-    attn_output_gate: bool = False  # q projection also yields an output gate (Qwen3-Next / Qwen3.5): 2x q width
+    # q projection also yields an output gate (Qwen3-Next / Qwen3.5): 2x q width
+    attn_output_gate: bool = False
 
 
 @dataclass(frozen=True)
