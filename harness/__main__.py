@@ -7,6 +7,8 @@
                                   [--input-len N --output-len N --batch-size N]   (vLLM bench latency)
     python -m harness ls [--results results]
     python -m harness build-model --model ID --quant Q --engine E --layers K   (the sweep's build child)
+    python -m harness consistency [--results results] [--format table|json] [--tolerance 0.01]
+                                  [--coefficients FILE]   (engine memory vs estimator; 1 = out of tolerance)
 
 Bad input exits 2 with one line on stderr; an interrupted sweep exits 130 (resume with --resume).
 """
@@ -176,6 +178,13 @@ def cmd_build_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_consistency(args: argparse.Namespace) -> int:
+    """Engine weights / KV / compute buffers of own llama.cpp runs vs the estimator (harness.consistency)."""
+    from harness.consistency import run_cli
+
+    return run_cli(args.results, args.format, args.tolerance, args.coefficients)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m harness", description="fitbench harness: sweeps, imports, listings")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -218,6 +227,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--cache", default=None)
     b.set_defaults(func=cmd_build_model)
+
+    cs = sub.add_parser("consistency", help="llama.cpp memory parsed from the engine vs the estimator")
+    cs.add_argument("--results", default="results")
+    cs.add_argument("--format", default="table", choices=["table", "json"])
+    cs.add_argument("--tolerance", type=float, default=0.01, help="weights / KV tolerance (fraction)")
+    cs.add_argument("--coefficients", default=None, help="coefficients.json for the compute estimate")
+    cs.set_defaults(func=cmd_consistency)
     return p
 
 

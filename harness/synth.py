@@ -4,7 +4,10 @@
   hyper-parameter llama.cpp needs for the architecture, ``tokenizer.ggml.model = "none"`` and
   ``{arch}.vocab_size`` (llama.cpp then creates that many dummy tokens; feed token ids, never text).
 * ``quantize``: llama.cpp's own quantizer (``llama_model_quantize``) turns the F16 file into Q8_0, Q4_K_M, ...
-* ``write_hf_config_dir``: a folder holding only config.json, for vLLM's ``load_format="dummy"``.
+* ``write_hf_config_dir`` / ``hf_config``: a folder holding only config.json, for vLLM's
+  ``load_format="dummy"`` (implemented in ``harness.hfconfig_writer``, re-exported here).
+* ``proxy_spec``: the ModelSpec of a depth-reduced proxy, i.e. what a file built with ``n_layers`` holds (the
+  estimator sizes it to compare with the engine, see ``harness.consistency``).
 * ``synthetic_model``: cached builder (files keyed by a hash of the architecture facts, layer count, seed,
   quant and writer version) under ``~/.cache/fitbench/models`` (``$FITBENCH_CACHE/models`` when set).
 
@@ -32,11 +35,18 @@ from pathlib import Path
 import numpy as np
 
 from estimator.specs import FULL, SLIDING, ModelSpec, QuantSpec, SpecError
+from harness.hfconfig_writer import (  # noqa: F401  (re-exported: harness.synth.hf_config etc.)
+    HF_ARCH_CLASS,
+    RMS_EPS,
+    ROPE_THETA,
+    hf_config,
+    leading_dense,
+    proxy_layers,
+    write_hf_config_dir,
+)
 
 WRITER_VERSION = 2  # bump when the files this module writes change (invalidates the cache)
 WEIGHT_STD = 0.02  # standard deviation of the random weights (keeps activations and logits finite)
-RMS_EPS = 1e-6
-ROPE_THETA = 10000.0
 _CHUNK_ELEMS = 1 << 24  # random numbers generated per numpy call (64 MiB of float32 scratch)
 
 GGUF_ARCH = {
@@ -51,20 +61,6 @@ GGUF_ARCH = {
     "deepseek_v2": "deepseek2",
     "deepseek_v3": "deepseek2",
     "kimi_k2": "deepseek2",
-}
-
-HF_ARCH_CLASS = {
-    "llama": "LlamaForCausalLM",
-    "mistral": "MistralForCausalLM",
-    "mixtral": "MixtralForCausalLM",
-    "qwen2": "Qwen2ForCausalLM",
-    "qwen3": "Qwen3ForCausalLM",
-    "qwen3_moe": "Qwen3MoeForCausalLM",
-    "gemma3": "Gemma3ForCausalLM",
-    "gemma3_text": "Gemma3ForCausalLM",
-    "deepseek_v2": "DeepseekV2ForCausalLM",
-    "deepseek_v3": "DeepseekV3ForCausalLM",
-    "kimi_k2": "DeepseekV3ForCausalLM",
 }
 
 
@@ -98,25 +94,20 @@ def gguf_arch(model: ModelSpec) -> str:
         ) from None
 
 
-def _layers(model: ModelSpec, n_layers: int | None) -> int:
-    n = model.n_layers if n_layers is None else int(n_layers)
-    if not 1 <= n <= model.n_layers:
-        raise SpecError(f"n_layers must be in 1..{model.n_layers} for {model.id}, got {n_layers}")
-    return n
-
-
 def _is_moe_layer(model: ModelSpec, il: int) -> bool:
     return model.moe is not None and il not in model.moe.dense_layers
 
 
-def _leading_dense(model: ModelSpec, n: int) -> int:
-    """deepseek2 / MoE: number of leading dense layers; llama.cpp only supports a dense prefix."""
-    dense = sorted(i for i in (model.moe.dense_layers if model.moe else ()) if i < n)
-    if dense != list(range(len(dense))):
-        raise SpecError(
-            f"{model.id}: dense layers {dense} are not a leading block (llama.cpp needs a prefix)"
-        )
-    return len(dense)
+def proxy_spec(model: ModelSpec, n_layers: int | None = None) -> ModelSpec:
+    """The ModelSpec of the file ``synthetic_model(model, n_layers=...)`` builds: the same widths and
+    ``n_layers`` layers (default: the real depth) carrying the first ``n_layers`` entries of the real layer
+    pattern, without the real file's GGUF inventory (the synthetic file has its own tensors).  The estimator
+    sizes this spec to compare with the engine (``harness.consistency``); quant rules such as Q4_K_M's
+    ffn_down promotion depend on the layer count the quantizer sees, i.e. the proxy's."""
+    n = proxy_layers(model, n_layers)
+    return dataclasses.replace(
+        model, n_layers=n, layer_types=model.layer_types[:n], gguf_tensors=None, gguf_path=None
+    )
 
 
 def tensor_plan(model: ModelSpec, n_layers: int | None = None) -> list[TensorPlan]:
@@ -124,7 +115,7 @@ def tensor_plan(model: ModelSpec, n_layers: int | None = None) -> list[TensorPla
     import gguf
 
     arch = gguf_arch(model)
-    n = _layers(model, n_layers)
+    n = proxy_layers(model, n_layers)
     T, N = gguf.MODEL_TENSOR, gguf.TENSOR_NAMES
     h, hd, nh, nkv, v = model.hidden_size, model.head_dim, model.n_heads, model.n_kv_heads, model.vocab_size
     out: list[TensorPlan] = []
@@ -235,7 +226,7 @@ def _write_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
         w.add_rope_dimension_count(mla.qk_rope_head_dim)
         w.add_q_lora_rank(mla.q_lora_rank or 0)
         w.add_kv_lora_rank(mla.kv_lora_rank)
-        w.add_leading_dense_block_count(_leading_dense(model, n))
+        w.add_leading_dense_block_count(leading_dense(model, n))
         w.add_expert_shared_count(model.moe.n_shared_experts)
         w.add_expert_weights_scale(1.0)
         return _write_moe(w, model)
@@ -253,7 +244,7 @@ def _write_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
         elif any(k != FULL for k in kinds):
             raise SpecError(f"{model.id}: gemma3 layers must be full or sliding, got {sorted(set(kinds))}")
     if model.moe is not None:
-        _leading_dense(model, n)
+        leading_dense(model, n)
         _write_moe(w, model)
 
 
@@ -286,7 +277,7 @@ def write_gguf(model: ModelSpec, path: str | os.PathLike, n_layers: int | None =
     import gguf
 
     arch = gguf_arch(model)
-    n = _layers(model, n_layers)
+    n = proxy_layers(model, n_layers)
     plan = tensor_plan(model, n)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -360,79 +351,6 @@ def quantize(
     return out_path
 
 
-def hf_config(model: ModelSpec, n_layers: int | None = None) -> dict:
-    """A config.json dict that vLLM's dummy loader (and transformers' config classes) accept."""
-    n = _layers(model, n_layers)
-    mt = "gemma3_text" if model.architecture == "gemma3" else model.architecture
-    cls = HF_ARCH_CLASS.get(model.architecture)
-    if model.arch_class and model.arch_class != "Gemma3ForConditionalGeneration":
-        cls = model.arch_class
-    if cls is None:
-        raise SpecError(f"no HF config writer for architecture {model.architecture!r}")
-    cfg: dict = {
-        "architectures": [cls],
-        "model_type": mt,
-        "hidden_size": model.hidden_size,
-        "intermediate_size": model.intermediate_size,
-        "num_hidden_layers": n,
-        "num_attention_heads": model.n_heads,
-        "num_key_value_heads": model.n_kv_heads,
-        "head_dim": model.head_dim,
-        "vocab_size": model.vocab_size,
-        "max_position_embeddings": model.max_context,
-        "rms_norm_eps": RMS_EPS,
-        "rope_theta": ROPE_THETA,
-        "tie_word_embeddings": model.tie_embeddings,
-        "torch_dtype": "bfloat16",
-        "hidden_act": "silu",
-        "attention_bias": model.qkv_bias,
-    }
-    if model.window and SLIDING in model.layer_types[:n]:
-        cfg["sliding_window"] = model.window
-        cfg["layer_types"] = [
-            "sliding_attention" if k == SLIDING else "full_attention" for k in model.layer_types[:n]
-        ]
-        if mt == "gemma3_text":
-            cfg["hidden_activation"] = "gelu_pytorch_tanh"
-            cfg["query_pre_attn_scalar"] = model.head_dim
-    if model.moe is not None:
-        moe = model.moe
-        cfg.update(
-            num_experts=moe.n_experts,
-            num_local_experts=moe.n_experts,
-            n_routed_experts=moe.n_experts,
-            num_experts_per_tok=moe.n_experts_used,
-            moe_intermediate_size=moe.expert_ff,
-            n_shared_experts=moe.n_shared_experts or None,
-            first_k_dense_replace=_leading_dense(model, n),
-            norm_topk_prob=True,
-            decoder_sparse_step=1,
-            mlp_only_layers=[],
-        )
-    if model.mla is not None:
-        mla = model.mla
-        cfg.update(
-            kv_lora_rank=mla.kv_lora_rank,
-            q_lora_rank=mla.q_lora_rank,
-            qk_rope_head_dim=mla.qk_rope_head_dim,
-            qk_nope_head_dim=mla.qk_nope_head_dim,
-            v_head_dim=mla.v_head_dim,
-        )
-    return cfg
-
-
-def write_hf_config_dir(model: ModelSpec, directory: str | os.PathLike, n_layers: int | None = None) -> Path:
-    """Write ``directory/config.json`` (only that file) for vLLM ``load_format="dummy"``; returns the
-    folder."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    target = directory / "config.json"
-    tmp = directory / f".config.json.{os.getpid()}.part"
-    tmp.write_text(json.dumps(hf_config(model, n_layers), indent=2) + "\n")
-    os.replace(tmp, target)
-    return directory
-
-
 _VOLATILE = (
     "id",
     "name",
@@ -452,7 +370,7 @@ def spec_hash(model: ModelSpec, n_layers: int | None, seed: int = 0, extra: str 
     """16 hex digits of sha256 over the architecture facts that shape the file (not names or sources)."""
     facts = {k: v for k, v in dataclasses.asdict(model).items() if k not in _VOLATILE}
     blob = json.dumps(
-        [facts, _layers(model, n_layers), seed, extra, WRITER_VERSION], sort_keys=True, default=str
+        [facts, proxy_layers(model, n_layers), seed, extra, WRITER_VERSION], sort_keys=True, default=str
     )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -472,7 +390,7 @@ def synthetic_model(
     so ``quant`` only selects a vLLM quantization when the engine supports it; F16/BF16 give the same folder).
     """
     root = cache_dir(cache_dir_path)
-    n = _layers(model, n_layers)
+    n = proxy_layers(model, n_layers)
     key = spec_hash(model, n, seed)
     stem = f"{model.architecture}-{key}-L{n}"
     if engine == "vllm":

@@ -1,0 +1,130 @@
+"""config.json for vLLM's ``load_format="dummy"``, and the depth-reduced proxy geometry both writers share.
+
+* ``hf_config(model, n_layers)``: a config.json dict that vLLM's dummy loader (and transformers' config
+  classes) accept for a ModelSpec, with the first ``n_layers`` layers of the real layer pattern.
+* ``write_hf_config_dir(model, directory, n_layers)``: a folder holding only that config.json (atomic write).
+* ``proxy_layers`` / ``leading_dense``: layer-count checks used by this writer and by the GGUF writer in
+  ``harness.synth`` (which imports them from here; this module imports nothing of harness, so there is no
+  cycle).  ``RMS_EPS`` / ``ROPE_THETA`` are the fixed hyper-parameters every synthetic model gets.
+
+The public names stay importable from ``harness.synth`` (``hf_config``, ``write_hf_config_dir``,
+``HF_ARCH_CLASS``, ``RMS_EPS``, ``ROPE_THETA``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from estimator.specs import SLIDING, ModelSpec, SpecError
+
+RMS_EPS = 1e-6
+ROPE_THETA = 10000.0
+
+HF_ARCH_CLASS = {
+    "llama": "LlamaForCausalLM",
+    "mistral": "MistralForCausalLM",
+    "mixtral": "MixtralForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "gemma3": "Gemma3ForCausalLM",
+    "gemma3_text": "Gemma3ForCausalLM",
+    "deepseek_v2": "DeepseekV2ForCausalLM",
+    "deepseek_v3": "DeepseekV3ForCausalLM",
+    "kimi_k2": "DeepseekV3ForCausalLM",
+}
+
+
+def proxy_layers(model: ModelSpec, n_layers: int | None) -> int:
+    """Layer count of a (possibly depth-reduced) proxy: ``model.n_layers`` when None, else ``n_layers``
+    checked to lie in 1..model.n_layers (SpecError otherwise)."""
+    n = model.n_layers if n_layers is None else int(n_layers)
+    if not 1 <= n <= model.n_layers:
+        raise SpecError(f"n_layers must be in 1..{model.n_layers} for {model.id}, got {n_layers}")
+    return n
+
+
+def leading_dense(model: ModelSpec, n: int) -> int:
+    """deepseek2 / MoE: number of leading dense layers among the first ``n``; llama.cpp only supports a
+    dense prefix (SpecError when the dense layers are not one)."""
+    dense = sorted(i for i in (model.moe.dense_layers if model.moe else ()) if i < n)
+    if dense != list(range(len(dense))):
+        raise SpecError(
+            f"{model.id}: dense layers {dense} are not a leading block (llama.cpp needs a prefix)"
+        )
+    return len(dense)
+
+
+def hf_config(model: ModelSpec, n_layers: int | None = None) -> dict:
+    """A config.json dict that vLLM's dummy loader (and transformers' config classes) accept."""
+    n = proxy_layers(model, n_layers)
+    mt = "gemma3_text" if model.architecture == "gemma3" else model.architecture
+    cls = HF_ARCH_CLASS.get(model.architecture)
+    if model.arch_class and model.arch_class != "Gemma3ForConditionalGeneration":
+        cls = model.arch_class
+    if cls is None:
+        raise SpecError(f"no HF config writer for architecture {model.architecture!r}")
+    cfg: dict = {
+        "architectures": [cls],
+        "model_type": mt,
+        "hidden_size": model.hidden_size,
+        "intermediate_size": model.intermediate_size,
+        "num_hidden_layers": n,
+        "num_attention_heads": model.n_heads,
+        "num_key_value_heads": model.n_kv_heads,
+        "head_dim": model.head_dim,
+        "vocab_size": model.vocab_size,
+        "max_position_embeddings": model.max_context,
+        "rms_norm_eps": RMS_EPS,
+        "rope_theta": ROPE_THETA,
+        "tie_word_embeddings": model.tie_embeddings,
+        "torch_dtype": "bfloat16",
+        "hidden_act": "silu",
+        "attention_bias": model.qkv_bias,
+    }
+    if model.window and SLIDING in model.layer_types[:n]:
+        cfg["sliding_window"] = model.window
+        cfg["layer_types"] = [
+            "sliding_attention" if k == SLIDING else "full_attention" for k in model.layer_types[:n]
+        ]
+        if mt == "gemma3_text":
+            cfg["hidden_activation"] = "gelu_pytorch_tanh"
+            cfg["query_pre_attn_scalar"] = model.head_dim
+    if model.moe is not None:
+        moe = model.moe
+        cfg.update(
+            num_experts=moe.n_experts,
+            num_local_experts=moe.n_experts,
+            n_routed_experts=moe.n_experts,
+            num_experts_per_tok=moe.n_experts_used,
+            moe_intermediate_size=moe.expert_ff,
+            n_shared_experts=moe.n_shared_experts or None,
+            first_k_dense_replace=leading_dense(model, n),
+            norm_topk_prob=True,
+            decoder_sparse_step=1,
+            mlp_only_layers=[],
+        )
+    if model.mla is not None:
+        mla = model.mla
+        cfg.update(
+            kv_lora_rank=mla.kv_lora_rank,
+            q_lora_rank=mla.q_lora_rank,
+            qk_rope_head_dim=mla.qk_rope_head_dim,
+            qk_nope_head_dim=mla.qk_nope_head_dim,
+            v_head_dim=mla.v_head_dim,
+        )
+    return cfg
+
+
+def write_hf_config_dir(model: ModelSpec, directory: str | os.PathLike, n_layers: int | None = None) -> Path:
+    """Write ``directory/config.json`` (only that file) for vLLM ``load_format="dummy"``; returns the
+    folder."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / "config.json"
+    tmp = directory / f".config.json.{os.getpid()}.part"
+    tmp.write_text(json.dumps(hf_config(model, n_layers), indent=2) + "\n")
+    os.replace(tmp, target)
+    return directory
