@@ -67,7 +67,13 @@ def _add_workload_args(p: argparse.ArgumentParser, ctx_default: int = 8192) -> N
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
+    """The ``python -m estimator`` parser.
+
+    ``serve_args=False`` leaves the ``serve`` subcommand's options out, so building the parser does not import
+    ``estimator.serve`` (http.server, email, ...): ``main`` passes it for every other subcommand, which keeps
+    ``report`` start-up light.
+    """
     parser = _Parser(prog="python -m estimator", description="fitbench sizing estimator")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -112,9 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--format", choices=("text", "json", "csv"), default="text")
     f.add_argument("-o", "--output")
 
-    from estimator.serve import build_arg_parser  # stdlib-only module: cheap to import
+    srv = sub.add_parser("serve", help="local sizing page (http://127.0.0.1:8765/)")
+    if serve_args:
+        from estimator.serve import build_arg_parser  # http.server & co: only when serving
 
-    build_arg_parser(sub.add_parser("serve", help="local sizing page (http://127.0.0.1:8765/)"))
+        build_arg_parser(srv)
     return parser
 
 
@@ -203,17 +211,27 @@ def cmd_report(args) -> int:
         from estimator.render_html import render_html
 
         _write(render_html(d, args.lang, results_dir=args.results), args.output)
-    elif args.output:
+    elif args.output or not sys.stdout.isatty():
         from estimator.render_text import render_text
 
-        _write(render_text(d), args.output)
-    else:
+        _write(render_text(d, _text_width(args.output)), args.output)
+    else:  # an interactive terminal: rich for colour and the real width
         from rich.console import Console
 
         from estimator.render_text import print_report
 
         print_report(d, Console())
     return 0
+
+
+def _text_width(output: str | None) -> int:
+    """Columns for plain text: $COLUMNS when set (a pipe from a terminal), else the renderer's default."""
+    import os
+
+    from estimator.render_text import DEFAULT_WIDTH
+
+    cols = os.environ.get("COLUMNS", "")
+    return int(cols) if cols.isdigit() and not output else DEFAULT_WIDTH
 
 
 def cmd_predict(args) -> int:
@@ -291,7 +309,8 @@ COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (2 on bad input, with one line on stderr)."""
     try:
-        args = build_parser().parse_args(argv)
+        argv = sys.argv[1:] if argv is None else list(argv)
+        args = build_parser(serve_args=argv[:1] == ["serve"]).parse_args(argv)
         return COMMANDS[args.command](args)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -276,7 +276,7 @@ def use_more_bits(i_layer: int, n_layers: int) -> bool:
 
 def fallback_type(type_name: str, row_len: int) -> str:
     """Type llama.cpp stores a row of ``row_len`` elements in when ``type_name`` needs whole blocks."""
-    t = canonical_type(type_name)
+    t = type_name if type_name in TYPE_SIZES else canonical_type(type_name)
     if row_len % TYPE_SIZES[t][0] == 0:
         return t
     fb = _FALLBACK.get(t, "f16")

@@ -1,70 +1,229 @@
-"""Terminal rendering of the JSON report with rich: the same sections and numbers as the Markdown report
-(``estimator.render_markdown.report_sections``), as rich tables.
-rich is imported here only, lazily by the CLI.
+"""Terminal rendering of the JSON report: the same sections and numbers as the Markdown report
+(``estimator.render_markdown.report_sections``), laid out as compact fixed-width tables.
+
+The layout is done here, in plain Python, for a given width: ``layout_report(d, width)`` returns lines of
+styled segments.  ``render_text`` joins them into plain text (``-o FILE``, pipes, tests);
+``print_report`` prints them through a rich ``Console`` (colour, the real terminal width) when the output is
+an interactive terminal.  Laying tables out here instead of with ``rich.table`` keeps ``python -m estimator
+report`` fast (rich's table measuring cost ~60 ms per report) and lets a table that is too wide for the
+terminal wrap its text columns, then fall back to one block per row, instead of folding every cell.
 
 Memory in GiB (2^30 B) and GB (10^9 B), labelled in the column headers; speeds labelled estimated.
 """
 
 from __future__ import annotations
 
-import io
+import re
+from typing import TYPE_CHECKING
 
-from rich import box
-from rich.console import Console
-from rich.markup import escape
-from rich.panel import Panel
-from rich.table import Table
+from estimator.render_markdown import Section, Table, report_sections
 
-from estimator.render_markdown import report_sections
+if TYPE_CHECKING:  # rich is imported by the caller, only for a terminal
+    from rich.console import Console
 
-_VERDICT_STYLE = {"fits": "bold green", "fits with offload": "bold yellow", "does not fit": "bold red"}
+DEFAULT_WIDTH = 100  # columns for files and pipes (no terminal to ask)
+MIN_WIDTH = 40
+LONG_WORD = 20  # a longer word (URL, path) may be split to keep a table's columns
+Seg = tuple[str, str | None]  # (text, rich style or None)
+Line = list[Seg]
+
+VERDICT_STYLES = {
+    "fits": "bold green",
+    "fits with offload": "bold yellow",
+    "offload": "bold yellow",
+    "does not fit": "bold red",
+    "no": "bold red",
+    "yes": "green",
+}
+_NUMERIC = re.compile(r"^[-+$~≈]?[\d.,]+(\s|%|$|[×x]|\s?\()|^–$")
+_GAP = "  "
 
 
-def _line(text: str) -> str:
-    """Markdown-ish line -> rich markup: **x** becomes bold; verdict words are coloured."""
-    out = escape(text)
-    parts = out.split("**")
-    out = "".join(f"[bold]{p}[/bold]" if i % 2 else p for i, p in enumerate(parts))
-    if "UNCALIBRATED" in out:
-        out = out.replace("UNCALIBRATED", "[bold yellow]UNCALIBRATED[/bold yellow]")
+def _plain(line: Line) -> str:
+    return "".join(t for t, _ in line)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Greedy word wrap to ``width`` columns (words longer than the width are split)."""
+    width = max(width, 1)
+    out: list[str] = []
+    cur = ""
+    for word in text.split(" "):
+        while len(word) > width:
+            if cur:
+                out.append(cur)
+                cur = ""
+            out.append(word[:width])
+            word = word[width:]
+        if not cur:
+            cur = word
+        elif len(cur) + 1 + len(word) <= width:
+            cur += " " + word
+        else:
+            out.append(cur)
+            cur = word
+    out.append(cur)
     return out
 
 
-def _cell(text: str) -> str:
-    style = _VERDICT_STYLE.get(text)
-    return f"[{style}]{escape(text)}[/{style}]" if style else escape(text)
+def _prose(text: str, width: int, style: str | None = None) -> list[Line]:
+    """A Markdown-ish line wrapped to ``width``: ``**x**`` is bold, UNCALIBRATED bold yellow."""
+    out: list[Line] = []
+    bold = False
+    for raw in _wrap(text, width) if text else [""]:
+        line: Line = []
+        parts = raw.split("**")
+        for i, part in enumerate(parts):
+            if i:
+                bold = not bold
+            if not part:
+                continue
+            st = "bold" if bold else style
+            for j, chunk in enumerate(part.split("UNCALIBRATED")):
+                if j:
+                    line.append(("UNCALIBRATED", "bold yellow"))
+                if chunk:
+                    line.append((chunk, st))
+        out.append(line)
+    return out
+
+
+def _longest_word(text: str) -> int:
+    return max((len(w) for w in text.split(" ")), default=0)
+
+
+def _numeric(text: str) -> bool:
+    return bool(_NUMERIC.match(text))
+
+
+def fit_widths(headers: list[str], rows: list[list[str]], width: int) -> list[int] | None:
+    """Column widths that fit ``width`` (natural widths, then the widest wrappable column shrunk one column at
+    a time down to its longest word); None when even that is too wide."""
+    n = len(headers)
+    cols = [[h] + [r[i] for r in rows] for i, h in enumerate(headers)]
+    widths = [max(len(c) for c in col) for col in cols]
+    floor = [max(min(_longest_word(c), LONG_WORD) for c in col) for col in cols]
+    avail = width - len(_GAP) * (n - 1) - 1
+    excess = sum(widths) - avail
+    while excess > 0:
+        shrinkable = [i for i in range(n) if widths[i] > floor[i]]
+        if not shrinkable:
+            return None
+        i = max(shrinkable, key=lambda k: (widths[k], -k))
+        widths[i] -= 1
+        excess -= 1
+    return widths
+
+
+def table_lines(t: Table, width: int) -> list[Line]:
+    """One table laid out in ``width`` columns: wrapped header, a rule, rows (text cells wrap); one block per
+    row ("header: value") when the columns cannot fit."""
+    out: list[Line] = []
+    if t.caption:
+        out.append([(" " + t.caption, "italic")])
+    widths = fit_widths(t.headers, t.rows, width)
+    if widths is None:
+        return out + _record_lines(t, width)
+    right = [
+        sum(_numeric(r[i]) for r in t.rows) * 2 > len(t.rows) if t.rows else False
+        for i in range(len(t.headers))
+    ]
+
+    def physical(cells: list[str], style_of) -> list[Line]:
+        wrapped = [_wrap(c, w) for c, w in zip(cells, widths, strict=True)]
+        height = max(len(w) for w in wrapped)
+        lines: list[Line] = []
+        for k in range(height):
+            line: Line = [(" ", None)]
+            for i, w in enumerate(widths):
+                part = wrapped[i][k] if k < len(wrapped[i]) else ""
+                pad = w - len(part)
+                text = (" " * pad + part) if right[i] else (part + " " * pad)
+                if i:
+                    line.append((_GAP, None))
+                line.append((text, style_of(cells[i])))
+            lines.append(_rstrip(line))
+        return lines
+
+    out += physical(t.headers, lambda _c: "bold")
+    out.append([(" " + _GAP.join("─" * w for w in widths), "dim")])
+    for row in t.rows:
+        out += physical(row, VERDICT_STYLES.get)
+    return out
+
+
+def _rstrip(line: Line) -> Line:
+    while line and not line[-1][0].strip():
+        line.pop()
+    if line:
+        text, style = line[-1]
+        line[-1] = (text.rstrip(), style)
+    return line
+
+
+def _record_lines(t: Table, width: int) -> list[Line]:
+    """Fallback for a table too wide for the terminal: the first cell as a heading, then "header: value"."""
+    out: list[Line] = []
+    for row in t.rows:
+        out.append([(" " + row[0], "bold")])
+        for h, c in zip(t.headers[1:], row[1:], strict=True):
+            first = True
+            for part in _wrap(f"{h}: {c}", width - 5):
+                out.append(
+                    [("   " if first else "     ", None), (part, VERDICT_STYLES.get(c) if first else None)]
+                )
+                first = False
+    return out
+
+
+def _panel(s: Section, width: int) -> list[Line]:
+    inner = max(MIN_WIDTH, width) - 4
+    body: list[Line] = []
+    for text in s.lines:
+        body += _prose(text, inner)
+    w = min(inner, max([len(_plain(x)) for x in body] + [len(s.title) + 3]))
+    top = f"╭─ {s.title} " + "─" * max(0, w - len(s.title) - 1) + "╮"
+    out: list[Line] = [[(top, "bold")]]
+    for line in body:
+        out.append([("│ ", None), *line, (" " * (w - len(_plain(line))) + " │", None)])
+    out.append([("╰" + "─" * (w + 2) + "╯", None)])
+    return out
+
+
+def _section(s: Section, width: int) -> list[Line]:
+    title = f"── {s.title} "
+    out: list[Line] = [[], [(title, "bold"), ("─" * max(0, width - len(title)), "dim")]]
+    for text in s.lines:
+        out += _prose(text, width)
+    for t in s.tables:
+        out += table_lines(t, width)
+    for label, text in s.code:
+        out.append([(label, "bold")])
+        out.append([(text, "cyan")])  # one line (copy-paste); the terminal wraps it
+    for text in s.notes:
+        out += _prose(text, width, "dim")
+    return out
+
+
+def layout_report(d: dict, width: int = DEFAULT_WIDTH) -> list[Line]:
+    """Every section of a report dict as styled lines no wider than ``width`` (launch commands excepted)."""
+    width = max(MIN_WIDTH, int(width))
+    out: list[Line] = []
+    for i, s in enumerate(report_sections(d)):
+        out += _panel(s, width) if i == 0 else _section(s, width)
+    return out
+
+
+def render_text(d: dict, width: int = DEFAULT_WIDTH) -> str:
+    """The terminal report as plain text (files, pipes, tests)."""
+    return "\n".join(_plain(line) for line in layout_report(d, width)) + "\n"
 
 
 def print_report(d: dict, console: Console) -> None:
-    """Print every section of a report dict to ``console``."""
-    for i, s in enumerate(report_sections(d)):
-        if i == 0:
-            console.print(Panel("\n".join(_line(x) for x in s.lines), title=escape(s.title), expand=False))
-            continue
-        console.rule(f"[bold]{escape(s.title)}[/bold]", align="left")
-        for line in s.lines:
-            console.print(_line(line))
-        for t in s.tables:
-            table = Table(
-                box=box.SIMPLE_HEAVY,
-                title=escape(t.caption) if t.caption else None,
-                show_lines=False,
-                title_justify="left",
-            )
-            for h in t.headers:
-                table.add_column(escape(h), overflow="fold")
-            for row in t.rows:
-                table.add_row(*(_cell(c) for c in row))
-            console.print(table)
-        for label, text in s.code:
-            console.print(f"[bold]{escape(label)}[/bold]")
-            console.print(escape(text), style="cyan", soft_wrap=True)
-        for line in s.notes:
-            console.print(_line(line), style="dim")
+    """Print the report to a rich ``console`` at its width, with colours when it is a terminal."""
+    from rich.text import Text
 
-
-def render_text(d: dict, width: int = 140) -> str:
-    """The terminal report as plain text (for ``-o FILE`` and tests)."""
-    console = Console(file=io.StringIO(), width=width, record=True, color_system=None, force_terminal=False)
-    print_report(d, console)
-    return console.export_text()
+    lines = [
+        Text.assemble(*((t, s) if s else t for t, s in line)) for line in layout_report(d, console.width)
+    ]
+    console.print(Text("\n").join(lines), soft_wrap=True, highlight=False)

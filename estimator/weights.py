@@ -22,8 +22,10 @@ Nemotron-H layers are either Mamba, attention or FFN (from hybrid_override_patte
 NONE layers only.  MTP layers and vision towers are not counted (as in the reference's computed params).
 
 ``weight_breakdown(model, quant)``: bytes = sum over tensors of ``row_bytes(type_for(...), n_elements)``; with
-a
-GGUF (``model.gguf_tensors``) the exact tensor sizes of the file are summed instead.
+a GGUF (``model.gguf_tensors``) the exact tensor sizes of the file are summed instead.  Many layers hold
+identical tensors, so the sum runs over groups of equal (class, shape) tensors (``_plan``, cached per model):
+one type and one byte count per group, except for the layer-dependent attn_v / ffn_down rules, typed per
+layer.  The result is the same as summing tensor by tensor (about 0.5 ms per model and quant instead of 3).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from estimator.quant import QUANTS, canonical_type, get_quant, row_bytes, type_for
+from estimator.quant import QUANTS, TYPE_SIZES, _llama_type, canonical_type, get_quant, type_for
 from estimator.specs import FULL, LINEAR, MAMBA, NONE, ModelSpec, QuantSpec
 
 
@@ -318,45 +320,135 @@ def _breakdown_catalog_quant(model: ModelSpec, qname: str) -> WeightBreakdown:
     return _breakdown(model, QUANTS[qname])
 
 
-def _breakdown(model: ModelSpec, q: QuantSpec) -> WeightBreakdown:
+# Tensor classes whose storage type depends on the layer (llama.cpp's attn_v counter, ffn_down layer
+# rules); every other class gets one type per (quant, class, shape) whatever its layer.
+_LAYER_TYPED = frozenset({"attn_v", "ffn_down", "ffn_down_exps", "ffn_down_shexp"})
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A model's tensors grouped by (class, group, n_elements, row length, 3-D expert): the layers of each
+    group (with the attn_v file-order index), so a quant's bytes are computed once per group, not per tensor.
+    Quant-independent sums (parameter counts) are precomputed."""
+
+    groups: tuple[tuple[str, str, int, int, bool, tuple[tuple[int, int], ...]], ...]
+    n_wv: int
+    n_gqa: int
+    n_expert: int
+    is_70b: bool
+    n_params_total: int
+    n_params_routed: int
+
+
+@lru_cache(maxsize=1024)
+def _plan(model: ModelSpec) -> _Plan:
     m = model
     inv = tensor_inventory(m)
-    n_gqa = max(1, m.n_heads // max(1, m.n_kv_heads))
-    n_exp = m.moe.n_experts if m.moe else 0
-    is_70b = m.architecture in ("llama", "qwen2") and m.n_layers == 80
-    n_wv = sum(1 for t in inv if t.tclass == "attn_v")
-    items = []
+    groups: dict[tuple, list[tuple[int, int]]] = {}
     wv = 0
+    n_total = n_routed = 0
     for t in inv:
+        idx = -1
         if t.tclass == "attn_v":
-            ttype = type_for(
-                q,
-                "attn_v",
-                t.layer,
-                n_wv,
-                n_gqa=n_gqa,
-                n_expert=n_exp,
-                is_70b=is_70b,
-                tied=m.tie_embeddings,
-                row_len=t.row_len,
-                wv_index=wv,
+            idx, wv = wv, wv + 1
+        key = (t.tclass, t.group, t.n_elements, t.row_len, t.group == "routed")
+        groups.setdefault(key, []).append((t.layer, idx))
+        n_total += t.n_elements
+        if t.group == "routed":
+            n_routed += t.n_elements
+    return _Plan(
+        groups=tuple((*k, tuple(v)) for k, v in groups.items()),
+        n_wv=wv,
+        n_gqa=max(1, m.n_heads // max(1, m.n_kv_heads)),
+        n_expert=m.moe.n_experts if m.moe else 0,
+        is_70b=m.architecture in ("llama", "qwen2") and m.n_layers == 80,
+        n_params_total=n_total,
+        n_params_routed=n_routed,
+    )
+
+
+def _nbytes(t: str, n_el: int) -> int:
+    """row_bytes for a canonical type name (what the recipes return): ceil(n / block) x block bytes."""
+    be, bb = TYPE_SIZES[t]
+    return -(-n_el // be) * bb
+
+
+def _breakdown(model: ModelSpec, q: QuantSpec) -> WeightBreakdown:
+    """Sum of ``row_bytes(type_for(...), n_elements)`` over the inventory, one type per tensor group (a
+    layer-typed class is typed per layer).  Equal to summing tensor by tensor."""
+    m, p = model, _plan(model)
+    n_layers, tied = m.n_layers, m.tie_embeddings
+    by_class: dict[str, int] = {}
+    by_type: dict[str, int] = {}
+    per_layer = [0] * n_layers
+    per_layer_routed = [0] * n_layers
+    total = routed = shared = embd = outb = 0
+    if QUANTS.get(q.name) is q:  # catalog recipe: straight to the memoised llama.cpp rule
+
+        def typ(tclass: str, layer: int, n: int, row_len: int, x3d: bool, wv: int) -> str:
+            return _llama_type(
+                q.name, tclass, layer, n, p.n_gqa, p.n_expert, p.is_70b, tied, row_len, x3d, wv
             )
-            wv += 1
+
+    else:
+
+        def typ(tclass: str, layer: int, n: int, row_len: int, x3d: bool, wv: int) -> str:
+            return type_for(q, tclass, layer, n, row_len=row_len, is_expert3d=x3d, wv_index=wv)
+
+    for tclass, group, n_el, row_len, x3d, layers in p.groups:
+        is_routed = group == "routed"
+        if tclass in _LAYER_TYPED:
+            g_bytes = 0
+            for layer, wv in layers:
+                if tclass == "attn_v":
+                    t = typ(tclass, layer, p.n_wv, row_len, x3d, wv)
+                else:
+                    t = typ(tclass, max(layer, 0), n_layers, row_len, x3d, max(layer, 0))
+                nb = _nbytes(t, n_el)
+                g_bytes += nb
+                by_type[t] = by_type.get(t, 0) + nb
+                if 0 <= layer < n_layers:
+                    per_layer[layer] += nb
+                    if is_routed:
+                        per_layer_routed[layer] += nb
         else:
-            ttype = type_for(
-                q,
-                t.tclass,
-                max(t.layer, 0),
-                m.n_layers,
-                n_gqa=n_gqa,
-                n_expert=n_exp,
-                is_70b=is_70b,
-                tied=m.tie_embeddings,
-                row_len=t.row_len,
-                is_expert3d=t.group == "routed",
-            )
-        items.append((t.tclass, t.layer, t.group, ttype, t.n_elements, row_bytes(ttype, t.n_elements)))
-    return _sum(items, m.n_layers, _moe_frac(m), m.tie_embeddings, q.name, exact=False)
+            t = typ(tclass, 0, n_layers, row_len, x3d, 0)
+            nb = _nbytes(t, n_el)
+            g_bytes = nb * len(layers)
+            by_type[t] = by_type.get(t, 0) + g_bytes
+            for layer, _ in layers:
+                if 0 <= layer < n_layers:
+                    per_layer[layer] += nb
+                    if is_routed:
+                        per_layer_routed[layer] += nb
+        total += g_bytes
+        by_class[tclass] = by_class.get(tclass, 0) + g_bytes
+        if is_routed:
+            routed += g_bytes
+        elif group == "shared":
+            shared += g_bytes
+        elif group == "embd":
+            embd += g_bytes
+        elif group == "output":
+            outb += g_bytes
+    frac = _moe_frac(m)
+    return WeightBreakdown(
+        quant=q.name,
+        total_bytes=total,
+        by_class_bytes=by_class,
+        by_type_bytes=by_type,
+        routed_expert_bytes=routed,
+        shared_expert_bytes=shared,
+        dense_bytes=total - routed,
+        token_embd_bytes=embd,
+        output_bytes=outb,
+        n_params_total=p.n_params_total,
+        n_params_active=p.n_params_total - round(p.n_params_routed * (1.0 - frac)),
+        active_bytes_per_token=total - (0 if tied else embd) - round(routed * (1.0 - frac)),
+        per_layer_bytes=tuple(per_layer),
+        per_layer_routed_bytes=tuple(per_layer_routed),
+        exact=False,
+    )
 
 
 @lru_cache(maxsize=256)

@@ -144,3 +144,35 @@ def test_predict(tmp_path):
     assert [r["tag"] for r in rows] == ["a", "b"]  # extra columns pass through, bad rows kept
     assert float(rows[0]["prefill_tok_s"]) > 0 and not rows[0]["error"] and rows[1]["error"]
     assert one_line_error(run("predict", str(tmp_path / "missing.csv")))
+
+
+def test_report_path_stays_light(tmp_path):
+    """The report path imports no numpy / scipy / pandas / engine, nor the serve stack (start-up budget)."""
+    code = (
+        "import sys; from estimator.cli import main; "
+        f"rc = main([*{REPORT!r}, '-o', {str(tmp_path / 'r.txt')!r}]); "
+        "heavy = ('numpy', 'scipy', 'pandas', 'http.server', 'estimator.serve', 'estimator.matrix', 'gguf'); "
+        "print(rc, [m for m in heavy if m in sys.modules])"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split("\n")[0] == "0 []", p.stdout
+
+
+def test_text_to_a_pipe_is_plain_and_fits_its_width():
+    import os
+
+    env = {**os.environ, "COLUMNS": "80"}
+    p = subprocess.run(
+        [sys.executable, "-m", "estimator", *REPORT], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert p.returncode == 0, p.stderr
+    assert "\x1b[" not in p.stdout and "llama-server" in p.stdout
+    wide = [x for x in p.stdout.splitlines() if len(x) > 80]
+    assert not wide, wide
+
+
+def test_serve_help_is_one_subcommand_away():
+    p = run("serve", "--help")
+    assert p.returncode == 0 and "--port" in p.stdout
+    one_line_error(run("serve", "--port", "x"))

@@ -1,0 +1,87 @@
+"""The terminal report: compact fixed-width tables that fit the terminal, wrapping, the per-row fallback."""
+
+import pytest
+
+from estimator.catalog import all_hardware, get_hardware, get_model
+from estimator.coefficients import load_coefficients
+from estimator.cost import load_cloud_rates
+from estimator.quant import get_quant
+from estimator.render_markdown import Table, report_sections
+from estimator.render_text import fit_widths, layout_report, render_text, table_lines
+from estimator.report import ReportOptions, build_report, report_to_dict
+from estimator.specs import Workload
+
+OPTS = ReportOptions(hardware_catalog=tuple(all_hardware()), rates=load_cloud_rates())
+
+
+@pytest.fixture(scope="module")
+def glm():
+    return report_to_dict(
+        build_report(
+            get_model("glm-4.5"),
+            get_hardware("mi300x"),
+            get_quant("Q4_K_M"),
+            Workload(n_ctx=8192),
+            load_coefficients(None),
+            OPTS,
+        )
+    )
+
+
+def _plain(lines):
+    return ["".join(t for t, _ in line) for line in lines]
+
+
+@pytest.mark.parametrize("width", [80, 100, 140])
+def test_every_line_fits_the_width(glm, width):
+    commands = {x for s in report_sections(glm) for _, text in s.code for x in text.splitlines()}
+    for line in render_text(glm, width).splitlines():
+        assert len(line) <= width or line in commands, (width, line)
+
+
+def test_same_numbers_as_markdown_tables(glm):
+    text = render_text(glm, 250)  # wide enough that no cell wraps
+    for s in report_sections(glm):
+        assert s.title in text
+        for t in s.tables:
+            for row in t.rows:
+                for cell in row:
+                    for word in cell.split():
+                        assert word in text, (s.key, cell)
+
+
+def test_table_aligns_numbers_right_and_wraps_text():
+    t = Table(["name", "GiB", "why"], [["a", "1.50", "short"], ["bb", "12.25", "a much longer reason " * 3]])
+    lines = _plain(table_lines(t, 40))
+    assert all(len(x) <= 40 for x in lines)
+    row_a = next(x for x in lines if x.startswith(" a "))
+    row_b = next(x for x in lines if x.startswith(" bb "))
+    assert row_a.index("1.50") + 4 == row_b.index("12.25") + 5  # numbers right-aligned
+    assert sum("reason" in x for x in lines) >= 2  # the text column wrapped over several lines
+
+
+def test_too_wide_table_falls_back_to_one_block_per_row():
+    headers = [f"column{i}" for i in range(12)]
+    t = Table(headers, [[f"value{i}" for i in range(12)]])
+    assert fit_widths(t.headers, t.rows, 60) is None
+    lines = _plain(table_lines(t, 60))
+    assert lines[0].strip() == "value0" and "column5: value5" in "\n".join(lines)
+
+
+def test_styles_mark_verdicts_and_uncalibrated(glm):
+    segs = [seg for line in layout_report(glm, 100) for seg in line]
+    assert ("does not fit", "bold red") in [(t.strip(), s) for t, s in segs]
+    if not glm["speed"]["calibrated"]:
+        assert ("UNCALIBRATED", "bold yellow") in segs
+
+
+def test_rich_console_output_matches_plain(glm):
+    import io
+
+    from rich.console import Console
+
+    from estimator.render_text import print_report
+
+    buf = io.StringIO()
+    print_report(glm, Console(file=buf, width=90, color_system=None, force_terminal=False))
+    assert buf.getvalue() == render_text(glm, 90)
