@@ -108,9 +108,14 @@ def all_models(sizable_only: bool = True) -> list[ModelSpec]:
     return [get_model(mid) for mid, m in _models_raw().items() if m["sizable"] or not sizable_only]
 
 
+@lru_cache(maxsize=1)
+def _hardware_aliases() -> dict[str, str]:
+    return {k.lower(): k for k in _hardware_raw()}
+
+
 def hardware_entry(hw_id: str) -> dict:
     raw = _hardware_raw()
-    key = {k.lower(): k for k in raw}.get(str(hw_id).strip().lower())
+    key = _hardware_aliases().get(str(hw_id).strip().lower())
     if key is None:
         raise SpecError(f"unknown hardware {hw_id!r}; closest: {', '.join(nearest(hw_id, list(raw)))}")
     return raw[key]

@@ -24,7 +24,8 @@ cannot fit when ``n x memory_bytes < weights_bytes + kv_bytes`` of the reference
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import NamedTuple
 
 from estimator.cost import CloudRate
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
@@ -36,8 +37,7 @@ MemoryFn = Callable[[ModelSpec, QuantSpec, HardwareSpec, Workload], object]  # -
 SpeedFn = Callable[[ModelSpec, QuantSpec, HardwareSpec, Workload], float | None]  # -> decode tok/s
 
 
-@dataclass(frozen=True)
-class Candidate:
+class Candidate(NamedTuple):
     """One configuration that fits: ``n_devices`` x ``hardware_id``; money in USD, memory in bytes."""
 
     hardware_id: str
@@ -53,8 +53,7 @@ class Candidate:
     reason: str
 
 
-@dataclass(frozen=True)
-class Recommendations:
+class Recommendations(NamedTuple):
     best_single: Candidate | None
     best_value: Candidate | None
     most_memory_per_dollar: Candidate | None
@@ -202,7 +201,7 @@ def recommend(
     if multi is None:
         multi = cheapest_fit(sizer, pool, COUNTS[1:], with_speed=True)
         if multi is not None:
-            multi = replace(multi, reason="cheapest multi-device configuration that fits")
+            multi = multi._replace(reason="cheapest multi-device configuration that fits")
     cloud = None
     for r in sorted(rates, key=lambda r: r.usd_per_hour):
         hw = by_id.get(r.hardware_id)

@@ -23,7 +23,8 @@ def load_schema() -> dict:
 
 
 def _type_schema(tp) -> dict:
-    """JSON Schema of one annotated type (int, float, str, bool, optional, tuple, dict, dataclass)."""
+    """JSON Schema of one annotated type (int, float, str, bool, optional, tuple, dict, dataclass or
+    NamedTuple record)."""
     import dataclasses
     import types
     import typing
@@ -40,9 +41,14 @@ def _type_schema(tp) -> dict:
         return {"type": "object", "additionalProperties": _type_schema(typing.get_args(tp)[1])}
     if tp is tuple:
         return {"type": "array"}
+    names = None
     if dataclasses.is_dataclass(tp):
+        names = [f.name for f in dataclasses.fields(tp)]
+    elif isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields"):  # NamedTuple record
+        names = list(tp._fields)
+    if names is not None:
         hints = typing.get_type_hints(tp)
-        props = {f.name: _type_schema(hints[f.name]) for f in dataclasses.fields(tp)}
+        props = {name: _type_schema(hints[name]) for name in names}
         return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
     simple = {int: "integer", float: "number", str: "string", bool: "boolean"}
     if tp in simple:

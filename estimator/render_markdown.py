@@ -9,8 +9,6 @@ interval and the coefficient set they came from.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 GIB = 2**30
 GB = 10**9
 SECTION_KEYS = (
@@ -30,21 +28,34 @@ SECTION_KEYS = (
 )
 
 
-@dataclass
 class Table:
-    headers: list[str]
-    rows: list[list[str]]
-    caption: str = ""
+    """A table of strings (plain class, not a dataclass: no code generation at import)."""
+
+    __slots__ = ("headers", "rows", "caption")
+
+    def __init__(self, headers: list[str], rows: list[list[str]], caption: str = ""):
+        self.headers, self.rows, self.caption = headers, rows, caption
 
 
-@dataclass
 class Section:
-    key: str
-    title: str
-    lines: list[str] = field(default_factory=list)
-    tables: list[Table] = field(default_factory=list)
-    code: list[tuple[str, str]] = field(default_factory=list)  # (label, shell text)
-    notes: list[str] = field(default_factory=list)  # shown after the tables
+    """One report section: prose lines, tables, shell commands (label, text) and notes shown after them."""
+
+    __slots__ = ("key", "title", "lines", "tables", "code", "notes")
+
+    def __init__(
+        self,
+        key: str,
+        title: str,
+        lines: list[str] | None = None,
+        tables: list[Table] | None = None,
+        code: list[tuple[str, str]] | None = None,
+        notes: list[str] | None = None,
+    ):
+        self.key, self.title = key, title
+        self.lines = lines if lines is not None else []
+        self.tables = tables if tables is not None else []
+        self.code = code if code is not None else []
+        self.notes = notes if notes is not None else []
 
 
 def gib(b: float | None) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 from collections import Counter
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from estimator.cost import CostEstimate
 from estimator.finetune import FinetuneConfig
@@ -29,8 +29,7 @@ MEMORY_BASIS = (
 )
 
 
-@dataclass(frozen=True)
-class ReportOptions:
+class ReportOptions(NamedTuple):
     """Everything a report needs beyond the specs: money, fine-tuning settings and the catalogs to search."""
 
     usd_per_hour: float | None = None
@@ -38,15 +37,14 @@ class ReportOptions:
     kwh_price_usd: float = 0.15
     purchase_usd: float | None = None
     allow_overlong: bool = False
-    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+    finetune: FinetuneConfig = FinetuneConfig()  # frozen: one shared default is safe
     hardware_catalog: tuple[HardwareSpec, ...] = ()
     rates: tuple = ()  # tuple[CloudRate, ...]
     contexts: tuple[int, ...] = CONTEXTS
     quants: tuple[str, ...] = ()  # quant-matrix rows; () = every known format
 
 
-@dataclass(frozen=True)
-class ModelFacts:
+class ModelFacts(NamedTuple):
     id: str
     name: str
     hf_id: str | None
@@ -76,8 +74,7 @@ class ModelFacts:
     notes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class HardwareFacts:
+class HardwareFacts(NamedTuple):
     id: str
     name: str
     vendor: str
@@ -95,8 +92,7 @@ class HardwareFacts:
     source: str
 
 
-@dataclass(frozen=True)
-class ConfigFacts:
+class ConfigFacts(NamedTuple):
     engine: str
     quant: str
     quant_description: str
@@ -111,8 +107,7 @@ class ConfigFacts:
     flash_attn: bool
 
 
-@dataclass(frozen=True)
-class DeviceRow:
+class DeviceRow(NamedTuple):
     index: int
     weights_bytes: int
     kv_bytes: int
@@ -124,8 +119,7 @@ class DeviceRow:
     utilization: float
 
 
-@dataclass(frozen=True)
-class MemorySection:
+class MemorySection(NamedTuple):
     weights_bytes: int
     kv_bytes: int
     runtime_bytes: int
@@ -145,8 +139,7 @@ class MemorySection:
     notes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class KVOption:
+class KVOption(NamedTuple):
     kv_dtype: str
     kv_bytes: int
     saving_bytes: int  # vs the chosen KV dtype (negative: costs more)
@@ -155,8 +148,7 @@ class KVOption:
     engines: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class KVSection:
+class KVSection(NamedTuple):
     kv_dtype: str
     n_ctx: int
     n_seq: int
@@ -167,8 +159,7 @@ class KVSection:
     options: tuple[KVOption, ...]
 
 
-@dataclass(frozen=True)
-class ContextRow:
+class ContextRow(NamedTuple):
     n_ctx: int
     kv_bytes: int
     total_bytes: int
@@ -177,8 +168,7 @@ class ContextRow:
     above_max: bool
 
 
-@dataclass(frozen=True)
-class SpeedFigure:
+class SpeedFigure(NamedTuple):
     tok_s: float
     lo_tok_s: float
     hi_tok_s: float
@@ -187,8 +177,7 @@ class SpeedFigure:
     n_points: int
 
 
-@dataclass(frozen=True)
-class SpeedSection:
+class SpeedSection(NamedTuple):
     decode: SpeedFigure
     prefill: SpeedFigure
     prefill_prompt_tokens: int
@@ -204,8 +193,7 @@ class SpeedSection:
     notes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class QuantRow:
+class QuantRow(NamedTuple):
     quant: str
     description: str
     engines: tuple[str, ...]
@@ -219,8 +207,7 @@ class QuantRow:
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class ScalingRow:
+class ScalingRow(NamedTuple):
     n_devices: int
     split: str
     per_device_total_bytes: int
@@ -230,8 +217,7 @@ class ScalingRow:
     aggregate_tok_s: float | None
 
 
-@dataclass(frozen=True)
-class OffloadSection:
+class OffloadSection(NamedTuple):
     offload_bytes: int
     moe_offload_layers: int
     host_bytes: int
@@ -241,15 +227,13 @@ class OffloadSection:
     slowdown: float | None  # all-on-device tok/s / with-offload tok/s
 
 
-@dataclass(frozen=True)
-class MultiDeviceSection:
+class MultiDeviceSection(NamedTuple):
     split: str
     rows: tuple[ScalingRow, ...]
     offload: OffloadSection
 
 
-@dataclass(frozen=True)
-class FinetuneRow:
+class FinetuneRow(NamedTuple):
     method: str
     label: str
     weights_bytes: int
@@ -265,8 +249,7 @@ class FinetuneRow:
     assumptions: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class LaunchEntry:
+class LaunchEntry(NamedTuple):
     engine: str
     argv: tuple[str, ...]
     text: str
@@ -274,16 +257,14 @@ class LaunchEntry:
     notes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class CoefficientsInfo:
+class CoefficientsInfo(NamedTuple):
     path: str | None
     calibrated_file: bool
     created_utc: str | None
     input_hash: str | None
 
 
-@dataclass(frozen=True)
-class Report:
+class Report(NamedTuple):
     schema_version: int
     fitbench_version: str
     generated_utc: str
@@ -464,7 +445,10 @@ def build_report(
 
 
 def _plain(value):
-    """Dataclasses -> dicts, tuples -> lists, recursively; other values unchanged (JSON-ready)."""
+    """Records (NamedTuple sections, dataclasses) -> dicts, tuples -> lists, recursively; other values
+    unchanged (JSON-ready)."""
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return {k: _plain(v) for k, v in zip(value._fields, value, strict=True)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (list, tuple)):

@@ -31,15 +31,14 @@ layer.  The result is the same as summing tensor by tensor (about 0.5 ms per mod
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 from estimator.quant import QUANTS, TYPE_SIZES, _llama_type, canonical_type, get_quant, type_for
 from estimator.specs import FULL, LINEAR, MAMBA, NONE, ModelSpec, QuantSpec
 
 
-@dataclass(frozen=True)
-class Tensor:
+class Tensor(NamedTuple):
     """One weight tensor.  group: embd | output | dense | routed | shared | norm."""
 
     name: str
@@ -50,8 +49,7 @@ class Tensor:
     group: str
 
 
-@dataclass(frozen=True)
-class WeightBreakdown:
+class WeightBreakdown(NamedTuple):
     """Weight bytes of one model in one format (bytes; params are element counts).
 
     active_bytes_per_token = total - token_embd (a decode step reads one embedding row; kept when the
@@ -325,8 +323,7 @@ def _breakdown_catalog_quant(model: ModelSpec, qname: str) -> WeightBreakdown:
 _LAYER_TYPED = frozenset({"attn_v", "ffn_down", "ffn_down_exps", "ffn_down_shexp"})
 
 
-@dataclass(frozen=True)
-class _Plan:
+class _Plan(NamedTuple):
     """A model's tensors grouped by (class, group, n_elements, row length, 3-D expert): the layers of each
     group (with the attn_v file-order index), so a quant's bytes are computed once per group, not per tensor.
     Quant-independent sums (parameter counts) are precomputed."""
