@@ -32,16 +32,27 @@ DECODE_PARAMS = (
     ParamDef("t_layer_s", TIME, 1e-5, 0.0, 1e-2),
     ParamDef("t_fixed_s", TIME, 3e-4, 0.0, 1.0),
 )
+# Prefill GEMM efficiency of a weight-kernel class relative to k-quants (estimator.speed.kernel_class) and of
+# routed-expert GEMMs relative to dense ones; the hierarchy shrinks each towards its pool's value and the
+# pools towards 1 (no difference).
+KERNEL_CLASS_PARAMS = (
+    ParamDef("flops_rel_f16", RATE, 1.0, 0.1, 10.0),
+    ParamDef("flops_rel_legacy", RATE, 1.0, 0.1, 10.0),
+    ParamDef("flops_rel_iquant", RATE, 1.0, 0.1, 10.0),
+    ParamDef("flops_rel_moe", RATE, 1.0, 0.1, 10.0),
+)
 PREFILL_PARAMS = (
     ParamDef("flops_eff", EFF, 0.5, 1e-3, 1.0),
     ParamDef("attn_eff", EFF, 0.3, 1e-3, 1.0),
     ParamDef("t_layer_s", TIME, 5e-5, 0.0, 1e-1),
+    *KERNEL_CLASS_PARAMS,
 )
 # Devices without datasheet TFLOPS (CPUs): the effective throughput itself is fitted, flops_eff stays 1.
 PREFILL_ABS_PARAMS = (
     ParamDef("flops_abs_tflops", RATE, 0.5, 1e-4, 1e4),
     ParamDef("attn_eff", EFF, 0.5, 1e-3, 1.0),
     ParamDef("t_layer_s", TIME, 5e-5, 0.0, 1e-1),
+    *KERNEL_CLASS_PARAMS,
 )
 _MIDPOINT_SEGMENTS = 16
 
@@ -169,6 +180,9 @@ def workload_for(rec) -> Workload:
     if split not in ("tp", "pp"):
         split = "pp" if rec.engine == "llama.cpp" else "tp"
     n_ctx = rec.n_ctx or max(rec.n_depth + rec.n_prompt + rec.n_gen, 1)
+    # n_batch not stated: llama-bench's 2048, or the stated n_ubatch when larger (llama.cpp caps n_ubatch at
+    # n_batch, so a stated larger ubatch implies n_batch >= n_ubatch).
+    n_batch = rec.n_batch or max(2048, rec.n_ubatch or 0)
     return Workload(
         n_ctx=n_ctx,
         kv_dtype=rec.kv_dtype or "f16",
@@ -176,13 +190,32 @@ def workload_for(rec) -> Workload:
         n_prompt=rec.n_prompt,
         n_gen=rec.n_gen,
         n_depth=rec.n_depth,
-        n_batch=rec.n_batch or 2048,
+        n_batch=n_batch,
         n_ubatch=rec.n_ubatch or 512,
         flash_attn=bool(rec.flash_attn),
         engine=rec.engine,
         n_devices=rec.n_devices,
         split=split,
     )
+
+
+DETECTED_SUFFIX = " (detected host {device})"
+
+
+def point_family(rec, hw: HardwareSpec | None = None) -> str:
+    """The calibration group family of a record.
+
+    A catalogued device uses its hardware family.  A host that is not in the catalog (hardware_id "", spec
+    from extra["detected"]) forms its own group, ``"<family> (detected host <device>)"``: its bandwidth is
+    a copy probe measured on the host, not a datasheet peak, and its core count / compute rate is not
+    catalogued, so its efficiencies are on a different basis from the catalogued devices of the same ISA
+    family and must not be pooled with them at the family level (the gate then holds it out
+    leave-one-model-out).
+    """
+    fam = rec.hardware_family or (hw.family if hw is not None else "")
+    if rec.hardware_id:
+        return fam
+    return fam + DETECTED_SUFFIX.format(device=_device(rec))
 
 
 def _point(lr: LoadedRecord, phase: str, features, hw: HardwareSpec, measured_s: float) -> SpeedPoint:
@@ -192,7 +225,7 @@ def _point(lr: LoadedRecord, phase: str, features, hw: HardwareSpec, measured_s:
         hardware=hw,
         measured_s=measured_s,
         phase=phase,
-        family=r.hardware_family or hw.family,
+        family=point_family(r, hw),
         engine=r.engine,
         backend=r.backend,
         device=_device(r),
@@ -242,7 +275,7 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
                 points.append(p)
             if r.prefill_tok_s is not None:
                 f = sp.prefill_features(model, quant, wl)
-                if hw.kind != "cpu" and not hw.bf16_tflops:
+                if hw.kind != "cpu" and not has_datasheet_peak(hw, r.engine):
                     raise SpecError(f"device {hw.id!r} has no datasheet TFLOPS; its prefill cannot be fitted")
                 p = _point(lr, "prefill", f, hw, r.batch * r.n_prompt / r.prefill_tok_s)
                 p.extra["model_bytes"] = f["weight_bytes"]
@@ -252,6 +285,15 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
     return points, rejected
 
 
+def has_datasheet_peak(hw: HardwareSpec, engine: str) -> bool:
+    """True when ``estimator.speed.peak_tflops`` has a datasheet rate for this device and engine."""
+    try:
+        _speed().peak_tflops(hw, {}, False, engine)
+    except ValueError:
+        return False
+    return True
+
+
 def is_absolute(p: SpeedPoint) -> bool:
     """Prefill points of devices whose TFLOPS are unknown use PREFILL_ABS_PARAMS."""
-    return p.phase == "prefill" and (p.kind == "cpu" or not getattr(p.hardware, "bf16_tflops", None))
+    return p.phase == "prefill" and (p.kind == "cpu" or not has_datasheet_peak(p.hardware, p.engine))

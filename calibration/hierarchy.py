@@ -33,6 +33,10 @@ TAU_TIME_REL = 1.0
 TIME_FLOOR_S = {"t_fixed_s": 1e-4, "t_layer_s": 1e-5, "moe_route_s": 1e-5}
 DEFAULT_TIME_FLOOR_S = 1e-5
 MIN_POINTS_FOR_TAU = 10
+# A level with fewer points than this cannot estimate its own noise scale (the MAD of a handful of in-sample
+# residuals of a 3-6 parameter fit is ~0, which would let 1-2 points override the prior): it borrows the
+# noise scale of the level above.
+MIN_POINTS_FOR_SIGMA = 10
 
 Key = tuple[str, ...]
 
@@ -139,7 +143,10 @@ def fit_hierarchy(
     for pk, pts in _group(points, pool_key).items():
         g = h.globals_[pk[:3]]
         h.pools[pk] = fit_group(
-            pts, model, prior_around(g.params, model, TAU_POOL_EFF, "global " + "/".join(pk[:3]))
+            pts,
+            model,
+            prior_around(g.params, model, TAU_POOL_EFF, "global " + "/".join(pk[:3])),
+            sigma_log=_borrowed_sigma(pts, g),
         )
     h.taus = taus if taus is not None else estimate_taus(points, model, h.pools)
     for fk, pts in _group(points, family_key).items():
@@ -147,8 +154,23 @@ def fit_hierarchy(
         prior = prior_around(
             h.pools[pk].params, model, h.taus.get(pk, TAU_FAMILY_EFF), "pool " + "/".join(pk)
         )
-        h.families[fk] = fit_group(pts, model, prior)
+        h.families[fk] = fit_group(pts, model, prior, sigma_log=_borrowed_sigma(pts, h.pools[pk]))
     return h
+
+
+def _borrowed_sigma(points: Sequence[SpeedPoint], parent: FitResult | None) -> float | None:
+    """None (estimate it) when the level has >= MIN_POINTS_FOR_SIGMA points, else the parent's noise scale."""
+    if len(points) >= MIN_POINTS_FOR_SIGMA or parent is None:
+        return None
+    return parent.sigma_log
+
+
+def _fold_sigma(points: Sequence[SpeedPoint], full: FitResult | None, parent: FitResult | None):
+    """Noise scale of a level refitted in a CV fold: the parent's when the fold leaves it too few points,
+    else the full-data fit's."""
+    if len(points) < MIN_POINTS_FOR_SIGMA and parent is not None:
+        return parent.sigma_log
+    return full.sigma_log if full else None
 
 
 def fit_partial(
@@ -181,7 +203,7 @@ def fit_partial(
         ppts,
         model,
         prior_around(g.params, model, TAU_POOL_EFF, "global"),
-        sigma_log=pfull.sigma_log if pfull else None,
+        sigma_log=_fold_sigma(ppts, pfull, g),
         x0=pfull.params if pfull else None,
     )
     fpts = [p for p in ppts if family_key(p) == fk]
@@ -192,7 +214,7 @@ def fit_partial(
         fpts,
         model,
         prior_around(pool.params, model, full.taus.get(pk, TAU_FAMILY_EFF), "pool"),
-        sigma_log=ffull.sigma_log if ffull else None,
+        sigma_log=_fold_sigma(fpts, ffull, pool),
         x0=ffull.params if ffull else None,
     )
     return fam.params, "family"

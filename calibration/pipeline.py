@@ -296,7 +296,8 @@ def _uncalibrated(cal: Calibration, fitted: set) -> list[dict]:
         r = lr.record
         for phase, v in (("decode", r.decode_tok_s), ("prefill", r.prefill_tok_s)):
             if v is not None:
-                seen.setdefault((r.hardware_family, r.engine, r.backend, phase), "no usable points")
+                fam = feat.point_family(r)
+                seen.setdefault((fam, r.engine, r.backend, phase), "no usable points")
     out = []
     for k, why in sorted(seen.items()):
         if k not in fitted and k[0]:

@@ -9,7 +9,10 @@ one (hardware family, engine, backend), plus how well they are known:
   weights are offloaded), ``t_allreduce_s`` (latency of one tensor-parallel all-reduce).
 * ``prefill`` params: ``flops_eff`` in (0, 1], ``attn_eff`` in (0, 1], ``t_layer_s`` >= 0 (per layer per
   ubatch pass); optional ``bw_eff`` (memory term), ``flops_abs_tflops`` (effective 10^12 FLOP/s used when
-  the device's datasheet TFLOPS is unknown, e.g. CPUs; the efficiencies still multiply it).
+  the device's datasheet TFLOPS is unknown, e.g. CPUs; the efficiencies still multiply it),
+  ``flops_rel_f16`` / ``flops_rel_legacy`` / ``flops_rel_iquant`` (> 0: prefill GEMM efficiency of that
+  weight-kernel class relative to k-quants, which ``flops_eff`` describes; 1 when absent), ``flops_rel_moe``
+  (> 0: efficiency of routed-expert GEMMs relative to dense ones; 1 when absent).
 
 ``interval`` is the prediction interval of ln(measured / predicted) tokens/s: a point estimate ``x`` becomes
 ``[x * exp(log_lo), x * exp(log_hi)]``; a file interval that excludes 0 (a biased fit) is widened to include
@@ -57,8 +60,19 @@ REQUIRED_PARAMS = {
 }
 OPTIONAL_PARAMS = {
     "decode": ("moe_route_s", "host_bw_eff", "t_allreduce_s", "flops_eff", "flops_abs_tflops"),
-    "prefill": ("bw_eff", "flops_abs_tflops", "host_bw_eff", "t_allreduce_s"),
+    "prefill": (
+        "bw_eff",
+        "flops_abs_tflops",
+        "host_bw_eff",
+        "t_allreduce_s",
+        "flops_rel_f16",
+        "flops_rel_legacy",
+        "flops_rel_iquant",
+        "flops_rel_moe",
+    ),
 }
+# Positive multipliers / rates (> 0, no upper bound): the prefill kernel-class ratios and absolute TFLOPS.
+_POSITIVE = ("flops_abs_tflops", "flops_rel_f16", "flops_rel_legacy", "flops_rel_iquant", "flops_rel_moe")
 # Parameters that are fractions of a datasheet figure: must lie in (0, 1].
 _EFFICIENCIES = ("bw_eff", "flops_eff", "attn_eff", "host_bw_eff")
 
@@ -238,8 +252,8 @@ def _validate_entry(entry: Any, where: str, need_family: bool) -> None:
             raise CoefficientsError(f"{where}: {k} = {v} is outside (0, 1]")
         if k not in _EFFICIENCIES and v < 0:
             raise CoefficientsError(f"{where}: {k} = {v} must be >= 0")
-        if k == "flops_abs_tflops" and v <= 0:
-            raise CoefficientsError(f"{where}: flops_abs_tflops must be > 0")
+        if k in _POSITIVE and v <= 0:
+            raise CoefficientsError(f"{where}: {k} must be > 0")
     interval = entry.get("interval", {})
     lo, hi = interval.get("log_lo", -0.7), interval.get("log_hi", 0.5)
     if not (isinstance(lo, int | float) and isinstance(hi, int | float) and lo <= hi):

@@ -230,7 +230,7 @@ def _hardware_params(hardware, table, wl, n):
         cols["link"][j] = 0.5 * (h.interconnect_gbs or speed.DEFAULT_INTERCONNECT_GBS) * 1e9
         for key, fp8 in (("peak", False), ("peak8", True)):
             try:
-                cols[key][j] = speed.peak_tflops(h, p, fp8) * 1e12 * p.get("flops_eff", 1.0)
+                cols[key][j] = speed.peak_tflops(h, p, fp8, wl.engine) * 1e12 * p.get("flops_eff", 1.0)
             except ValueError:
                 cols[key][j] = np.nan
     return cols

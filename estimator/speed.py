@@ -15,18 +15,36 @@ Expected distinct experts per MoE layer touched by B tokens each routed to k of 
 
 Prefill (n_prompt tokens for each of B sequences on top of n_depth cached tokens, in ubatch passes)::
 
-    t = flops / (peak x flops_eff) + attn_flops / (peak x attn_eff)
-        + n_passes x (weight_bytes / (bw x bw_eff) + host_bytes / (host_bw x host_bw_eff) + t_layer_s x L)
-        + t_comm
+    t_c    = (flops - expert_flops) / (peak x eff) + expert_flops / (peak x eff x flops_rel_moe),
+             eff = flops_eff x rel[class]
+    t_mm   = sum over passes p of max(t_c x u_p / tokens, weight_bytes / (bw x bw_eff))
+    t_attn = attn_flops / (peak x attn_eff) + kq_bytes / (bw x bw_eff)
+    t      = (t_mm + t_attn + n_passes x (host_bytes / host_bw' + t_layer_s x L) + t_comm) x pipeline_factor
 
-with flops = 2 x matmul params (active) per token, attention FLOPs per layer and key = 4 x n_heads x head_dim
-(QK^T and AV; MLA uses its real dims), summed over the keys each token sees (causal: depth + i + 1, capped at
-the window on sliding/chunked layers), and weight_bytes = the weights one pass streams.
-
+* flops = 2 x matmul params (active, without the output head) per token + 2 x vocab x hidden per output row
+  (the head runs only for rows that return logits: the last token of each llama_decode call / sequence);
+  each pass p of u_p tokens does flops x u_p / tokens of them
+  while streaming the weights once: the matmuls of a pass sit on the larger of their compute and memory roofs.
+* rel[class]: prefill GEMM efficiency of the weights' kernel class relative to k-quants (``kernel_class``:
+  f16 | legacy | kquant | iquant | other; ``flops_rel_f16`` / ``flops_rel_legacy`` / ``flops_rel_iquant``,
+  1 when a set does not carry them, k-quants and other formats are the reference 1).  llama.cpp runs
+  different GEMM paths per weight type (cuBLAS on F16, MMQ / dequantize+GEMM on quants).
+* expert_flops: the routed-expert share of flops (``routed_active_params``); MoE expert GEMMs (llama.cpp
+  mul_mat_id: about u x k / E rows per expert) run at ``flops_rel_moe`` (optional, 1 when absent) x eff.
+* attention FLOPs per layer and key = 4 x n_heads x head_dim (QK^T and AV; MLA uses its real dims),
+  summed over the keys each token sees (causal: depth + i + 1, capped at the window on sliding/chunked
+  layers).
+* kq_bytes (llama.cpp without flash attention only): the KQ score matrix of each pass is materialised in F32,
+  n_heads x u_p x n_kv_p per attention layer, and crosses memory KQ_SCORE_BYTES = 16 B per score (written by
+  the KQ matmul, read + written by soft_max_ext, read by the KQV matmul).  Flash attention never writes it.
+* pipeline_factor (llama.cpp layer split over P > 1 fully offloaded devices): llama_decode splits each call of
+  up to n_batch tokens into m ubatches and runs them as a pipeline over the P devices (each holding L/P
+  layers), at most SCHED_MAX_COPIES in flight; factor = sum over calls of makespan(m, P) / (P x sum of m),
+  with makespan in stage times (``pipeline_makespan``).  1 for one device, vLLM, or partial offload.
 Multi-device: ``split="tp"`` divides bytes and FLOPs by N and adds 2 all-reduces of hidden x tokens x 2 B per
 layer (ring: 2 (N-1)/N x message / one-way link bandwidth, + ``t_allreduce_s`` latency); ``split="pp"``
-(layer split) serialises the devices for one stream: bytes/FLOPs at one device's rate plus N-1 activation
-hops.
+(layer split) serialises the devices for one decode stream: bytes at one device's rate plus N-1 activation
+hops (prefill micro-batches pipeline, see pipeline_factor).
 A device whose datasheet TFLOPS is unknown (CPUs) uses the coefficient set's ``flops_abs_tflops``.
 """
 
@@ -39,15 +57,29 @@ from estimator import kv as kv_mod
 from estimator import weights as weights_mod
 from estimator.coefficients import CoefficientSet, CoefficientTable
 from estimator.specs import (
-    CHUNKED,
-    FULL,
-    LINEAR,
-    MAMBA,
-    SLIDING,
     HardwareSpec,
     ModelSpec,
     QuantSpec,
     Workload,
+)
+from estimator.speed_terms import (  # noqa: F401 - re-exported: the speed physics' public helpers
+    KERNEL_CLASS_PARAMS,
+    KQ_SCORE_BYTES,
+    MOE_PARAM,
+    SCHED_MAX_COPIES,
+    attention_flops,
+    attn_flops_per_key,
+    expert_union,
+    is_fp8,
+    kernel_class,
+    kq_score_elems,
+    matmul_params,
+    n_moe_layers,
+    pipeline_factor,
+    pipeline_makespan,
+    routed_active_params,
+    state_flops_per_token,
+    sum_keys,
 )
 
 DEFAULT_HOST_BANDWIDTH_GBS = 89.6  # dual-channel DDR5-5600 peak (2 x 8 B x 5600 MT/s), as the catalog assumes
@@ -101,82 +133,6 @@ class SpeedReport:
 
 
 # --------------------------------------------------------------------------------------------- features
-def is_fp8(quant: QuantSpec) -> bool:
-    """True for FP8 weights (compute may use the device's FP8 tensor rate)."""
-    return quant.default_type.lower().startswith("fp8")
-
-
-def matmul_params(model: ModelSpec, active_params: int) -> int:
-    """Parameters multiplied per token: active params minus the input-embedding lookup (not a matmul).
-
-    With tied embeddings the same matrix is the output head, so it stays counted once.
-    """
-    return (
-        active_params
-        if model.tie_embeddings
-        else max(active_params - model.vocab_size * model.hidden_size, 0)
-    )
-
-
-def attn_flops_per_key(model: ModelSpec, absorbed: bool = False) -> int:
-    """FLOPs per (query token, key) in one attention layer: 2 x heads x (qk dim + v dim).
-
-    GQA/MHA: 4 x n_heads x head_dim.  MLA: naive form 2 x h x ((nope + rope) + v_head_dim) for prefill; the
-    absorbed form used in decode works on the latent: 2 x h x ((kv_lora_rank + rope) + kv_lora_rank).
-    """
-    h = model.n_heads
-    if model.mla is not None:
-        m = model.mla
-        if absorbed:
-            return 2 * h * (m.kv_lora_rank + m.qk_rope_head_dim + m.kv_lora_rank)
-        return 2 * h * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)
-    return 4 * h * model.head_dim
-
-
-def sum_keys(depth: int, n: int, window: int | None) -> int:
-    """Keys attended by n new tokens at positions depth .. depth+n-1: sum_i min(depth + i + 1, window)."""
-    if n <= 0:
-        return 0
-    if window is None or depth + n <= window:
-        return n * depth + n * (n + 1) // 2
-    if depth >= window:
-        return n * window
-    k = window - depth  # tokens that still see fewer than `window` keys (k < n here)
-    return k * depth + k * (k + 1) // 2 + (n - k) * window
-
-
-def state_flops_per_token(model: ModelSpec) -> int:
-    """FLOPs of linear-attention / SSM state updates per token over all such layers (~4 per state element)."""
-    if model.state is None:
-        return 0
-    n = sum(1 for t in model.layer_types if t in (LINEAR, MAMBA))
-    return 4 * model.state.recurrent_elems * n
-
-
-def attention_flops(model: ModelSpec, depth: int, n: int, absorbed: bool = False) -> int:
-    """Attention FLOPs (one sequence) for n tokens on top of depth cached tokens, over all layers."""
-    per_key = attn_flops_per_key(model, absorbed)
-    total = 0
-    for kind in model.layer_types:
-        if kind == FULL:
-            total += per_key * sum_keys(depth, n, None)
-        elif kind in (SLIDING, CHUNKED):
-            total += per_key * sum_keys(depth, n, model.window)
-    return total + n * state_flops_per_token(model)
-
-
-def expert_union(n_experts: int, k: int, n_tokens: int) -> float:
-    """Expected distinct experts of E (k routed per token) touched by B = n_tokens: E (1 - (1 - k/E)^B)."""
-    if n_tokens <= 0:
-        return 0.0
-    return n_experts * (1.0 - (1.0 - k / n_experts) ** n_tokens)
-
-
-def n_moe_layers(model: ModelSpec) -> int:
-    """Layers with a routed-expert FFN."""
-    return 0 if model.moe is None else model.n_layers - len(model.moe.dense_layers)
-
-
 def _weights_read(model: ModelSpec, wb, n_tokens: int, moe_offload_layers: int, offload_bytes: int):
     """(device_bytes, host_bytes, routed_union_bytes) of weights one forward pass over n_tokens reads.
 
@@ -262,46 +218,76 @@ def decode_features(model: ModelSpec, quant: QuantSpec, workload: Workload, dept
         "n_devices": max(int(workload.n_devices), 1),
         "split": workload.split,
         "fp8": is_fp8(quant),
+        "engine": workload.engine,
     }
 
 
 def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> dict:
     """Physics features of prefilling workload.n_prompt tokens for each of n_seq sequences at n_depth.
 
-    Keys: tokens, flops (2 x matmul params x tokens), attn_flops, weight_bytes (device bytes one ubatch pass
-    streams), host_bytes (per pass), n_passes = ceil(tokens / n_ubatch), ubatch_tokens, n_layers,
-    n_moe_layers, hidden_size, n_devices, split.
+    Keys: tokens, flops (2 x matmul params x tokens, the output head only for the rows that return logits),
+    expert_flops (the routed-expert part of flops), attn_flops, kq_bytes (llama.cpp without flash
+    attention), weight_bytes (device bytes one ubatch pass streams), host_bytes (per pass),
+    n_passes = ceil(tokens / n_ubatch), ubatch_tokens, kernel_class, pipeline_factor, n_layers,
+    n_moe_layers, hidden_size, n_devices, split, fp8.
     """
     b = max(int(workload.n_seq), 1)
-    tokens = b * max(int(workload.n_prompt), 0)
+    n_prompt = max(int(workload.n_prompt), 0)
+    tokens = b * n_prompt
     ubatch = max(min(int(workload.n_ubatch), int(workload.n_batch)), 1)
     n_passes = math.ceil(tokens / ubatch) if tokens else 0
     per_pass = min(tokens, ubatch)
     wb = breakdown(model, quant)
     dev, host, _ = _weights_read(model, wb, per_pass, workload.moe_offload_layers, workload.offload_bytes)
+    # The output head runs only for the rows that return logits: the last token of each llama_decode call
+    # (llama-bench / llama-cpp-python without logits_all), of each sequence under vLLM.
+    head = model.vocab_size * model.hidden_size
+    body = max(matmul_params(model, wb.n_params_active) - head, 0)
+    n_out = max(b, math.ceil(tokens / max(int(workload.n_batch), ubatch))) if tokens else 0
+    kq = 0.0
+    if workload.engine == "llama.cpp" and not workload.flash_attn and n_prompt:
+        u_seq = max(ubatch // b, 1) if b > 1 else ubatch
+        elems = kq_score_elems(model, int(workload.n_depth), n_prompt, u_seq)
+        kq = float(b * KQ_SCORE_BYTES * model.n_heads * elems)
     return {
         "tokens": tokens,
-        "flops": float(2 * matmul_params(model, wb.n_params_active) * tokens),
-        "attn_flops": float(b * attention_flops(model, int(workload.n_depth), int(workload.n_prompt))),
+        "flops": float(2 * (body * tokens + head * n_out)),
+        "expert_flops": float(2 * min(routed_active_params(model), body) * tokens),
+        "attn_flops": float(b * attention_flops(model, int(workload.n_depth), n_prompt)),
+        "kq_bytes": kq,
         "weight_bytes": dev,
         "host_bytes": host,
         "n_passes": n_passes,
         "ubatch_tokens": per_pass,
+        "kernel_class": kernel_class(model, quant),
+        "pipeline_factor": pipeline_factor(workload, tokens, ubatch),
         "n_layers": model.n_layers,
         "n_moe_layers": n_moe_layers(model),
         "hidden_size": model.hidden_size,
         "n_devices": max(int(workload.n_devices), 1),
         "split": workload.split,
         "fp8": is_fp8(quant),
+        "engine": workload.engine,
     }
 
 
 # ------------------------------------------------------------------------------------------------ times
-def peak_tflops(hardware: HardwareSpec, params: dict, fp8: bool = False) -> float:
-    """Datasheet dense TFLOPS used for compute: FP8 for fp8 weights where the device has it, else BF16;
-    ``flops_abs_tflops`` of the coefficient set when the datasheet figure is unknown (CPUs)."""
+def peak_tflops(hardware: HardwareSpec, params: dict, fp8: bool = False, engine: str = "") -> float:
+    """Dense TFLOPS the engine's GEMMs run at (10^12 FLOP/s).
+
+    * FP8 weights: the FP8 rate where the device has one.
+    * llama.cpp on NVIDIA with a catalogued INT8 rate: int8_tops / 2.  llama.cpp's CUDA GEMMs are cuBLAS with
+      CUBLAS_COMPUTE_16F (F16 weights, and quants dequantized to F16) or int8 MMQ; on Turing and later every
+      SKU's dense INT8 rate is twice its FP16-accumulate rate.  The bf16 column is the FP32-accumulate rate,
+      which GeForce parts run at half speed (shared/reference/hardware.md), so it would understate GeForce
+      cards 2x; on data-centre / workstation parts int8 / 2 equals the bf16 column.
+    * otherwise the datasheet BF16 rate; ``flops_abs_tflops`` of the coefficient set when the datasheet figure
+      is unknown (CPUs).
+    """
     if fp8 and hardware.fp8_tflops:
         return float(hardware.fp8_tflops)
+    if engine == "llama.cpp" and (hardware.vendor or "").lower() == "nvidia" and hardware.int8_tops:
+        return float(hardware.int8_tops) / 2.0
     if hardware.bf16_tflops:
         return float(hardware.bf16_tflops)
     if "flops_abs_tflops" in params:
@@ -358,7 +344,8 @@ def decode_time_per_token_s(features: dict, hardware: HardwareSpec, params: dict
     t_mem = f["bytes_per_token"] / (tp * bw) + f["host_bytes"] / host_bw
     t_comp = 0.0
     if f["batch"] > 1:
-        peak = peak_tflops(hardware, params, f.get("fp8", False)) * 1e12 * params.get("flops_eff", 1.0)
+        peak = peak_tflops(hardware, params, f.get("fp8", False), f.get("engine", ""))
+        peak *= 1e12 * params.get("flops_eff", 1.0)
         t_comp = f["flops"] / (tp * peak)
     overhead = params["t_fixed_s"] + params["t_layer_s"] * f["n_layers"]
     overhead += params.get("moe_route_s", 0.0) * f["n_moe_layers"]
@@ -366,19 +353,28 @@ def decode_time_per_token_s(features: dict, hardware: HardwareSpec, params: dict
 
 
 def prefill_time_s(features: dict, hardware: HardwareSpec, params: dict) -> float:
-    """Seconds to prefill ``features['tokens']`` tokens; see the module doc.  0 when there are no tokens."""
+    """Seconds to prefill ``features['tokens']`` tokens; see the module doc.  0 when there are no tokens.
+
+    Features from before the kernel-class / FA / pipeline terms (no ``kernel_class``, ``kq_bytes``,
+    ``pipeline_factor``) get the neutral values (k-quant reference, 0, 1).
+    """
     f = features
     if not f["tokens"]:
         return 0.0
     n = int(f["n_devices"])
     tp = n if f["split"] == "tp" else 1
-    peak = peak_tflops(hardware, params, f.get("fp8", False)) * 1e12 * tp
+    peak = peak_tflops(hardware, params, f.get("fp8", False), f.get("engine", "")) * 1e12 * tp
     bw = _bandwidth_gbs(hardware) * 1e9 * params.get("bw_eff", 1.0) * tp
     host_bw = host_bandwidth_bs(hardware, params, over_link=True)
-    t = f["flops"] / (peak * params["flops_eff"]) + f["attn_flops"] / (peak * params["attn_eff"])
-    per_pass = f["weight_bytes"] / bw + f["host_bytes"] / host_bw + params["t_layer_s"] * f["n_layers"]
-    t += f["n_passes"] * per_pass
-    return t + f["n_passes"] * _comm_s(f, hardware, params, int(f["ubatch_tokens"]))
+    eff = params["flops_eff"] * params.get(KERNEL_CLASS_PARAMS.get(f.get("kernel_class", "kquant"), ""), 1.0)
+    ex = f.get("expert_flops", 0.0)
+    t_c = (f["flops"] - ex) / (peak * eff) + ex / (peak * eff * params.get(MOE_PARAM, 1.0))
+    passes = max(int(f["n_passes"]), 1)
+    t_mm = passes * max(t_c / passes, f["weight_bytes"] / bw)
+    t_attn = f["attn_flops"] / (peak * params["attn_eff"]) + f.get("kq_bytes", 0.0) / bw
+    t = t_mm + t_attn + f["n_passes"] * (f["host_bytes"] / host_bw + params["t_layer_s"] * f["n_layers"])
+    t += f["n_passes"] * _comm_s(f, hardware, params, int(f["ubatch_tokens"]))
+    return t * f.get("pipeline_factor", 1.0)
 
 
 # ------------------------------------------------------------------------------------------- estimates
