@@ -62,6 +62,13 @@ class Recommendations(NamedTuple):
     notes: tuple[str, ...] = ()
 
 
+def can_combine(hw: HardwareSpec) -> bool:
+    """Whether several of this device can serve one model with tensor / pipeline parallelism: a discrete GPU
+    or NPU with a device interconnect.  Unified-memory machines (Apple, APUs) and CPU boxes are single
+    systems: two of them are two computers, not one larger device."""
+    return hw.kind in ("gpu", "npu") and bool(hw.interconnect_gbs)
+
+
 def eligible(hardware: list[HardwareSpec] | tuple[HardwareSpec, ...]) -> list[HardwareSpec]:
     """Catalog devices that can be recommended: known memory and bandwidth, not a CPU."""
     return [h for h in hardware if h.memory_bytes and h.bandwidth_gbs and h.kind != "cpu"]

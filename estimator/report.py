@@ -257,6 +257,35 @@ class LaunchEntry(NamedTuple):
     notes: tuple[str, ...]
 
 
+class HardwareOption(NamedTuple):
+    """One configuration of ``chart_data.hardware_comparison`` (see estimator.report_charts)."""
+
+    hardware_id: str
+    hardware_name: str
+    kind: str
+    n_devices: int
+    memory_bytes: int  # all devices together
+    required_bytes: int  # estimated total over all devices
+    headroom_bytes: int
+    decode_tok_s: float | None  # single stream, estimated
+    usd_per_hour: float | None
+    rate_origin: str  # cloud rate | cloud rate, scaled per device | amortised purchase + power | none
+    rate_provider: str | None
+    purchase_usd: float | None
+    power_w: float | None
+    usd_per_1m_output_tokens: float | None  # at decode_tok_s
+    selected: bool
+
+
+class ChartData(NamedTuple):
+    """Series for the HTML charts (docs/html.md); totals are bytes over all devices."""
+
+    context_by_kv: dict[str, tuple[tuple[int, int], ...]]  # kv dtype -> ((n_ctx, total_bytes), ...)
+    prefill_by_quant: dict[str, SpeedFigure]
+    hardware_comparison: tuple[HardwareOption, ...]
+    notes: tuple[str, ...]
+
+
 class CoefficientsInfo(NamedTuple):
     path: str | None
     calibrated_file: bool
@@ -283,6 +312,7 @@ class Report(NamedTuple):
     recommendations: Recommendations
     launch: tuple[LaunchEntry, ...]
     coefficients: CoefficientsInfo
+    chart_data: ChartData
     warnings: tuple[str, ...]
 
 

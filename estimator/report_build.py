@@ -39,6 +39,7 @@ from estimator.report import (
     launch_entry,
     model_facts,
 )
+from estimator.report_charts import chart_data
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
 from estimator.weights import weight_breakdown
 
@@ -48,12 +49,19 @@ _SIZING_ERRORS = (SpecError, ValueError, ArithmeticError)
 
 
 class Physics:
-    """Memoised memory / speed calls for one model and coefficient table."""
+    """Memoised memory / speed calls for one model and coefficient table.
+
+    Decode: ``decode_features`` do not depend on the device, so the features at ``decode_depths`` are computed
+    once per (quant, workload) and every device applies ``decode_time_per_token_s`` to them; the result equals
+    ``1 / speed.mean_decode_step_s`` (a test checks) at a fraction of the cost when many devices are sized.
+    """
 
     def __init__(self, model: ModelSpec, table):
         self.model, self.table = model, table
         self._mem: dict = {}
         self._params: dict = {}
+        self._feats: dict = {}
+        self._decode: dict = {}
 
     def memory(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload):
         key = (quant.name, hw, wl)
@@ -67,16 +75,33 @@ class Physics:
             self._params[key] = speed_mod.merged_params(self.table, hw, engine)
         return self._params[key]
 
+    def _decode_features(self, quant: QuantSpec, wl: Workload) -> list[dict]:
+        key = (quant.name, wl)
+        if key not in self._feats:
+            depths = speed_mod.decode_depths(int(wl.n_depth), max(int(wl.n_gen), 1))
+            self._feats[key] = [speed_mod.decode_features(self.model, quant, wl, d) for d in depths]
+        return self._feats[key]
+
     def decode(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload) -> SpeedFigure:
         """Mean single-stream decode speed over wl.n_gen tokens from wl.n_depth (tg{n_gen})."""
-        dec, _, dparams, _ = self.params(hw, wl.engine)
-        step = speed_mod.mean_decode_step_s(
-            self.model, quant, hw, wl, dparams, int(wl.n_depth), max(int(wl.n_gen), 1)
-        )
-        return figure(1.0 / step, dec)
+        key = (quant.name, hw, wl)
+        if key not in self._decode:
+            dec, _, dparams, _ = self.params(hw, wl.engine)
+            feats = self._decode_features(quant, wl)
+            step = sum(speed_mod.decode_time_per_token_s(f, hw, dparams) for f in feats) / len(feats)
+            self._decode[key] = figure(1.0 / step, dec)
+        return self._decode[key]
 
     def decode_tok_s(self, model: ModelSpec, quant: QuantSpec, hw: HardwareSpec, wl: Workload) -> float:
         return self.decode(quant, hw, wl).tok_s
+
+    def prefill(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload) -> SpeedFigure:
+        """Prefill tok/s of B x n_prompt tokens (pp{n_prompt}, 512 if unset), as ``speed.estimate_speed``."""
+        _, pre, _, pparams = self.params(hw, wl.engine)
+        n_prompt = int(wl.n_prompt) if wl.n_prompt > 0 else 512
+        pw = replace(wl, n_prompt=n_prompt)
+        t = speed_mod.prefill_time_s(speed_mod.prefill_features(self.model, quant, pw), hw, pparams)
+        return figure(max(int(wl.n_seq), 1) * n_prompt / t, pre)
 
     def aggregate_tok_s(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload) -> float:
         """Total decode tok/s of wl.concurrency sequences with the KV cache at half of n_ctx."""
@@ -398,6 +423,8 @@ def build_sections(
         options.purchase_usd,
     )
     floor = int(m.weights_bytes + m.kv_bytes)
+    ctx_rows = context_rows(ph, model, quant, hw, wl, options.contexts)
+    q_rows = quant_rows(ph, model, quant, hw, wl, options)
     sizer = Sizer(model, quant, wl, lambda mm, qq, hh, ww: ph.memory(qq, hh, ww), ph.decode_tok_s, floor)
     recs = recommend(sizer, hw, options.hardware_catalog, options.rates)
     lc, vl = launch_commands(model, quant.name, wl, int(m.weights_bytes))
@@ -411,8 +438,8 @@ def build_sections(
         model=model_facts(model, wb.n_params_total, wb.n_params_active),
         memory=memory_section(m, hw, wl.n_devices),
         kv=kv_section(ph, model, quant, hw, wl, m),
-        context_scaling=context_rows(ph, model, quant, hw, wl, options.contexts),
-        quant_matrix=quant_rows(ph, model, quant, hw, wl, options),
+        context_scaling=ctx_rows,
+        quant_matrix=q_rows,
         speed=spd,
         multi_device=multi_device(ph, quant, hw, wl, m),
         cost=cost,
@@ -420,6 +447,7 @@ def build_sections(
         recommendations=recs,
         launch=(launch_entry(lc), launch_entry(vl)),
         coefficients=cinfo,
+        chart_data=chart_data(ph, model, quant, hw, wl, options, ctx_rows, q_rows, floor),
         warnings=warnings,
     )
 
