@@ -11,14 +11,29 @@ the others keep the estimator's default and are listed as not identified.  Fit: 
 ln(pred/meas), soft_l1, all coefficients >= 0.
 
 Gate metrics (check.py):
-  weights+kv  measured weights_bytes + kv_bytes vs weight_breakdown().total_bytes + kv_cache().total_bytes
-              (exact physics, no fitted term); single-device records only (multi-GPU published weights may
-              be per device).
-  total       device_total_bytes of OWN measured records (origin "measured": NVML / process peak of the
-              run) vs estimate_memory().total_bytes with runtime terms fitted without that device.
-              Imported totals are not gated: their meaning differs by source (llama.cpp "total VRAM used
-              (model + context)" without the CUDA context, peak process RSS, sampled GTT peaks; see
-              docs/calibration.md).
+  weights+kv  weights + KV the run allocated vs the estimator's weights + kv_cache().total_bytes
+              (exact physics, no fitted term):
+              * own llama.cpp records: weights_bytes (llama_model_size, every tensor) + kv_bytes from
+                the engine log, vs weight_breakdown().total_bytes + KV;
+              * published llama.cpp runs: the weights_gib and kv_gib records of one run are joined (same
+                source, device, device count, model, quant, test and n_ctx).  weights_gib is the sum of
+                the GPU / Metal model buffers ("'VRAM used' line", "sum of GPU/Metal buffers"): llama.cpp
+                keeps the token embedding in a CPU buffer, so it is compared with total - token_embd
+                (+ token_embd again for a tied embedding, duplicated on the device as the output head);
+                "'mem required' line" (old host-side figure) is the whole model.  Both are sums over
+                devices, so multi-GPU runs are gated too.
+              vLLM records are not gated here: their kv_bytes is the pre-allocated pool
+              (kv_cache_memory_bytes), not a need at n_ctx; their weights appear as the ungated
+              "weights" row.
+  total       * own measured records: device_total_bytes (origin "measured": NVML / process peak of the
+                run) vs estimate_memory().total_bytes, runtime terms fitted without that device;
+              * published single-device runs with a logged "total VRAM used (model + context)":
+                llama.cpp's buffer total (device weights + KV + compute, no CUDA context), vs
+                estimate_memory().total_bytes - context_overhead_bytes, runtime terms fitted without
+                that device.
+              Not gated: peak process RSS (mac-llm-bench, GB/GiB ambiguous; own CPU runs: mmap'd weights
+              and untouched compute pages make RSS differ from allocations), sampled GTT peaks (Strix Halo).
+  compute     (ungated) held-out compute buffers, single device, runtime terms fitted without the device.
 """
 
 from __future__ import annotations
@@ -126,10 +141,54 @@ def default_memory_coeffs(engine: str) -> dict[str, float] | None:
 
 
 def _specs(lr: LoadedRecord, resolver):
+    """(model, quant, hardware, workload) of a record; memory-only imports leave batch unstated (0): one
+    sequence."""
+    import dataclasses
+
     from calibration.features import workload_for
 
     model, quant, hw = resolver.spec_for(lr.record)
-    return model, quant, hw, workload_for(lr.record)
+    wl = workload_for(lr.record)
+    return model, quant, hw, dataclasses.replace(wl, n_seq=max(int(wl.n_seq), 1))
+
+
+MEMORY_METRICS = ("weights_gib", "kv_gib", "compute_buffer_gib", "total_gib")
+
+
+def published_runs(ds: Dataset) -> list[dict[str, LoadedRecord]]:
+    """Imported memory records grouped per published run: {metric: record} for each (source, device, device
+    count, model, quant, test, n_ctx)."""
+    runs: dict[tuple, dict[str, LoadedRecord]] = {}
+    for lr in ds.records:
+        r = lr.record
+        ex = r.extra if isinstance(r.extra, dict) else {}
+        metric = ex.get("metric")
+        if r.origin != "imported" or metric not in MEMORY_METRICS:
+            continue
+        test = (ex.get("published") or {}).get("test", "")
+        key = (r.source, r.hardware_id, r.n_devices, r.model_id, r.quant, test, r.n_ctx)
+        runs.setdefault(key, {})[metric] = lr
+    return list(runs.values())
+
+
+def weights_meaning(notes: str) -> str | None:
+    """What a published weights_gib figure counts: "device" (GPU / Metal model buffers, token embedding in
+    a CPU buffer), "all" (every tensor), or None (unknown: not compared)."""
+    if "'VRAM used' line" in notes or "sum of GPU/Metal buffers" in notes:
+        return "device"
+    if "'mem required' line" in notes:
+        return "all"
+    return None
+
+
+def weight_bytes_for(model, quant, meaning: str) -> int:
+    """Estimator weight bytes with a given meaning (estimator.memory places the embedding the same way)."""
+    from estimator import weights
+
+    wb = weights.weight_breakdown(model, quant)
+    if meaning == "all":
+        return wb.total_bytes
+    return wb.total_bytes - wb.token_embd_bytes + (wb.token_embd_bytes if model.tie_embeddings else 0)
 
 
 def fit_memory(ds: Dataset, resolver=None, exclude_device: str | None = None) -> tuple[dict, list[str]]:
@@ -195,87 +254,118 @@ def _measured_runtime(r, target: str) -> float | None:
 def memory_gate(ds: Dataset, resolver=None) -> tuple[list[MemoryGateRow], list[str]]:
     """Held-out memory predictions for the gate (see module docstring)."""
     from calibration.features import Resolver
-    from estimator import kv, weights
+    from estimator import kv
 
     resolver = resolver or Resolver()
     rows: list[MemoryGateRow] = []
     notes: list[str] = []
-    multi = 0
-    for lr in ds.records:
+
+    def kv_pred(model, wl, engine) -> int:
+        return kv.kv_cache(model, wl.n_ctx, wl.kv_dtype, n_seq=wl.n_seq, engine=engine).total_bytes
+
+    for lr in ds.records:  # own runs: weights and KV in one record
         r = lr.record
-        if r.weights_bytes is None or r.kv_bytes is None:
-            continue
-        if r.n_devices != 1:
-            multi += 1
+        if r.origin != "measured" or r.weights_bytes is None:
             continue
         try:
             model, quant, hw, wl = _specs(lr, resolver)
-            pred = (
-                weights.weight_breakdown(model, quant).total_bytes
-                + kv.kv_cache(model, wl.n_ctx, wl.kv_dtype, n_seq=wl.n_seq, engine=r.engine).total_bytes
-            )
+            w = weight_bytes_for(model, quant, "all")
+            if r.engine == "vllm":
+                rows.append(_row(r, "weights", w, r.weights_bytes, "exact physics (ungated)", lr.where))
+            elif r.kv_bytes is not None:
+                pred = w + kv_pred(model, wl, r.engine)
+                rows.append(
+                    _row(r, "weights+kv", pred, r.weights_bytes + r.kv_bytes, "exact physics", lr.where)
+                )
         except Exception as exc:  # noqa: BLE001 - reported, not fatal
             notes.append(f"{lr.where}: weights+kv not predictable ({exc})")
+    unknown = 0
+    for run in published_runs(ds):
+        if "weights_gib" not in run or "kv_gib" not in run:
             continue
+        wlr, klr = run["weights_gib"], run["kv_gib"]
+        meaning = weights_meaning(str(wlr.record.extra.get("notes", "")))
+        if meaning is None:
+            unknown += 1
+            continue
+        try:
+            model, quant, hw, wl = _specs(wlr, resolver)
+            pred = weight_bytes_for(model, quant, meaning) + kv_pred(model, wl, wlr.record.engine)
+        except Exception as exc:  # noqa: BLE001
+            notes.append(f"{wlr.where}: weights+kv not predictable ({exc})")
+            continue
+        meas = wlr.record.weights_bytes + klr.record.kv_bytes
+        where = f"{wlr.where} + {klr.where.rsplit(':', 1)[-1]}"
         rows.append(
-            MemoryGateRow(
-                r.hardware_family,
-                r.engine,
-                r.backend,
-                "weights+kv",
-                float(pred),
-                float(r.weights_bytes + r.kv_bytes),
-                "exact physics",
-                lr.where,
-            )
+            _row(wlr.record, "weights+kv", pred, meas, f"exact physics (published, {meaning})", where)
         )
-    if multi:
-        notes.append(
-            f"weights+kv: {multi} multi-device record(s) not gated (published weights may be per device)"
-        )
-    rows += _total_gate(ds, resolver, notes)
+    if unknown:
+        notes.append(f"weights+kv: {unknown} published run(s) whose weights figure has no known meaning")
+    rows += _held_out_runtime(ds, resolver, notes)
     return rows, notes
 
 
-def _total_gate(ds: Dataset, resolver, notes: list[str]) -> list[MemoryGateRow]:
+def _row(r, metric: str, pred: float, meas: float, scheme: str, where: str) -> MemoryGateRow:
+    from calibration.features import point_family
+
+    return MemoryGateRow(
+        point_family(r), r.engine, r.backend, metric, float(pred), float(meas), scheme, where
+    )
+
+
+def _held_out_runtime(ds: Dataset, resolver, notes: list[str]) -> list[MemoryGateRow]:
+    """total (gated) and compute (ungated) rows whose runtime terms are fitted without the row's device."""
     from calibration.dataset import device_key
 
-    cands = [
-        lr
-        for lr in ds.records
-        if lr.record.origin == "measured" and lr.record.device_total_bytes and lr.record.n_devices == 1
-    ]
+    cands: list[tuple[str, LoadedRecord, LoadedRecord | None]] = []
+    for lr in ds.records:
+        r = lr.record
+        if r.n_devices != 1:
+            continue
+        if r.origin == "measured" and r.device_total_bytes:
+            cands.append(("total", lr, None))
+        if r.compute_bytes:
+            cands.append(("compute", lr, None))
+    for run in published_runs(ds):
+        t, w = run.get("total_gib"), run.get("weights_gib")
+        if t is None or w is None or t.record.n_devices != 1:
+            continue
+        if weights_meaning(str(w.record.extra.get("notes", ""))) == "device":
+            cands.append(("total-buffers", t, w))
     if not cands:
         return []
     try:
         from estimator import memory
     except ImportError:
-        notes.append(f"total: estimator.memory is not available; {len(cands)} record(s) not gated")
+        notes.append(f"memory: estimator.memory is not available; {len(cands)} record(s) not gated")
         return []
     rows = []
-    for dev in sorted({device_key(lr.record) for lr in cands}):
+    for dev in sorted({device_key(c[1].record) for c in cands}):
         coeffs, _ = fit_memory(ds, resolver, exclude_device=dev)
-        for lr in (x for x in cands if device_key(x.record) == dev):
+        for kind, lr, _w in (c for c in cands if device_key(c[1].record) == dev):
             r = lr.record
             try:
                 model, quant, hw, wl = _specs(lr, resolver)
-                est = memory.estimate_memory(model, quant, hw, wl, coeffs.get(r.engine) or None)
+                c = coeffs.get(r.engine) or None
+                if kind == "compute":
+                    rt = _runtime().runtime_buffers(model, quant, hw, wl, c)
+                    rows.append(
+                        _row(r, "compute", rt.compute_bytes, r.compute_bytes, "lodo (ungated)", lr.where)
+                    )
+                    continue
+                est = memory.estimate_memory(model, quant, hw, wl, c)
             except Exception as exc:  # noqa: BLE001
-                notes.append(f"{lr.where}: total memory not predictable ({exc})")
+                notes.append(f"{lr.where}: {kind} memory not predictable ({exc})")
                 continue
-            rows.append(
-                MemoryGateRow(
-                    r.hardware_family,
-                    r.engine,
-                    r.backend,
-                    "total",
-                    float(est.total_bytes),
-                    float(r.device_total_bytes),
-                    "lodo (runtime terms)",
-                    lr.where,
+            if kind == "total":
+                rows.append(
+                    _row(r, "total", est.total_bytes, r.device_total_bytes, "lodo (runtime terms)", lr.where)
                 )
-            )
+            else:
+                pred = est.total_bytes - est.overhead_bytes
+                meas = r.device_total_bytes or 0
+                rows.append(_row(r, "total", pred, meas, "lodo (runtime terms), published buffers", lr.where))
     return rows
 
 
-__all__ = ["fit_terms", "fit_memory", "memory_gate", "MemoryGateRow", "TermFit", "math"]
+__all__ = ["fit_terms", "fit_memory", "memory_gate", "published_runs", "MemoryGateRow", "TermFit", "math"]
