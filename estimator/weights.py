@@ -39,7 +39,8 @@ from estimator.specs import FULL, LINEAR, MAMBA, NONE, ModelSpec, QuantSpec
 
 
 class Tensor(NamedTuple):
-    """One weight tensor.  group: embd | output | dense | routed | shared | norm."""
+    """One weight tensor.  group: embd | output | dense | routed | shared | norm.  is_3d: stored as a 3-D
+    tensor (merged routed experts, MLA attn_k_b / attn_v_b): llama.cpp's MXFP4_MOE recipe makes it MXFP4."""
 
     name: str
     tclass: str
@@ -47,6 +48,7 @@ class Tensor(NamedTuple):
     n_elements: int
     row_len: int
     group: str
+    is_3d: bool = False
 
 
 class WeightBreakdown(NamedTuple):
@@ -75,6 +77,8 @@ class WeightBreakdown(NamedTuple):
 
 
 _QK_NORM_ARCHS = ("qwen3", "gemma3", "gemma4", "llama4", "hunyuan", "olmo2", "minimax_m2", "qwen3_5")
+# Gemma 2/3/4 also normalise after attention and after the FFN (post_attention_norm, post_ffw_norm, F32).
+_SANDWICH_NORM_ARCHS = ("gemma2", "gemma3", "gemma4")
 
 
 def _attn(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
@@ -98,13 +102,27 @@ def _attn(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
                 b + "attn_kv_a_mqa.weight", "other", i, h * (a.kv_lora_rank + a.qk_rope_head_dim), h, "dense"
             ),
             Tensor(b + "attn_kv_a_norm.weight", "norm", i, a.kv_lora_rank, a.kv_lora_rank, "norm"),
+            # kv_b as current llama.cpp GGUFs store it (convert_hf_to_gguf splits it for MLA absorption):
+            # attn_k_b [nope, kv_lora, heads] (rows of qk_nope elements) and attn_v_b [kv_lora, v, heads];
+            # neither is an attn_v-like tensor for the quantizer (category OTHER: default type, then the
+            # row-length fallback, e.g. q4_K -> q5_0 for 128-element rows).
             Tensor(
-                b + "attn_kv_b.weight",
-                "attn_v",
+                b + "attn_k_b.weight",
+                "other",
                 i,
-                a.kv_lora_rank * m.n_heads * (a.qk_nope_head_dim + a.v_head_dim),
+                m.n_heads * a.kv_lora_rank * a.qk_nope_head_dim,
+                a.qk_nope_head_dim,
+                "dense",
+                True,
+            ),
+            Tensor(
+                b + "attn_v_b.weight",
+                "other",
+                i,
+                m.n_heads * a.v_head_dim * a.kv_lora_rank,
                 a.kv_lora_rank,
                 "dense",
+                True,
             ),
             Tensor(
                 b + "attn_output.weight",
@@ -130,7 +148,11 @@ def _attn(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
         Tensor(b + "attn_output.weight", "attn_output", i, m.n_heads * hd * h, m.n_heads * hd, "dense")
     )
     if m.qkv_bias:
-        out.append(Tensor(b + "attn_qkv.bias", "bias", i, m.n_heads * hd + 2 * kvh * hd, 1, "norm"))
+        out += [
+            Tensor(b + "attn_q.bias", "bias", i, m.n_heads * hd, m.n_heads * hd, "norm"),
+            Tensor(b + "attn_k.bias", "bias", i, kvh * hd, kvh * hd, "norm"),
+            Tensor(b + "attn_v.bias", "bias", i, kvh * hd, kvh * hd, "norm"),
+        ]
     if m.architecture.startswith(_QK_NORM_ARCHS):
         out += [
             Tensor(b + "attn_q_norm.weight", "norm", i, hd, hd, "norm"),
@@ -138,6 +160,8 @@ def _attn(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
         ]
     if m.architecture == "gpt_oss":
         out.append(Tensor(b + "attn_sinks.weight", "norm", i, m.n_heads, m.n_heads, "norm"))
+    if m.architecture.startswith(_SANDWICH_NORM_ARCHS):
+        out.append(Tensor(b + "post_attention_norm.weight", "norm", i, h, h, "norm"))
     return out
 
 
@@ -235,6 +259,8 @@ def tensor_inventory(model: ModelSpec) -> tuple[Tensor, ...]:
             continue
         out.append(Tensor(f"blk.{i}.ffn_norm.weight", "norm", i, h, h, "norm"))
         out += _ffn(m, i, m.moe is not None and i not in dense)
+        if m.architecture.startswith(_SANDWICH_NORM_ARCHS):
+            out.append(Tensor(f"blk.{i}.post_ffw_norm.weight", "norm", i, h, h, "norm"))
     out.append(Tensor("output_norm.weight", "norm", -1, h, h, "norm"))
     if not m.tie_embeddings:
         out.append(Tensor("output.weight", "output", -1, m.vocab_size * h, h, "output"))
@@ -348,7 +374,7 @@ def _plan(model: ModelSpec) -> _Plan:
         idx = -1
         if t.tclass == "attn_v":
             idx, wv = wv, wv + 1
-        key = (t.tclass, t.group, t.n_elements, t.row_len, t.group == "routed")
+        key = (t.tclass, t.group, t.n_elements, t.row_len, t.is_3d or t.group == "routed")
         groups.setdefault(key, []).append((t.layer, idx))
         n_total += t.n_elements
         if t.group == "routed":

@@ -63,3 +63,51 @@ def test_mxfp4_gpt_oss_near_published_size():
     wb = weight_breakdown(get_model("gpt-oss-120b"), "MXFP4")
     # official MXFP4 checkpoint ~ 121.54 GiB / 2 (kaito lists both copies); experts at 4.25 bits
     assert wb.total_bytes / 2**30 == pytest.approx(60.8, rel=0.08)
+
+
+# Summed tensor bytes (gguf.GGUFReader) of files harness.synth wrote for harness.synth.tiny_model(arch)
+# (4 layers) and llama.cpp's llama-quantize quantized (llama-cpp-python 0.3.36).  Measured, not estimated.
+QUANTIZED_FILE_BYTES = [
+    ("llama", "Q4_K_M", 2_259_456),
+    ("llama", "Q8_0", 3_908_608),
+    ("qwen2", "Q4_K_M", 2_267_648),
+    ("qwen3", "Q4_K_M", 2_261_504),
+    ("qwen3_moe", "Q4_K_M", 4_822_016),
+    ("qwen3_moe", "Q8_0", 8_121_344),
+    ("gemma3", "Q4_K_M", 2_122_240),  # post_attention_norm / post_ffw_norm included
+    ("gemma3", "Q8_0", 3_640_320),
+    ("deepseek_v2", "Q4_K_M", 4_694_016),  # attn_k_b / attn_v_b rows of 64 / 128 fall back to q5_0
+    ("deepseek_v2", "Q8_0", 8_008_704),
+]
+
+
+@pytest.mark.parametrize("arch, quant, file_bytes", QUANTIZED_FILE_BYTES)
+def test_estimate_equals_llama_quantize_output(arch, quant, file_bytes):
+    from harness.synth import tiny_model
+
+    assert weight_breakdown(tiny_model(arch), quant).total_bytes == file_bytes
+
+
+def test_mla_kv_b_is_split_like_current_ggufs():
+    m = get_model("deepseek-v2-lite-16b")
+    a = m.mla
+    names = {t.name.split(".", 2)[-1] for t in tensor_inventory(m) if t.layer == 0}
+    assert {"attn_k_b.weight", "attn_v_b.weight"} <= names and "attn_kv_b.weight" not in names
+    wb = weight_breakdown(m, "Q4_K_M")
+    # attn_k_b rows hold qk_nope (128) elements: not whole q4_K blocks of 256 -> q5_0 (llama.cpp fallback)
+    from estimator.quant import type_for
+
+    k_b = m.n_layers * m.n_heads * a.kv_lora_rank * a.qk_nope_head_dim
+    assert type_for("Q4_K_M", "other", 3, m.n_layers, row_len=a.qk_nope_head_dim) == "q5_0"
+    assert type_for("Q4_K_M", "other", 3, m.n_layers, row_len=a.kv_lora_rank) == "q4_K"  # attn_v_b
+    assert wb.by_type_bytes["q5_0"] >= row_bytes("q5_0", k_b)
+    # 3-D tensors become MXFP4 under MXFP4_MOE, as the merged experts do
+    assert "mxfp4" in weight_breakdown(m, "MXFP4").by_type_bytes
+
+
+def test_gemma_sandwich_norms():
+    m = get_model("gemma-3-27b")
+    per_layer = [t for t in tensor_inventory(m) if t.layer == 5 and t.group == "norm"]
+    names = {t.name.split(".", 2)[-1] for t in per_layer}
+    assert {"post_attention_norm.weight", "post_ffw_norm.weight"} <= names
+    assert weight_breakdown(m, "BF16").by_class_bytes["norm"] >= m.n_layers * 4 * m.hidden_size * 4
