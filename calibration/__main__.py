@@ -23,6 +23,7 @@ def _write_json_atomic(path: Path, doc: dict) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(doc, fh, indent=1, sort_keys=False)
             fh.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; the committed file must be readable like the records
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -14,7 +14,9 @@ Measured times (seconds):
            depths.  For batch 1 the step time is affine in the features, so the features are averaged
            once over those depths (exact); batch > 1 keeps one feature dict per depth.
   prefill  t = batch * n_prompt / prefill_tok_s.
-A record whose features cannot be computed (unknown model, quant or device, no bandwidth) is a Rejection.
+A record whose features cannot be computed (unknown model, quant or device, no bandwidth) is a Rejection, and
+so is a phase whose repetition samples disagree by more than MAX_SAMPLE_SPREAD x (max / min): the speed of
+that phase is left out (its memory figures are still used).
 """
 
 from __future__ import annotations
@@ -55,6 +57,10 @@ PREFILL_ABS_PARAMS = (
     *KERNEL_CLASS_PARAMS,
 )
 _MIDPOINT_SEGMENTS = 16
+# Repetitions of one point on an undisturbed device agree within a few percent (llama-bench style samples,
+# shared/reference/methods.md A5).  A point whose fastest repetition is more than this many times its slowest
+# measured interference (other processes on the cores), not the device: its speed is left out (and listed).
+MAX_SAMPLE_SPREAD = 2.0
 
 
 def _speed():
@@ -267,13 +273,21 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
             if not hw.bandwidth_gbs:
                 raise SpecError(f"device {hw.id!r} has no bandwidth in the catalog")
             wl = workload_for(r)
-            if r.decode_tok_s is not None:
+            for phase, samples in (("prefill", r.prefill_samples_tok_s), ("decode", r.decode_samples_tok_s)):
+                spread = sample_spread(samples)
+                if spread is not None and spread > MAX_SAMPLE_SPREAD:
+                    why = (
+                        f"{phase} repetitions disagree {spread:.1f}x (max/min of {len(samples)} samples > "
+                        f"{MAX_SAMPLE_SPREAD:g}): the device was not measured undisturbed; speed left out"
+                    )
+                    rejected.append(Rejection(lr.file, lr.line, r.record_id, why))
+            if r.decode_tok_s is not None and _stable(r.decode_samples_tok_s):
                 feats = [sp.decode_features(model, quant, wl, d) for d in decode_depths(r.n_depth, r.n_gen)]
                 f = _mean_features(feats) if r.batch == 1 else feats
                 p = _point(lr, "decode", f, hw, r.batch / r.decode_tok_s)
                 p.extra["model_bytes"] = feats[0]["weight_bytes"]
                 points.append(p)
-            if r.prefill_tok_s is not None:
+            if r.prefill_tok_s is not None and _stable(r.prefill_samples_tok_s):
                 f = sp.prefill_features(model, quant, wl)
                 if hw.kind != "cpu" and not has_datasheet_peak(hw, r.engine):
                     raise SpecError(f"device {hw.id!r} has no datasheet TFLOPS; its prefill cannot be fitted")
@@ -292,6 +306,19 @@ def has_datasheet_peak(hw: HardwareSpec, engine: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def sample_spread(samples) -> float | None:
+    """max / min of the repetition samples (tokens/s), None with fewer than 2 samples."""
+    xs = [float(x) for x in samples or ()]
+    if len(xs) < 2 or min(xs) <= 0:
+        return None
+    return max(xs) / min(xs)
+
+
+def _stable(samples) -> bool:
+    spread = sample_spread(samples)
+    return spread is None or spread <= MAX_SAMPLE_SPREAD
 
 
 def is_absolute(p: SpeedPoint) -> bool:

@@ -123,3 +123,17 @@ def test_validate_record_accepts_a_good_one():
     assert validate_record(base_record()) == []
     loaded, rej = read_all([])
     assert build_dataset(loaded, rej).table.empty
+
+
+def test_disturbed_repetitions_leave_the_speed_out_but_keep_the_record(tmp_path):
+    from calibration.features import MAX_SAMPLE_SPREAD, speed_points
+
+    calm = base_record(record_id="calm", decode_samples_tok_s=(49.0, 50.0, 51.0), weights_bytes=10**9)
+    noisy = base_record(record_id="noisy", decode_samples_tok_s=(10.0, 50.0, 90.0), weights_bytes=10**9)
+    ds, path = _ds(tmp_path, [calm, noisy])
+    assert len(ds.records) == 2  # the record stays (memory, input hash)
+    points, rejected = speed_points(ds)
+    assert [p.record_id for p in points] == ["calm"]
+    (rej,) = rejected
+    assert rej.record_id == "noisy" and f"{path}:2" in str(rej) and "9.0x" in rej.reason
+    assert MAX_SAMPLE_SPREAD == 2.0
