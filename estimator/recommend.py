@@ -1,9 +1,12 @@
 """Hardware recommendations: which catalog configurations (device x count) hold a sized configuration.
 
-A *configuration* is ``n`` devices of one catalog id (n in ``COUNTS``), sized with the caller's memory
-function on the same workload with ``n_devices = n`` and no host offload.
+A *configuration* is ``n`` devices of one catalog id (n in ``COUNTS``, at most ``MAX_DEVICES`` = 8), sized
+with the caller's memory function on the same workload with ``n_devices = n`` and no host offload.
 It *fits* when the memory verdict is ``"fits"``.  Devices of kind ``cpu`` are left out
-(they would hold anything in host RAM).
+(they would hold anything in host RAM).  Only devices that can be combined for tensor / pipeline parallelism
+(``can_combine``: discrete GPUs / NPUs with an interconnect) are suggested more than one at a time; a
+unified-memory machine (Apple, APU) or a CPU box is always one.  ``DEVICE_NOTES`` qualify catalog devices
+whose listed figures need a caveat (the Atlas 300I Duo card is two 48 GB chips).
 
 Picks (each a ``Candidate``, or ``None`` when nothing fits):
 
@@ -31,7 +34,16 @@ from estimator.cost import CloudRate
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
 
 COUNTS = (1, 2, 4, 8)
+MAX_DEVICES = max(COUNTS)
 SPEED_TOP_K = 5
+# Caveats on catalog figures, shown wherever the device appears in a report (source in each note).
+DEVICE_NOTES = {
+    "atlas-300i-duo-96gb": (
+        "Atlas 300I Duo: one card is two Ascend 310P chips with 48 GB and ~204 GB/s each, not one 96 GB "
+        "pool (shared/reference/hardware.md §4); the estimate treats the card as one device, so a model "
+        "above 48 GB must in fact be split across its two chips like two devices"
+    ),
+}
 
 MemoryFn = Callable[[ModelSpec, QuantSpec, HardwareSpec, Workload], object]  # -> MemoryEstimate
 SpeedFn = Callable[[ModelSpec, QuantSpec, HardwareSpec, Workload], float | None]  # -> decode tok/s
@@ -106,6 +118,8 @@ class Sizer:
         return self._mem[key]
 
     def fits(self, hw: HardwareSpec, n: int) -> bool:
+        if n > MAX_DEVICES or (n > 1 and not can_combine(hw)):
+            return False
         if not _lower_bound_ok(hw, n, self.floor_bytes):
             return False
         try:
@@ -152,6 +166,7 @@ def cheapest_fit(
         for h in eligible(hardware)
         if h.price_usd
         for n in counts
+        if n == 1 or can_combine(h)
     )
     for price, _, _, n, hw in configs:
         if sizer.fits(hw, n):
@@ -200,7 +215,12 @@ def recommend(
             h, n, f"{h.memory_bytes / 2**30 / h.price_usd * 1000:.1f} GiB per 1,000 USD"
         )
     multi = None
-    if chosen.id in by_id or (chosen.memory_bytes and chosen.bandwidth_gbs):
+    if not can_combine(chosen):
+        notes.append(
+            f"{chosen.id} ({chosen.kind}) cannot be combined for tensor / pipeline parallelism: "
+            "the multi-device pick uses other devices"
+        )
+    elif chosen.id in by_id or (chosen.memory_bytes and chosen.bandwidth_gbs):
         for n in COUNTS[1:]:
             if sizer.fits(chosen, n):
                 multi = sizer.candidate(chosen, n, f"fewest {chosen.id} devices (n >= 2) that fit")
@@ -222,4 +242,11 @@ def recommend(
             break
     if cloud is None and rates:
         notes.append("no offer of the cloud-rate table holds this configuration")
+    picked = [c.hardware_id for c in (best_single, best_value, most_mem, multi, cloud) if c is not None]
+    notes += device_notes(picked)
     return Recommendations(best_single, best_value, most_mem, multi, cloud, tuple(notes))
+
+
+def device_notes(hardware_ids) -> list[str]:
+    """The ``DEVICE_NOTES`` of the devices among ``hardware_ids`` (each once, in first-seen order)."""
+    return [DEVICE_NOTES[h] for h in dict.fromkeys(hardware_ids) if h in DEVICE_NOTES]

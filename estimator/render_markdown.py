@@ -84,15 +84,30 @@ def speed_cell(f: dict | None) -> str:
     return "–" if not f else f"{tok(f['tok_s'])} ({tok(f['lo_tok_s'])}–{tok(f['hi_tok_s'])})"
 
 
+def params(n: float | None) -> str:
+    """A parameter count in M (10^6) or, from 10^9, B (10^9)."""
+    if n is None:
+        return "–"
+    return f"{n / 1e9:,.2f} B" if n >= 1e9 else f"{n / 1e6:,.1f} M"
+
+
 def pct(x: float | None) -> str:
     return "–" if x is None else f"{x * 100:,.1f}%"
 
 
 def cand_cell(c: dict | None) -> str:
+    """A catalog configuration as "4× h100-80gb-sxm" (its price is in the recommendations)."""
     if not c:
         return "none (more than 8 of any catalog device)"
-    price = f", {usd(c['purchase_usd'], 0)}" if c.get("purchase_usd") else ""
-    return f"{c['n_devices']}x {c['hardware_id']}{price}"
+    return f"{c['n_devices']}× {c['hardware_id']}"
+
+
+FIT_WORDS = {"fits": "yes", "fits with offload": "offload", "does not fit": "no"}
+
+
+def fit_cell(verdict: str | None) -> str:
+    """A memory verdict in a table's "fits" column: yes / offload / no."""
+    return FIT_WORDS.get(verdict or "", verdict or "–")
 
 
 def _summary(d: dict) -> Section:
@@ -188,36 +203,13 @@ def _memory(d: dict) -> Section:
             f"{mem['max_concurrency']}."
         )
     if len(mem["per_device"]) > 1:
-        s.tables.append(
-            Table(
-                [
-                    "device",
-                    "weights GiB",
-                    "KV GiB",
-                    "runtime GiB",
-                    "overhead GiB",
-                    "total GiB",
-                    "usable GiB",
-                    "headroom GiB",
-                    "utilisation",
-                ],
-                [
-                    [
-                        str(r["index"]),
-                        gib(r["weights_bytes"]),
-                        gib(r["kv_bytes"]),
-                        gib(r["runtime_bytes"]),
-                        gib(r["overhead_bytes"]),
-                        gib(r["total_bytes"]),
-                        gib(r["usable_bytes"]),
-                        gib(r["headroom_bytes"]),
-                        pct(r["utilization"]),
-                    ]
-                    for r in mem["per_device"]
-                ],
-                "per device",
-            )
-        )
+        keys = ("weights", "kv", "runtime", "overhead", "total", "usable", "headroom")
+        rows = [
+            [str(r["index"]), *(gib(r[f"{k}_bytes"]) for k in keys), pct(r["utilization"])]
+            for r in mem["per_device"]
+        ]
+        heads = ["device", *(f"{'KV' if k == 'kv' else k} GiB" for k in keys), "used"]
+        s.tables.append(Table(heads, rows, "per device"))
     return s
 
 
@@ -229,44 +221,24 @@ def _kv(d: dict) -> Section:
         f"{both(kv['kv_bytes'])} ({kinds}); {kv['bytes_per_token']:,} bytes per token of context "
         f"(full-attention layers); fixed state {both(kv['state_bytes'])}."
     )
-    s.tables.append(
-        Table(
-            ["KV dtype", "KV GiB", "saves GiB", "total GiB", "total GB", "verdict", "engines"],
-            [
-                [
-                    o["kv_dtype"],
-                    gib(o["kv_bytes"]),
-                    gib(o["saving_bytes"]),
-                    gib(o["total_bytes"]),
-                    gb(o["total_bytes"]),
-                    o["verdict"],
-                    ", ".join(o["engines"]),
-                ]
-                for o in kv["options"]
-            ],
-        )
-    )
+    rows = [
+        [o["kv_dtype"], gib(o["kv_bytes"]), gib(o["saving_bytes"]), gib(o["total_bytes"]),
+         gb(o["total_bytes"]), fit_cell(o["verdict"]), ", ".join(o["engines"])]
+        for o in kv["options"]
+    ]  # fmt: skip
+    heads = ["KV dtype", "KV GiB", "saves GiB", "total GiB", "total GB", "fits", "engines"]
+    s.tables.append(Table(heads, rows))
     return s
 
 
 def _context(d: dict) -> Section:
     s = Section("context", f"Context scaling ({d['quant']}, weights constant)")
-    s.tables.append(
-        Table(
-            ["context", "KV GiB", "total GiB", "total GB", "headroom GiB", "verdict"],
-            [
-                [
-                    f"{r['n_ctx']:,}" + (" (above max)" if r["above_max"] else ""),
-                    gib(r["kv_bytes"]),
-                    gib(r["total_bytes"]),
-                    gb(r["total_bytes"]),
-                    gib(r["headroom_bytes"]),
-                    r["verdict"],
-                ]
-                for r in d["context_scaling"]
-            ],
-        )
-    )
+    rows = [
+        [f"{r['n_ctx']:,}" + (" (above max)" if r["above_max"] else ""), gib(r["kv_bytes"]),
+         gib(r["total_bytes"]), gb(r["total_bytes"]), gib(r["headroom_bytes"]), fit_cell(r["verdict"])]
+        for r in d["context_scaling"]
+    ]  # fmt: skip
+    s.tables.append(Table(["context", "KV GiB", "total GiB", "total GB", "headroom GiB", "fits"], rows))
     return s
 
 
@@ -275,43 +247,29 @@ def _quant(d: dict) -> Section:
     s = Section(
         "quant", f"Quantization matrix at {w['n_ctx']:,} tokens on {w['n_devices']} x {d['hardware']['id']}"
     )
+    ok = [r for r in d["quant_matrix"] if not r["error"]]
+    kv_same = len({r["kv_bytes"] for r in ok}) <= 1
     rows = []
     for r in d["quant_matrix"]:
         name = r["quant"] + (" *" if r["selected"] else "")
         if r["error"]:
-            rows.append([name, "–", "–", "–", "–", "error: " + r["error"], "–", "–", ", ".join(r["engines"])])
+            dash = ["–"] * (4 if kv_same else 5)
+            rows.append([name, *dash[:-2], "error", *dash[-2:], ", ".join(r["engines"])])
+            s.notes.append(f"{r['quant']}: {r['error']}")
             continue
+        kv = [] if kv_same else [gib(r["kv_bytes"])]
         rows.append(
-            [
-                name,
-                gib(r["weights_bytes"]),
-                gib(r["kv_bytes"]),
-                gib(r["total_bytes"]),
-                gb(r["total_bytes"]),
-                r["verdict"],
-                speed_cell(r["decode"]),
-                cand_cell(r["cheapest_fit"]),
-                ", ".join(r["engines"]),
-            ]
-        )
-    s.tables.append(
-        Table(
-            [
-                "quant",
-                "weights GiB",
-                "KV GiB",
-                "total GiB",
-                "total GB",
-                "fit",
-                "decode tok/s (est., interval)",
-                "cheapest catalog fit",
-                "engines",
-            ],
-            rows,
-        )
-    )
+            [name, gib(r["weights_bytes"]), *kv, gib(r["total_bytes"]), fit_cell(r["verdict"]),
+             speed_cell(r["decode"]), cand_cell(r["cheapest_fit"]), ", ".join(r["engines"])]
+        )  # fmt: skip
+    heads = ["quant", "weights GiB", *([] if kv_same else ["KV GiB"]), "total GiB", "fits"]
+    heads += ["decode tok/s (est.)", "cheapest fit", "engines"]
+    s.tables.append(Table(heads, rows))
+    kv_line = f"KV cache {both(ok[0]['kv_bytes'])} in every row; " if kv_same and ok else ""
     s.lines.append(
-        "* = selected.  Decode speeds are estimated from the same coefficient set as the speed section."
+        f"{kv_line}* = selected.  Decode speeds are estimated from the same coefficient set as the speed "
+        "section.  Cheapest fit: lowest purchase price of 1, 2, 4 or 8 catalog devices (several only of "
+        "GPUs / NPUs with an interconnect); device caveats are under Recommended hardware."
     )
     return s
 
@@ -347,29 +305,15 @@ def _speed(d: dict) -> Section:
 def _multi(d: dict) -> Section:
     md, hw = d["multi_device"], d["hardware"]
     s = Section("multi_device", f"Multi-device ({md['split']} split) and offload")
-    s.tables.append(
-        Table(
-            [
-                "devices",
-                "per-device GiB",
-                "total GiB",
-                "verdict",
-                "decode tok/s (est.)",
-                "aggregate tok/s (est.)",
-            ],
-            [
-                [
-                    f"{r['n_devices']} x {hw['id']}",
-                    gib(r["per_device_total_bytes"]),
-                    gib(r["total_bytes"]),
-                    r["verdict"],
-                    tok(r["decode_tok_s"]),
-                    tok(r["aggregate_tok_s"]),
-                ]
-                for r in md["rows"]
-            ],
-        )
-    )
+    rows = [
+        [f"{r['n_devices']}× {hw['id']}", gib(r["per_device_total_bytes"]), gib(r["total_bytes"]),
+         fit_cell(r["verdict"]), tok(r["decode_tok_s"]), tok(r["aggregate_tok_s"])]
+        for r in md["rows"]
+    ]  # fmt: skip
+    heads = ["devices", "per device GiB", "total GiB", "fits"]
+    heads += ["decode tok/s (est.)", "aggregate tok/s (est.)"]
+    s.tables.append(Table(heads, rows))
+    s.notes += [f"note: {n}" for n in md["notes"]]
     o = md["offload"]
     if o["offload_bytes"] or o["moe_offload_layers"]:
         what = []
@@ -423,42 +367,19 @@ def _cost(d: dict) -> Section:
 
 def _finetune(d: dict) -> Section:
     s = Section("finetune", "Fine-tuning memory (estimated from formulas)")
-    rows = [
-        [
-            r["label"],
-            gib(r["weights_bytes"]),
-            gib(r["adapter_bytes"]),
-            gib(r["gradients_bytes"]),
-            gib(r["optimizer_bytes"]),
-            gib(r["activations_bytes"]),
-            gib(r["total_bytes"]),
-            gb(r["total_bytes"]),
-            f"{r['trainable_params'] / 1e6:,.1f} M",
-            "yes" if r["fits_selected"] else "no",
-            cand_cell(r["recommended"]),
-        ]
-        for r in d["finetune"]
+    ft = d["finetune"]
+    parts = ("weights", "adapter", "gradients", "optimizer", "activations", "overhead", "total")
+    name = {"adapter": "adapters"}
+    rows = [[f"{name.get(k, k)} GiB", *(gib(r[f"{k}_bytes"]) for r in ft)] for k in parts]
+    rows += [
+        ["total GB", *(gb(r["total_bytes"]) for r in ft)],
+        ["trainable params", *(params(r["trainable_params"]) for r in ft)],
+        ["fits the selected devices", *("yes" if r["fits_selected"] else "no" for r in ft)],
+        ["cheapest catalog fit", *(cand_cell(r["recommended"]) for r in ft)],
     ]
-    s.tables.append(
-        Table(
-            [
-                "method",
-                "weights GiB",
-                "adapters GiB",
-                "gradients GiB",
-                "optimizer GiB",
-                "activations GiB",
-                "total GiB",
-                "total GB",
-                "trainable",
-                "fits selected",
-                "cheapest catalog fit",
-            ],
-            rows,
-        )
-    )
-    for r in d["finetune"]:
-        s.notes.append(f"{r['method']}: " + "; ".join(r["assumptions"]))
+    s.tables.append(Table(["", *(r["method"] for r in ft)], rows))
+    for r in ft:
+        s.notes.append(f"{r['method']} ({r['label']}): " + "; ".join(r["assumptions"]))
     return s
 
 
@@ -466,34 +387,24 @@ def _recs(d: dict) -> Section:
     r = d["recommendations"]
     s = Section("recommendations", "Recommended hardware (catalog)")
     rows = []
-    for key, label in (
+    picks = (
         ("best_single", "best single device"),
         ("best_value", "best value"),
         ("most_memory_per_dollar", "most memory per dollar"),
         ("multi_device", "multi-device"),
         ("cheapest_cloud", "cheapest cloud"),
-    ):
+    )
+    for key, label in picks:
         c = r[key]
         if not c:
-            rows.append([label, "none", "–", "–", "–", "–", "–"])
+            rows.append([label, "none", "–", "–", "–", "–"])
             continue
         price = usd(c["usd_per_hour"]) + "/h" if c["usd_per_hour"] else usd(c["purchase_usd"], 0)
-        rows.append(
-            [
-                label,
-                f"{c['n_devices']} x {c['hardware_name']}",
-                gib(c["memory_bytes"]),
-                gib(c["required_bytes"]),
-                price,
-                tok(c["decode_tok_s"]),
-                c["reason"],
-            ]
-        )
-    s.tables.append(
-        Table(
-            ["pick", "configuration", "memory GiB", "needs GiB", "price", "decode tok/s (est.)", "why"], rows
-        )
-    )
+        mem, need = gib(c["memory_bytes"]), gib(c["required_bytes"])
+        rows.append([label, cand_cell(c), mem, need, price, tok(c["decode_tok_s"])])
+        s.notes.append(f"{label}: {c['n_devices']}× {c['hardware_name']} — {c['reason']}")
+    heads = ["pick", "configuration", "memory GiB", "needs GiB", "price", "decode tok/s (est.)"]
+    s.tables.append(Table(heads, rows))
     s.notes += [f"note: {n}" for n in r["notes"]]
     return s
 

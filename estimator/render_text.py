@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # rich is imported by the caller, only for a terminal
 
 DEFAULT_WIDTH = 100  # columns for files and pipes (no terminal to ask)
 MIN_WIDTH = 40
-LONG_WORD = 20  # a longer word (URL, path) may be split to keep a table's columns
+LONG_WORD = 12  # a longer word (id, URL, path) may be split, at a - or / if it has one, to keep the columns
 Seg = tuple[str, str | None]  # (text, rich style or None)
 Line = list[Seg]
 
@@ -35,7 +35,9 @@ VERDICT_STYLES = {
     "no": "bold red",
     "yes": "green",
 }
-_NUMERIC = re.compile(r"^[-+$~≈]?[\d.,]+(\s|%|$|[×x]|\s?\()|^–$")
+# Right-aligned: plain numbers, money, percentages and numbers with a short unit ("1,234.5", "$15,000",
+# "9.5%", "750 W", "100.3 M"), or a lone dash.
+_NUMERIC = re.compile(r"^(?:[-+~]?\$?[\d][\d,.]*(?:%| ?(?:[KMBW]|ms|s|GiB|GB))?|–)$")
 _GAP = "  "
 
 
@@ -43,18 +45,31 @@ def _plain(line: Line) -> str:
     return "".join(t for t, _ in line)
 
 
+def _split_long(word: str, width: int) -> tuple[str, str]:
+    """Head (at most ``width`` columns) and rest of a word too long for a line: after the last - / _ . , ;
+    that fits when there is one (ids, URLs), else a hard cut."""
+    cut = max((word.rfind(c, 0, width) for c in "-/_.,;"), default=-1)
+    k = cut + 1 if cut >= width // 3 else width
+    return word[:k], word[k:]
+
+
 def _wrap(text: str, width: int) -> list[str]:
-    """Greedy word wrap to ``width`` columns (words longer than the width are split)."""
+    """Greedy word wrap to ``width`` columns (a word longer than the width is split, at a - or / if any)."""
     width = max(width, 1)
     out: list[str] = []
     cur = ""
     for word in text.split(" "):
-        while len(word) > width:
-            if cur:
+        while len(word) > width and not (cur and len(cur) + 1 + len(word) <= width):
+            if cur:  # fill the current line with the word's head when it splits at a - or / there
+                room = width - len(cur) - 1
+                head, rest = _split_long(word, room) if room >= 3 else ("", word)
+                if head and rest and head[-1] in "-/_.,;":
+                    cur, word = f"{cur} {head}", rest
                 out.append(cur)
                 cur = ""
-            out.append(word[:width])
-            word = word[width:]
+                continue
+            head, word = _split_long(word, width)
+            out.append(head)
         if not cur:
             cur = word
         elif len(cur) + 1 + len(word) <= width:
@@ -97,19 +112,25 @@ def _numeric(text: str) -> bool:
 
 
 def fit_widths(headers: list[str], rows: list[list[str]], width: int) -> list[int] | None:
-    """Column widths that fit ``width`` (natural widths, then the widest wrappable column shrunk one column at
-    a time down to its longest word); None when even that is too wide."""
+    """Column widths that fit ``width``, or None when even the narrowest layout is too wide.
+
+    Start from each column's natural width and narrow one column by one character at a time, choosing the
+    column where that wraps the fewest body cells (a header that is wider than its cells wraps for free),
+    the widest first among equals; a column never gets narrower than its longest header word or its
+    longest cell word (capped at LONG_WORD: longer ids and URLs may be split)."""
     n = len(headers)
-    cols = [[h] + [r[i] for r in rows] for i, h in enumerate(headers)]
-    widths = [max(len(c) for c in col) for col in cols]
-    floor = [max(min(_longest_word(c), LONG_WORD) for c in col) for col in cols]
-    avail = width - len(_GAP) * (n - 1) - 1
-    excess = sum(widths) - avail
+    cols = [[r[i] for r in rows] for i in range(n)]
+    widths = [max([len(h)] + [len(c) for c in col]) for h, col in zip(headers, cols, strict=True)]
+    floor = [
+        max([_longest_word(h)] + [min(_longest_word(c), LONG_WORD) for c in col])
+        for h, col in zip(headers, cols, strict=True)
+    ]
+    excess = sum(widths) + len(_GAP) * (n - 1) + 1 - width
     while excess > 0:
         shrinkable = [i for i in range(n) if widths[i] > floor[i]]
         if not shrinkable:
             return None
-        i = max(shrinkable, key=lambda k: (widths[k], -k))
+        i = min(shrinkable, key=lambda k: (sum(len(c) >= widths[k] for c in cols[k]), -widths[k], k))
         widths[i] -= 1
         excess -= 1
     return widths

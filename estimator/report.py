@@ -231,6 +231,7 @@ class MultiDeviceSection(NamedTuple):
     split: str
     rows: tuple[ScalingRow, ...]
     offload: OffloadSection
+    notes: tuple[str, ...]
 
 
 class FinetuneRow(NamedTuple):

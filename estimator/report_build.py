@@ -9,6 +9,7 @@ the multi-device table and the recommendations ask for overlapping configuration
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 from estimator import speed as speed_mod
@@ -18,7 +19,16 @@ from estimator.kv import kv_cache
 from estimator.launch import launch_commands
 from estimator.memory import estimate_memory
 from estimator.quant import QUANTS, get_quant
-from estimator.recommend import COUNTS, Candidate, Sizer, cheapest_fit, eligible, recommend
+from estimator.recommend import (
+    COUNTS,
+    Candidate,
+    Sizer,
+    can_combine,
+    cheapest_fit,
+    device_notes,
+    eligible,
+    recommend,
+)
 from estimator.report import (
     KV_OPTIONS,
     MEMORY_BASIS,
@@ -122,7 +132,19 @@ def from_estimate(e) -> SpeedFigure:
     return SpeedFigure(e.tok_s, e.lo_tok_s, e.hi_tok_s, e.coefficients, bool(e.calibrated), int(e.n_points))
 
 
-def memory_section(m, hw: HardwareSpec, n_devices: int) -> MemorySection:
+def runtime_basis(label: str, table, engine: str) -> str:
+    """Where the runtime-buffer coefficients came from, honestly: the shipped prior (uncalibrated) or the
+    calibrated coefficients file (its path), from ``RuntimeEstimate.coefficients`` ("prior" / "custom")."""
+    if label == "prior":
+        return "prior (uncalibrated)"
+    path = getattr(table, "path", None)
+    if path and table.memory_for(engine):
+        rel = os.path.relpath(path)
+        return f"calibrated ({path if rel.startswith('..') else rel})"
+    return "custom (not from the coefficients file)"
+
+
+def memory_section(m, hw: HardwareSpec, n_devices: int, table=None, engine: str = "") -> MemorySection:
     rows = []
     for i, d in enumerate(getattr(m, "per_device", ()) or ()):
         g = lambda k, d=d: int(getattr(d, k, 0) or 0)  # noqa: E731
@@ -142,14 +164,14 @@ def memory_section(m, hw: HardwareSpec, n_devices: int) -> MemorySection:
     cap = getattr(m, "kv_capacity_tokens", None)
     conc = getattr(m, "max_concurrency", None)
     label = getattr(m, "coefficients", "")
-    basis = MEMORY_BASIS + (f"; runtime coefficients: {label}" if label else "")
+    basis = MEMORY_BASIS + (f"; runtime coefficients: {runtime_basis(label, table, engine)}" if label else "")
+    notes = tuple(getattr(m, "notes", ()) or ()) + tuple(device_notes([hw.id]))
     return MemorySection(
         int(m.weights_bytes), int(m.kv_bytes), int(m.runtime_bytes), int(m.overhead_bytes),
         int(m.total_bytes), int((hw.memory_bytes or 0) * n_devices), int(m.usable_bytes),
         int(m.headroom_bytes), float(m.utilization), m.verdict, int(m.host_bytes or 0),
         int(cap) if cap is not None else None, int(conc) if conc is not None else None,
-        int(getattr(m, "min_offload_bytes", 0) or 0), tuple(rows), basis,
-        tuple(getattr(m, "notes", ()) or ()),
+        int(getattr(m, "min_offload_bytes", 0) or 0), tuple(rows), basis, notes,
     )
 
 
@@ -294,7 +316,15 @@ def speed_section(model: ModelSpec, quant: QuantSpec, hw: HardwareSpec, wl: Work
 
 def multi_device(ph: Physics, quant: QuantSpec, hw: HardwareSpec, wl: Workload, m) -> MultiDeviceSection:
     rows = []
-    for n in sorted(set(COUNTS) | {wl.n_devices}):
+    notes: list[str] = []
+    counts = set(COUNTS) | {wl.n_devices}
+    if not can_combine(hw):
+        counts = {1, wl.n_devices}
+        notes.append(
+            f"{hw.id} ({hw.kind}) cannot be combined for tensor / pipeline parallelism: no 2-, 4- or "
+            "8-device rows (discrete GPUs / NPUs with an interconnect only)"
+        )
+    for n in sorted(counts):
         w = replace(wl, n_devices=n)
         try:
             mm = ph.memory(quant, hw, w)
@@ -322,7 +352,7 @@ def multi_device(ph: Physics, quant: QuantSpec, hw: HardwareSpec, wl: Workload, 
         with_off,
         slowdown,
     )
-    return MultiDeviceSection(wl.split, tuple(rows), off)
+    return MultiDeviceSection(wl.split, tuple(rows), off, tuple(notes))
 
 
 def _ft_fits(total_bytes: int, hw: HardwareSpec, n: int) -> bool:
@@ -340,7 +370,13 @@ def finetune_rows(
 ) -> tuple[FinetuneRow, ...]:
     rows = []
     pool = sorted(
-        ((h.price_usd * n, h, n) for h in eligible(options.hardware_catalog) if h.price_usd for n in COUNTS),
+        (
+            (h.price_usd * n, h, n)
+            for h in eligible(options.hardware_catalog)
+            if h.price_usd
+            for n in COUNTS
+            if n == 1 or can_combine(h)
+        ),
         key=lambda x: (x[0], x[1].id),
     )
     for e in estimate_all(model, n_params, options.finetune, overhead_bytes):
@@ -427,6 +463,17 @@ def build_sections(
     q_rows = quant_rows(ph, model, quant, hw, wl, options)
     sizer = Sizer(model, quant, wl, lambda mm, qq, hh, ww: ph.memory(qq, hh, ww), ph.decode_tok_s, floor)
     recs = recommend(sizer, hw, options.hardware_catalog, options.rates)
+    ft_rows = finetune_rows(model, wb.n_params_total, hw, wl, int(m.overhead_bytes), options)
+    elsewhere = [r.cheapest_fit.hardware_id for r in q_rows if r.cheapest_fit is not None]
+    elsewhere += [r.recommended.hardware_id for r in ft_rows if r.recommended is not None]
+    extra = [n for n in device_notes(elsewhere) if n not in recs.notes]
+    if extra:
+        recs = recs._replace(notes=recs.notes + tuple(extra))
+    if wl.n_devices > 1 and not can_combine(hw):
+        warnings.append(
+            f"{hw.id} is a {hw.kind} device: several of them cannot be combined for tensor / pipeline "
+            f"parallelism; the {wl.n_devices}-device figures assume they could"
+        )
     lc, vl = launch_commands(model, quant.name, wl, int(m.weights_bytes))
     cinfo = CoefficientsInfo(
         getattr(table, "path", None),
@@ -436,14 +483,14 @@ def build_sections(
     )
     return dict(
         model=model_facts(model, wb.n_params_total, wb.n_params_active),
-        memory=memory_section(m, hw, wl.n_devices),
+        memory=memory_section(m, hw, wl.n_devices, table, wl.engine),
         kv=kv_section(ph, model, quant, hw, wl, m),
         context_scaling=ctx_rows,
         quant_matrix=q_rows,
         speed=spd,
         multi_device=multi_device(ph, quant, hw, wl, m),
         cost=cost,
-        finetune=finetune_rows(model, wb.n_params_total, hw, wl, int(m.overhead_bytes), options),
+        finetune=ft_rows,
         recommendations=recs,
         launch=(launch_entry(lc), launch_entry(vl)),
         coefficients=cinfo,

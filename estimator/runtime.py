@@ -101,6 +101,11 @@ def default_memory_coefficients(engine: str) -> dict[str, float]:
 DEFAULT_MEMORY_COEFFICIENTS = {e: default_memory_coefficients(e) for e in ("llama.cpp", "vllm")}
 
 
+@lru_cache(maxsize=8)
+def _default_cached(engine: str) -> MemoryCoefficients:
+    return default_coefficients(engine)
+
+
 def coerce(coeffs: MemoryCoefficients | dict | None, engine: str) -> MemoryCoefficients:
     if isinstance(coeffs, MemoryCoefficients):
         return coeffs
@@ -124,7 +129,7 @@ class RuntimeEstimate:
     output_bytes: int
     context_overhead_bytes: int
     host_compute_bytes: int
-    coefficients: str  # "prior" or "custom"
+    coefficients: str  # "prior" (the values equal the shipped prior) or "custom" (anything else)
 
 
 def _ff_max(m: ModelSpec) -> int:
@@ -145,7 +150,7 @@ def runtime_buffers(
     this model (kept for the contract: a future term may depend on dequantization buffers)."""
     engine = workload.engine
     c = coerce(mem_coeffs, engine)
-    label = "custom" if mem_coeffs not in (None, {}) else "prior"
+    label = "prior" if c == _default_cached(engine) else "custom"
     m = model
     overhead = context_overhead_bytes(hardware, c)
     discrete = hardware.kind in ("gpu", "npu")

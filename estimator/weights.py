@@ -1,14 +1,14 @@
 """Weight inventory and bytes per quant.
 
 ``tensor_inventory(model)`` lists the text decoder's tensors as llama.cpp names them (one row per tensor:
-name,
-class, layer, n_elements, row length = ne[0] = input features, group).  Shapes per layer kind:
+name, class, layer, n_elements, row length = ne[0] = input features, group, 3-D).  Shapes per layer kind:
 
 * attention (full / sliding / chunked): q = hidden x (heads*head_dim, x2 with an output gate), k and v =
   hidden x (kv_heads*head_dim) (v absent on K==V layers; Gemma 4 full layers use global_head_dim /
   global_n_kv_heads), o = (heads*head_dim) x hidden; MLA: q_a hidden x q_lora, q_b q_lora x heads*(nope+rope)
-  (or q hidden x heads*(nope+rope)), kv_a_mqa hidden x (kv_lora + rope), kv_b kv_lora x heads*(nope+v),
-  o heads*v x hidden;
+  (or q hidden x heads*(nope+rope)), kv_a_mqa hidden x (kv_lora + rope), kv_b split as current GGUFs store
+  it: k_b [nope, kv_lora, heads] and v_b [kv_lora, v, heads] (3-D), o heads*v x hidden; Gemma 2/3/4 add
+  post_attention_norm and post_ffw_norm (hidden, F32) per layer;
 * Gated DeltaNet (linear): in_proj hidden x (2*nk*dk + 2*nv*dv) and hidden x 2*nv, conv (2*nk*dk + nv*dv) x
   kernel, out nv*dv x hidden; Mamba2: in_proj hidden x (2*d_inner + 2*groups*state + heads), conv
   (d_inner + 2*groups*state) x kernel, out d_inner x hidden;

@@ -24,7 +24,7 @@ QUANT = QuantSpec(name="Q4_K_M", default_type="q4_K")
 NEED = 100 * GIB
 
 
-def hw(id_, mem_gib, bw, price, kind="gpu"):
+def hw(id_, mem_gib, bw, price, kind="gpu", link=64.0):
     return HardwareSpec(
         id=id_,
         name=id_.upper(),
@@ -35,6 +35,7 @@ def hw(id_, mem_gib, bw, price, kind="gpu"):
         bandwidth_gbs=bw,
         bf16_tflops=100.0,
         price_usd=price,
+        interconnect_gbs=link if kind in ("gpu", "npu") else None,
     )
 
 
@@ -101,3 +102,32 @@ def test_cheapest_fit_prefers_price_over_count():
     assert (c.hardware_id, c.n_devices, c.purchase_usd) == ("cheapbig", 1, 4000)
     c8 = cheapest_fit(sizer(), [CATALOG[0]])  # 4 x 24 GiB x 0.95 = 91 GiB < 100 GiB: n = 8
     assert (c8.hardware_id, c8.n_devices) == ("small", 8)
+
+
+def test_only_combinable_devices_are_multiplied():
+    """Unified-memory machines and devices without an interconnect are never suggested 2, 4 or 8 at a time."""
+    from estimator.recommend import can_combine
+
+    mac = hw("mac", 64, 800, 1000, kind="unified")  # 2 x 64 GiB would hold 100 GiB, and be the cheapest
+    lone = hw("lone", 32, 900, 500, link=None)  # a GPU without an interconnect
+    pool = (mac, lone, hw("mid", 80, 2000, 15000))
+    assert not can_combine(mac) and not can_combine(lone) and can_combine(pool[2])
+    c = cheapest_fit(sizer(), list(pool))
+    assert (c.hardware_id, c.n_devices) == ("mid", 2)
+    r = recommend(sizer(), mac, pool, (CloudRate("P", "2x mac", "mac", 2, 1.0, "h", "2026-01-01", "u"),))
+    assert (r.multi_device.hardware_id, r.multi_device.n_devices) == ("mid", 2)
+    assert r.cheapest_cloud is None  # the 2 x mac offer is not a configuration that can hold the model
+    assert any("cannot be combined" in n for n in r.notes)
+    assert not sizer().fits(pool[2], 16)  # at most 8 devices
+
+
+def test_device_notes_follow_the_device():
+    from estimator.recommend import DEVICE_NOTES, device_notes
+
+    duo = hw("atlas-300i-duo-96gb", 96, 408, 1500, kind="npu")
+    r = recommend(sizer(), duo, (duo,), ())
+    assert (r.multi_device.hardware_id, r.multi_device.n_devices) == ("atlas-300i-duo-96gb", 2)
+    assert DEVICE_NOTES["atlas-300i-duo-96gb"] in r.notes and "48 GB" in DEVICE_NOTES["atlas-300i-duo-96gb"]
+    assert device_notes(["mid", "atlas-300i-duo-96gb", "atlas-300i-duo-96gb"]) == [
+        DEVICE_NOTES["atlas-300i-duo-96gb"]
+    ]

@@ -142,3 +142,52 @@ def test_bad_workloads(wl, msg):
 def test_overlong_allowed_with_warning():
     w = validate_workload(get_model("llama-3.1-8b"), Workload(n_ctx=10**6), allow_overlong=True)
     assert w and "maximum" in w[0]
+
+
+def test_memory_basis_says_where_runtime_coefficients_come_from():
+    import dataclasses
+
+    from estimator.coefficients import prior_table
+
+    def basis(table):
+        d = report_to_dict(
+            build_report(
+                get_model("qwen3-8b"), get_hardware("rtx-4090"), get_quant("Q4_K_M"), Workload(), table, OPTS
+            )
+        )
+        return d["memory"]["basis"]
+
+    assert basis(prior_table()).endswith("runtime coefficients: prior (uncalibrated)")
+    fitted = dataclasses.replace(
+        prior_table(), memory={"llama.cpp": {"compute_base_bytes": 1e7}}, path="results/coefficients.json"
+    )
+    assert basis(fitted).endswith("runtime coefficients: calibrated (results/coefficients.json)")
+    assert "custom" not in basis(prior_table()) + basis(fitted)
+
+
+def test_unified_devices_are_never_multiplied():
+    d = report("llama-3.1-8b", "apple-m3-ultra", "Q4_K_M", n_ctx=8192)
+    assert [r["n_devices"] for r in d["multi_device"]["rows"]] == [1]
+    assert any("cannot be combined" in n for n in d["multi_device"]["notes"])
+    big = report("deepseek-v3", "apple-m3-ultra", "BF16", n_ctx=8192)
+    combinable = {h.id for h in all_hardware() if h.kind in ("gpu", "npu") and h.interconnect_gbs}
+    cands = [r["cheapest_fit"] for r in big["quant_matrix"] if r["cheapest_fit"]]
+    cands += [c for c in big["recommendations"].values() if isinstance(c, dict)]
+    cands += [r["recommended"] for r in big["finetune"] if r["recommended"]]
+    for c in cands:
+        assert c["n_devices"] <= 8 and (c["n_devices"] == 1 or c["hardware_id"] in combinable), c
+    assert any(c["n_devices"] > 1 for c in cands)
+
+
+def test_two_macs_get_a_warning():
+    d = report("llama-3.1-8b", "apple-m3-ultra", "Q4_K_M", n_ctx=8192, n_devices=2)
+    assert any("cannot be combined" in w for w in d["warnings"])
+
+
+def test_atlas_duo_is_noted_as_two_chips():
+    d = report("qwen3-30b-a3b", "atlas-300i-duo-96gb", "Q8_0", n_ctx=8192)
+    assert any("two Ascend 310P chips with 48 GB" in n for n in d["memory"]["notes"])
+    glm = report("glm-4.5", "mi300x", "Q4_K_M", n_ctx=8192)  # the Duo is its cheapest quant-matrix fit
+    fits = [r["cheapest_fit"]["hardware_id"] for r in glm["quant_matrix"] if r["cheapest_fit"]]
+    assert "atlas-300i-duo-96gb" in fits
+    assert any("48 GB" in n for n in glm["recommendations"]["notes"])

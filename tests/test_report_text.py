@@ -70,7 +70,7 @@ def test_too_wide_table_falls_back_to_one_block_per_row():
 
 def test_styles_mark_verdicts_and_uncalibrated(glm):
     segs = [seg for line in layout_report(glm, 100) for seg in line]
-    assert ("does not fit", "bold red") in [(t.strip(), s) for t, s in segs]
+    assert ("no", "bold red") in [(t.strip(), s) for t, s in segs]  # the "fits" column of a table
     if not glm["speed"]["calibrated"]:
         assert ("UNCALIBRATED", "bold yellow") in segs
 
@@ -85,3 +85,24 @@ def test_rich_console_output_matches_plain(glm):
     buf = io.StringIO()
     print_report(glm, Console(file=buf, width=90, color_system=None, force_terminal=False))
     assert buf.getvalue() == render_text(glm, 90)
+
+
+def test_quant_matrix_fits_80_columns_as_a_table(glm):
+    """The quant matrix stays a table at 80 columns: one header rule, a row starting with each quant."""
+    text = render_text(glm, 80)
+    section = text[text.index("Quantization matrix") : text.index("Speed (estimated)")]
+    import re
+
+    rules = [x for x in section.splitlines() if x.startswith(" ─")]
+    assert len(rules) == 1 and len(rules[0].split()) == 7  # one table of 7 columns, not a block per row
+    for r in glm["quant_matrix"]:
+        assert any(line.startswith(f" {r['quant']} ") for line in section.splitlines()), r["quant"]
+    assert re.search(r"\d \(\d[\d.,]*–\d", section)  # the interval shares the cell: "31.4 (3.75–120)"
+    assert re.search(r" \d× \w", section)  # cheapest fit as "4× device"
+
+
+def test_long_ids_split_at_hyphens():
+    from estimator.render_text import _wrap
+
+    assert _wrap("4× atlas-300i-duo-96gb", 14) == ["4× atlas-300i-", "duo-96gb"]
+    assert _wrap("docs.nvidia.com/nemo/megatron-bridge/latest", 20)[0].endswith("/")
