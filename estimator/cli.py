@@ -273,21 +273,19 @@ def _emit_rows(headers: list[str], rows: list[list], fmt: str, output: str | Non
         w.writerow(headers)
         w.writerows(rows)
         _write(buf.getvalue(), output)
-    else:
-        import io
+    else:  # the report's compact table layout; rich only for an interactive terminal
+        from estimator.render_markdown import Table
+        from estimator.render_text import lines_text, print_lines, table_lines
 
-        from rich.console import Console
-        from rich.table import Table
+        cells = [["–" if v is None else str(v) for v in r] for r in rows]
+        table = Table(list(headers), cells, title)
+        if output or not sys.stdout.isatty():
+            _write(lines_text(table_lines(table, 160 if output else _text_width(None))), output)
+        else:
+            from rich.console import Console
 
-        table = Table(title=title, title_justify="left")
-        for h in headers:
-            table.add_column(h, overflow="fold")
-        for r in rows:
-            table.add_row(*("–" if v is None else str(v) for v in r))
-        console = Console(file=io.StringIO(), width=160, record=True) if output else Console()
-        console.print(table)
-        if output:
-            _write(console.export_text(), output)
+            console = Console()
+            print_lines(table_lines(table, console.width), console)
     return 0
 
 

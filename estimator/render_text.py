@@ -107,6 +107,14 @@ def _longest_word(text: str) -> int:
     return max((len(w) for w in text.split(" ")), default=0)
 
 
+def _header_floor(header: str) -> int:
+    """Narrowest a header may get: its longest word, or for snake_case keys (``decode_lo_tok_s``) its longest
+    ``_``-separated part with the underscore it breaks after."""
+    return max((len(p) + 1 for w in header.split(" ") for p in w.split("_")), default=1) - (
+        0 if "_" in header else 1
+    )
+
+
 def _numeric(text: str) -> bool:
     return bool(_NUMERIC.match(text))
 
@@ -122,7 +130,7 @@ def fit_widths(headers: list[str], rows: list[list[str]], width: int) -> list[in
     cols = [[r[i] for r in rows] for i in range(n)]
     widths = [max([len(h)] + [len(c) for c in col]) for h, col in zip(headers, cols, strict=True)]
     floor = [
-        max([_longest_word(h)] + [min(_longest_word(c), LONG_WORD) for c in col])
+        max([_header_floor(h)] + [min(_longest_word(c), LONG_WORD) for c in col])
         for h, col in zip(headers, cols, strict=True)
     ]
     excess = sum(widths) + len(_GAP) * (n - 1) + 1 - width
@@ -235,16 +243,24 @@ def layout_report(d: dict, width: int = DEFAULT_WIDTH) -> list[Line]:
     return out
 
 
+def lines_text(lines: list[Line]) -> str:
+    """Styled lines as plain text."""
+    return "\n".join(_plain(line) for line in lines) + "\n"
+
+
+def print_lines(lines: list[Line], console: Console) -> None:
+    """Styled lines through a rich ``console`` (colours on a terminal; no further wrapping)."""
+    from rich.text import Text
+
+    texts = [Text.assemble(*((t, s) if s else t for t, s in line)) for line in lines]
+    console.print(Text("\n").join(texts), soft_wrap=True, highlight=False)
+
+
 def render_text(d: dict, width: int = DEFAULT_WIDTH) -> str:
     """The terminal report as plain text (files, pipes, tests)."""
-    return "\n".join(_plain(line) for line in layout_report(d, width)) + "\n"
+    return lines_text(layout_report(d, width))
 
 
 def print_report(d: dict, console: Console) -> None:
     """Print the report to a rich ``console`` at its width, with colours when it is a terminal."""
-    from rich.text import Text
-
-    lines = [
-        Text.assemble(*((t, s) if s else t for t, s in line)) for line in layout_report(d, console.width)
-    ]
-    console.print(Text("\n").join(lines), soft_wrap=True, highlight=False)
+    print_lines(layout_report(d, console.width), console)

@@ -127,6 +127,9 @@ def test_fit():
     speeds = [r["decode_tok_s"] for r in fitting]
     assert speeds == sorted(speeds, reverse=True)
     assert any(r["verdict"] == "does not fit" for r in rows)  # e.g. DeepSeek-V3 on one 24 GB card
+    assert all(r["params_total_b"] and r["params_total_b"] > 0 for r in rows)  # counted parameters, 10^9
+    text = run("fit", "--hardware", "rtx-4090", "--ctx", "4096").stdout
+    assert "best_" in text and "smollm2-135m" in text and "\x1b[" not in text
 
 
 def test_predict(tmp_path):
