@@ -41,7 +41,9 @@ KERNEL_CLASS_PARAMS = (
     ParamDef("flops_rel_f16", RATE, 1.0, 0.1, 10.0),
     ParamDef("flops_rel_legacy", RATE, 1.0, 0.1, 10.0),
     ParamDef("flops_rel_iquant", RATE, 1.0, 0.1, 10.0),
-    ParamDef("flops_rel_moe", RATE, 1.0, 0.1, 10.0),
+    # <= 1: a routed expert's GEMM gets ~u x k / E of the u rows a dense GEMM gets, so it cannot run more
+    # efficiently than the dense ones
+    ParamDef("flops_rel_moe", RATE, 0.999, 0.05, 1.0),
 )
 PREFILL_PARAMS = (
     ParamDef("flops_eff", EFF, 0.5, 1e-3, 1.0),

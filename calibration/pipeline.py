@@ -122,14 +122,49 @@ def _fit_phase(
     return pf
 
 
+def _batched(p: SpeedPoint) -> bool:
+    return p.phase == "decode" and int(p.extra.get("batch") or 1) > 1
+
+
+def _prior_roof(p: SpeedPoint) -> dict:
+    """Compute-roof params of a batched decode point from the shipped prior's prefill set of its kind."""
+    from estimator.coefficients import prior_table
+
+    pp = prior_table().lookup(p.hardware, p.engine, "prefill").params
+    roof = {"flops_eff": pp["flops_eff"]}
+    if not feat.has_datasheet_peak(p.hardware, p.engine):
+        roof = {"flops_eff": 1.0, "flops_abs_tflops": pp["flops_abs_tflops"]}
+    return roof
+
+
+def _fitted_roof(p: SpeedPoint, pre_fits: list[PhaseFit]) -> dict:
+    """Compute-roof params of a batched decode point from the prefill fit (as the estimator borrows them)."""
+    absolute = not feat.has_datasheet_peak(p.hardware, p.engine)
+    for pf in pre_fits:
+        if (pf.variant == "abs") == absolute:
+            params, _ = pf.hierarchy.params_for(dataclasses.replace(p, phase="prefill"))
+            if absolute:
+                return {"flops_eff": 1.0, "flops_abs_tflops": params["flops_abs_tflops"]}
+            return {"flops_eff": params["flops_eff"]}
+    return _prior_roof(p)
+
+
+def _with_fixed(p: SpeedPoint, fixed: dict) -> SpeedPoint:
+    return dataclasses.replace(p, extra={**p.extra, "fixed": {**p.extra.get("fixed", {}), **fixed}})
+
+
 def fit_speed(points: list[SpeedPoint], cv: bool = True, lofo: bool = True) -> list[PhaseFit]:
-    """Fit decode, then prefill (eff and abs variants) hierarchies, with cross-validation when ``cv``."""
-    fits: list[PhaseFit] = []
+    """Fit decode, then prefill (eff and abs variants) hierarchies, with cross-validation when ``cv``.
+
+    Batched decode points (batch > 1) need the compute roof (flops_eff, and flops_abs_tflops on devices
+    without datasheet TFLOPS): the first decode fit takes it from the shipped prior; when such points
+    exist, decode is fitted once more with the roof of the fitted prefill hierarchy (what
+    estimator.speed.merged_params borrows at prediction time).
+    """
     dec = [p for p in points if p.phase == "decode"]
-    dec_fit = None
-    if dec:
-        dec_fit = _fit_phase("decode", "eff", dec, feat.decode_model(), cv, lofo)
-        fits.append(dec_fit)
+    batched = any(_batched(p) for p in dec)
+    dec = [_with_fixed(p, _prior_roof(p)) if _batched(p) else p for p in dec]
+    dec_fit = _fit_phase("decode", "eff", dec, feat.decode_model(), cv and not batched, lofo) if dec else None
     pre = [p for p in points if p.phase == "prefill"]
     fixed_pts = []
     for p in pre:
@@ -140,11 +175,15 @@ def fit_speed(points: list[SpeedPoint], cv: bool = True, lofo: bool = True) -> l
         if feat.is_absolute(p):
             fixed["flops_eff"] = 1.0
         fixed_pts.append(dataclasses.replace(p, extra={**p.extra, "fixed": fixed}))
+    pre_fits: list[PhaseFit] = []
     for variant, absolute in (("eff", False), ("abs", True)):
         vpts = [p for p in fixed_pts if feat.is_absolute(p) == absolute]
         if vpts:
-            fits.append(_fit_phase("prefill", variant, vpts, feat.prefill_model(absolute), cv, lofo))
-    return fits
+            pre_fits.append(_fit_phase("prefill", variant, vpts, feat.prefill_model(absolute), cv, lofo))
+    if batched:
+        dec = [_with_fixed(p, _fitted_roof(p, pre_fits)) if _batched(p) else p for p in dec]
+        dec_fit = _fit_phase("decode", "eff", dec, feat.decode_model(), cv, lofo)
+    return ([dec_fit] if dec_fit is not None else []) + pre_fits
 
 
 def calibrate(

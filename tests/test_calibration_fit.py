@@ -168,3 +168,38 @@ def test_param_defs_have_physical_bounds():
     assert isinstance(
         PhaseModel("x", (ParamDef("a", EFF, 0.5, 0.01, 1.0),), lambda f, h, p: 1.0).names, tuple
     )
+
+
+def test_batched_decode_on_a_cpu_takes_the_compute_roof_from_the_prefill_fit(tmp_path):
+    """A CPU has no datasheet TFLOPS: batched decode points need flops_abs_tflops, which the second decode
+    pass takes from the fitted prefill hierarchy (the first pass from the shipped prior)."""
+    from dataclasses import replace
+
+    from tests.calibration_gen import base_record
+
+    cpu = {"ryzen-9-7950x": "cpu-x86-avx512", "core-i7-1165g7-cpu": "cpu-x86-avx512"}
+    dec = {"cpu-x86-avx512": {"bw_eff": 0.5, "t_layer_s": 2e-5, "t_fixed_s": 4e-4}}
+    recs = generate(cpu, dec, noise=0.02, models=("llama-2-7b", "qwen2.5-7b"), quants=("Q4_0",))
+    recs = [replace(r, backend="CPU") for r in recs]
+    pre = [
+        base_record(
+            record_id=f"pp{i}",
+            hardware_id=h,
+            hardware_family="cpu-x86-avx512",
+            backend="CPU",
+            n_prompt=512,
+            n_gen=0,
+            decode_tok_s=None,
+            prefill_tok_s=tok_s,
+        )
+        for i, (h, tok_s) in enumerate((("ryzen-9-7950x", 150.0), ("core-i7-1165g7-cpu", 40.0)))
+    ]
+    batched = [replace(recs[0], record_id="b4", batch=4, decode_tok_s=4 * recs[0].decode_tok_s * 0.9)]
+    write_records(tmp_path / "runs" / "cpu.jsonl", recs + pre + batched)
+    cal = pipeline.calibrate(load_dataset(tmp_path), cv=False, memory=False)
+    dec_fit = next(f for f in cal.fits if f.phase == "decode")
+    (b,) = [p for p in dec_fit.points if p.record_id == "b4"]
+    abs_fit = next(f for f in cal.fits if f.phase == "prefill" and f.variant == "abs")
+    pp, _ = abs_fit.hierarchy.params_for(replace(b, phase="prefill"))
+    assert b.extra["fixed"]["flops_abs_tflops"] == pytest.approx(pp["flops_abs_tflops"])
+    assert b.extra["fixed"]["flops_eff"] == 1.0
