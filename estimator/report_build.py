@@ -245,21 +245,9 @@ def quant_rows(
             m = ph.memory(q, hw, wl)
             dec = ph.decode(q, hw, wl)
         except _SIZING_ERRORS as exc:
-            rows.append(
-                QuantRow(
-                    q.name,
-                    q.description,
-                    tuple(q.engines),
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    q.name == chosen.name,
-                    str(exc),
-                )
-            )
+            none6 = (None,) * 6  # weights, KV, total, verdict, decode, cheapest fit
+            sel = q.name == chosen.name
+            rows.append(QuantRow(q.name, q.description, tuple(q.engines), *none6, sel, str(exc)))
             continue
         cheapest = None
         if options.hardware_catalog:
