@@ -45,7 +45,10 @@ from harness.hfconfig_writer import (  # noqa: F401  (re-exported: harness.synth
     write_hf_config_dir,
 )
 
-WRITER_VERSION = 2  # bump when the files this module writes change (invalidates the cache)
+# Bump when the files this module writes change (invalidates the cache).  3: shared experts are
+# n_shared_experts x shared_ff wide (MoESpec semantics, llama.cpp's n_ff_exp * n_expert_shared); version 2
+# wrote shared_ff alone, which llama.cpp rejects for DeepSeek-V2-Lite (2 shared experts).
+WRITER_VERSION = 3
 WEIGHT_STD = 0.02  # standard deviation of the random weights (keeps activations and logits finite)
 _CHUNK_ELEMS = 1 << 24  # random numbers generated per numpy call (64 MiB of float32 scratch)
 
@@ -96,6 +99,22 @@ def gguf_arch(model: ModelSpec) -> str:
 
 def _is_moe_layer(model: ModelSpec, il: int) -> bool:
     return model.moe is not None and il not in model.moe.dense_layers
+
+
+def shared_width(model: ModelSpec, arch: str) -> int:
+    """Width of the fused shared-expert FFN: n_shared_experts x shared_ff (MoESpec: each shared expert is
+    shared_ff wide; 0 means expert_ff).  llama.cpp's deepseek2 sizes it n_ff_exp * n_expert_shared, so there
+    the per-expert width must equal expert_ff (SpecError otherwise)."""
+    moe = model.moe
+    if moe is None or not moe.n_shared_experts:
+        return 0
+    per_expert = moe.shared_ff or moe.expert_ff
+    if arch == "deepseek2" and per_expert != moe.expert_ff:
+        raise SpecError(
+            f"{model.id}: llama.cpp deepseek2 needs shared experts as wide as the routed ones "
+            f"({per_expert} != {moe.expert_ff})"
+        )
+    return moe.n_shared_experts * per_expert
 
 
 def proxy_spec(model: ModelSpec, n_layers: int | None = None) -> ModelSpec:
@@ -162,7 +181,7 @@ def tensor_plan(model: ModelSpec, n_layers: int | None = None) -> list[TensorPla
             add(T.FFN_UP_EXP, (e, ff, h), il)
             add(T.FFN_DOWN_EXP, (e, h, ff), il)
             if moe.n_shared_experts:
-                sff = moe.shared_ff or moe.expert_ff * moe.n_shared_experts
+                sff = shared_width(model, arch)
                 add(T.FFN_GATE_SHEXP, (sff, h), il)
                 add(T.FFN_UP_SHEXP, (sff, h), il)
                 add(T.FFN_DOWN_SHEXP, (h, sff), il)
@@ -254,8 +273,8 @@ def _write_moe(w, model: ModelSpec) -> None:
     w.add_expert_count(moe.n_experts)
     w.add_expert_used_count(moe.n_experts_used)
     w.add_expert_feed_forward_length(moe.expert_ff)
-    if moe.n_shared_experts and moe.shared_ff:
-        w.add_expert_shared_feed_forward_length(moe.shared_ff)
+    if moe.n_shared_experts:
+        w.add_expert_shared_feed_forward_length(shared_width(model, gguf_arch(model)))
 
 
 def _random_f16(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:

@@ -4,9 +4,13 @@ it).
 
 * ``test_results_run_matches_estimator``: one case per own llama.cpp run in results/runs/ (the committed
   CPU calibration set and whatever a running sweep has appended so far).
-* ``test_real_tiny_run_matches_estimator``: one real measurement through ``python -m runners measure`` on a
-  tiny synthetic gemma3 (sliding window + tied embeddings, Q4_K_M), wrapped into records by the sweep's own
-  code, so the check always runs on at least one live engine record, whatever results/ holds.
+* ``test_real_tiny_run_matches_estimator``: real measurements through ``python -m runners measure`` on two
+  tiny synthetic models (gemma3: sliding window + tied embeddings, Q4_K_M; deepseek_v2: MLA + MoE with 2
+  shared experts, Q8_0), wrapped into records by the sweep's own code, so the check always runs on live
+  engine records, whatever results/ holds.
+* ``test_writer_and_estimator_agree_on_tensors``: without an engine, the synthetic writer's tensors equal
+  the estimator's inventory of ``harness.synth.proxy_spec`` (names, element counts, row lengths; tiny
+  models and every llama.cpp proxy of plans/cpu-full.toml).
 * The rest checks the comparison itself (it can fail: two independent numbers, a tolerance, the log rounding
   allowance) and the ``python -m harness consistency`` command.
 
@@ -85,16 +89,33 @@ def test_compute_gap_report():
 
 
 # --- one live engine record ---------------------------------------------------------------------------
+def _tiny_deepseek_two_shared():
+    """DeepSeek-V2-Lite's layout in small: 2 shared experts (the writer once sized them as one)."""
+    m = synth.tiny_model("deepseek_v2")
+    return dataclasses.replace(m, moe=dataclasses.replace(m.moe, n_shared_experts=2))
+
+
+LIVE = {
+    # 4 layers: sliding (window 128) / full alternating, tied embeddings; sliding layers hold
+    # pad256(128 + n_ubatch 256) = 512 cells, full layers 1024, so a wrong cell rule shows in the KV figure
+    "gemma3-Q4_K_M": (lambda: synth.tiny_model("gemma3"), "Q4_K_M", {"full": 1024, "swa": 512}),
+    # MLA latent cache (K only), first layer dense, MoE with 2 shared experts
+    "deepseek_v2-Q8_0": (_tiny_deepseek_two_shared, "Q8_0", {}),
+}
+
+
 @pytest.mark.llama
-def test_real_tiny_run_matches_estimator(tmp_path):
+@pytest.mark.parametrize("case", sorted(LIVE))
+def test_real_tiny_run_matches_estimator(case, tmp_path):
     pytest.importorskip("llama_cpp")
     from harness.hwdetect import CpuInfo, HostInfo
     from harness.provenance import PointContext, records_from_measurement, spec_to_dict
     from runners.base import PointSpec
     from runners.jsonio import measurement_from_dict
 
-    model = synth.tiny_model("gemma3")  # 4 layers: sliding (window 128) / full alternating, tied embeddings
-    path = synth.synthetic_model(model, "Q4_K_M", cache_dir_path=tmp_path / "models")
+    make, quant, swa_cells = LIVE[case]
+    model = make()
+    path = synth.synthetic_model(model, quant, cache_dir_path=tmp_path / "models")
     spec = PointSpec(
         model_path=str(path),
         n_ctx=1024,
@@ -117,7 +138,7 @@ def test_real_tiny_run_matches_estimator(tmp_path):
     ctx = PointContext(
         point_key="tiny", plan_source="tests/test_results_consistency.py", host=host, engine="llama.cpp",
         engine_version=m.engine_version, model_id=model.id, model=model, n_layers_measured=model.n_layers,
-        quant="Q4_K_M", synthetic_weights=True, spec=spec, git_sha="test",
+        quant=quant, synthetic_weights=True, spec=spec, git_sha="test",
     )  # fmt: skip
     append_records(tmp_path / "results" / "runs" / "tiny.jsonl", records_from_measurement(ctx, m))
 
@@ -126,10 +147,42 @@ def test_real_tiny_run_matches_estimator(tmp_path):
     row = rows[0]
     print(_explain(row))
     assert not row.error and row.weights_ok() and row.kv_ok(), _explain(row)
-    # sliding layers hold pad256(window 128 + ubatch 256) = 512 cells, full layers 1024: the KV figure is not
-    # a single-cell-count product, so a wrong cell rule would show here
-    assert m.extra["swa_cells"] == {"full": 1024, "swa": 512}
+    assert m.extra["swa_cells"] == swa_cells
     assert row.compute_gap[1] is not None
+
+
+# --- the writer builds what the estimator sizes (no engine needed) ----------------------------------------
+TINY_ARCHS = ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma3", "deepseek_v2")
+
+
+def _proxies():
+    from harness.plan import load_plan
+
+    seen = {(m.id, None): (m, None) for m in map(synth.tiny_model, TINY_ARCHS)}
+    seen[("tiny-deepseek_v2-2shexp", None)] = (_tiny_deepseek_two_shared(), None)
+    for p in load_plan(ROOT / "plans" / "cpu-full.toml").points:
+        if p.engine == "llama.cpp":
+            seen.setdefault((p.model.id, p.n_layers), (p.model, p.n_layers))
+    return seen
+
+
+PROXIES = _proxies()
+
+
+@pytest.mark.parametrize("key", sorted(PROXIES, key=str), ids=lambda k: f"{k[0]}-L{k[1] or 'all'}")
+def test_writer_and_estimator_agree_on_tensors(key):
+    """Every tensor harness.synth writes is in the estimator's inventory of ``proxy_spec`` with the same
+    element count and row length (ggml ne[0], which drives the quantizer's block-size fallback), and nothing
+    else is: a writer / estimator disagreement on shapes shows before any engine runs."""
+    import numpy as np
+
+    from estimator.weights import tensor_inventory
+
+    model, n_layers = PROXIES[key]
+    written = {t.name: (int(np.prod(t.shape)), t.shape[-1]) for t in synth.tensor_plan(model, n_layers)}
+    counted = {t.name: (t.n_elements, t.row_len) for t in tensor_inventory(synth.proxy_spec(model, n_layers))}
+    assert sorted(set(written) ^ set(counted)) == []
+    assert {k: v for k, v in written.items() if counted[k] != v} == {}
 
 
 # --- the comparison itself ----------------------------------------------------------------------------
