@@ -42,6 +42,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from harness.sweep import Sweep, SweepInterrupted, SweepRefused
 
     console = Console(stderr=True)
+    if args.retry_failed and not args.resume:
+        return _fail("--retry-failed needs --resume")
     try:
         plan = load_plan(args.plan)
     except PlanError as exc:
@@ -52,6 +54,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
         args.results,
         resume=args.resume,
         repeat=args.repeat,
+        retry_failed=args.retry_failed,
         cache_dir=args.cache,
         console=console,
         show_progress=not args.no_progress,
@@ -194,6 +197,12 @@ def build_parser() -> argparse.ArgumentParser:
     g = m.add_mutually_exclusive_group()
     g.add_argument("--resume", action="store_true", help="skip points already recorded for this host/engine")
     g.add_argument("--repeat", action="store_true", help="measure recorded points again (new records)")
+    m.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="with --resume: measure again points whose records are all failed or skipped "
+        "(the failed records stay in the file as history)",
+    )
     m.add_argument("--cache", default=None, help="synthetic model cache (default ~/.cache/fitbench/models)")
     m.add_argument("--no-progress", action="store_true")
     m.set_defaults(func=cmd_measure)

@@ -147,6 +147,7 @@ class Sweep:
         results: str | Path,
         resume: bool = False,
         repeat: bool = False,
+        retry_failed: bool = False,
         cache_dir: str | Path | None = None,
         host: HostInfo | None = None,
         builder: Callable[[PlannedPoint], Path] | None = None,
@@ -158,6 +159,7 @@ class Sweep:
         self.results = Path(results)
         self.resume = resume
         self.repeat = repeat
+        self.retry_failed = retry_failed
         self.cache_dir = Path(cache_dir) if cache_dir else None
         self.host = host
         self.builder = builder
@@ -242,7 +244,8 @@ class Sweep:
             )
             for p in self.plan.points
         ]
-        done = done_point_keys(self.results)
+        # --retry-failed: only points with an ok record count as done; failed/skipped ones run again.
+        done = done_point_keys(self.results, ("ok",) if self.retry_failed else ("ok", "failed", "skipped"))
         already = [k for k in keys if k in done]
         if already and not (self.resume or self.repeat):
             raise SweepRefused(

@@ -47,7 +47,7 @@ def _double_main(argv: list[str]) -> int:  # runs in the child process
         Path(os.environ["DOUBLE_PID_FILE"]).write_text(str(os.getpid()))
     behaviour = opts.get("double", "ok")
     print("double child starting", behaviour, file=sys.stderr, flush=True)
-    if behaviour == "abort":
+    if behaviour == "abort" or (behaviour == "flaky" and os.environ.get("DOUBLE_FAIL")):
         os.abort()
     if behaviour == "sleep":
         time.sleep(3600)
@@ -174,6 +174,23 @@ def test_rerun_without_resume_is_refused_and_resume_skips(double_env):
     s = _sweep(plan, results, repeat=True).run()  # explicit repeat: new records with new ids
     recs = list(iter_all_records(results))
     assert len(recs) == 2 * n and len({r.record_id for r in recs}) == 2 * n
+
+
+def test_retry_failed_measures_failed_points_again_and_keeps_history(double_env, monkeypatch):
+    results = double_env / "results"
+    plan = _plan(double_env, ["flaky", "ok"])
+    monkeypatch.setenv("DOUBLE_FAIL", "1")
+    _sweep(plan, results).run()
+    assert sorted(r.status for r in iter_all_records(results)) == ["failed", "failed", "ok", "ok"]
+    monkeypatch.delenv("DOUBLE_FAIL")
+    s = _sweep(plan, results, resume=True).run()  # plain resume: failed points count as done
+    assert s.points_run == 0
+    s = _sweep(plan, results, resume=True, retry_failed=True).run()
+    assert s.points_run == 1 and s.points_resumed == 1
+    statuses = sorted(r.status for r in iter_all_records(results))
+    assert statuses == ["failed", "failed", "ok", "ok", "ok", "ok"]  # the failure stays as history
+    s = _sweep(plan, results, resume=True, retry_failed=True).run()
+    assert s.points_run == 0
 
 
 def _run_cli_sweep(plan: str, results: Path, env: dict, resume: bool = False) -> subprocess.Popen:
