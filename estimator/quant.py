@@ -311,7 +311,9 @@ def _llama_type(
             return "q8_0"
         if row_len % TYPE_SIZES[default][0] != 0:
             return "q8_0"
-        return "q8_0" if default == "q8_0" else "q6_K"
+        # llama.cpp picks Q6_K for the output head, then falls back (Q6_K -> Q8_0) when the row length is not
+        # a multiple of 256 (e.g. SmolLM2 hidden 960, Qwen2.5-0.5B 896, Gemma-3-1B 1152).
+        return "q8_0" if default == "q8_0" else fallback_type("q6_K", row_len)
     t = default
     if qname == "MXFP4":
         return fallback_type("mxfp4" if is_expert3d else "q8_0", row_len)

@@ -94,3 +94,11 @@ def test_fallback_for_odd_rows():
     assert type_for("IQ4_XS", "attn_q", 5, 32, row_len=1408) == "iq4_nl"
     assert type_for("Q4_K_M", "attn_q", 5, 32, row_len=100) == "f16"
     assert type_for("Q4_K_M", "output", row_len=2880) == "q8_0"  # head row not a multiple of 256
+
+
+@pytest.mark.parametrize("row_len,expected", [(960, "q8_0"), (896, "q8_0"), (1152, "q8_0"), (1024, "q6_K")])
+def test_output_head_q6k_falls_back_when_rows_are_not_whole_blocks(row_len, expected):
+    # Measured: SmolLM2 (960), Qwen2.5-0.5B (896) and Gemma-3-1B (1152) Q4_0 files store the tied token_embd
+    # as Q8_0 (llama.cpp's Q6_K choice needs rows that are a multiple of 256); Qwen3-0.6B (1024) keeps Q6_K.
+    assert type_for("Q4_0", "token_embd", tied=True, row_len=row_len) == expected
+    assert type_for("Q4_0", "output", row_len=row_len) == expected
