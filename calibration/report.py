@@ -24,6 +24,8 @@ def _held_frame(cal: Calibration) -> pd.DataFrame:
     for pf in cal.fits:
         for h in pf.gate():
             p = h.point
+            # tokens per measured time: the prompt tokens of a prefill, the sequences of a decode step
+            n_tok = p.features["tokens"] if pf.phase == "prefill" else int(p.extra.get("batch") or 1)
             rows.append(
                 {
                     "phase": pf.phase,
@@ -32,8 +34,8 @@ def _held_frame(cal: Calibration) -> pd.DataFrame:
                     "backend": p.backend,
                     "device": p.device,
                     "model": p.model,
-                    "measured_tok_s": 1.0 / p.measured_s,
-                    "predicted_tok_s": 1.0 / h.predicted_s,
+                    "measured_tok_s": n_tok / p.measured_s,
+                    "predicted_tok_s": n_tok / h.predicted_s,
                     "log_ratio": h.log_ratio,
                     "ape": h.ape,
                     "scheme": h.scheme,
@@ -68,7 +70,7 @@ def _plots(df: pd.DataFrame, out: Path) -> list[str]:
         ax.legend(fontsize=6, ncol=2)
         name = f"pred_vs_meas_{phase}.png"
         fig.tight_layout()
-        fig.savefig(out / name, dpi=110)
+        fig.savefig(out / name, dpi=80)
         plt.close(fig)
         names.append(name)
         fig, ax = plt.subplots(figsize=(7, 4))
@@ -83,7 +85,7 @@ def _plots(df: pd.DataFrame, out: Path) -> list[str]:
         )
         name = f"residuals_{phase}.png"
         fig.tight_layout()
-        fig.savefig(out / name, dpi=110)
+        fig.savefig(out / name, dpi=80)
         plt.close(fig)
         names.append(name)
     return names
