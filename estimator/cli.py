@@ -59,7 +59,11 @@ def _add_workload_args(p: argparse.ArgumentParser, ctx_default: int = 8192) -> N
     p.add_argument("--ctx", type=_positive_int, default=ctx_default, help="context tokens per sequence")
     p.add_argument("--devices", type=_positive_int, default=1)
     p.add_argument(
-        "--split", choices=("tp", "pp"), default="tp", help="tensor parallel or pipeline (layer) split"
+        "--split",
+        choices=("tp", "pp"),
+        default=None,
+        help="tp = tensor parallel (llama.cpp -sm row), pp = pipeline / layer split (llama.cpp -sm layer); "
+        "default: the engine's own (llama.cpp pp, vLLM tp)",
     )
     p.add_argument("--gpu-memory-utilization", type=_float, default=0.92, help="vLLM reservation fraction")
     p.add_argument(
@@ -145,14 +149,14 @@ def _table(path: str | None):
 
 
 def _workload(args, **extra):
-    from estimator.specs import Workload
+    from estimator.specs import Workload, default_split
 
     return Workload(
         n_ctx=args.ctx,
         kv_dtype=args.kv_dtype.lower(),
         engine=args.engine,
         n_devices=args.devices,
-        split=args.split,
+        split=args.split or default_split(args.engine),
         gpu_memory_utilization=args.gpu_memory_utilization,
         **extra,
     )

@@ -8,7 +8,8 @@ Input columns (llama-bench semantics):
   ``quant`` (optional for a .gguf model: empty or ``gguf`` means the file's own tensors), ``kv_dtype``
   (f16), ``n_prompt``, ``n_gen``, ``n_depth`` (0), ``batch`` (1, concurrent
   sequences), ``n_ctx`` (default n_prompt + n_gen + n_depth, like llama-bench), ``flash_attn`` (1);
-  optional ``split`` (tp|pp), ``n_ubatch``, ``n_batch``, ``offload_bytes``, ``moe_offload_layers``.
+  optional ``split`` (tp|pp; default: the engine's own, llama.cpp pp / vLLM tp), ``n_ubatch``, ``n_batch``,
+  ``offload_bytes``, ``moe_offload_layers``.
 * Every other column passes through untouched.
 
 Output adds OUTPUT_COLUMNS:
@@ -34,7 +35,7 @@ from typing import Any
 
 from estimator import speed
 from estimator.coefficients import CoefficientTable, load_coefficients
-from estimator.specs import HardwareSpec, QuantSpec, SpecError, Workload
+from estimator.specs import HardwareSpec, QuantSpec, SpecError, Workload, default_split
 
 OUTPUT_COLUMNS = (
     "weights_bytes",
@@ -159,7 +160,8 @@ def row_workload(row: dict) -> Workload:
     if n_prompt + n_gen == 0:
         raise SpecError("n_prompt and n_gen are both 0: nothing to predict")
     n_ctx = _int(row, "n_ctx", n_prompt + n_gen + n_depth, minimum=1)
-    split = _text(row, "split", "tp").lower()
+    engine = _text(row, "engine", "llama.cpp").lower()
+    split = (_text(row, "split", "") or default_split(engine)).lower()
     if split not in ("tp", "pp"):
         raise SpecError(f"column 'split': {split!r} is not tp or pp")
     base = Workload()
@@ -173,7 +175,7 @@ def row_workload(row: dict) -> Workload:
         n_batch=_int(row, "n_batch", base.n_batch, minimum=1),
         n_ubatch=_int(row, "n_ubatch", base.n_ubatch, minimum=1),
         flash_attn=_bool(row, "flash_attn", True),
-        engine=_text(row, "engine", "llama.cpp").lower(),
+        engine=engine,
         n_devices=_int(row, "n_devices", 1, minimum=1),
         split=split,
         offload_bytes=_int(row, "offload_bytes", 0),

@@ -181,7 +181,8 @@ class Workload:
     flash_attn: bool = True
     engine: str = "llama.cpp"  # llama.cpp | vllm
     n_devices: int = 1
-    split: str = "tp"  # tp (tensor parallel / llama.cpp row split) | pp (pipeline / layer split)
+    # tp (tensor parallel / llama.cpp row split) | pp (pipeline / layer split); CLIs use default_split(engine)
+    split: str = "tp"
     offload_bytes: int = 0
     moe_offload_layers: int = 0
     gpu_memory_utilization: float = 0.92  # vLLM only
@@ -202,3 +203,9 @@ class QuantSpec:
     types: dict[str, str] = field(default_factory=dict)
     description: str = ""
     engines: tuple[str, ...] = ("llama.cpp",)
+
+
+def default_split(engine: str) -> str:
+    """The multi-device split an engine uses when not told otherwise: llama.cpp splits by layer
+    (``--split-mode layer``, llama-bench's default too) -> "pp"; vLLM uses tensor parallelism -> "tp"."""
+    return "pp" if engine == "llama.cpp" else "tp"

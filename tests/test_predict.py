@@ -109,9 +109,9 @@ def test_tensor_parallel_row(table):
     one, two, s1, s2 = predict.predict_rows(
         [
             _row(n_prompt=0, n_gen=32, **big),
-            _row(n_prompt=0, n_gen=32, n_devices=2, **big),
+            _row(n_prompt=0, n_gen=32, n_devices=2, split="tp", **big),
             _row(n_prompt=0, n_gen=32, **small),
-            _row(n_prompt=0, n_gen=32, n_devices=2, **small),
+            _row(n_prompt=0, n_gen=32, n_devices=2, split="tp", **small),
         ],
         table,
     )
@@ -215,3 +215,11 @@ def test_gguf_model_uses_exact_file_tensors(tmp_path, table):
         t[3] for t in m.gguf_tensors if t[0] == "token_embd.weight"
     )  # the token embedding stays in host RAM on a discrete GPU under llama.cpp
     assert a["decode_tok_s"] == b["decode_tok_s"]
+
+
+def test_default_split_follows_the_engine():
+    # llama.cpp splits by layer unless told otherwise (-sm layer), vLLM is tensor parallel
+    assert predict.row_workload({"n_prompt": "0", "n_gen": "8", "n_devices": "2"}).split == "pp"
+    vllm = {"n_prompt": "0", "n_gen": "8", "n_devices": "2", "engine": "vllm"}
+    assert predict.row_workload(vllm).split == "tp"
+    assert predict.row_workload({**vllm, "split": "pp"}).split == "pp"
