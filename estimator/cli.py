@@ -251,7 +251,7 @@ def cmd_list(args) -> int:
     from estimator.listing import list_rows
 
     headers, rows = list_rows(args.what)
-    return _emit_rows(headers, rows, args.format, args.output, title=f"catalog {args.what}")
+    return _emit_rows(headers, rows, args.format, args.output, title=f"catalog {args.what}", view=args.what)
 
 
 def cmd_fit(args) -> int:
@@ -260,10 +260,12 @@ def cmd_fit(args) -> int:
     hw = _hardware(args)
     headers, rows = fit_rows(hw, _workload(args), _table(args.coefficients), FIT_QUANTS)
     title = f"models on {args.devices} x {hw.id} at {args.ctx:,} tokens ({args.engine}, KV {args.kv_dtype})"
-    return _emit_rows(headers, rows, args.format, args.output, title=title)
+    return _emit_rows(headers, rows, args.format, args.output, title=title, view="fit")
 
 
-def _emit_rows(headers: list[str], rows: list[list], fmt: str, output: str | None, title: str) -> int:
+def _emit_rows(
+    headers: list[str], rows: list[list], fmt: str, output: str | None, title: str, view: str
+) -> int:
     if fmt == "json":
         import json
 
@@ -278,18 +280,23 @@ def _emit_rows(headers: list[str], rows: list[list], fmt: str, output: str | Non
         w.writerows(rows)
         _write(buf.getvalue(), output)
     else:  # the report's compact table layout; rich only for an interactive terminal
+        from estimator.listing import text_view
         from estimator.render_markdown import Table
         from estimator.render_text import lines_text, print_lines, table_lines
 
-        cells = [["–" if v is None else str(v) for v in r] for r in rows]
-        table = Table(list(headers), cells, title)
+        heads, view_rows, notes = text_view(view, headers, rows)
+        cells = [["–" if v is None else str(v) for v in r] for r in view_rows]
+        table = Table(heads, cells, title)
         if output or not sys.stdout.isatty():
-            _write(lines_text(table_lines(table, 160 if output else _text_width(None))), output)
+            lines = table_lines(table, 160 if output else _text_width(None))
+            _write(lines_text(lines) + "".join(n + "\n" for n in notes), output)
         else:
             from rich.console import Console
 
             console = Console()
             print_lines(table_lines(table, console.width), console)
+            for n in notes:
+                console.print(n, highlight=False, markup=False)
     return 0
 
 

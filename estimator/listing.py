@@ -161,3 +161,43 @@ def fit_rows(hw, workload, table, quants: tuple[str, ...]) -> tuple[list[str], l
     fitting.sort(key=lambda r: -(r[6] or 0.0))
     rest.sort(key=lambda r: r[0])
     return headers, fitting + rest
+
+
+# Text (terminal) view: a readable subset of the columns, short headers.  JSON / CSV keep every column.
+TEXT_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "models": (("id", "id"), ("architecture", "architecture"), ("total_params", "params"),
+               ("active_params", "active"), ("max_context", "max ctx"), ("attention", "attention"),
+               ("verified", "verified")),
+    "hardware": (("id", "id"), ("kind", "kind"), ("family", "family"), ("memory_gib", "GiB"),
+                 ("bandwidth_gbs", "GB/s"), ("bf16_tflops", "bf16 TFLOPS"), ("price_usd", "USD"),
+                 ("status", "status")),
+    "quants": (("name", "name"), ("default_type", "type"), ("default_bits_per_weight", "bits/w"),
+               ("engines", "engines"), ("description", "description")),
+}  # fmt: skip
+
+
+def text_view(what: str, headers: list[str], rows: list[list]) -> tuple[list[str], list[list], list[str]]:
+    """(headers, rows, footnotes) for the terminal: TEXT_COLUMNS of a listing, or for ``fit`` the decode
+    interval in one cell and the coefficient labels as numbered footnotes."""
+    if what == "fit":
+        idx = {h: i for i, h in enumerate(headers)}
+        labels: list[str] = []
+        out = []
+        for r in rows:
+            tok, lo, hi, coef = (r[idx[k]] for k in ("decode_tok_s", "decode_lo_tok_s", "decode_hi_tok_s",
+                                                     "coefficients"))
+            speed = None if tok is None else f"{tok:,.1f} ({lo:,.1f}–{hi:,.1f})"
+            ref = None
+            if coef:
+                if coef not in labels:
+                    labels.append(coef)
+                ref = f"[{labels.index(coef) + 1}]"
+            out.append([r[idx["model"]], r[idx["params_total_b"]], r[idx["best_quant"]], r[idx["total_gib"]],
+                        r[idx["headroom_gib"]], r[idx["verdict"]], speed, ref])
+        heads = ["model", "params B", "best quant", "total GiB", "headroom GiB", "verdict",
+                 "decode tok/s (est., interval)", "coef."]
+        notes = [f"[{i + 1}] {lab}" for i, lab in enumerate(labels)]
+        return heads, out, notes
+    cols = TEXT_COLUMNS[what]
+    idx = {h: i for i, h in enumerate(headers)}
+    return [c[1] for c in cols], [[r[idx[c[0]]] for c in cols] for r in rows], []

@@ -129,7 +129,15 @@ def test_fit():
     assert any(r["verdict"] == "does not fit" for r in rows)  # e.g. DeepSeek-V3 on one 24 GB card
     assert all(r["params_total_b"] and r["params_total_b"] > 0 for r in rows)  # counted parameters, 10^9
     text = run("fit", "--hardware", "rtx-4090", "--ctx", "4096").stdout
-    assert "best_" in text and "smollm2-135m" in text and "\x1b[" not in text
+    assert "best quant" in text and "smollm2-135m" in text and "\x1b[" not in text
+    assert "[1] " in text  # coefficient labels as numbered footnotes
+
+
+def test_list_text_is_a_table_and_json_keeps_every_column():
+    text = run("list", "hardware").stdout
+    assert "GB/s" in text and "h200-141gb-sxm" in text and "name:" not in text
+    rows = json.loads(run("list", "hardware", "--format", "json").stdout)
+    assert {"name", "vendor", "tdp_w", "fp8_tflops"} <= set(rows[0])
 
 
 def test_predict(tmp_path):
