@@ -259,7 +259,10 @@ def cmd_fit(args) -> int:
 
     hw = _hardware(args)
     headers, rows = fit_rows(hw, _workload(args), _table(args.coefficients), FIT_QUANTS)
-    title = f"models on {args.devices} x {hw.id} at {args.ctx:,} tokens ({args.engine}, KV {args.kv_dtype})"
+    title = (
+        f"models on {args.devices} x {hw.id} at {args.ctx:,} tokens ({args.engine}, KV {args.kv_dtype}): "
+        "the highest-precision quant that fits, fastest first"
+    )
     return _emit_rows(headers, rows, args.format, args.output, title=title, view="fit")
 
 

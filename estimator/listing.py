@@ -194,7 +194,7 @@ def text_view(what: str, headers: list[str], rows: list[list]) -> tuple[list[str
                 ref = f"[{labels.index(coef) + 1}]"
             out.append([r[idx["model"]], r[idx["params_total_b"]], r[idx["best_quant"]], r[idx["total_gib"]],
                         r[idx["headroom_gib"]], r[idx["verdict"]], speed, ref])
-        heads = ["model", "params B", "best quant", "total GiB", "headroom GiB", "verdict",
+        heads = ["model", "params B", "quant", "total GiB", "headroom GiB", "verdict",
                  "decode tok/s (est., interval)", "coef."]
         notes = [f"[{i + 1}] {lab}" for i, lab in enumerate(labels)]
         return heads, out, notes

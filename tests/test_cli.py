@@ -129,7 +129,7 @@ def test_fit():
     assert any(r["verdict"] == "does not fit" for r in rows)  # e.g. DeepSeek-V3 on one 24 GB card
     assert all(r["params_total_b"] and r["params_total_b"] > 0 for r in rows)  # counted parameters, 10^9
     text = run("fit", "--hardware", "rtx-4090", "--ctx", "4096").stdout
-    assert "best quant" in text and "smollm2-135m" in text and "\x1b[" not in text
+    assert "highest-precision quant that fits" in text and "smollm2-135m" in text and "\x1b[" not in text
     assert "[1] " in text  # coefficient labels as numbered footnotes
 
 
