@@ -44,6 +44,9 @@ KERNEL_CLASS_PARAMS = (
     # <= 1: a routed expert's GEMM gets ~u x k / E of the u rows a dense GEMM gets, so it cannot run more
     # efficiently than the dense ones
     ParamDef("flops_rel_moe", RATE, 0.999, 0.05, 1.0),
+    # GEMM width term (estimator.speed): eff x K / (K + k_half), k_half in elements of the inner dimension;
+    # additive (linear prior around 0 = no effect), bounded at 1e6 (far beyond any model width)
+    ParamDef("gemm_k_half", TIME, 0.0, 0.0, 1e6),
 )
 PREFILL_PARAMS = (
     ParamDef("flops_eff", EFF, 0.5, 1e-3, 1.0),

@@ -208,7 +208,11 @@ def fit_group(
     jac = np.asarray(res.jac, dtype=float)
     s2 = float(np.sum((r / sigma) ** 2)) / max(n - p, 1)
     try:
-        cov = np.linalg.pinv(jac.T @ jac) * s2
+        # columns scaled to unit norm first: parameters in seconds and in elements differ by ~1e8 in their
+        # Jacobian columns, and pinv's relative cutoff would drop the small ones (standard error 0)
+        d = np.linalg.norm(jac, axis=0)
+        d = np.where(d > 0, d, 1.0)
+        cov = np.linalg.pinv((jac / d).T @ (jac / d)) / np.outer(d, d) * s2
         se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     except np.linalg.LinAlgError:
         se = np.full(p, np.nan)

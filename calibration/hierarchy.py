@@ -30,7 +30,9 @@ TAU_POOL_EFF = 0.5
 TAU_FAMILY_EFF = 0.3
 TAU_MIN, TAU_MAX = 0.05, 1.0
 TAU_TIME_REL = 1.0
-TIME_FLOOR_S = {"t_fixed_s": 1e-4, "t_layer_s": 1e-5, "moe_route_s": 1e-5}
+# gemm_k_half is in elements (not seconds): its floor is one model width (4096), the size at which the term
+# changes a GEMM's time by a factor of two.
+TIME_FLOOR_S = {"t_fixed_s": 1e-4, "t_layer_s": 1e-5, "moe_route_s": 1e-5, "gemm_k_half": 4096.0}
 DEFAULT_TIME_FLOOR_S = 1e-5
 MIN_POINTS_FOR_TAU = 10
 # A level with fewer points than this cannot estimate its own noise scale (the MAD of a handful of in-sample

@@ -31,6 +31,8 @@ from calibration.validate import (
 PRIOR_TAU_EFF = 1.0  # log units: the shipped prior is a weak anchor for the global level
 PRIOR_TAU_TIME_REL = 3.0
 PRIOR_TIME_FLOOR_S = 1e-4
+# Additive non-time parameters: prior scale floor in their own unit (gemm_k_half: elements, one model width).
+PRIOR_LINEAR_FLOOR = {"gemm_k_half": 4096.0}
 FITBENCH_VERSION = "0.1.0"
 
 
@@ -101,7 +103,8 @@ def make_prior_for(model: PhaseModel):
             mu = float(params.get(d.name, d.init))
             mean[d.name] = mu
             if d.kind == TIME:
-                scale[d.name] = max(mu, PRIOR_TIME_FLOOR_S) * PRIOR_TAU_TIME_REL
+                floor = PRIOR_LINEAR_FLOOR.get(d.name, PRIOR_TIME_FLOOR_S)
+                scale[d.name] = max(mu, floor) * PRIOR_TAU_TIME_REL
             else:
                 scale[d.name] = PRIOR_TAU_EFF
         return Prior(mean, scale, f"shipped prior ({kind}/{phase}), widened")

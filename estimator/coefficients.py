@@ -12,7 +12,8 @@ one (hardware family, engine, backend), plus how well they are known:
   the device's datasheet TFLOPS is unknown, e.g. CPUs; the efficiencies still multiply it),
   ``flops_rel_f16`` / ``flops_rel_legacy`` / ``flops_rel_iquant`` (> 0: prefill GEMM efficiency of that
   weight-kernel class relative to k-quants, which ``flops_eff`` describes; 1 when absent), ``flops_rel_moe``
-  (> 0: efficiency of routed-expert GEMMs relative to dense ones; 1 when absent).
+  (> 0: efficiency of routed-expert GEMMs relative to dense ones; 1 when absent), ``gemm_k_half`` (>= 0,
+  elements: a weight GEMM of inner dimension K runs at eff x K / (K + gemm_k_half); 0 when absent).
 
 ``interval`` is the prediction interval of ln(measured / predicted) tokens/s: a point estimate ``x`` becomes
 ``[x * exp(log_lo), x * exp(log_hi)]``; a file interval that excludes 0 (a biased fit) is widened to include
@@ -69,6 +70,7 @@ OPTIONAL_PARAMS = {
         "flops_rel_legacy",
         "flops_rel_iquant",
         "flops_rel_moe",
+        "gemm_k_half",
     ),
 }
 # Positive multipliers / rates (> 0, no upper bound): the prefill kernel-class ratios and absolute TFLOPS.

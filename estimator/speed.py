@@ -15,7 +15,8 @@ Expected distinct experts per MoE layer touched by B tokens each routed to k of 
 
 Prefill (n_prompt tokens for each of B sequences on top of n_depth cached tokens, in ubatch passes)::
 
-    t_c    = (flops - expert_flops) / (peak x eff) + expert_flops / (peak x eff x flops_rel_moe),
+    t_c    = (flops - expert_flops + 2 k_half x (gemm_outputs - expert_gemm_outputs)) / (peak x eff)
+             + (expert_flops + 2 k_half x expert_gemm_outputs) / (peak x eff x flops_rel_moe),
              eff = flops_eff x rel[class]
     t_mm   = sum over passes p of max(t_c x u_p / tokens, weight_bytes / (bw x bw_eff))
     t_attn = attn_flops / (peak x attn_eff) + kq_bytes / (bw x bw_eff)
@@ -31,6 +32,11 @@ Prefill (n_prompt tokens for each of B sequences on top of n_depth cached tokens
   different GEMM paths per weight type (cuBLAS on F16, MMQ / dequantize+GEMM on quants).
 * expert_flops: the routed-expert share of flops (``routed_active_params``); MoE expert GEMMs (llama.cpp
   mul_mat_id: about u x k / E rows per expert) run at ``flops_rel_moe`` (optional, 1 when absent) x eff.
+* GEMM width term: a weight GEMM of inner dimension K runs at eff x K / (K + k_half) (``gemm_k_half``,
+  elements, optional, 0 = no effect): a fixed cost per output element (the dot product's horizontal
+  reduction, scales and store, the per-row quantization of the activations for vec_dot) next to the K MACs.
+  Summed over the matrices the extra time is 2 x k_half x gemm_outputs / (peak x eff), gemm_outputs = tokens
+  x output elements per token (``gemm_outputs_per_token``; routed experts x k / E) + vocab per logit row.
 * attention FLOPs per layer and key = 4 x n_heads x head_dim (QK^T and AV; MLA uses its real dims),
   summed over the keys each token sees (causal: depth + i + 1, capped at the window on sliding/chunked
   layers).
@@ -63,6 +69,7 @@ from estimator.specs import (
     Workload,
 )
 from estimator.speed_terms import (  # noqa: F401 - re-exported: the speed physics' public helpers
+    GEMM_K_HALF_PARAM,
     KERNEL_CLASS_PARAMS,
     KQ_SCORE_BYTES,
     MOE_PARAM,
@@ -70,6 +77,7 @@ from estimator.speed_terms import (  # noqa: F401 - re-exported: the speed physi
     attention_flops,
     attn_flops_per_key,
     expert_union,
+    gemm_outputs_per_token,
     is_fp8,
     kernel_class,
     kq_score_elems,
@@ -226,7 +234,8 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
     """Physics features of prefilling workload.n_prompt tokens for each of n_seq sequences at n_depth.
 
     Keys: tokens, flops (2 x matmul params x tokens, the output head only for the rows that return logits),
-    expert_flops (the routed-expert part of flops), attn_flops, kq_bytes (llama.cpp without flash
+    expert_flops (the routed-expert part of flops), gemm_outputs / expert_gemm_outputs (GEMM output
+    elements, all / routed experts, for the width term), attn_flops, kq_bytes (llama.cpp without flash
     attention), weight_bytes (device bytes one ubatch pass streams), host_bytes (per pass),
     n_passes = ceil(tokens / n_ubatch), ubatch_tokens, kernel_class, pipeline_factor, n_layers,
     n_moe_layers, hidden_size, n_devices, split, fp8.
@@ -244,6 +253,7 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
     head = model.vocab_size * model.hidden_size
     body = max(matmul_params(model, wb.n_params_active) - head, 0)
     n_out = max(b, math.ceil(tokens / max(int(workload.n_batch), ubatch))) if tokens else 0
+    outs, routed_outs = gemm_outputs_per_token(model)
     kq = 0.0
     if workload.engine == "llama.cpp" and not workload.flash_attn and n_prompt:
         u_seq = max(ubatch // b, 1) if b > 1 else ubatch
@@ -253,6 +263,8 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
         "tokens": tokens,
         "flops": float(2 * (body * tokens + head * n_out)),
         "expert_flops": float(2 * min(routed_active_params(model), body) * tokens),
+        "gemm_outputs": float(outs * tokens + model.vocab_size * n_out),
+        "expert_gemm_outputs": float(routed_outs * tokens),
         "attn_flops": float(b * attention_flops(model, int(workload.n_depth), n_prompt)),
         "kq_bytes": kq,
         "weight_bytes": dev,
@@ -368,7 +380,10 @@ def prefill_time_s(features: dict, hardware: HardwareSpec, params: dict) -> floa
     host_bw = host_bandwidth_bs(hardware, params, over_link=True)
     eff = params["flops_eff"] * params.get(KERNEL_CLASS_PARAMS.get(f.get("kernel_class", "kquant"), ""), 1.0)
     ex = f.get("expert_flops", 0.0)
-    t_c = (f["flops"] - ex) / (peak * eff) + ex / (peak * eff * params.get(MOE_PARAM, 1.0))
+    kw = 2.0 * params.get(GEMM_K_HALF_PARAM, 0.0)  # FLOP-equivalents per GEMM output element
+    ex_out = f.get("expert_gemm_outputs", 0.0)
+    dense = f["flops"] - ex + kw * (f.get("gemm_outputs", 0.0) - ex_out)
+    t_c = dense / (peak * eff) + (ex + kw * ex_out) / (peak * eff * params.get(MOE_PARAM, 1.0))
     passes = max(int(f["n_passes"]), 1)
     t_mm = passes * max(t_c / passes, f["weight_bytes"] / bw)
     t_attn = f["attn_flops"] / (peak * params["attn_eff"]) + f.get("kq_bytes", 0.0) / bw

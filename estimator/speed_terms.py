@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from estimator.specs import CHUNKED, FULL, LINEAR, MAMBA, SLIDING, ModelSpec, QuantSpec, Workload
+from estimator.weights import tensor_inventory
 
 # Bytes one F32 KQ score moves without flash attention: written by the KQ matmul, read + written by
 # soft_max_ext, read by the KQV matmul (llama.cpp build_attn_mha, non-FA branch): 4 x 4 B.
@@ -185,3 +186,30 @@ def kq_score_elems(model: ModelSpec, depth: int, n: int, ubatch: int) -> int:
             elif kind in (SLIDING, CHUNKED):
                 total += u * min(n_kv, (model.window or n_kv) + u)
     return total
+
+
+# Optional coefficient: GEMM inner-dimension half-saturation (elements); absent = 0 = no width effect.
+GEMM_K_HALF_PARAM = "gemm_k_half"
+_NO_GEMM_GROUPS = ("embd", "output", "norm")
+
+
+def gemm_outputs_per_token(model: ModelSpec) -> tuple[int, int]:
+    """(all, routed-expert) output elements the layer weight GEMMs produce per token (counts).
+
+    Sum over the matmul tensors of the decoder layers (``estimator.weights.tensor_inventory``, without the
+    token embedding, the output head and the norms) of their rows N = n_elements / row_len; a routed-expert
+    tensor (E experts stacked) counts N x k / E.  Used by the GEMM width term: a GEMM of inner dimension K
+    runs at eff x K / (K + k_half), so its time is flops x (1 + k_half / K) / (peak x eff) and the extra part
+    summed over matrices is 2 x k_half x tokens x sum(N) (see estimator.speed).
+    """
+    total = routed = 0
+    moe = model.moe
+    for t in tensor_inventory(model):
+        if t.group in _NO_GEMM_GROUPS or t.row_len <= 0:
+            continue
+        n = t.n_elements // t.row_len
+        if t.group == "routed" and moe is not None and moe.n_experts:
+            n = n * moe.n_experts_used // moe.n_experts
+            routed += n
+        total += n
+    return total, routed

@@ -479,3 +479,37 @@ def test_moe_expert_offload_is_slower_and_reads_host():
     assert f["weight_bytes"] + f["host_bytes"] == pytest.approx(f0["weight_bytes"])
     h = hw(bw=3000.0, host_bandwidth_gbs=80.0)
     assert speed.decode_time_per_token_s(f, h, P) > 5 * speed.decode_time_per_token_s(f0, h, P)
+
+
+def test_gemm_width_term_slows_narrow_gemms_more():
+    """gemm_k_half: each GEMM of inner dim K runs at eff x K / (K + k_half); absent = 0 = no effect."""
+    from estimator.quant import get_quant
+    from estimator.resolve import resolve_hardware, resolve_model
+    from estimator.speed_terms import gemm_outputs_per_token
+
+    q = get_quant("Q4_K_M")
+    hw = resolve_hardware("rtx-3090")
+    base = {"flops_eff": 0.5, "attn_eff": 0.3, "t_layer_s": 0.0, "bw_eff": 0.8}
+    wl = Workload(n_prompt=512, n_gen=0, n_ubatch=512, n_batch=512, engine="llama.cpp", flash_attn=True)
+    ratios = {}
+    for mid in ("qwen2.5-0.5b", "llama-3.1-8b"):
+        m = resolve_model(mid)
+        f = speed.prefill_features(m, q, wl)
+        outs, routed = gemm_outputs_per_token(m)
+        assert routed == 0 and f["gemm_outputs"] == outs * 512 + m.vocab_size  # one logit row
+        t0 = speed.prefill_time_s(f, hw, base)
+        assert speed.prefill_time_s(f, hw, {**base, "gemm_k_half": 0.0}) == t0
+        ratios[mid] = speed.prefill_time_s(f, hw, {**base, "gemm_k_half": 1000.0}) / t0
+    # the narrow model (hidden 896) loses more than the wide one (hidden 4096)
+    assert ratios["qwen2.5-0.5b"] > ratios["llama-3.1-8b"] > 1.0
+
+
+def test_gemm_outputs_count_routed_experts_by_k_over_e():
+    from estimator.resolve import resolve_model
+    from estimator.speed_terms import gemm_outputs_per_token
+
+    m = resolve_model("mixtral-8x7b")
+    outs, routed = gemm_outputs_per_token(m)
+    # per layer: 2 of 8 experts x (gate + up: ff rows each, down: hidden rows)
+    assert routed == m.n_layers * 2 * (2 * m.moe.expert_ff + m.hidden_size)
+    assert outs > routed
