@@ -47,47 +47,57 @@ def _held_frame(cal: Calibration) -> pd.DataFrame:
 
 
 def _plots(df: pd.DataFrame, out: Path) -> list[str]:
+    """PNG plots in the HTML report's chart style (estimator.style: palette, fonts, light grid); families are
+    told apart by colour and marker (the palette has 8 colours)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from estimator import style
+
+    markers = "os^Dv<>P"
     names = []
-    for phase, d in df.groupby("phase"):
-        fig, ax = plt.subplots(figsize=(7, 6))
-        for fam, g in d.groupby("family"):
-            ax.scatter(g["measured_tok_s"], g["predicted_tok_s"], s=12, label=fam)
-        lo = min(d["measured_tok_s"].min(), d["predicted_tok_s"].min())
-        hi = max(d["measured_tok_s"].max(), d["predicted_tok_s"].max())
-        ax.plot([lo, hi], [lo, hi], color="black", lw=0.8)
-        ax.set(
-            xscale="log",
-            yscale="log",
-            xlabel="measured tokens/s",
-            ylabel="predicted tokens/s (held out)",
-            title=f"{phase}: predicted vs measured",
-        )
-        ax.legend(fontsize=6, ncol=2)
-        name = f"pred_vs_meas_{phase}.png"
-        fig.tight_layout()
-        fig.savefig(out / name, dpi=80)
-        plt.close(fig)
-        names.append(name)
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for fam, g in d.groupby("family"):
-            ax.scatter(g["model_gib"], g["log_ratio"], s=12, label=fam)
-        ax.axhline(0, color="black", lw=0.8)
-        ax.set(
-            xscale="log",
-            xlabel="weight bytes read per pass (GiB)",
-            ylabel="ln(measured / predicted)",
-            title=f"{phase}: held-out residuals vs model size",
-        )
-        name = f"residuals_{phase}.png"
-        fig.tight_layout()
-        fig.savefig(out / name, dpi=80)
-        plt.close(fig)
-        names.append(name)
+    with plt.rc_context(style.matplotlib_rc()):
+        for phase, d in df.groupby("phase"):
+            fams = sorted(d["family"].unique())
+            n_col = len(style.SERIES)
+            look = {
+                f: {"color": style.SERIES[i % n_col], "marker": markers[(i // n_col) % len(markers)]}
+                for i, f in enumerate(fams)
+            }
+            fig, ax = plt.subplots(figsize=(7, 6))
+            for fam, g in d.groupby("family"):
+                ax.scatter(g["measured_tok_s"], g["predicted_tok_s"], s=12, label=fam, **look[fam])
+            lo = min(d["measured_tok_s"].min(), d["predicted_tok_s"].min())
+            hi = max(d["measured_tok_s"].max(), d["predicted_tok_s"].max())
+            ax.plot([lo, hi], [lo, hi], color=style.AXIS_COLOR, lw=0.8)
+            ax.set(
+                xscale="log",
+                yscale="log",
+                xlabel="measured tokens/s",
+                ylabel="predicted tokens/s (held out)",
+                title=f"{phase}: predicted vs measured",
+            )
+            ax.legend(fontsize=6, ncol=2)
+            name = f"pred_vs_meas_{phase}.png"
+            fig.savefig(out / name, dpi=80)
+            plt.close(fig)
+            names.append(name)
+            fig, ax = plt.subplots(figsize=(7, 4))
+            for fam, g in d.groupby("family"):
+                ax.scatter(g["model_gib"], g["log_ratio"], s=12, label=fam, **look[fam])
+            ax.axhline(0, color=style.AXIS_COLOR, lw=0.8)
+            ax.set(
+                xscale="log",
+                xlabel="weight bytes read per pass (GiB)",
+                ylabel="ln(measured / predicted)",
+                title=f"{phase}: held-out residuals vs model size",
+            )
+            name = f"residuals_{phase}.png"
+            fig.savefig(out / name, dpi=80)
+            plt.close(fig)
+            names.append(name)
     return names
 
 
