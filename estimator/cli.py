@@ -84,7 +84,9 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="full sizing report for one model on one device")
     r.add_argument("--model", required=True, help="catalog id, HF id, config.json path/folder, or .gguf path")
     _add_hardware_args(r)
-    r.add_argument("--quant", default="Q4_K_M")
+    r.add_argument(
+        "--quant", default=None, help="weight format (default: Q4_K_M for llama.cpp, BF16 for vLLM)"
+    )
     _add_workload_args(r)
     r.add_argument("--concurrency", type=_positive_int, default=1, help="sequences decoding together")
     r.add_argument("--offload-gib", type=_float, default=0.0, help="weights kept in host RAM, GiB")
@@ -180,7 +182,7 @@ def cmd_report(args) -> int:
         raise SpecError(f"--offload-gib must be >= 0, got {args.offload_gib}")
     model = resolve_model(args.model)
     hw = _hardware(args)
-    quant = get_quant(args.quant)
+    quant = get_quant(args.quant or ("Q4_K_M" if args.engine == "llama.cpp" else "BF16"))
     wl = _workload(
         args,
         concurrency=args.concurrency,
