@@ -346,4 +346,6 @@ def load_plan(path: str | Path, catalog: Catalog | None = None) -> Plan:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise PlanError(f"{path}: cannot read plan ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise PlanError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     return parse_plan(text, path, catalog)

@@ -76,6 +76,13 @@ def test_invalid_toml_and_missing_file():
         load_plan("/nonexistent/plan.toml")
 
 
+def test_plan_that_is_not_utf8_is_a_plan_error(tmp_path):
+    bad = tmp_path / "latin1.toml"
+    bad.write_bytes(b'name = "caf\xe9"\n')
+    with pytest.raises(PlanError, match=r"latin1.toml: not UTF-8 text \(byte 11"):
+        load_plan(bad)
+
+
 def test_shipped_plans_are_valid():
     quick = load_plan(REPO / "plans" / "cpu-quick.toml")
     assert set(quick.engines) == {"llama.cpp", "vllm"}
