@@ -74,6 +74,9 @@ class Physics:
         self._decode: dict = {}
 
     def memory(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload):
+        """Memory with the KV cache of ``memory_sequences(wl)`` sequences (what the launch commands
+        allocate: llama-server ``-c n_ctx x -np``, vLLM ``--max-num-seqs``)."""
+        wl = replace(wl, n_seq=memory_sequences(wl))
         key = (quant.name, hw, wl)
         if key not in self._mem:
             self._mem[key] = estimate_memory(self.model, quant, hw, wl, self.table.memory_for(wl.engine))
@@ -121,6 +124,13 @@ class Physics:
             self.model, quant, hw, replace(wl, n_seq=conc), dparams, int(wl.n_ctx) // 2
         )
         return conc / t
+
+
+def memory_sequences(wl: Workload) -> int:
+    """Sequences the memory is sized for: ``max(n_seq, concurrency)``.  ``--concurrency N`` starts N slots
+    (llama-server ``-np N`` with ``-c n_ctx x N``; vLLM ``--max-num-seqs N``), so the KV cache holds N
+    sequences of n_ctx tokens each; speed keeps ``n_seq`` as the batch of its single-stream figures."""
+    return max(int(wl.n_seq), int(wl.concurrency), 1)
 
 
 def figure(tok_s: float, cset) -> SpeedFigure:
@@ -178,8 +188,9 @@ def memory_section(m, hw: HardwareSpec, n_devices: int, table=None, engine: str 
 def kv_section(
     ph: Physics, model: ModelSpec, quant: QuantSpec, hw: HardwareSpec, wl: Workload, m
 ) -> KVSection:
+    n_seq = memory_sequences(wl)
     kv = kv_cache(
-        model, wl.n_ctx, wl.kv_dtype, wl.n_seq, wl.engine, n_ubatch=wl.n_ubatch, flash_attn=wl.flash_attn
+        model, wl.n_ctx, wl.kv_dtype, n_seq, wl.engine, n_ubatch=wl.n_ubatch, flash_attn=wl.flash_attn
     )
     options = []
     for dt in KV_OPTIONS:
@@ -196,7 +207,7 @@ def kv_section(
     return KVSection(
         wl.kv_dtype,
         wl.n_ctx,
-        wl.n_seq,
+        n_seq,
         int(kv.total_bytes),
         int(kv.bytes_per_token),
         int(kv.state_bytes),

@@ -119,6 +119,24 @@ def test_multi_device_offload_and_launch():
     assert argv[argv.index("-ts") + 1] == "1,1,1,1" and argv[argv.index("-c") + 1] == str(16384 * 4)
 
 
+def test_concurrency_sizes_the_kv_cache_the_launch_command_allocates():
+    """--concurrency N starts N slots (llama-server -c n_ctx x N -np N): memory holds N sequences."""
+    from estimator.kv import kv_cache
+
+    one = report("llama-3.1-8b", "rtx-4090", "Q4_K_M", n_ctx=16384)
+    four = report("llama-3.1-8b", "rtx-4090", "Q4_K_M", n_ctx=16384, concurrency=4)
+    llama = next(e for e in four["launch"] if e["engine"] == "llama.cpp")["argv"]
+    total_ctx = int(llama[llama.index("-c") + 1])
+    assert total_ctx == 4 * 16384 and four["kv"]["n_seq"] == 4 and one["kv"]["n_seq"] == 1
+    allocated = kv_cache(get_model("llama-3.1-8b"), total_ctx, "f16").total_bytes
+    assert four["memory"]["kv_bytes"] == four["kv"]["kv_bytes"] == allocated == 4 * one["memory"]["kv_bytes"]
+    assert four["memory"]["total_bytes"] - one["memory"]["total_bytes"] >= 3 * one["memory"]["kv_bytes"]
+    ctx = {r["n_ctx"]: r["kv_bytes"] for r in four["context_scaling"]}
+    assert ctx[16384] == four["memory"]["kv_bytes"]
+    # speed keeps the single-stream decode; the aggregate covers the 4 sequences
+    assert four["speed"]["decode"]["tok_s"] == pytest.approx(one["speed"]["decode"]["tok_s"])
+
+
 def test_vllm_report():
     d = report("llama-3.1-8b", "rtx-4090", "BF16", n_ctx=8192, engine="vllm", kv_dtype="fp8")
     vl = next(e for e in d["launch"] if e["engine"] == "vllm")
