@@ -129,10 +129,27 @@ def _coerce_lb(obj: dict, path: Path, line: int) -> dict:
                 out[k] = float(out[k])
     except (TypeError, ValueError) as exc:
         raise _err(path, line, f"bad value ({exc})") from None
+    if not math.isfinite(out["avg_ts"]) or out["avg_ts"] <= 0:
+        raise _err(path, line, f"avg_ts = {out['avg_ts']} is not a positive number of tokens/s")
+    std = out.get("stddev_ts")
+    if isinstance(std, float) and (not math.isfinite(std) or std < 0):
+        raise _err(path, line, f"stddev_ts = {std} is not a non-negative number of tokens/s")
     for k in ("samples_ns", "samples_ts"):
         v = out.get(k)
-        if isinstance(v, str) and v.strip():  # a CSV cell: "1 2 3" or "[1, 2, 3]"
-            out[k] = [float(x) for x in re.split(r"[\s,\[\]]+", v) if x]
+        if v in ("", None):
+            out[k] = []
+            continue
+        if isinstance(v, str):  # a CSV cell: "1 2 3" or "[1, 2, 3]"
+            v = [x for x in re.split(r"[\s,\[\]]+", v) if x]
+        if not isinstance(v, list):
+            raise _err(path, line, f"{k} is not a list of numbers")
+        try:
+            vals = [float(x) for x in v if not isinstance(x, bool)]
+        except (TypeError, ValueError):
+            vals = []
+        if len(vals) != len(v) or not all(math.isfinite(x) and x > 0 for x in vals):
+            raise _err(path, line, f"{k} holds a value that is not a positive number")
+        out[k] = vals
     return out
 
 
@@ -147,7 +164,7 @@ def llama_bench_record(obj: dict, path: Path, line: int, ctx: ImportContext, sha
     n_prompt, n_gen, n_depth = o["n_prompt"], o["n_gen"], int(o.get("n_depth") or 0)
     if n_prompt < 0 or n_gen < 0 or (n_prompt == 0 and n_gen == 0):
         raise _err(path, line, f"n_prompt={n_prompt}, n_gen={n_gen}: not a pp, tg or pg test")
-    samples = tuple(float(s) for s in o.get("samples_ts") or ())
+    samples = tuple(o["samples_ts"])
     kind = "pp" if n_gen == 0 else "tg" if n_prompt == 0 else "pg"
     fa = o.get("flash_attn")
     if isinstance(fa, str):
@@ -364,6 +381,15 @@ class _Lookups:
         return self.models[model_id]
 
 
+def _published_flash_attn(value: str, path: Path, line: int) -> bool | None:
+    """Published flash_attn cell: "" unstated, else 0 / 1."""
+    if value == "":
+        return None
+    if value not in ("0", "1", "0.0", "1.0"):
+        raise _err(path, line, f"flash_attn = {value!r} is not 0, 1 or empty")
+    return value.startswith("1")
+
+
 def published_record(
     r: dict, path: Path, line: int, ctx: ImportContext, look: _Lookups, sha: str
 ) -> RunRecord:
@@ -418,7 +444,7 @@ def published_record(
         batch=ints["batch"] or 0,  # 0 = not stated (memory rows, saturated serving rows)
         n_ctx=int(n_ctx_match.group(1)) if n_ctx_match else 0,  # 0 = not stated
         kv_dtype="",
-        flash_attn=None if fa == "" else bool(int(float(fa))),
+        flash_attn=_published_flash_attn(fa, path, line),
         n_threads=None,
         n_batch=None,
         n_ubatch=ints["n_ubatch"],

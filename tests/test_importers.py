@@ -131,6 +131,19 @@ def test_published_measurements_import():
         ("bad.csv", '"n_prompt","n_gen","avg_ts"\n"64","0","5"\n"64","0","fast"\n', 3, "bad value"),
         ("other.csv", "a,b\n1,2\n", 1, "unrecognized CSV header"),
         ("lat.json", '{"avg_latency": 1.0, "latencies": []}', 1, "non-empty list"),
+        ("neg.json",
+         '[{"n_prompt": 64, "n_gen": 0, "avg_ts": 5},\n {"n_prompt": 64, "n_gen": 0, "avg_ts": -5}]', 2,
+         "avg_ts = -5.0 is not a positive"),
+        ("nan.jsonl", '{"n_prompt": 64, "n_gen": 0, "avg_ts": NaN}\n', 1, "avg_ts = nan"),
+        ("std.jsonl", '{"n_prompt": 64, "n_gen": 0, "avg_ts": 5, "stddev_ts": -1}\n', 1, "stddev_ts = -1.0"),
+        ("samp.jsonl", '{"n_prompt": 64, "n_gen": 0, "avg_ts": 5, "samples_ts": ["a", 1]}\n', 1,
+         "samples_ts holds a value that is not a positive number"),
+        ("samp2.jsonl", '{"n_prompt": 64, "n_gen": 0, "avg_ts": 5, "samples_ts": 5}\n', 1,
+         "samples_ts is not a list"),
+        ("samp3.jsonl", '{"n_prompt": 64, "n_gen": 0, "avg_ts": 5, "samples_ts": [5, 0]}\n', 1,
+         "samples_ts holds"),
+        ("samp.csv", '"n_prompt","n_gen","avg_ts","samples_ts"\n"64","0","5","[5, x]"\n', 2,
+         "samples_ts holds"),
     ],
 )  # fmt: skip
 def test_malformed_files_name_their_line(tmp_path, name, content, line, message):
@@ -152,6 +165,29 @@ def test_published_bad_row_names_line(tmp_path):
         w.writerows(rows)
     with pytest.raises(ImportFormatError, match=r"pub.csv:4: unknown metric 'weights_tib'"):
         import_file(bad, ctx=ctx())
+
+
+def test_published_bad_flash_attn_names_line(tmp_path):
+    with PUBLISHED.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        rows = [next(reader) for _ in range(3)]
+    rows[1]["flash_attn"] = "yes"
+    bad = tmp_path / "pub.csv"
+    with bad.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    with pytest.raises(ImportFormatError, match=r"pub.csv:3: flash_attn = 'yes' is not 0, 1 or empty"):
+        import_file(bad, ctx=ctx())
+
+
+def test_cli_malformed_samples_exit_2_without_traceback(tmp_path):
+    bad = tmp_path / "lb.json"
+    bad.write_text('[{"n_prompt": 64, "n_gen": 0, "avg_ts": 5, "samples_ts": ["a"]}]')
+    argv = [sys.executable, "-m", "harness", "import", str(bad), "--results", str(tmp_path / "r")]
+    res = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "lb.json:1:" in res.stderr, res.stderr
+    assert not (tmp_path / "r").exists()
 
 
 def test_cli_rejects_malformed_import_and_leaves_results_unchanged(tmp_path):
