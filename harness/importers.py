@@ -100,7 +100,7 @@ def _finish(row: dict, path: Path, line: int | str) -> RunRecord:
 
 # --- llama-bench ---------------------------------------------------------------------------------------
 _LB_INT = ("n_prompt", "n_gen", "n_depth", "n_threads", "n_batch", "n_ubatch", "n_gpu_layers", "build_number",
-           "model_size", "model_n_params", "avg_ns", "stddev_ns", "flash_attn")  # fmt: skip
+           "model_size", "model_n_params", "avg_ns", "stddev_ns")  # fmt: skip
 _LB_FLOAT = ("avg_ts", "stddev_ts")
 _LB_REQUIRED = ("n_prompt", "n_gen", "avg_ts")
 
@@ -150,7 +150,37 @@ def _coerce_lb(obj: dict, path: Path, line: int) -> dict:
         if len(vals) != len(v) or not all(math.isfinite(x) and x > 0 for x in vals):
             raise _err(path, line, f"{k} holds a value that is not a positive number")
         out[k] = vals
+    out["flash_attn"] = _lb_flash_attn(out.get("flash_attn"), path, line)
     return out
+
+
+def _lb_flash_attn(value: object, path: Path, line: int) -> int | None:
+    """llama-bench flash_attn across versions -> 1 on, 0 off, -1 auto, None unstated.
+
+    Before mid-2025 a bool (JSON true/false, CSV "0"/"1"); since then an int (-1 auto, 0, 1)."""
+    if value in ("", None):
+        return None
+    text = str(value).strip().lower()  # True -> "true", 1 -> "1"
+    known = {"true": 1, "false": 0, "on": 1, "off": 0, "1": 1, "0": 0, "-1": -1, "auto": -1}
+    if text not in known:
+        raise _err(path, line, f"flash_attn = {value!r} is not a llama-bench flash-attention value")
+    return known[text]
+
+
+# llama-bench before the `backends` field (added late 2024) flagged each backend with a bool column.
+_LB_OLD_BACKEND_FLAGS = (("cuda", "CUDA"), ("metal", "Metal"), ("vulkan", "Vulkan"), ("sycl", "SYCL"),
+                         ("kompute", "Kompute"), ("rpc", "RPC"))  # fmt: skip
+
+
+def _lb_backend(o: dict) -> str:
+    """The ``backends`` field, or the old schema's per-backend flags ("CPU" when none is set), or ""."""
+    if o.get("backends") not in (None, ""):
+        return str(o["backends"])
+    flags = [(k, name) for k, name in _LB_OLD_BACKEND_FLAGS if k in o]
+    if not flags:
+        return ""
+    on = [name for k, name in flags if str(o[k]).strip().lower() in ("true", "1")]
+    return ",".join(on) or "CPU"
 
 
 def llama_bench_record(obj: dict, path: Path, line: int, ctx: ImportContext, sha: str) -> RunRecord:
@@ -166,9 +196,7 @@ def llama_bench_record(obj: dict, path: Path, line: int, ctx: ImportContext, sha
         raise _err(path, line, f"n_prompt={n_prompt}, n_gen={n_gen}: not a pp, tg or pg test")
     samples = tuple(o["samples_ts"])
     kind = "pp" if n_gen == 0 else "tg" if n_prompt == 0 else "pg"
-    fa = o.get("flash_attn")
-    if isinstance(fa, str):
-        fa = {"true": 1, "false": 0, "1": 1, "0": 0, "-1": -1, "auto": -1}.get(fa.lower(), -1)
+    fa = o["flash_attn"]
     n_tokens_ctx = n_prompt + n_gen + n_depth
     row = _base(ctx, sha)
     commit = str(o.get("build_commit", ""))
@@ -177,7 +205,7 @@ def llama_bench_record(obj: dict, path: Path, line: int, ctx: ImportContext, sha
         engine="llama.cpp",
         engine_version=commit,
         build_info=f"llama-bench build {o.get('build_number', '?')} ({commit})",
-        backend=str(o.get("backends", "")),
+        backend=_lb_backend(o),
         device_name=ctx.device_name or str(o.get("gpu_info") or o.get("cpu_info") or row["device_name"]),
         model_id=str(o.get("model_filename", "")),
         quant=quant_from_model_type(str(o.get("model_type", ""))),

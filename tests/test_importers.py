@@ -76,6 +76,37 @@ def test_llama_bench_jsonl_and_csv_variants_match_json(tmp_path):
     assert [strip(_key(r)) for r in from_csv] == [strip(_key(r)) for r in ref]
 
 
+def test_llama_bench_older_schema_backend_flags_and_bool_flash_attn(tmp_path):
+    """Before the ``backends`` field (late 2024) llama-bench wrote one bool per backend, and before mid-2025
+    flash_attn was a bool (JSON true/false, CSV "0"/"1"); newer rows say -1 for auto."""
+    old = {"build_commit": "3f1ae2e3", "build_number": 3400, "cuda": True, "vulkan": False, "kompute": False,
+           "metal": False, "sycl": False, "rpc": "0", "gpu_blas": True, "blas": True, "cpu_info": "x",
+           "gpu_info": "NVIDIA GeForce RTX 4090", "model_filename": "m.gguf", "model_type": "llama 7B Q4_0",
+           "model_size": 3825065984, "n_threads": 16, "type_k": "f16", "n_gpu_layers": 99, "flash_attn": True,
+           "n_prompt": 512, "n_gen": 0, "avg_ts": 12000.5, "stddev_ts": 20.1}  # fmt: skip
+    cpu = {**old, "cuda": False, "flash_attn": False}
+    new = {k: v for k, v in old.items() if k not in ("cuda", "vulkan", "kompute", "metal", "sycl", "rpc")}
+    new.update(backends="CUDA", flash_attn=-1, n_depth=0)
+    p = tmp_path / "lb.jsonl"
+    p.write_text("".join(json.dumps(o) + "\n" for o in (old, cpu, new)))
+    _, (r_old, r_cpu, r_new) = import_file(p, ctx=ctx())
+    assert (r_old.backend, r_old.flash_attn) == ("CUDA", True)
+    assert (r_cpu.backend, r_cpu.flash_attn) == ("CPU", False)
+    assert (r_new.backend, r_new.flash_attn) == ("CUDA", None)  # auto: not stated
+    c = tmp_path / "lb.csv"
+    with c.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(old), quoting=csv.QUOTE_ALL)
+        w.writeheader()
+        w.writerow({k: str(v).lower() if isinstance(v, bool) else v for k, v in old.items()})
+        w.writerow({k: str(int(v)) if isinstance(v, bool) else v for k, v in cpu.items()})  # C++ to_string
+    _, (c_old, c_cpu) = import_file(c, ctx=ctx())
+    assert (c_old.backend, c_old.flash_attn) == ("CUDA", True)
+    assert (c_cpu.backend, c_cpu.flash_attn) == ("CPU", False)
+    p.write_text(json.dumps({**new, "flash_attn": "sometimes"}) + "\n")
+    with pytest.raises(ImportFormatError, match=r"lb.jsonl:1: flash_attn = 'sometimes'"):
+        import_file(p, ctx=ctx())
+
+
 def test_vllm_bench_latency_fixture():
     raw = json.loads(VLLM_JSON.read_text())
     fmt, recs = import_file(VLLM_JSON, ctx=ctx(input_len=32, output_len=8, batch_size=1))
