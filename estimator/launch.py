@@ -5,7 +5,11 @@ where the configuration cannot be reproduced there (e.g. a GGUF k-quant on vLLM,
 llama.cpp, MoE-expert offload on vLLM).
 
 Flag mapping (llama.cpp ``llama-server``):
-  ``-c`` = n_ctx x parallel slots (each of the ``-np`` slots gets ``-c / -np`` tokens); ``-ngl`` = layers on
+  ``-c`` = n_ctx x parallel slots; with ``-np`` > 1 also ``--kv-unified`` (one KV pool of ``-c`` cells
+  shared by the slots, sliding-window layers sized ``window x np + n_ubatch`` cells: the layout
+  ``estimator.kv`` sizes; an explicit ``-np`` without it gives each slot its own ``-c / -np`` stream and
+  sliding-window cache of ``window + n_ubatch`` cells, i.e. (np - 1) x n_ubatch more cells per windowed
+  layer); ``-ngl`` = layers on
   the device (999 = all; with ``--offload-gib`` the layer count is
   ``n_layers - ceil(offload_bytes / (weights_bytes / n_layers))``); ``-ctk/-ctv`` = KV dtype; ``-fa on|off``;
   ``--n-cpu-moe N`` (routed experts of the first N layers
@@ -114,6 +118,7 @@ def llama_cpp_command(model: ModelSpec, quant: str, workload: Workload, weights_
         str(workload.n_ctx * slots),
         "-np",
         str(slots),
+        *(["--kv-unified"] if slots > 1 else []),
         "-ngl",
         str(gpu_layers(model, workload, weights_bytes)),
         "-fa",
@@ -142,7 +147,10 @@ def llama_cpp_command(model: ModelSpec, quant: str, workload: Workload, weights_
             ",".join(["1"] * workload.n_devices),
         ]
     if slots > 1:
-        notes.append(f"each of the {slots} slots gets {workload.n_ctx} tokens (-c / -np)")
+        notes.append(
+            f"the {slots} slots share one KV pool of {workload.n_ctx * slots} tokens (--kv-unified): "
+            f"room for {slots} sequences of {workload.n_ctx} tokens, as sized here"
+        )
     return LaunchCommand("llama.cpp", tuple(argv), exact, tuple(notes))
 
 

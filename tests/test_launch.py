@@ -53,6 +53,18 @@ def test_tp_kv_q8_concurrency():
     assert flag(vl.argv, "--kv-cache-dtype") == "fp8" and not vl.exact  # q8_0 has no vLLM equivalent
 
 
+def test_slots_share_one_unified_kv_pool():
+    """llama-server with an explicit -np N gives each slot its own stream (kv_unified false), so a
+    sliding-window cache is N x (window + n_ubatch) cells; estimator.kv sizes the unified pool
+    (window x N + n_ubatch), so the command asks for --kv-unified whenever there are several slots."""
+    lc, _ = launch_commands(GLM, "Q4_K_M", Workload(n_ctx=8192, concurrency=4), 200 * GIB)
+    assert flag(lc.argv, "-np") == "4" and flag(lc.argv, "-c") == str(4 * 8192)
+    assert "--kv-unified" in lc.argv and "  --kv-unified \\\n  -ngl" in lc.text
+    assert any("--kv-unified" in n and "4 sequences of 8192" in n for n in lc.notes)
+    one, _ = launch_commands(GLM, "Q4_K_M", Workload(n_ctx=8192), 200 * GIB)
+    assert "--kv-unified" not in one.argv
+
+
 def test_pp_vllm_fp8():
     w = Workload(
         n_ctx=8192, kv_dtype="fp8", engine="vllm", n_devices=2, split="pp", gpu_memory_utilization=0.9
