@@ -119,8 +119,15 @@ def record_from_dict(raw: dict, where: str = "") -> RunRecord:
     if raw["status"] not in STATUSES:
         raise RecordError(f"{prefix}status {raw['status']!r} not in {STATUSES}")
     data = dict(raw)
+    if not isinstance(data.get("extra", {}), dict):
+        raise RecordError(f"{prefix}extra is not a JSON object")
     for key in ("prefill_samples_tok_s", "decode_samples_tok_s"):
-        data[key] = tuple(data.get(key) or ())
+        samples = data.get(key) or ()
+        if not isinstance(samples, list | tuple) or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in samples
+        ):
+            raise RecordError(f"{prefix}{key} is not a list of numbers (tokens/s)")
+        data[key] = tuple(samples)
     return RunRecord(**data)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -96,6 +97,28 @@ def test_summary_frame_counts_per_family_engine_model():
     other = df[df.model == "x"].iloc[0]
     assert other.family == "(unknown)" and other.imported == 1
     assert summary_frame([]).empty
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("extra", "not a dict", "extra is not a JSON object"),
+        ("prefill_samples_tok_s", 5, "prefill_samples_tok_s is not a list of numbers"),
+        ("decode_samples_tok_s", ["fast"], "decode_samples_tok_s is not a list of numbers"),
+    ],
+)
+def test_malformed_record_is_a_record_error_naming_its_line(tmp_path, key, value, message):
+    """A record of the wrong shape stops ls / resume with FILE:LINE, not a TypeError / AttributeError."""
+    path = runs_dir(tmp_path) / "a.jsonl"
+    append_records(path, [make_record(0)])
+    good = path.read_text()
+    bad = json.loads(good)
+    bad[key] = value
+    path.write_text(good + json.dumps(bad) + "\n")
+    with pytest.raises(RecordError, match=rf"a.jsonl:2: {message}"):
+        load_all_records(tmp_path)
+    with pytest.raises(RecordError, match=rf"a.jsonl:2: {message}"):
+        done_point_keys(tmp_path)
 
 
 def test_make_record_covers_schema():
