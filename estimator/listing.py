@@ -110,9 +110,12 @@ def list_rows(what: str) -> tuple[list[str], list[list]]:
 def fit_rows(hw, workload, table, quants: tuple[str, ...]) -> tuple[list[str], list[list]]:
     """Sorted rows: fitting models by decode speed (fastest first), then the rest by name."""
     from estimator.catalog import all_models
-    from estimator.quant import get_quant
+    from estimator.quant import get_quant, kv_type
+    from estimator.report import validate_workload
     from estimator.report_build import Physics
     from estimator.weights import weight_breakdown
+
+    kv_type(workload.kv_dtype)  # an unknown KV dtype is bad input (SpecError), not "does not fit" for all
 
     headers = [
         "model",
@@ -133,6 +136,7 @@ def fit_rows(hw, workload, table, quants: tuple[str, ...]) -> tuple[list[str], l
             wl = replace(workload, n_ctx=model.max_context)
         else:
             wl = workload
+        validate_workload(model, wl, allow_overlong=True)  # context <= 0, devices < 1 ...: SpecError
         ph = Physics(model, table)
         params_b = None
         row = None

@@ -133,6 +133,20 @@ def test_fit():
     assert "[1] " in text  # coefficient labels as numbered footnotes
 
 
+@pytest.mark.parametrize(
+    "args, word",
+    [
+        (("--ctx", "0"), "positive"),
+        (("--ctx", "-100"), "positive"),
+        (("--kv-dtype", "q5_k"), "q5_k"),
+        (("--devices", "0"), ">= 1"),
+        (("--engine", "vllm", "--gpu-memory-utilization", "2"), "utilization"),
+    ],
+)
+def test_fit_bad_workload_is_an_error_not_a_table_of_does_not_fit(args, word):
+    assert word in one_line_error(run("fit", "--hardware", "rtx-4090", *args, "--format", "csv"))
+
+
 def test_list_text_is_a_table_and_json_keeps_every_column():
     text = run("list", "hardware").stdout
     assert "GB/s" in text and "h200-141gb-sxm" in text and "name:" not in text
