@@ -37,10 +37,14 @@ def _positive_int(text: str) -> int:
 
 
 def _float(text: str) -> float:
+    """A finite number: every float option (GiB, GB/s, TFLOPS, fractions, USD, hours) rejects nan / inf."""
     try:
-        return float(text)
+        v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if v != v or v in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return v
 
 
 def _add_hardware_args(p: argparse.ArgumentParser) -> None:

@@ -147,6 +147,19 @@ def test_fit_bad_workload_is_an_error_not_a_table_of_does_not_fit(args, word):
     assert word in one_line_error(run("fit", "--hardware", "rtx-4090", *args, "--format", "csv"))
 
 
+@pytest.mark.parametrize(
+    "option, value",
+    [("--offload-gib", "nan"), ("--offload-gib", "inf"), ("--usd-per-hour", "nan"), ("--kwh-price", "inf")],
+)
+def test_non_finite_numbers_are_usage_errors(option, value):
+    assert "finite" in one_line_error(run(*REPORT, option, value))
+    line = one_line_error(
+        run("report", "--model", "qwen3-0.6b", "--hardware", "custom", "--memory-gib", "inf",
+            "--bandwidth-gbs", "100")
+    )  # fmt: skip
+    assert "finite" in line
+
+
 def test_list_text_is_a_table_and_json_keeps_every_column():
     text = run("list", "hardware").stdout
     assert "GB/s" in text and "h200-141gb-sxm" in text and "name:" not in text
