@@ -30,9 +30,17 @@ def _write_json_atomic(path: Path, doc: dict) -> None:
         raise
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error message (no usage block) and exit status 2."""
+
+    def error(self, message: str) -> None:
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(2)
+
+
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m calibration", description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    ap = _Parser(prog="python -m calibration", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     for name, hlp in (("fit", "refit coefficients"), ("check", "CI gate"), ("report", "Markdown + plots")):
         p = sub.add_parser(name, help=hlp)
         p.add_argument("--results", default="results", help="results folder (holds runs/; default: results)")
@@ -68,6 +76,8 @@ def _run(args) -> int:
     results = Path(args.results)
     if not results.is_dir():
         raise FileNotFoundError(f"results folder {results} does not exist")
+    if not (results / "runs").is_dir():
+        raise FileNotFoundError(f"{results} is not a results folder: it has no runs/ folder of records")
     if args.cmd == "check":
         res = check.run_check(results, args.coefficients)
         check.render(res, console)

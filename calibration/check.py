@@ -55,9 +55,15 @@ def read_coefficients_header(path: Path) -> dict | None:
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"{path}: unreadable coefficients file ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: not a coefficients document (a JSON object expected)")
+    qf = doc.get("quality_filter", [])
+    if not isinstance(qf, list) or not all(isinstance(q, str) for q in qf):
+        raise ValueError(f"{path}: quality_filter must be a list of quality flags")
+    return doc
 
 
 def staleness(ds_hash: str, doc: dict | None, path: Path, n_records: int) -> str | None:

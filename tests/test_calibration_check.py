@@ -121,3 +121,30 @@ def test_cli_bad_input_exits_2(tmp_path, capsys):
     assert err.startswith("error:") and len(err.strip().splitlines()) == 1
     (tmp_path / "runs").mkdir()
     assert main(["fit", "--results", str(tmp_path), "--quality", "bogus"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["bogus"], "invalid choice: 'bogus'"),
+        (["fit", "--bogus"], "unrecognized arguments: --bogus"),
+        (["check"], "has no runs/ folder"),  # a folder that is not a results folder
+        (["check", "--coefficients", "{tmp}/list.json"], "not a coefficients document"),
+        (["check", "--coefficients", "{tmp}/qf.json"], "quality_filter must be a list"),
+    ],
+)
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, argv, message):
+    (tmp_path / "list.json").write_text("[]")
+    (tmp_path / "qf.json").write_text('{"quality_filter": "ok"}')
+    results = tmp_path / "results"
+    results.mkdir()
+    if "--coefficients" in argv:
+        (results / "runs").mkdir()
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    with_results = argv if argv[0] == "bogus" or "--bogus" in argv else [*argv, "--results", str(results)]
+    try:
+        rc = main(with_results)
+    except SystemExit as exc:  # argparse errors
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and message in err, err
