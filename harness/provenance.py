@@ -94,7 +94,11 @@ class PointContext:
 
 
 def _base(ctx: PointContext, t: PlannedTest, status: str, error: str = "") -> dict:
+    """The record fields every test of a point shares.  flash_attn / n_batch / n_ubatch / n_gpu_layers are
+    llama.cpp settings: the vLLM runner does not pass them (vLLM picks its attention backend and batching
+    itself), so its records leave them unstated (None) instead of repeating the PointSpec defaults."""
     s = ctx.spec
+    llama = ctx.engine == "llama.cpp"
     return dict(
         record_id=record_id(ctx.point_key, t.kind, t.n_tokens, t.n_depth, t.batch, ctx.run_id),
         schema_version=SCHEMA_VERSION,
@@ -124,11 +128,11 @@ def _base(ctx: PointContext, t: PlannedTest, status: str, error: str = "") -> di
         batch=t.batch,
         n_ctx=s.n_ctx,
         kv_dtype=s.kv_dtype,
-        flash_attn=s.flash_attn,
+        flash_attn=s.flash_attn if llama else None,
         n_threads=s.n_threads,
-        n_batch=s.n_batch,
-        n_ubatch=s.n_ubatch,
-        n_gpu_layers=s.n_gpu_layers if ctx.engine == "llama.cpp" else None,
+        n_batch=s.n_batch if llama else None,
+        n_ubatch=s.n_ubatch if llama else None,
+        n_gpu_layers=s.n_gpu_layers if llama else None,
         status=status,
         error=error,
         extra={

@@ -73,6 +73,18 @@ def test_one_record_per_test_with_memory_and_provenance():
     assert pp.record_id != tg.record_id
 
 
+def test_vllm_records_leave_llama_cpp_settings_unstated():
+    """The vLLM runner ignores flash_attn / n_batch / n_ubatch / n_gpu_layers: its records must not claim
+    the PointSpec defaults (flash attention off, n_batch 2048) as what vLLM ran with."""
+    m = dataclasses.replace(measurement(), engine="vllm", engine_version="0.32.0")
+    vctx = ctx(engine="vllm", quant="BF16", spec=dataclasses.replace(SPEC, flash_attn=True))
+    for r in [*records_from_measurement(vctx, m), *failed_records(vctx, "failed", "x")]:
+        assert (r.flash_attn, r.n_batch, r.n_ubatch, r.n_gpu_layers) == (None, None, None, None)
+    lctx = ctx(spec=dataclasses.replace(SPEC, flash_attn=True))
+    (pp, _) = records_from_measurement(lctx, measurement())
+    assert (pp.flash_attn, pp.n_batch, pp.n_ubatch, pp.n_gpu_layers) == (True, 2048, 512, -1)
+
+
 def test_failed_point_gets_one_record_per_planned_test():
     planned = planned_tests(SPEC)
     assert len(planned) == 2 * 2 + 1 * 2  # pp: 2 lengths x 2 depths; tg: 1 length x 2 depths
