@@ -175,6 +175,10 @@ def _write(text: str, output: str | None) -> None:
         sys.stdout.write(text)
 
 
+# KV dtypes a vLLM report accepts (--kv-cache-dtype auto covers f16/bf16; fp8 is vLLM's 8-bit cache).
+VLLM_KV_DTYPES = ("f16", "bf16", "fp8")
+
+
 def cmd_report(args) -> int:
     from estimator.cost import load_cloud_rates
     from estimator.finetune import FinetuneConfig
@@ -184,6 +188,15 @@ def cmd_report(args) -> int:
 
     if args.offload_gib < 0:
         raise SpecError(f"--offload-gib must be >= 0, got {args.offload_gib}")
+    if args.engine == "vllm":
+        # options that only llama.cpp has: refuse rather than size a configuration `vllm serve` cannot run
+        if args.n_cpu_moe:
+            raise SpecError("--n-cpu-moe is a llama.cpp option; for vLLM: --offload-gib (--cpu-offload-gb)")
+        if args.kv_dtype.lower() not in VLLM_KV_DTYPES:
+            raise SpecError(
+                f"vLLM has no {args.kv_dtype} KV cache; use one of {', '.join(VLLM_KV_DTYPES)} "
+                "(f16/bf16 = --kv-cache-dtype auto)"
+            )
     model = resolve_model(args.model)
     hw = _hardware(args)
     quant = get_quant(args.quant or ("Q4_K_M" if args.engine == "llama.cpp" else "BF16"))

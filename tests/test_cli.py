@@ -214,3 +214,16 @@ def test_serve_help_is_one_subcommand_away():
     p = run("serve", "--help")
     assert p.returncode == 0 and "--port" in p.stdout
     one_line_error(run("serve", "--port", "x"))
+
+
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["--n-cpu-moe", "4"], "--n-cpu-moe is a llama.cpp option"),
+        (["--kv-dtype", "q8_0"], "no q8_0 KV cache"),
+    ],
+)
+def test_vllm_refuses_llama_cpp_only_options(extra, needle):
+    p = run("report", "--model", "qwen3-30b-a3b", "--hardware", "rtx-4090", "--engine", "vllm", *extra)
+    assert p.returncode == 2 and needle in p.stderr and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
