@@ -209,6 +209,8 @@ class DevicePeak:
     baseline_used_bytes: int
     peak_used_bytes: int = 0
     peak_process_bytes: int = 0
+    memory_errors: int = 0  # polls where nvmlDeviceGetMemoryInfo raised
+    process_errors: int = 0  # polls where nvmlDeviceGetComputeRunningProcesses raised (e.g. NotSupported)
 
     @property
     def peak_delta_bytes(self) -> int:
@@ -230,6 +232,7 @@ class NvmlSampler(_Poller):
         if self.nvml is None:
             self.nvml = nvml_module()
         self._handles: list = []
+        self.errors: list[str] = []  # devices that could not be opened at start(), with the NVML error
 
     @property
     def available(self) -> bool:
@@ -241,16 +244,20 @@ class NvmlSampler(_Poller):
         nv = self.nvml
         idx = self.indices if self.indices is not None else tuple(range(nv.nvmlDeviceGetCount()))
         for i in idx:
-            h = nv.nvmlDeviceGetHandleByIndex(i)
-            mem = nv.nvmlDeviceGetMemoryInfo(h)
-            name = nv.nvmlDeviceGetName(h)
-            uuid = nv.nvmlDeviceGetUUID(h)
+            try:
+                h = nv.nvmlDeviceGetHandleByIndex(i)
+                mem = nv.nvmlDeviceGetMemoryInfo(h)
+            except Exception as exc:  # NVMLError_*: leave the device out, say why; the run goes on
+                self.errors.append(f"device {i}: {type(exc).__name__}: {exc}")
+                continue
+            name = _nvml_str(nv, "nvmlDeviceGetName", h)
+            uuid = _nvml_str(nv, "nvmlDeviceGetUUID", h)
             self._handles.append(h)
             self.devices.append(
                 DevicePeak(
                     index=i,
-                    name=name.decode() if isinstance(name, bytes) else str(name),
-                    uuid=uuid.decode() if isinstance(uuid, bytes) else str(uuid),
+                    name=name,
+                    uuid=uuid,
                     total_bytes=int(mem.total),
                     baseline_used_bytes=int(mem.used),
                     peak_used_bytes=int(mem.used),
@@ -267,19 +274,25 @@ class NvmlSampler(_Poller):
         nv = self.nvml
         mine = set(process_tree(self.pid))
         for dev, h in zip(self.devices, self._handles, strict=True):
+            # Two separate guards: a device whose per-process query is not supported still yields its
+            # device-level used memory (the figure device_peak_delta_bytes is built from).
             try:
-                used = int(nv.nvmlDeviceGetMemoryInfo(h).used)
+                dev.peak_used_bytes = max(dev.peak_used_bytes, int(nv.nvmlDeviceGetMemoryInfo(h).used))
+            except Exception:
+                dev.memory_errors += 1
+            try:
                 procs = nv.nvmlDeviceGetComputeRunningProcesses(h)
             except Exception:
+                dev.process_errors += 1
                 continue
-            dev.peak_used_bytes = max(dev.peak_used_bytes, used)
             own = sum(int(p.usedGpuMemory or 0) for p in procs if p.pid in mine)
             dev.peak_process_bytes = max(dev.peak_process_bytes, own)
 
     def summary(self) -> dict:
-        """{"nvml_devices": [...per device dict...], "device_peak_delta_bytes": sum over devices} or {}."""
+        """{"nvml_devices": [...per device dict...], "device_peak_delta_bytes": sum over devices} or {}
+        (plus "nvml_errors" when a device could not be opened)."""
         if not self.devices:
-            return {}
+            return {"nvml_errors": list(self.errors)} if self.errors else {}
         per = [
             {
                 "index": d.index,
@@ -290,14 +303,28 @@ class NvmlSampler(_Poller):
                 "peak_used_bytes": d.peak_used_bytes,
                 "peak_delta_bytes": d.peak_delta_bytes,
                 "peak_process_bytes": d.peak_process_bytes,
+                "memory_errors": d.memory_errors,
+                "process_errors": d.process_errors,
             }
             for d in self.devices
         ]
-        return {
+        out = {
             "nvml_devices": per,
             "device_peak_delta_bytes": sum(d.peak_delta_bytes for d in self.devices),
             "device_peak_process_bytes": sum(d.peak_process_bytes for d in self.devices),
         }
+        if self.errors:
+            out["nvml_errors"] = list(self.errors)
+        return out
+
+
+def _nvml_str(nv, fn: str, handle) -> str:
+    """A string query (name, UUID) as str (older pynvml returns bytes); "" when NVML raises."""
+    try:
+        v = getattr(nv, fn)(handle)
+    except Exception:
+        return ""
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def nvml_driver_version() -> str:
@@ -305,5 +332,8 @@ def nvml_driver_version() -> str:
     nv = nvml_module()
     if nv is None:
         return ""
-    v = nv.nvmlSystemGetDriverVersion()
+    try:
+        v = nv.nvmlSystemGetDriverVersion()
+    except Exception:
+        return ""
     return v.decode() if isinstance(v, bytes) else str(v)

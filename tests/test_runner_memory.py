@@ -97,6 +97,48 @@ def test_nvml_sampler_reports_delta_from_baseline():
     assert out["device_peak_process_bytes"] == 3_000  # other pids and "N/A" (None) are not ours
 
 
+class NotSupported(Exception):
+    """Like pynvml.NVMLError_NotSupported."""
+
+
+def test_nvml_unsupported_process_query_keeps_device_memory():
+    """nvmlDeviceGetComputeRunningProcesses raising (NotSupported on some vGPU / MIG parents) must not
+    throw away the device-level used memory of the same poll."""
+
+    class NoProcs(FakeNvml):
+        def nvmlDeviceGetComputeRunningProcesses(self, h):
+            raise NotSupported("Not Supported")
+
+    s = memory.NvmlSampler(nvml=NoProcs([1_000, 6_000], [[]]), interval_s=0.001)
+    with s:
+        time.sleep(0.02)
+    out = s.summary()
+    dev = out["nvml_devices"][0]
+    assert out["device_peak_delta_bytes"] == 5_000 and dev["process_errors"] > 0
+    assert dev["peak_process_bytes"] == 0 and dev["memory_errors"] == 0
+
+
+def test_nvml_device_that_cannot_be_opened_is_left_out_with_the_reason():
+    class TwoDevices(FakeNvml):
+        def nvmlDeviceGetCount(self):
+            return 2
+
+        def nvmlDeviceGetHandleByIndex(self, i):
+            if i == 1:
+                raise NotSupported("GPU is lost")
+            return i
+
+        def nvmlDeviceGetUUID(self, h):
+            raise NotSupported("Not Supported")
+
+    s = memory.NvmlSampler(nvml=TwoDevices([2_000], [[]]), interval_s=0.001)
+    with s:
+        time.sleep(0.01)
+    out = s.summary()
+    assert [d["index"] for d in out["nvml_devices"]] == [0] and out["nvml_devices"][0]["uuid"] == ""
+    assert out["nvml_errors"] == ["device 1: NotSupported: GPU is lost"]
+
+
 def test_nvml_absent_is_harmless():
     s = memory.NvmlSampler(nvml=None)
     s.nvml = None
