@@ -145,6 +145,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         added, present = append_new(target, records)
     except RecordError as exc:
         return _fail(f"{target}: {exc}")
+    except OSError as exc:
+        return _fail(f"cannot write {target}: {exc.strerror or exc}")
     print(f"imported {added} {fmt} records into {target} ({present} already present)")
     return 0
 

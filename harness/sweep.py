@@ -129,6 +129,17 @@ def check_engine(engine: str) -> EngineState:
     return EngineState(False, "", f"{engine} not available: {text[-1500:] or res.describe()}")
 
 
+def _check_writable(folder: Path) -> None:
+    """Refuse (SweepRefused) before measuring anything when records could not be stored in ``folder``: a
+    point measured for minutes and then lost to a permission error is the worst way to find out."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise SweepRefused(f"cannot write records to {folder}: {exc.strerror or exc}") from None
+
+
 def _plan_source(plan: Plan) -> str:
     p = Path(plan.path).resolve()
     try:
@@ -253,6 +264,7 @@ class Sweep:
                 f"{self.results}; pass --resume to skip them or --repeat to measure them again"
             )
         out_path = measured_path(self.results, self.plan.name, host.hardware_family, host.host)
+        _check_writable(out_path.parent)
         summary = SweepSummary(self.plan.name, str(out_path), len(self.plan.points))
         sha = git_sha()
         source = _plan_source(self.plan)

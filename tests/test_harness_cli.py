@@ -37,6 +37,15 @@ def test_bad_input_exits_2_with_one_line(args):
     assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
 
 
+def test_import_into_unwritable_target_exits_2(tmp_path):
+    if not SHARED.is_dir():
+        pytest.skip("../shared/reference not beside the repo")
+    fixture = SHARED / "fixtures" / "llama-bench-cpu.json"
+    res = run("import", str(fixture), "--out", str(tmp_path))  # a folder, not a file
+    assert res.returncode == 2 and res.stderr.startswith("error: cannot write"), res.stderr
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+
+
 def test_measure_bad_plan_runs_nothing(tmp_path):
     plan = tmp_path / "p.toml"
     plan.write_text('engines = ["llama.cpp"]\nmodels = ["smollm2-135m"]\nquants = ["Q9_K"]\n')

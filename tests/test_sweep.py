@@ -126,6 +126,19 @@ def _sweep(plan_path: str, results: Path, **kw) -> Sweep:
     return Sweep(plan, results, host=HOST, engines=engines, show_progress=False, **kw)
 
 
+def test_unwritable_results_refused_before_measuring(double_env):
+    blocker = double_env / "results"
+    blocker.write_text("a file where the results folder should be\n")
+    pid_file = double_env / "child.pid"
+    os.environ["DOUBLE_PID_FILE"] = str(pid_file)
+    try:
+        with pytest.raises(SweepRefused, match="cannot write records to"):
+            _sweep(_plan(double_env, ["ok"]), blocker).run()
+    finally:
+        del os.environ["DOUBLE_PID_FILE"]
+    assert not pid_file.exists()  # no point was measured
+
+
 def test_crashing_point_is_recorded_failed_and_sweep_continues(double_env):
     results = double_env / "results"
     s = _sweep(_plan(double_env, ["abort", "ok"]), results).run()
