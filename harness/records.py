@@ -10,10 +10,12 @@ Units live in the field names: *_bytes (bytes), *_tok_s (tokens per second), *_s
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -159,12 +161,31 @@ def iter_records(path: str | Path) -> Iterator[RunRecord]:
 
 def append_records(path: str | Path, records: Iterable[RunRecord]) -> int:
     """Append records atomically: the new file content (old lines + new lines) is written to a temporary
-    file in the same directory, fsynced and renamed over the target.  Returns the number appended."""
+    file in the same directory, fsynced and renamed over the target.  Returns the number appended.
+
+    Writers of the same file are serialised by an exclusive lock on a sidecar ``.<name>.lock`` file, so two
+    sweeps appending at once cannot lose each other's records (the read-copy-rename would otherwise race)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps(record_to_dict(r), sort_keys=True) + "\n" for r in records]
     if not lines:
         return 0
+    with _locked(path):
+        return _append_locked(path, lines)
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    lock = path.parent / f".{path.name}.lock"
+    with open(lock, "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _append_locked(path: Path, lines: list[str]) -> int:
     old = path.read_bytes() if path.exists() else b""
     if old and not old.endswith(b"\n"):
         raise RecordError(f"{path}: last line is incomplete; refusing to append")

@@ -124,3 +124,25 @@ def test_malformed_record_is_a_record_error_naming_its_line(tmp_path, key, value
 def test_make_record_covers_schema():
     names = {f.name for f in dataclasses.fields(RunRecord)}
     assert {"record_id", "status", "extra"} <= names
+
+
+def _append_many(path: str, start: int, n: int) -> None:  # runs in a child process
+    for i in range(start, start + n):
+        append_records(path, [make_record(i)])
+
+
+def test_concurrent_appends_from_several_processes_lose_nothing(tmp_path):
+    import multiprocessing as mp
+
+    from harness.records import read_records
+
+    path = str(tmp_path / "runs" / "x.jsonl")
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_append_many, args=(path, k * 25, 25)) for k in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert all(p.exitcode == 0 for p in procs)
+    ids = [r.record_id for r in read_records(path)]
+    assert sorted(ids) == sorted(f"r{i}" for i in range(100))  # every append survived, none twice
