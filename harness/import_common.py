@@ -1,0 +1,67 @@
+"""Shared pieces of the importers: the error type, the import context, the base record fields."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from estimator.specs import HardwareSpec, ModelSpec
+from harness.provenance import utc_now
+from harness.records import SCHEMA_VERSION, RecordError, RunRecord, record_from_dict
+
+
+class ImportFormatError(ValueError):
+    """The file is not of the expected shape; the message names the file and the first offending line."""
+
+
+@dataclass(frozen=True)
+class ImportContext:
+    """What the file does not say: hardware (catalog spec or detected), source, timestamp, resolvers."""
+
+    source: str
+    hardware: HardwareSpec | None = None
+    device_name: str = ""
+    host: str = ""
+    timestamp_utc: str = ""
+    input_len: int | None = None
+    output_len: int | None = None
+    batch_size: int | None = None
+    resolve_hardware: Callable[[str], HardwareSpec] | None = None
+    resolve_model: Callable[[str], ModelSpec] | None = None
+
+
+def _err(path: Path, line: int | str, msg: str) -> ImportFormatError:
+    return ImportFormatError(f"{path}:{line}: {msg}")
+
+
+def _base(ctx: ImportContext, sha: str) -> dict:
+    hw = ctx.hardware
+    return dict(
+        schema_version=SCHEMA_VERSION,
+        timestamp_utc=ctx.timestamp_utc or utc_now(),
+        origin="imported",
+        source=ctx.source,
+        fitbench_git_sha=sha,
+        host=ctx.host,
+        hardware_id=hw.id if hw else "",
+        hardware_family=hw.family if hw else "",
+        device_name=ctx.device_name or (hw.name if hw else ""),
+        n_devices=1,
+        driver="",
+        model_fingerprint="",
+        n_layers_real=0,
+        n_layers_measured=0,
+        synthetic_weights=False,
+        status="ok",
+    )
+
+
+def _finish(row: dict, path: Path, line: int | str) -> RunRecord:
+    try:
+        return record_from_dict(row)
+    except (RecordError, TypeError) as exc:
+        raise _err(path, line, str(exc)) from None
+
+
+# --- llama-bench ---------------------------------------------------------------------------------------

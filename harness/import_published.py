@@ -1,0 +1,172 @@
+"""Importer of the normalized published measurements (reference/published/published_measurements.csv).
+
+One record per CSV row; the metric fills exactly one measurement field (GiB -> bytes x 2^30, tokens/s stay
+tokens/s); the quality flag, notes and every other column are kept in ``extra``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from pathlib import Path
+
+from estimator.specs import GIB, ModelSpec, SpecError
+from harness.import_common import ImportContext, _base, _err, _finish
+from harness.provenance import git_sha, model_fingerprint
+from harness.records import RunRecord
+from harness.store import short_hash
+
+PUBLISHED_COLUMNS = (
+    "row_id", "source_url", "source_group", "engine", "backend", "hardware_id", "hardware_name", "n_gpus",
+    "model_id", "model_name", "quant", "model_size_gib", "n_prompt", "n_gen", "n_depth", "n_ubatch", "batch",
+    "flash_attn", "metric", "value", "unit", "quality", "notes",
+)  # fmt: skip
+PUBLISHED_QUALITY = ("ok", "legacy", "aggregate", "rounded", "suspect")
+# published metric -> (RunRecord field, factor to its unit, accepted unit prefix)
+PUBLISHED_METRICS = {
+    "pp_tps": ("prefill_tok_s", 1.0, "tokens/s"),
+    "tg_tps": ("decode_tok_s", 1.0, ""),  # "tokens/s" or "output tokens/s (aggregate ...)"
+    "weights_gib": ("weights_bytes", GIB, "GiB"),
+    "kv_gib": ("kv_bytes", GIB, "GiB"),
+    "compute_buffer_gib": ("compute_bytes", GIB, "GiB"),
+    "total_gib": ("device_total_bytes", GIB, ""),  # some sources say "GB (as reported ...)"; kept in extra
+}
+
+
+def _opt_int(value: str, path: Path, line: int, col: str) -> int | None:
+    if value.strip() == "":
+        return None
+    try:
+        f = float(value)
+    except ValueError:
+        raise _err(path, line, f"{col} = {value!r} is not a number") from None
+    if not f.is_integer():
+        raise _err(path, line, f"{col} = {value!r} is not an integer")
+    return int(f)
+
+
+# published columns stored elsewhere in the record (source, value field, extra keys), not repeated in extra
+_PUB_PROMOTED = {"source_url", "notes", "quality", "metric", "unit", "source_group", "value"}
+
+
+class _Lookups:
+    """Cached catalog look-ups: hardware family and model fingerprint by id ("" when unknown)."""
+
+    def __init__(self, ctx: ImportContext) -> None:
+        self.ctx, self.hw, self.models = ctx, {}, {}
+
+    def family(self, hw_id: str) -> tuple[str, str]:
+        if hw_id not in self.hw:
+            spec = None
+            if hw_id and self.ctx.resolve_hardware is not None:
+                try:
+                    spec = self.ctx.resolve_hardware(hw_id)
+                except (SpecError, KeyError, ValueError):
+                    spec = None
+            self.hw[hw_id] = (spec.family, spec.kind) if spec else ("", "")
+        return self.hw[hw_id]
+
+    def model(self, model_id: str) -> ModelSpec | None:
+        if model_id not in self.models:
+            spec = None
+            if model_id and self.ctx.resolve_model is not None:
+                try:
+                    spec = self.ctx.resolve_model(model_id)
+                except (SpecError, KeyError, ValueError, OSError):
+                    spec = None
+            self.models[model_id] = spec
+        return self.models[model_id]
+
+
+def _published_flash_attn(value: str, path: Path, line: int) -> bool | None:
+    """Published flash_attn cell: "" unstated, else 0 / 1."""
+    if value == "":
+        return None
+    if value not in ("0", "1", "0.0", "1.0"):
+        raise _err(path, line, f"flash_attn = {value!r} is not 0, 1 or empty")
+    return value.startswith("1")
+
+
+def published_record(
+    r: dict, path: Path, line: int, ctx: ImportContext, look: _Lookups, sha: str
+) -> RunRecord:
+    """One row of published_measurements.csv -> RunRecord; the metric fills exactly one measurement field."""
+    metric = r["metric"].strip()
+    if metric not in PUBLISHED_METRICS:
+        raise _err(path, line, f"unknown metric {metric!r} (known: {', '.join(PUBLISHED_METRICS)})")
+    field_name, factor, unit_prefix = PUBLISHED_METRICS[metric]
+    unit = r["unit"].strip()
+    if unit_prefix and not unit.startswith(unit_prefix):
+        raise _err(path, line, f"metric {metric} has unit {unit!r}, expected {unit_prefix!r}")
+    try:
+        value = float(r["value"])
+    except ValueError:
+        raise _err(path, line, f"value {r['value']!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise _err(path, line, f"value {value} is not a finite non-negative number")
+    quality = r["quality"].strip()
+    if quality not in PUBLISHED_QUALITY:
+        raise _err(path, line, f"quality {quality!r} not in {PUBLISHED_QUALITY}")
+    if not r["source_url"].strip():
+        raise _err(path, line, "empty source_url")
+    hw_id, model_id = r["hardware_id"].strip(), r["model_id"].strip()
+    family, _ = look.family(hw_id)
+    model = look.model(model_id)
+    fa = r["flash_attn"].strip()
+    n_ctx_match = re.search(r"n_ctx\s*=\s*(\d+)", r.get("notes", "") + " " + r.get("test", ""))
+    ints = {
+        c: _opt_int(r[c], path, line, c)
+        for c in ("n_gpus", "n_prompt", "n_gen", "n_depth", "n_ubatch", "batch")
+    }
+    row = _base(ctx, sha)
+    row.update(
+        record_id=short_hash({"published_row": r["row_id"], "url": r["source_url"], "metric": metric}, 24),
+        source=r["source_url"].strip(),
+        engine=r["engine"].strip() or "other",
+        engine_version="",
+        build_info=r.get("engine_raw", "").strip(),
+        backend=r["backend"].strip(),
+        device_name=r["hardware_name"].strip(),
+        hardware_id=hw_id,
+        hardware_family=family,
+        n_devices=ints["n_gpus"] or 1,
+        model_id=model_id,
+        model_fingerprint=model_fingerprint(model) if model else "",
+        n_layers_real=model.n_layers if model else 0,
+        n_layers_measured=model.n_layers if model else 0,
+        quant=r["quant"].strip(),
+        n_prompt=ints["n_prompt"] or 0,
+        n_gen=ints["n_gen"] or 0,
+        n_depth=ints["n_depth"] or 0,
+        batch=ints["batch"] or 0,  # 0 = not stated (memory rows, saturated serving rows)
+        n_ctx=int(n_ctx_match.group(1)) if n_ctx_match else 0,  # 0 = not stated
+        kv_dtype="",
+        flash_attn=_published_flash_attn(fa, path, line),
+        n_threads=None,
+        n_batch=None,
+        n_ubatch=ints["n_ubatch"],
+        n_gpu_layers=None,
+        extra={"published": {k: v for k, v in r.items() if v not in ("", None) and k not in _PUB_PROMOTED},
+               "quality": quality,
+               "notes": r.get("notes", ""), "metric": metric, "unit": unit, "source_group": r["source_group"],
+               "unstated": [c for c in ("n_prompt", "n_gen", "n_depth", "batch") if ints[c] is None]},
+    )  # fmt: skip
+    row[field_name] = int(round(value * factor)) if factor != 1.0 else value
+    return _finish(row, path, line)
+
+
+def import_published(path: Path, text: str, ctx: ImportContext) -> list[RunRecord]:
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in PUBLISHED_COLUMNS if c not in (reader.fieldnames or ())]
+    if missing:
+        raise _err(path, 1, f"not the published-measurements CSV: missing column(s) {', '.join(missing)}")
+    look, sha, out = _Lookups(ctx), git_sha(), []
+    start = 2
+    for r in reader:
+        if None in r:
+            raise _err(path, start, "more cells than header columns")
+        out.append(published_record(r, path, start, ctx, look, sha))
+        start = reader.line_num + 1
+    return out
