@@ -242,7 +242,8 @@ def _nvml_str(value: object) -> str:
 
 
 def detect_gpus() -> tuple[GpuInfo, ...]:
-    """Every NVIDIA GPU NVML sees (PCI order); () without pynvml or a driver.  Each field is guarded."""
+    """Every NVIDIA GPU NVML sees that CUDA_VISIBLE_DEVICES lets this process use (NVML / PCI order);
+    () without pynvml or a driver.  Each field is guarded."""
     try:
         import pynvml
     except ImportError:
@@ -261,8 +262,12 @@ def detect_gpus() -> tuple[GpuInfo, ...]:
     try:
         driver = _nvml_str(guarded(pynvml.nvmlSystemGetDriverVersion) or "")
         out = []
-        for i in range(int(pynvml.nvmlDeviceGetCount())):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+        from runners.memory import visible_nvml_indices
+
+        for i in visible_nvml_indices(pynvml):
+            h = guarded(lambda i=i: pynvml.nvmlDeviceGetHandleByIndex(i))
+            if h is None:  # a GPU NVML cannot open is left out, detection goes on
+                continue
             mem = guarded(lambda h=h: pynvml.nvmlDeviceGetMemoryInfo(h))
             cc = guarded(lambda h=h: pynvml.nvmlDeviceGetCudaComputeCapability(h))
             cc = (int(cc[0]), int(cc[1])) if cc else None

@@ -38,8 +38,10 @@ def engine_python(engine: str) -> str:
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The parent's environment with the repo root first on PYTHONPATH."""
+    """The parent's environment with the repo root first on PYTHONPATH, and CUDA_DEVICE_ORDER=PCI_BUS_ID
+    (unless set) so CUDA ordinals in CUDA_VISIBLE_DEVICES mean the same GPUs as NVML's indices."""
     env = dict(os.environ)
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     parts = [str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
     env.update(extra or {})

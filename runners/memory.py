@@ -197,6 +197,46 @@ def nvml_module():
         return None
 
 
+def visible_nvml_indices(nv, env: dict[str, str] | None = None) -> tuple[int, ...]:
+    """NVML indices of the GPUs this process may use, from CUDA_VISIBLE_DEVICES.
+
+    Unset -> every GPU.  Entries are CUDA ordinals or ``GPU-``/``MIG-`` UUID prefixes; like CUDA, the list
+    stops at the first entry that names no device.  NVML numbers GPUs in PCI bus order, CUDA by default
+    fastest first: ordinals equal NVML indices only under ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, which the harness
+    sets for its children (harness.isolate.child_env).  Without this, a run on 1 of 8 GPUs would count the
+    memory of all 8 (other users' jobs included) and record n_devices = 8.
+    """
+    env = os.environ if env is None else env
+    n = int(nv.nvmlDeviceGetCount())
+    spec = env.get("CUDA_VISIBLE_DEVICES")
+    if spec is None:
+        return tuple(range(n))
+    uuids: list[str] | None = None
+    out: list[int] = []
+    for tok in (t.strip() for t in spec.split(",")):
+        if tok.lstrip("-").isdigit():
+            i = int(tok)
+            if not 0 <= i < n:
+                break
+            out.append(i)
+            continue
+        if not tok:
+            break
+        if uuids is None:
+            uuids = []
+            for i in range(n):
+                try:
+                    u = nv.nvmlDeviceGetUUID(nv.nvmlDeviceGetHandleByIndex(i))
+                    uuids.append(u.decode() if isinstance(u, bytes) else str(u))
+                except Exception:  # NVMLError_*: a device we cannot name cannot be matched
+                    uuids.append("")
+        hits = [i for i, u in enumerate(uuids) if u and u.startswith(tok)]
+        if len(hits) != 1:
+            break
+        out.append(hits[0])
+    return tuple(dict.fromkeys(out))
+
+
 @dataclass
 class DevicePeak:
     """Per-device NVML figures in bytes: baseline used, peak used, peak delta, peak of this tree's
@@ -242,7 +282,7 @@ class NvmlSampler(_Poller):
         if self.nvml is None:
             return self
         nv = self.nvml
-        idx = self.indices if self.indices is not None else tuple(range(nv.nvmlDeviceGetCount()))
+        idx = self.indices if self.indices is not None else visible_nvml_indices(nv)
         for i in idx:
             try:
                 h = nv.nvmlDeviceGetHandleByIndex(i)

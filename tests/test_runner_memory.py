@@ -157,3 +157,42 @@ def test_nvml_real_device():
     dev = s.summary()["nvml_devices"][0]
     assert dev["total_bytes"] > 0 and dev["peak_used_bytes"] >= dev["baseline_used_bytes"]
     assert memory.nvml_driver_version()
+
+
+class _FakeNvml:
+    """Stand-in for pynvml's device enumeration (4 GPUs in PCI order), for the visibility rules only."""
+
+    def nvmlDeviceGetCount(self):
+        return 4
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetUUID(self, h):
+        return f"GPU-{h}aaaaaaa-0000"
+
+
+@pytest.mark.parametrize(
+    "value,expected",
+    [
+        (None, (0, 1, 2, 3)),  # unset: every GPU
+        ("2", (2,)),
+        ("3,1", (3, 1)),  # CUDA order kept
+        ("1,7,2", (1,)),  # like CUDA, an entry naming no device ends the list
+        ("", ()),
+        ("-1", ()),
+        ("GPU-2aaa", (2,)),  # UUID prefix
+        ("GPU-", ()),  # ambiguous prefix names no single device
+    ],
+)
+def test_visible_nvml_indices_follow_cuda_visible_devices(value, expected):
+    from runners.memory import visible_nvml_indices
+
+    env = {} if value is None else {"CUDA_VISIBLE_DEVICES": value}
+    assert visible_nvml_indices(_FakeNvml(), env) == expected
+
+
+def test_children_get_pci_bus_order():
+    from harness.isolate import child_env
+
+    assert child_env()["CUDA_DEVICE_ORDER"] in ("PCI_BUS_ID", os.environ.get("CUDA_DEVICE_ORDER"))
