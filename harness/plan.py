@@ -86,6 +86,10 @@ class Catalog:
     engines: tuple[str, ...] = tuple(REGISTRY)
 
 
+# KV cache dtypes the vLLM runner accepts (f16/bf16 = the model dtype, fp8 = --kv-cache-dtype fp8).
+VLLM_KV_DTYPES = ("f16", "bf16", "fp8", "auto")
+
+
 def default_catalog() -> Catalog:
     """The estimator's catalog (estimator.resolve.resolve_model, estimator.quant.get_quant)."""
     try:
@@ -271,7 +275,14 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
             raise PlanError(
                 f"{w}.quants {q!r}: not available for engine {engine} (engines: {', '.join(qspec.engines)})"
             )
-        for ctx, kv, fa, th in product(lists["contexts"], kv_dtypes, fas, threads):
+        if engine == "vllm":
+            for i, k in enumerate(kv_dtypes):
+                if k not in VLLM_KV_DTYPES:
+                    known = ", ".join(VLLM_KV_DTYPES)
+                    raise PlanError(f"{w}.kv_dtypes[{i}] {k!r}: vLLM has no {k} KV cache (one of {known})")
+        # vLLM picks its own attention backend: a flash_attn axis would only measure the same point twice
+        engine_fas = [False] if engine == "vllm" else fas
+        for ctx, kv, fa, th in product(lists["contexts"], kv_dtypes, engine_fas, threads):
             spec = PointSpec(
                 model_path="",
                 n_ctx=ctx,

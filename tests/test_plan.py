@@ -107,3 +107,26 @@ def test_cli_check_plan_bad_entry_exits_2_with_one_line(tmp_path):
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and "models[0] 'no-such-model'" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+VLLM = """
+name = "v"
+engines = ["vllm"]
+models = [{ id = "smollm2-135m", layers = 2 }]
+quants = ["BF16"]
+contexts = [512]
+prompt_lengths = [64]
+gen_lengths = [16]
+depths = [0]
+"""
+
+
+def test_vllm_kv_dtype_checked_before_running():
+    with pytest.raises(PlanError, match=r"kv_dtypes\[0\] 'q8_0': vLLM has no q8_0 KV cache"):
+        parse_plan(VLLM + 'kv_dtypes = ["q8_0"]\n', "v.toml")
+    assert len(parse_plan(VLLM + 'kv_dtypes = ["f16", "fp8"]\n', "v.toml").points) == 2
+
+
+def test_vllm_flash_attn_axis_does_not_duplicate_points():
+    # vLLM chooses its own attention backend: fa true/false would be the same measurement twice
+    assert len(parse_plan(VLLM + "flash_attn = [false, true]\n", "v.toml").points) == 1
