@@ -160,6 +160,8 @@ def _with_family(spec, family: str):
 def cmd_ls(args: argparse.Namespace) -> int:
     from harness.store import render_listing
 
+    if not Path(args.results).is_dir():
+        return _fail(f"{args.results}: no such results folder")
     try:
         return render_listing(args.results)
     except RecordError as exc:

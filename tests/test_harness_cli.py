@@ -29,6 +29,7 @@ def run(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess
         ("import", "x.json", "--format", "yaml"),
         ("frobnicate",),
         ("check-plan", "--plan", "/nonexistent.toml"),
+        ("ls", "--results", "/nonexistent-results"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(args):
