@@ -60,6 +60,13 @@ def read_coefficients_header(path: Path) -> dict | None:
         raise ValueError(f"{path}: unreadable coefficients file ({exc})") from None
     if not isinstance(doc, dict):
         raise ValueError(f"{path}: not a coefficients document (a JSON object expected)")
+    from estimator.coefficients import SCHEMA_VERSION
+
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise ValueError(
+            f"{path}: coefficients schema_version {doc.get('schema_version')!r}; this fitbench reads "
+            f"{SCHEMA_VERSION} (re-run `make calibrate`)"
+        )
     qf = doc.get("quality_filter", [])
     if not isinstance(qf, list) or not all(isinstance(q, str) for q in qf):
         raise ValueError(f"{path}: quality_filter must be a list of quality flags")

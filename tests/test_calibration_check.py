@@ -131,11 +131,13 @@ def test_cli_bad_input_exits_2(tmp_path, capsys):
         (["check"], "has no runs/ folder"),  # a folder that is not a results folder
         (["check", "--coefficients", "{tmp}/list.json"], "not a coefficients document"),
         (["check", "--coefficients", "{tmp}/qf.json"], "quality_filter must be a list"),
+        (["check", "--coefficients", "{tmp}/v9.json"], "schema_version 9"),
     ],
 )
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, argv, message):
     (tmp_path / "list.json").write_text("[]")
-    (tmp_path / "qf.json").write_text('{"quality_filter": "ok"}')
+    (tmp_path / "qf.json").write_text('{"schema_version": 1, "quality_filter": "ok"}')
+    (tmp_path / "v9.json").write_text('{"schema_version": 9}')
     results = tmp_path / "results"
     results.mkdir()
     if "--coefficients" in argv:
