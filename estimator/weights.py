@@ -314,8 +314,20 @@ def _sum(items, n_layers: int, moe_frac: float, tied: bool, quant: str, exact: b
             embd += nb
         elif group == "output":
             outb += nb
-    n_active = n_total - round(n_routed * (1.0 - moe_frac))
-    active = total - (0 if tied else embd) - round(routed * (1.0 - moe_frac))
+    return _assemble(
+        quant, total, by_class, by_type, routed, shared, embd, outb, n_total, n_routed, moe_frac, tied,
+        per_layer, per_layer_routed, exact,
+    )  # fmt: skip
+
+
+def _assemble(
+    quant: str, total: int, by_class: dict[str, int], by_type: dict[str, int], routed: int, shared: int,
+    embd: int, outb: int, n_total: int, n_routed: int, moe_frac: float, tied: bool,
+    per_layer: list[int], per_layer_routed: list[int], exact: bool,
+) -> WeightBreakdown:  # fmt: skip
+    """The breakdown from summed bytes.  Active per token (MoE): routed experts count moe_frac of their
+    bytes / parameters (n_experts_used / n_experts); the token embedding is a lookup, not read whole, unless
+    it is tied (then it is also the output head, read every token)."""
     return WeightBreakdown(
         quant=quant,
         total_bytes=total,
@@ -327,8 +339,8 @@ def _sum(items, n_layers: int, moe_frac: float, tied: bool, quant: str, exact: b
         token_embd_bytes=embd,
         output_bytes=outb,
         n_params_total=n_total,
-        n_params_active=n_active,
-        active_bytes_per_token=active,
+        n_params_active=n_total - round(n_routed * (1.0 - moe_frac)),
+        active_bytes_per_token=total - (0 if tied else embd) - round(routed * (1.0 - moe_frac)),
         per_layer_bytes=tuple(per_layer),
         per_layer_routed_bytes=tuple(per_layer_routed),
         exact=exact,
@@ -454,24 +466,10 @@ def _breakdown(model: ModelSpec, q: QuantSpec) -> WeightBreakdown:
             embd += g_bytes
         elif group == "output":
             outb += g_bytes
-    frac = _moe_frac(m)
-    return WeightBreakdown(
-        quant=q.name,
-        total_bytes=total,
-        by_class_bytes=by_class,
-        by_type_bytes=by_type,
-        routed_expert_bytes=routed,
-        shared_expert_bytes=shared,
-        dense_bytes=total - routed,
-        token_embd_bytes=embd,
-        output_bytes=outb,
-        n_params_total=p.n_params_total,
-        n_params_active=p.n_params_total - round(p.n_params_routed * (1.0 - frac)),
-        active_bytes_per_token=total - (0 if tied else embd) - round(routed * (1.0 - frac)),
-        per_layer_bytes=tuple(per_layer),
-        per_layer_routed_bytes=tuple(per_layer_routed),
-        exact=False,
-    )
+    return _assemble(
+        q.name, total, by_class, by_type, routed, shared, embd, outb, p.n_params_total, p.n_params_routed,
+        _moe_frac(m), tied, per_layer, per_layer_routed, False,
+    )  # fmt: skip
 
 
 @lru_cache(maxsize=256)
