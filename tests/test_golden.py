@@ -1,0 +1,21 @@
+"""The estimator's outputs are unchanged by refactors: reports, errors, fit/list and predict against
+tests/golden/out (see tests/golden/golden.py; regenerate there when a change is meant to alter numbers)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+_SPEC = importlib.util.spec_from_file_location("golden", Path(__file__).parent / "golden" / "golden.py")
+golden = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(golden)
+
+
+def test_normalise_replaces_only_the_time():
+    text = '"generated_utc": "2026-12-01T10:22:47+00:00", generated 2026-12-01T10:22:47+00:00.  x 10:22:47'
+    assert golden.normalise(text) == '"generated_utc": "<time>", generated <time>.  x 10:22:47'
+
+
+def test_golden_outputs_identical():
+    problems = golden.check()
+    assert not problems, "\n".join(problems)
