@@ -60,7 +60,7 @@ def read_coefficients_header(path: Path) -> dict | None:
         raise ValueError(f"{path}: unreadable coefficients file ({exc})") from None
     if not isinstance(doc, dict):
         raise ValueError(f"{path}: not a coefficients document (a JSON object expected)")
-    from estimator.coefficients import SCHEMA_VERSION
+    from estimator.physics.coefficients import SCHEMA_VERSION
 
     if doc.get("schema_version") != SCHEMA_VERSION:
         raise ValueError(

@@ -1,11 +1,13 @@
 """Dataset rows -> SpeedPoints whose features come from the estimator's own physics.
 
-For each usable record the model (``estimator.resolve.resolve_model``, depth-reduced to
+For each usable record the model (``estimator.catalog.resolve.resolve_model``, depth-reduced to
 ``n_layers_measured`` when the run used a proxy with fewer layers), the quant
-(``estimator.quant.get_quant``), the hardware (catalog via ``estimator.resolve.resolve_hardware``, or the
+(``estimator.physics.quant.get_quant``), the hardware (catalog via
+``estimator.catalog.resolve.resolve_hardware``, or the
 spec detected on the host, ``extra["detected"]``) and the workload are rebuilt, and
-``estimator.speed.decode_features`` / ``prefill_features`` give the features.  The prediction function of
-each phase is ``estimator.speed.decode_time_per_token_s`` / ``prefill_time_s``: one model.
+``estimator.physics.speed.decode_features`` / ``prefill_features`` give the features.  The prediction
+function of
+each phase is ``estimator.physics.speed.decode_time_per_token_s`` / ``prefill_time_s``: one model.
 
 Measured times (seconds):
   decode   t_step = batch / decode_tok_s (decode_tok_s = tokens/s over all sequences, the
@@ -34,7 +36,8 @@ DECODE_PARAMS = (
     ParamDef("t_layer_s", TIME, 1e-5, 0.0, 1e-2),
     ParamDef("t_fixed_s", TIME, 3e-4, 0.0, 1.0),
 )
-# Prefill GEMM efficiency of a weight-kernel class relative to k-quants (estimator.speed.kernel_class) and of
+# Prefill GEMM efficiency of a weight-kernel class relative to k-quants
+# (estimator.physics.speed.kernel_class) and of
 # routed-expert GEMMs relative to dense ones; the hierarchy shrinks each towards its pool's value and the
 # pools towards 1 (no difference).
 KERNEL_CLASS_PARAMS = (
@@ -44,7 +47,8 @@ KERNEL_CLASS_PARAMS = (
     # <= 1: a routed expert's GEMM gets ~u x k / E of the u rows a dense GEMM gets, so it cannot run more
     # efficiently than the dense ones
     ParamDef("flops_rel_moe", RATE, 0.999, 0.05, 1.0),
-    # GEMM width term (estimator.speed): eff x K / (K + k_half), k_half in elements of the inner dimension;
+    # GEMM width term (estimator.physics.speed): eff x K / (K + k_half), k_half in elements of the inner
+    # dimension;
     # additive (linear prior around 0 = no effect), bounded at 1e6 (far beyond any model width)
     ParamDef("gemm_k_half", TIME, 0.0, 0.0, 1e6),
 )
@@ -69,7 +73,7 @@ MAX_SAMPLE_SPREAD = 2.0
 
 
 def _speed():
-    from estimator import speed
+    from estimator.physics import speed
 
     return speed
 
@@ -91,9 +95,10 @@ def prefill_model(absolute: bool = False) -> PhaseModel:
 
 
 def decode_depths(depth: int, n_gen: int) -> list[int]:
-    """Depths at which the mean tg{n_gen} step is evaluated: ``estimator.speed.decode_depths`` when the
+    """Depths at which the mean tg{n_gen} step is evaluated: ``estimator.physics.speed.decode_depths`` when
+    the
     estimator
-    exposes it, else the same midpoint rule as ``estimator.speed.mean_decode_step_s``."""
+    exposes it, else the same midpoint rule as ``estimator.physics.speed.mean_decode_step_s``."""
     sp = _speed()
     if hasattr(sp, "decode_depths"):
         return list(sp.decode_depths(depth, n_gen))
@@ -146,12 +151,12 @@ class Resolver:
 
     def __post_init__(self):
         if self.model is None or self.hardware is None:
-            from estimator import resolve
+            from estimator.catalog import resolve
 
             self.model = self.model or resolve.resolve_model
             self.hardware = self.hardware or resolve.resolve_hardware
         if self.quant is None:
-            from estimator.quant import get_quant
+            from estimator.physics.quant import get_quant
 
             self.quant = get_quant
         self._cache: dict = {}
@@ -305,7 +310,7 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
 
 
 def has_datasheet_peak(hw: HardwareSpec, engine: str) -> bool:
-    """True when ``estimator.speed.peak_tflops`` has a datasheet rate for this device and engine."""
+    """True when ``estimator.physics.speed.peak_tflops`` has a datasheet rate for this device and engine."""
     try:
         _speed().peak_tflops(hw, {}, False, engine)
     except ValueError:

@@ -2,7 +2,7 @@
 
 A ``PhaseModel`` names the free parameters of one phase (decode or prefill), their physical bounds, and the
 function that predicts the time of one point in seconds from (features, hardware, params).  That function
-is the estimator's own (``estimator.speed.decode_time_per_token_s`` / ``prefill_time_s``, wired in
+is the estimator's own (``estimator.physics.speed.decode_time_per_token_s`` / ``prefill_time_s``, wired in
 calibration.features), so the fitted model is the estimator's model.
 
 Residual of point i (dimensionless):  r_i = ln(t_pred_i / t_meas_i) / sigma

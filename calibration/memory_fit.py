@@ -1,6 +1,7 @@
 """Memory: fit the engine runtime terms (the ``memory`` section of coefficients.json) and the memory gate.
 
-Fitted terms are whatever the estimator's runtime model exposes (``estimator.runtime.runtime_buffers(model,
+Fitted terms are whatever the estimator's runtime model exposes
+(``estimator.physics.runtime.runtime_buffers(model,
 quant, hardware, workload, mem_coeffs)`` with a dict of floats per engine); calibration invents none:
   compute_bytes           from records with a measured compute buffer (llama.cpp compute buffers, vLLM
                           activation peak), single device;
@@ -117,7 +118,7 @@ def _med(pred: np.ndarray, y: np.ndarray) -> float:
 # ------------------------------------------------------------------------------------ estimator wiring
 def _runtime():
     try:
-        from estimator import runtime
+        from estimator.physics import runtime
     except ImportError:
         return None
     return runtime
@@ -182,8 +183,9 @@ def weights_meaning(notes: str) -> str | None:
 
 
 def weight_bytes_for(model, quant, meaning: str) -> int:
-    """Estimator weight bytes with a given meaning (estimator.memory places the embedding the same way)."""
-    from estimator import weights
+    """Estimator weight bytes with a given meaning (estimator.physics.memory places the embedding the same
+    way)."""
+    from estimator.physics import weights
 
     wb = weights.weight_breakdown(model, quant)
     if meaning == "all":
@@ -199,7 +201,7 @@ def fit_memory(ds: Dataset, resolver=None, exclude_device: str | None = None) ->
     rt = _runtime()
     if rt is None:
         return {}, [
-            "estimator.runtime is not available: memory section left empty (estimator defaults apply)"
+            "estimator.physics.runtime is not available: memory section left empty (estimator defaults apply)"
         ]
     resolver = resolver or Resolver()
     out: dict[str, dict] = {}
@@ -254,7 +256,7 @@ def _measured_runtime(r, target: str) -> float | None:
 def memory_gate(ds: Dataset, resolver=None) -> tuple[list[MemoryGateRow], list[str]]:
     """Held-out memory predictions for the gate (see module docstring)."""
     from calibration.features import Resolver
-    from estimator import kv
+    from estimator.physics import kv
 
     resolver = resolver or Resolver()
     rows: list[MemoryGateRow] = []
@@ -335,9 +337,9 @@ def _held_out_runtime(ds: Dataset, resolver, notes: list[str]) -> list[MemoryGat
     if not cands:
         return []
     try:
-        from estimator import memory
+        from estimator.physics import memory
     except ImportError:
-        notes.append(f"memory: estimator.memory is not available; {len(cands)} record(s) not gated")
+        notes.append(f"memory: estimator.physics.memory is not available; {len(cands)} record(s) not gated")
         return []
     rows = []
     for dev in sorted({device_key(c[1].record) for c in cands}):

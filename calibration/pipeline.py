@@ -1,7 +1,7 @@
 """Orchestration: dataset -> speed points -> hierarchical fits -> cross-validation -> coefficients document.
 
 Order: decode is fitted first; each prefill point then takes its family's decode ``bw_eff`` (the
-estimator's prefill memory term borrows it the same way, estimator.speed.merged_params) as a fixed
+estimator's prefill memory term borrows it the same way, estimator.physics.speed.merged_params) as a fixed
 parameter.  Prefill of devices without datasheet TFLOPS (CPUs) fits ``flops_abs_tflops`` with
 ``flops_eff`` fixed at 1.
 Cross-validation note: the prefill points' fixed ``bw_eff`` comes from the full-data decode fit (not
@@ -83,7 +83,7 @@ def _per_family(points):
 
 def make_prior_for(model: PhaseModel):
     """Base prior per global key (engine, phase, kind) from the estimator's shipped prior, widened."""
-    from estimator.coefficients import load_prior
+    from estimator.physics.coefficients import load_prior
 
     entries = load_prior()["pooled"]
 
@@ -131,7 +131,7 @@ def _batched(p: SpeedPoint) -> bool:
 
 def _prior_roof(p: SpeedPoint) -> dict:
     """Compute-roof params of a batched decode point from the shipped prior's prefill set of its kind."""
-    from estimator.coefficients import prior_table
+    from estimator.physics.coefficients import prior_table
 
     pp = prior_table().lookup(p.hardware, p.engine, "prefill").params
     roof = {"flops_eff": pp["flops_eff"]}
@@ -162,7 +162,7 @@ def fit_speed(points: list[SpeedPoint], cv: bool = True, lofo: bool = True) -> l
     Batched decode points (batch > 1) need the compute roof (flops_eff, and flops_abs_tflops on devices
     without datasheet TFLOPS): the first decode fit takes it from the shipped prior; when such points
     exist, decode is fitted once more with the roof of the fitted prefill hierarchy (what
-    estimator.speed.merged_params borrows at prediction time).
+    estimator.physics.speed.merged_params borrows at prediction time).
     """
     dec = [p for p in points if p.phase == "decode"]
     batched = any(_batched(p) for p in dec)
@@ -252,7 +252,7 @@ def _interval_block(own: list[HeldOut], pool: list[HeldOut]) -> dict:
 
 
 def coefficients_document(cal: Calibration) -> dict:
-    """The results/coefficients.json document (schema in estimator/coefficients.py)."""
+    """The results/coefficients.json document (schema in estimator/physics/coefficients.py)."""
     groups, pooled = [], []
     for pf in cal.fits:
         h = pf.hierarchy

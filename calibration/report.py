@@ -47,14 +47,15 @@ def _held_frame(cal: Calibration) -> pd.DataFrame:
 
 
 def _plots(df: pd.DataFrame, out: Path) -> list[str]:
-    """PNG plots in the HTML report's chart style (estimator.style: palette, fonts, light grid); families are
+    """PNG plots in the HTML report's chart style (estimator.render.style: palette, fonts, light grid);
+    families are
     told apart by colour and marker (the palette has 8 colours)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from estimator import style
+    from estimator.render import style
 
     markers = "os^Dv<>P"
     names = []
@@ -114,7 +115,8 @@ def render_markdown(cal: Calibration, doc: dict, df: pd.DataFrame, plots: list[s
         "",
         "Errors are absolute percentage errors of tokens/s, held out: each point predicted by coefficients "
         "fitted without its device (leave-one-device-out); a family with a single device is held out by "
-        "model (leave-one-model-out).  Speeds are estimated by estimator.speed with the coefficients below.",
+        "model (leave-one-model-out).  Speeds are estimated by estimator.physics.speed with the coefficients "
+        "below.",
         "",
     ]
     if not df.empty:

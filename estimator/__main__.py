@@ -1,7 +1,7 @@
-"""``python -m estimator report|predict|list|fit`` (see estimator.cli)."""
+"""``python -m estimator report|predict|list|fit`` (see estimator.app.cli)."""
 
 import sys
 
-from estimator.cli import main
+from estimator.app.cli import main
 
 sys.exit(main())

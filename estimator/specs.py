@@ -1,7 +1,8 @@
 """Frozen input specs of the sizing model: model architecture, hardware, quantization and workload.
 
 Specs are inert: constructing one never touches the network, the environment or the disk.
-Loaders (``estimator.catalog``, ``estimator.hfconfig``, ``estimator.ggufmodel``) build them from files.
+Loaders (``estimator.catalog.data``, ``estimator.catalog.hfconfig``, ``estimator.catalog.ggufmodel``) build
+them from files.
 
 Units live in names: ``*_bytes`` (bytes), ``*_gbs`` (10^9 B/s), ``*_tflops`` (10^12 FLOP/s), ``*_w`` (watts),
 ``*_usd`` (US dollars).  GiB = 2^30 bytes, GB = 10^9 bytes.
@@ -193,7 +194,7 @@ class Workload:
 class QuantSpec:
     """A weight format: the ggml (or engine) type per tensor class.
 
-    ``types`` maps a tensor class to a storage type name (a key of estimator.quant.TYPE_SIZES).
+    ``types`` maps a tensor class to a storage type name (a key of estimator.physics.quant.TYPE_SIZES).
     Tensor classes: token_embd, output, attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down,
     ffn_gate_exps, ffn_up_exps, ffn_down_exps, ffn_*_shexp, norm (1-D), other.
     """

@@ -99,7 +99,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from harness.store import PUBLISHED_FILE, append_new, runs_dir, safe_name
 
     try:
-        from estimator.resolve import resolve_hardware, resolve_model
+        from estimator.catalog.resolve import resolve_hardware, resolve_model
     except ImportError:
         resolve_hardware = resolve_model = None
     hardware, device, host = None, "", ""
@@ -111,7 +111,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         hardware = hardware if info.hardware_id else _with_family(hardware, info.hardware_family)
     elif args.hardware:
         if resolve_hardware is None:
-            return _fail("--hardware needs the estimator catalog (estimator.resolve)")
+            return _fail("--hardware needs the estimator catalog (estimator.catalog.resolve)")
         try:
             hardware = resolve_hardware(args.hardware)
         except SpecError as exc:
@@ -170,7 +170,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def cmd_build_model(args: argparse.Namespace) -> int:
     """Build (or find in the cache) a synthetic model and print its path on the last stdout line."""
-    from estimator.resolve import resolve_model
+    from estimator.catalog.resolve import resolve_model
     from estimator.specs import SpecError
     from harness.synth import synthetic_model
 

@@ -4,17 +4,18 @@ For every own llama.cpp run in results/runs/ (``origin == "measured"``, ``engine
 the tests of one run share its memory figures, so a run is compared once) the estimator is asked for the
 same point:
 
-* model: ``estimator.resolve.resolve_model(model_id)`` reduced to ``n_layers_measured`` layers with
+* model: ``estimator.catalog.resolve.resolve_model(model_id)`` reduced to ``n_layers_measured`` layers with
   ``harness.synth.proxy_spec`` (the spec of the file the sweep built: real widths, first K layers);
-* weights: ``estimator.weights.weight_breakdown(proxy, get_quant(quant)).total_bytes``
+* weights: ``estimator.physics.weights.weight_breakdown(proxy, get_quant(quant)).total_bytes``
   vs ``weights_bytes`` = ``llama_model_size`` (exact tensor bytes of the loaded file, all devices, the token
   embedding's CPU buffer included);
-* KV: ``estimator.kv.kv_cache(proxy, n_ctx, kv_dtype, n_seq=1, n_ubatch=..., flash_attn=..., swa_full=...)``
+* KV: ``estimator.physics.kv.kv_cache(proxy, n_ctx, kv_dtype, n_seq=1, n_ubatch=..., flash_attn=...,
+swa_full=...)``
   vs ``kv_bytes`` = the KV (+ recurrent state) buffers of llama.cpp's log.  The log prints MiB with two
   decimals, so each buffer carries +-0.005 MiB (5,243 B) of rounding: the KV check allows
   max(tolerance x engine bytes, 5,243 B x number of buffers);
 * compute (the "gap", reported, never asserted: it is what calibration fits):
-  ``estimator.runtime.runtime_buffers(...)`` compute_bytes (x devices) + host_compute_bytes vs
+  ``estimator.physics.runtime.runtime_buffers(...)`` compute_bytes (x devices) + host_compute_bytes vs
   ``compute_bytes`` = all compute buffers of the log (CPU, CUDA0, CUDA_Host ...), with the prior memory
   coefficients unless a coefficients file is given.
 
@@ -188,10 +189,10 @@ def compare_record(
 ) -> Comparison:
     """Size ``rec``'s point with the estimator.  ``model`` is the real (full-depth) spec of ``rec.model_id``;
     None, or any SpecError while sizing, gives a Comparison carrying the error text."""
-    from estimator.kv import kv_cache
-    from estimator.quant import get_quant
-    from estimator.runtime import runtime_buffers
-    from estimator.weights import weight_breakdown
+    from estimator.physics.kv import kv_cache
+    from estimator.physics.quant import get_quant
+    from estimator.physics.runtime import runtime_buffers
+    from estimator.physics.weights import weight_breakdown
     from harness.synth import proxy_spec
 
     extra = rec.extra if isinstance(rec.extra, dict) else {}
@@ -261,9 +262,9 @@ def compare_runs(
     coefficients_label: str = "prior",
 ) -> list[Comparison]:
     """One Comparison per run of ``items`` ((where, record) pairs).  ``resolve`` maps a model id to its real
-    ModelSpec (default ``estimator.resolve.resolve_model``); an id it rejects becomes an error row."""
+    ModelSpec (default ``estimator.catalog.resolve.resolve_model``); an id it rejects becomes an error row."""
     if resolve is None:
-        from estimator.resolve import resolve_model as resolve
+        from estimator.catalog.resolve import resolve_model as resolve
     models: dict[str, ModelSpec | None] = {}
     out = []
     for where, rec, n in group_runs(items):
@@ -416,7 +417,7 @@ def run_cli(
         return 2
     mem, label = None, "prior"
     if coefficients:
-        from estimator.coefficients import load_coefficients
+        from estimator.physics.coefficients import load_coefficients
 
         try:
             mem, label = load_coefficients(coefficients).memory_for("llama.cpp") or None, coefficients

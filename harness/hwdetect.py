@@ -298,9 +298,9 @@ HardwareResolver = Callable[[str], HardwareSpec]
 
 
 def default_hardware_resolver() -> HardwareResolver | None:
-    """``estimator.resolve.resolve_hardware`` when the estimator catalog is installed, else None."""
+    """``estimator.catalog.resolve.resolve_hardware`` when the estimator catalog is installed, else None."""
     try:
-        from estimator.resolve import resolve_hardware
+        from estimator.catalog.resolve import resolve_hardware
     except ImportError:
         return None
     return resolve_hardware

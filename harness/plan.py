@@ -91,10 +91,11 @@ VLLM_KV_DTYPES = ("f16", "bf16", "fp8", "auto")
 
 
 def default_catalog() -> Catalog:
-    """The estimator's catalog (estimator.resolve.resolve_model, estimator.quant.get_quant)."""
+    """The estimator's catalog (estimator.catalog.resolve.resolve_model,
+    estimator.physics.quant.get_quant)."""
     try:
-        from estimator.quant import get_quant
-        from estimator.resolve import resolve_model
+        from estimator.catalog.resolve import resolve_model
+        from estimator.physics.quant import get_quant
     except ImportError as exc:
         raise PlanError(
             f"the estimator catalog is not available ({exc}); cannot check plan entries"

@@ -70,12 +70,12 @@ def generate(
     """Records for every device x model x quant: tg128 (decode) and pp512 (prefill) rows.
 
     devices: hardware id -> family; dec_params / pre_params: family -> params.  Times come from
-    estimator.speed with those params; multiplicative log-normal noise of sd ``noise``.
+    estimator.physics.speed with those params; multiplicative log-normal noise of sd ``noise``.
     """
     from calibration.features import decode_depths, workload_for
-    from estimator import speed
-    from estimator.quant import get_quant
-    from estimator.resolve import resolve_hardware, resolve_model
+    from estimator.catalog.resolve import resolve_hardware, resolve_model
+    from estimator.physics import speed
+    from estimator.physics.quant import get_quant
 
     rng = np.random.default_rng(seed)
     out = []

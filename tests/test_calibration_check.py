@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-pytest.importorskip("estimator.speed")
+pytest.importorskip("estimator.physics.speed")
 
 from calibration import check  # noqa: E402
 from calibration.__main__ import main  # noqa: E402
@@ -47,10 +47,10 @@ def test_fit_writes_a_versioned_document(results):
     g = next(g for g in doc["groups"] if g["family"] == "nvidia-ampere" and g["phase"] == "decode")
     assert g["cv"]["lodo_median_ape"] is not None and g["interval"]["log_lo"] <= 0 <= g["interval"]["log_hi"]
     assert any(p["level"] == "pool" for p in doc["pooled"])
-    from estimator.coefficients import load_coefficients
+    from estimator.physics.coefficients import load_coefficients
 
     table = load_coefficients(results / "coefficients.json")  # the estimator reads what we write
-    from estimator.resolve import resolve_hardware
+    from estimator.catalog.resolve import resolve_hardware
 
     cset = table.lookup(resolve_hardware("rtx-3090"), "llama.cpp", "decode")
     assert cset.calibrated and cset.params["bw_eff"] == pytest.approx(0.62, abs=0.03)

@@ -7,14 +7,14 @@ import math
 import numpy as np
 import pytest
 
-pytest.importorskip("estimator.speed")
+pytest.importorskip("estimator.physics.speed")
 
 from calibration import features as feat  # noqa: E402
 from calibration import pipeline  # noqa: E402
 from calibration.dataset import load_dataset  # noqa: E402
 from calibration.fit import EFF, TIME, ParamDef, PhaseModel, Prior, SpeedPoint, fit_group  # noqa: E402
 from calibration.hierarchy import fit_hierarchy  # noqa: E402
-from estimator.resolve import resolve_hardware  # noqa: E402
+from estimator.catalog.resolve import resolve_hardware  # noqa: E402
 from tests.calibration_gen import generate, write_records  # noqa: E402
 
 AMPERE = {"rtx-3090": "nvidia-ampere", "a100-80gb-pcie": "nvidia-ampere", "rtx-a6000": "nvidia-ampere"}
@@ -57,9 +57,9 @@ def test_no_noise_recovers_exactly():
     recs = generate({"rtx-3090": "nvidia-ampere", "rtx-a6000": "nvidia-ampere"}, TRUE_DEC, noise=0.0)
     hw = {r.hardware_id: resolve_hardware(r.hardware_id) for r in recs}
     model = feat.decode_model()
-    from estimator import speed
-    from estimator.quant import get_quant
-    from estimator.resolve import resolve_model
+    from estimator.catalog.resolve import resolve_model
+    from estimator.physics import speed
+    from estimator.physics.quant import get_quant
 
     pts = []
     for r in recs:
@@ -208,9 +208,9 @@ def test_batched_decode_on_a_cpu_takes_the_compute_roof_from_the_prefill_fit(tmp
 def test_gemm_k_half_recovered_from_generated_prefill():
     """The GEMM width term (eff x K / (K + k_half)) is recovered from prefill times generated through the
     estimator's physics for models of different widths (hidden 896 .. 4096), with 2 % noise."""
-    from estimator import speed
-    from estimator.quant import get_quant
-    from estimator.resolve import resolve_model
+    from estimator.catalog.resolve import resolve_model
+    from estimator.physics import speed
+    from estimator.physics.quant import get_quant
     from estimator.specs import Workload
 
     true = {"flops_eff": 0.4, "attn_eff": 0.3, "t_layer_s": 5e-5, "gemm_k_half": 3000.0}

@@ -41,10 +41,10 @@ def _published(metric: str, notes: str, **kw):
 
 
 def _physics(model_id="llama-3.1-8b", quant="Q4_K_M", n_ctx=8192):
-    from estimator.kv import kv_cache
-    from estimator.quant import get_quant
-    from estimator.resolve import resolve_model
-    from estimator.weights import weight_breakdown
+    from estimator.catalog.resolve import resolve_model
+    from estimator.physics.kv import kv_cache
+    from estimator.physics.quant import get_quant
+    from estimator.physics.weights import weight_breakdown
 
     m = resolve_model(model_id)
     wb = weight_breakdown(m, get_quant(quant))
@@ -111,9 +111,9 @@ def test_vllm_kv_pool_is_not_gated_as_weights_plus_kv():
 
 
 def _compute_records(coeffs: dict):
-    """Own-style records whose compute buffers come from estimator.runtime with known coefficients."""
+    """Own-style records whose compute buffers come from estimator.physics.runtime with known coefficients."""
     from calibration.features import Resolver, workload_for
-    from estimator.runtime import runtime_buffers
+    from estimator.physics.runtime import runtime_buffers
 
     res = Resolver()
     out = []
@@ -139,8 +139,8 @@ def _compute_records(coeffs: dict):
 
 
 def test_fit_memory_recovers_the_compute_buffer_and_the_estimator_reads_it(tmp_path):
-    from estimator.coefficients import load_coefficients
-    from estimator.runtime import default_memory_coefficients
+    from estimator.physics.coefficients import load_coefficients
+    from estimator.physics.runtime import default_memory_coefficients
 
     truth = {**default_memory_coefficients("llama.cpp"), "logits_factor": 1.3, "kq_factor": 0.7}
     ds = _ds(_compute_records(truth))
@@ -154,9 +154,9 @@ def test_fit_memory_recovers_the_compute_buffer_and_the_estimator_reads_it(tmp_p
     assert len(comp) == 27 and max(comp) < 0.02
 
     # the estimator's memory estimate uses coefficients.json's memory section when present
-    from estimator.memory import estimate_memory
-    from estimator.quant import get_quant
-    from estimator.resolve import resolve_hardware, resolve_model
+    from estimator.catalog.resolve import resolve_hardware, resolve_model
+    from estimator.physics.memory import estimate_memory
+    from estimator.physics.quant import get_quant
     from estimator.specs import Workload
 
     doc = {"schema_version": 1, "groups": [], "pooled": [], "memory": mem}

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-pytest.importorskip("estimator.speed")
+pytest.importorskip("estimator.physics.speed")
 
 from calibration import features as feat  # noqa: E402
 from calibration.fit import Prior, SpeedPoint  # noqa: E402

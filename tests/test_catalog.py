@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from estimator import catalog
-from estimator.resolve import resolve_hardware, resolve_model
+from estimator.catalog import data as catalog
+from estimator.catalog.resolve import resolve_hardware, resolve_model
+from estimator.physics.weights import weight_breakdown
 from estimator.specs import GIB, LAYER_KINDS, SpecError
-from estimator.weights import weight_breakdown
 
 ROOT = Path(__file__).resolve().parents[1]
 REF = ROOT.parent / "shared" / "reference"
@@ -38,7 +38,7 @@ def test_every_model_loads_or_says_why(mid):
 
 @pytest.mark.parametrize("mid", [m for m in catalog.model_ids() if catalog.model_entry(m)["sizable"]])
 def test_kv_per_token_matches_reference(mid):
-    from estimator.kv import layer_token_bytes
+    from estimator.physics.kv import layer_token_bytes
 
     ref = catalog.model_entry(mid)["reference"]
     m = catalog.get_model(mid)

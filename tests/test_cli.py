@@ -187,9 +187,10 @@ def test_predict(tmp_path):
 def test_report_path_stays_light(tmp_path):
     """The report path imports no numpy / scipy / pandas / engine, nor the serve stack (start-up budget)."""
     code = (
-        "import sys; from estimator.cli import main; "
+        "import sys; from estimator.app.cli import main; "
         f"rc = main([*{REPORT!r}, '-o', {str(tmp_path / 'r.txt')!r}]); "
-        "heavy = ('numpy', 'scipy', 'pandas', 'http.server', 'estimator.serve', 'estimator.matrix', 'gguf'); "
+        "heavy = ('numpy', 'scipy', 'pandas', 'http.server', 'estimator.app.serve', "
+        "'estimator.physics.matrix', 'gguf'); "
         "print(rc, [m for m in heavy if m in sys.modules])"
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

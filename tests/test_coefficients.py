@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from estimator.coefficients import (
+from estimator.physics.coefficients import (
     ENV_VAR,
     POOLED_WIDEN,
     CoefficientsError,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from estimator.cost import (
+from estimator.physics.cost import (
     DAYS_PER_MONTH,
     CloudRate,
     break_even_months,

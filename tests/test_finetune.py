@@ -2,7 +2,7 @@
 
 import pytest
 
-from estimator.finetune import (
+from estimator.physics.finetune import (
     NF4_BITS,
     FinetuneConfig,
     activation_bytes,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from estimator.ggufmodel import load_gguf
-from estimator.resolve import resolve_model
+from estimator.catalog.ggufmodel import load_gguf
+from estimator.catalog.resolve import resolve_model
+from estimator.physics.weights import weight_breakdown
 from estimator.specs import SpecError
-from estimator.weights import weight_breakdown
 
 
 def test_gguf_metadata(tiny_gguf):

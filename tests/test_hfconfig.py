@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from estimator.hfconfig import load_hf_config, spec_from_config
-from estimator.resolve import resolve_model
+from estimator.catalog.hfconfig import load_hf_config, spec_from_config
+from estimator.catalog.resolve import resolve_model
 from estimator.specs import CHUNKED, FULL, LINEAR, MAMBA, SLIDING, SpecError
 
 BASE = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from estimator.resolve import resolve_hardware
+from estimator.catalog.resolve import resolve_hardware
 from harness import hwdetect
 from harness.hwdetect import (
     GpuInfo,

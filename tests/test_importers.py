@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from estimator.resolve import resolve_hardware, resolve_model
+from estimator.catalog.resolve import resolve_hardware, resolve_model
 from estimator.specs import GIB
 from harness.importers import ImportContext, ImportFormatError, import_file, quant_from_model_type
 from harness.records import record_from_dict, record_to_dict

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from estimator.catalog import get_model
-from estimator.kv import kv_cache, kv_read_bytes, layer_token_bytes
+from estimator.catalog.data import get_model
+from estimator.physics.kv import kv_cache, kv_read_bytes, layer_token_bytes
 from estimator.specs import GIB, SpecError
 
 

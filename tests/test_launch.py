@@ -2,7 +2,7 @@
 
 import re
 
-from estimator.launch import gpu_layers, launch_commands, n_cpu_moe_override
+from estimator.engines.launch import gpu_layers, launch_commands, n_cpu_moe_override
 from estimator.specs import FULL, GIB, ModelSpec, MoESpec, Workload
 
 GLM = ModelSpec(
@@ -55,7 +55,7 @@ def test_tp_kv_q8_concurrency():
 
 def test_slots_share_one_unified_kv_pool():
     """llama-server with an explicit -np N gives each slot its own stream (kv_unified false), so a
-    sliding-window cache is N x (window + n_ubatch) cells; estimator.kv sizes the unified pool
+    sliding-window cache is N x (window + n_ubatch) cells; estimator.physics.kv sizes the unified pool
     (window x N + n_ubatch), so the command asks for --kv-unified whenever there are several slots."""
     lc, _ = launch_commands(GLM, "Q4_K_M", Workload(n_ctx=8192, concurrency=4), 200 * GIB)
     assert flag(lc.argv, "-np") == "4" and flag(lc.argv, "-c") == str(4 * 8192)

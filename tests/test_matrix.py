@@ -8,11 +8,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from estimator import matrix, speed
-from estimator.catalog import all_hardware, all_models
-from estimator.coefficients import prior_table
-from estimator.memory import estimate_memory
-from estimator.quant import QUANTS
+from estimator.catalog.data import all_hardware, all_models
+from estimator.physics import matrix, speed
+from estimator.physics.coefficients import prior_table
+from estimator.physics.memory import estimate_memory
+from estimator.physics.quant import QUANTS
 from estimator.specs import SpecError, Workload
 
 CONTEXTS = (4096, 32768)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from estimator.catalog import get_hardware, get_model
-from estimator.kv import kv_cache
-from estimator.memory import estimate_memory, kv_savings
-from estimator.runtime import DEFAULT_MEMORY_COEFFICIENTS, MemoryCoefficients, runtime_buffers
+from estimator.catalog.data import get_hardware, get_model
+from estimator.physics.kv import kv_cache
+from estimator.physics.memory import estimate_memory, kv_savings
+from estimator.physics.runtime import DEFAULT_MEMORY_COEFFICIENTS, MemoryCoefficients, runtime_buffers
+from estimator.physics.weights import weight_breakdown
 from estimator.specs import GIB, SpecError, Workload
-from estimator.weights import weight_breakdown
 
 GLM = "glm-4.5"
 

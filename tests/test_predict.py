@@ -8,11 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from estimator import predict, speed
-from estimator.catalog import get_hardware, get_model
-from estimator.coefficients import prior_table
-from estimator.memory import estimate_memory
-from estimator.quant import get_quant
+from estimator.app import predict
+from estimator.catalog.data import get_hardware, get_model
+from estimator.physics import speed
+from estimator.physics.coefficients import prior_table
+from estimator.physics.memory import estimate_memory
+from estimator.physics.quant import get_quant
 from estimator.specs import SpecError, Workload
 
 BASE = {"model": "llama-3.1-8b", "hardware": "rtx-4090", "engine": "llama.cpp", "quant": "Q4_K_M"}
@@ -208,7 +209,7 @@ def test_gguf_model_uses_exact_file_tensors(tmp_path, table):
     rows = [_row(model=str(path), quant=q, n_prompt=0, n_gen=16) for q in ("", "gguf")]
     a, b = predict.predict_rows(rows, table)
     assert a["error"] == "" and b["error"] == ""
-    from estimator.resolve import resolve_model
+    from estimator.catalog.resolve import resolve_model
 
     m = resolve_model(str(path))
     assert int(a["weights_bytes"]) == sum(t[3] for t in m.gguf_tensors) - next(

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from estimator.resolve import resolve_model
+from estimator.catalog.resolve import resolve_model
 from harness.hwdetect import CpuInfo, HostInfo
 from harness.provenance import (
     PointContext,

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from estimator.quant import QUANTS, TYPE_SIZES, get_quant, kv_type_bytes, row_bytes, type_for, use_more_bits
+from estimator.physics.quant import (
+    QUANTS,
+    TYPE_SIZES,
+    get_quant,
+    kv_type_bytes,
+    row_bytes,
+    type_for,
+    use_more_bits,
+)
 from estimator.specs import SpecError
 
 REQUIRED = (

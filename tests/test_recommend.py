@@ -2,8 +2,8 @@
 
 from dataclasses import dataclass
 
-from estimator.cost import CloudRate
-from estimator.recommend import Sizer, cheapest_fit, recommend
+from estimator.physics.cost import CloudRate
+from estimator.report.recommend import Sizer, cheapest_fit, recommend
 from estimator.specs import FULL, GIB, HardwareSpec, ModelSpec, QuantSpec, Workload
 
 MODEL = ModelSpec(
@@ -106,7 +106,7 @@ def test_cheapest_fit_prefers_price_over_count():
 
 def test_only_combinable_devices_are_multiplied():
     """Unified-memory machines and devices without an interconnect are never suggested 2, 4 or 8 at a time."""
-    from estimator.recommend import can_combine
+    from estimator.report.recommend import can_combine
 
     mac = hw("mac", 64, 800, 1000, kind="unified")  # 2 x 64 GiB would hold 100 GiB, and be the cheapest
     lone = hw("lone", 32, 900, 500, link=None)  # a GPU without an interconnect
@@ -122,7 +122,7 @@ def test_only_combinable_devices_are_multiplied():
 
 
 def test_device_notes_follow_the_device():
-    from estimator.recommend import DEVICE_NOTES, device_notes
+    from estimator.report.recommend import DEVICE_NOTES, device_notes
 
     duo = hw("atlas-300i-duo-96gb", 96, 408, 1500, kind="npu")
     r = recommend(sizer(), duo, (duo,), ())

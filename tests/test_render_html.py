@@ -2,7 +2,7 @@
 
 Every number the renderer takes from the report carries ``data-path`` (its JSON path), ``data-value`` and
 ``data-fmt``; the test resolves each path in the real ``report_to_dict`` output and checks the raw value and
-the text shown (re-formatted with ``estimator.i18n``).
+the text shown (re-formatted with ``estimator.render.i18n``).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from html.parser import HTMLParser
 
 import pytest
 
-from estimator import i18n
-from estimator.html_sections import FORMATS, lookup
-from estimator.measured import SCHEMA_VERSION as MEASURED_SCHEMA
-from estimator.render_html import render_html
+from estimator.catalog.measured import SCHEMA_VERSION as MEASURED_SCHEMA
+from estimator.render import i18n
+from estimator.render.html import render_html
+from estimator.render.html_sections import FORMATS, lookup
 
 MODELS = {
     "dense": "llama-3.1-8b",
@@ -45,7 +45,7 @@ REQUIRED_PATHS = (
 
 def build(model: str, hardware: str = "h100-80gb-sxm", quant: str = "Q4_K_M", ctx: int = 8192, **kw) -> dict:
     """The real report dict, through the same code path as ``python -m estimator report --format json``."""
-    from estimator.serve import ReportParams, estimator_report
+    from estimator.app.serve import ReportParams, estimator_report
 
     params = dict(
         model=model,
@@ -233,7 +233,7 @@ def test_measured_schema_matches_harness():
 
 
 def test_cli_html_output(tmp_path):
-    from estimator.cli import main
+    from estimator.app.cli import main
 
     out = tmp_path / "report.html"
     rc = main(

@@ -2,14 +2,14 @@
 
 import pytest
 
-from estimator.catalog import all_hardware, get_hardware, get_model
-from estimator.coefficients import load_coefficients
-from estimator.cost import load_cloud_rates
-from estimator.quant import get_quant
-from estimator.render_json import render_json
-from estimator.render_markdown import SECTION_KEYS, render_markdown, report_sections
-from estimator.render_text import render_text
-from estimator.report import ReportOptions, build_report, report_to_dict, validate_workload
+from estimator.catalog.data import all_hardware, get_hardware, get_model
+from estimator.physics.coefficients import load_coefficients
+from estimator.physics.cost import load_cloud_rates
+from estimator.physics.quant import get_quant
+from estimator.render.json import render_json
+from estimator.render.markdown import SECTION_KEYS, render_markdown, report_sections
+from estimator.render.text import render_text
+from estimator.report.model import ReportOptions, build_report, report_to_dict, validate_workload
 from estimator.specs import GIB, SpecError, Workload
 
 TABLE = load_coefficients(None)
@@ -121,7 +121,7 @@ def test_multi_device_offload_and_launch():
 
 def test_concurrency_sizes_the_kv_cache_the_launch_command_allocates():
     """--concurrency N starts N slots (llama-server -c n_ctx x N -np N): memory holds N sequences."""
-    from estimator.kv import kv_cache
+    from estimator.physics.kv import kv_cache
 
     one = report("llama-3.1-8b", "rtx-4090", "Q4_K_M", n_ctx=16384)
     four = report("llama-3.1-8b", "rtx-4090", "Q4_K_M", n_ctx=16384, concurrency=4)
@@ -165,7 +165,7 @@ def test_overlong_allowed_with_warning():
 def test_memory_basis_says_where_runtime_coefficients_come_from():
     import dataclasses
 
-    from estimator.coefficients import prior_table
+    from estimator.physics.coefficients import prior_table
 
     def basis(table):
         d = report_to_dict(

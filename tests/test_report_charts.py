@@ -2,15 +2,15 @@
 
 import pytest
 
-from estimator import speed
-from estimator.catalog import all_hardware, get_hardware, get_model
-from estimator.coefficients import load_coefficients
-from estimator.cost import load_cloud_rates
-from estimator.memory import estimate_memory
-from estimator.quant import get_quant
-from estimator.report import ReportOptions, build_report, report_to_dict
-from estimator.report_build import Physics
-from estimator.report_charts import AMORTISE_YEARS
+from estimator.catalog.data import all_hardware, get_hardware, get_model
+from estimator.physics import speed
+from estimator.physics.coefficients import load_coefficients
+from estimator.physics.cost import load_cloud_rates
+from estimator.physics.memory import estimate_memory
+from estimator.physics.quant import get_quant
+from estimator.report.build import Physics
+from estimator.report.chart_data import AMORTISE_YEARS
+from estimator.report.model import ReportOptions, build_report, report_to_dict
 from estimator.specs import Workload
 
 TABLE = load_coefficients(None)

@@ -2,13 +2,13 @@
 
 import pytest
 
-from estimator.catalog import all_hardware, get_hardware, get_model
-from estimator.coefficients import load_coefficients
-from estimator.cost import load_cloud_rates
-from estimator.quant import get_quant
-from estimator.render_markdown import Table, report_sections
-from estimator.render_text import fit_widths, layout_report, render_text, table_lines
-from estimator.report import ReportOptions, build_report, report_to_dict
+from estimator.catalog.data import all_hardware, get_hardware, get_model
+from estimator.physics.coefficients import load_coefficients
+from estimator.physics.cost import load_cloud_rates
+from estimator.physics.quant import get_quant
+from estimator.render.markdown import Table, report_sections
+from estimator.render.text import fit_widths, layout_report, render_text, table_lines
+from estimator.report.model import ReportOptions, build_report, report_to_dict
 from estimator.specs import Workload
 
 OPTS = ReportOptions(hardware_catalog=tuple(all_hardware()), rates=load_cloud_rates())
@@ -80,7 +80,7 @@ def test_rich_console_output_matches_plain(glm):
 
     from rich.console import Console
 
-    from estimator.render_text import print_report
+    from estimator.render.text import print_report
 
     buf = io.StringIO()
     print_report(glm, Console(file=buf, width=90, color_system=None, force_terminal=False))
@@ -102,7 +102,7 @@ def test_quant_matrix_fits_80_columns_as_a_table(glm):
 
 
 def test_long_ids_split_at_hyphens():
-    from estimator.render_text import _wrap
+    from estimator.render.text import _wrap
 
     assert _wrap("4× atlas-300i-duo-96gb", 14) == ["4× atlas-300i-", "duo-96gb"]
     assert _wrap("docs.nvidia.com/nemo/megatron-bridge/latest", 20)[0].endswith("/")

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from estimator.resolve import resolve_model
+from estimator.catalog.resolve import resolve_model
 from harness import consistency as cons
 from harness import synth
 from harness.records import RunRecord, append_records
@@ -176,7 +176,7 @@ def test_writer_and_estimator_agree_on_tensors(key):
     else is: a writer / estimator disagreement on shapes shows before any engine runs."""
     import numpy as np
 
-    from estimator.weights import tensor_inventory
+    from estimator.physics.weights import tensor_inventory
 
     model, n_layers = PROXIES[key]
     written = {t.name: (int(np.prod(t.shape)), t.shape[-1]) for t in synth.tensor_plan(model, n_layers)}

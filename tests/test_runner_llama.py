@@ -93,9 +93,10 @@ def test_swa_and_mla_kv_from_log(models):
 
 
 def test_kv_and_weights_equal_estimator(models):
-    """Engine-parsed KV bytes and llama_model_size vs estimator.kv / estimator.weights (same point)."""
-    kv_mod = pytest.importorskip("estimator.kv")
-    weights_mod = pytest.importorskip("estimator.weights")
+    """Engine-parsed KV bytes and llama_model_size vs estimator.physics.kv / estimator.physics.weights (same
+    point)."""
+    kv_mod = pytest.importorskip("estimator.physics.kv")
+    weights_mod = pytest.importorskip("estimator.physics.weights")
     runner = get_runner("llama.cpp")
     for arch, n_ctx in (("llama", 1024), ("gemma3", 2048)):
         spec = PointSpec(

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from estimator.serve import ParamError, make_server, parse_params
+from estimator.app.serve import ParamError, make_server, parse_params
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""Known-physics tests of estimator.speed: scaling laws, MoE active bytes, expert union, roofs, intervals."""
+"""Known-physics tests of estimator.physics.speed: scaling laws, MoE active bytes, expert union, roofs,
+intervals."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from estimator import speed
-from estimator.coefficients import prior_table
+from estimator.physics import speed
+from estimator.physics.coefficients import prior_table
 from estimator.specs import FULL, GIB, SLIDING, HardwareSpec, MLASpec, ModelSpec, MoESpec, Workload
 
 P = {"bw_eff": 0.8, "t_layer_s": 1e-5, "t_fixed_s": 2e-4, "flops_eff": 0.5, "attn_eff": 0.3}
@@ -141,7 +142,7 @@ def test_prefill_small_ubatch_is_memory_bound_per_pass():
 
 
 def test_kernel_class_and_relative_efficiency():
-    from estimator.quant import get_quant
+    from estimator.physics.quant import get_quant
 
     m = _tiny()
     classes = {q: speed.kernel_class(m, get_quant(q)) for q in ("F16", "BF16", "Q4_0", "Q8_0", "MXFP4")}
@@ -157,8 +158,8 @@ def test_kernel_class_and_relative_efficiency():
 
 
 def test_moe_expert_flops_use_their_own_efficiency():
-    from estimator.catalog import get_model
-    from estimator.quant import get_quant
+    from estimator.catalog.data import get_model
+    from estimator.physics.quant import get_quant
 
     m = get_model("qwen3-30b-a3b")
     e = m.moe
@@ -175,8 +176,8 @@ def test_moe_expert_flops_use_their_own_efficiency():
 
 
 def test_output_head_runs_only_for_logit_rows():
-    from estimator.quant import get_quant
-    from estimator.weights import weight_breakdown
+    from estimator.physics.quant import get_quant
+    from estimator.physics.weights import weight_breakdown
 
     m, q = _tiny(), get_quant("F16")
     mm = speed.matmul_params(m, weight_breakdown(m, q).n_params_active)
@@ -257,7 +258,7 @@ def test_kq_score_elems_brute_force_and_window():
 
 
 def test_kq_bytes_only_without_flash_attention_on_llama_cpp():
-    from estimator.quant import get_quant
+    from estimator.physics.quant import get_quant
 
     m, q = _tiny(), get_quant("F16")
     off = Workload(n_prompt=1024, n_ubatch=512, flash_attn=False, engine="llama.cpp")
@@ -373,15 +374,15 @@ def test_workload_default_is_single_device():
 
 # ------------------------------------------------------------------------ features from the real physics
 def _catalog(model_id, hw_id):
-    from estimator.catalog import get_hardware, get_model
+    from estimator.catalog.data import get_hardware, get_model
 
     return get_model(model_id), get_hardware(hw_id)
 
 
 def test_decode_features_use_active_bytes_and_kv():
-    from estimator.kv import kv_read_bytes
-    from estimator.quant import get_quant
-    from estimator.weights import weight_breakdown
+    from estimator.physics.kv import kv_read_bytes
+    from estimator.physics.quant import get_quant
+    from estimator.physics.weights import weight_breakdown
 
     m, _ = _catalog("llama-3.1-8b", "rtx-4090")
     q = get_quant("Q4_K_M")
@@ -395,9 +396,9 @@ def test_decode_features_use_active_bytes_and_kv():
 
 
 def test_moe_reads_active_not_total_bytes():
-    from estimator.catalog import all_models
-    from estimator.quant import get_quant
-    from estimator.weights import weight_breakdown
+    from estimator.catalog.data import all_models
+    from estimator.physics.quant import get_quant
+    from estimator.physics.weights import weight_breakdown
 
     moe = next(m for m in all_models() if m.moe is not None and m.moe.n_experts >= 64)
     q = get_quant("Q4_K_M")
@@ -412,8 +413,8 @@ def test_moe_reads_active_not_total_bytes():
 
 
 def test_batched_decode_reads_union_of_experts():
-    from estimator.catalog import all_models
-    from estimator.quant import get_quant
+    from estimator.catalog.data import all_models
+    from estimator.physics.quant import get_quant
 
     moe = next(m for m in all_models() if m.moe is not None and m.moe.n_experts >= 64)
     q = get_quant("Q4_K_M")
@@ -429,7 +430,7 @@ def test_batched_decode_reads_union_of_experts():
 
 
 def test_estimate_speed_scales_with_bandwidth_and_labels_prior():
-    from estimator.quant import get_quant
+    from estimator.physics.quant import get_quant
 
     m, h = _catalog("llama-3.1-8b", "rtx-4090")
     q = get_quant("Q4_K_M")
@@ -450,7 +451,7 @@ def test_estimate_speed_scales_with_bandwidth_and_labels_prior():
 
 
 def test_decode_slows_with_depth_and_aggregate_grows_with_concurrency():
-    from estimator.quant import get_quant
+    from estimator.physics.quant import get_quant
 
     m, h = _catalog("llama-3.1-8b", "rtx-4090")
     q = get_quant("Q4_K_M")
@@ -468,8 +469,8 @@ def test_decode_slows_with_depth_and_aggregate_grows_with_concurrency():
 
 
 def test_moe_expert_offload_is_slower_and_reads_host():
-    from estimator.catalog import all_models
-    from estimator.quant import get_quant
+    from estimator.catalog.data import all_models
+    from estimator.physics.quant import get_quant
 
     moe = next(m for m in all_models() if m.moe is not None and m.moe.n_experts >= 64)
     q = get_quant("Q4_K_M")
@@ -483,9 +484,9 @@ def test_moe_expert_offload_is_slower_and_reads_host():
 
 def test_gemm_width_term_slows_narrow_gemms_more():
     """gemm_k_half: each GEMM of inner dim K runs at eff x K / (K + k_half); absent = 0 = no effect."""
-    from estimator.quant import get_quant
-    from estimator.resolve import resolve_hardware, resolve_model
-    from estimator.speed_terms import gemm_outputs_per_token
+    from estimator.catalog.resolve import resolve_hardware, resolve_model
+    from estimator.physics.counts import gemm_outputs_per_token
+    from estimator.physics.quant import get_quant
 
     q = get_quant("Q4_K_M")
     hw = resolve_hardware("rtx-3090")
@@ -505,8 +506,8 @@ def test_gemm_width_term_slows_narrow_gemms_more():
 
 
 def test_gemm_outputs_count_routed_experts_by_k_over_e():
-    from estimator.resolve import resolve_model
-    from estimator.speed_terms import gemm_outputs_per_token
+    from estimator.catalog.resolve import resolve_model
+    from estimator.physics.counts import gemm_outputs_per_token
 
     m = resolve_model("mixtral-8x7b")
     outs, routed = gemm_outputs_per_token(m)

@@ -115,7 +115,7 @@ def test_quantized_tensor_types(tmp_path):
 @pytest.mark.llama
 def test_depth_reduced_catalog_proxy(tmp_path):
     """Qwen3-0.6B with 2 of its 28 layers: real widths (hidden 1024, head_dim 128, vocab 151,936)."""
-    from estimator.resolve import resolve_model
+    from estimator.catalog.resolve import resolve_model
 
     model = resolve_model("qwen3-0.6b")
     path = synth.synthetic_model(model, "Q8_0", cache_dir_path=tmp_path, n_layers=2)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from estimator.catalog import get_model
-from estimator.quant import row_bytes
-from estimator.weights import expert_bytes_per_layer, tensor_inventory, weight_breakdown
+from estimator.catalog.data import get_model
+from estimator.physics.quant import row_bytes
+from estimator.physics.weights import expert_bytes_per_layer, tensor_inventory, weight_breakdown
 
 
 def test_llama_8b_bf16_bytes_exact():
@@ -53,7 +53,7 @@ def test_tied_embedding_counts_once():
 
 
 def test_quant_by_name_or_spec_same():
-    from estimator.quant import get_quant
+    from estimator.physics.quant import get_quant
 
     m = get_model("gemma-3-27b")
     assert weight_breakdown(m, "q4_k_m") == weight_breakdown(m, get_quant("Q4_K_M"))
@@ -95,7 +95,7 @@ def test_mla_kv_b_is_split_like_current_ggufs():
     assert {"attn_k_b.weight", "attn_v_b.weight"} <= names and "attn_kv_b.weight" not in names
     wb = weight_breakdown(m, "Q4_K_M")
     # attn_k_b rows hold qk_nope (128) elements: not whole q4_K blocks of 256 -> q5_0 (llama.cpp fallback)
-    from estimator.quant import type_for
+    from estimator.physics.quant import type_for
 
     k_b = m.n_layers * m.n_heads * a.kv_lora_rank * a.qk_nope_head_dim
     assert type_for("Q4_K_M", "other", 3, m.n_layers, row_len=a.qk_nope_head_dim) == "q5_0"

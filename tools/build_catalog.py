@@ -7,7 +7,7 @@ Stdlib only.  Usage (from the repository root)::
 
 Models: every entry of models.json and models_extra.json.  Each catalog entry carries an HF-style ``config``
 dict
-that ``estimator.hfconfig.spec_from_config`` turns into a ModelSpec:
+that ``estimator.catalog.hfconfig.spec_from_config`` turns into a ModelSpec:
 
 * when a public config.json copy behind the entry exists in ``reference/configs/`` (matched by HF id through
   CONFIG_FILES and checked against the reference geometry) that config is embedded verbatim

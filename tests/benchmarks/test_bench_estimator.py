@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from estimator.catalog import all_hardware, all_models
-from estimator.coefficients import prior_table
-from estimator.quant import QUANTS
+from estimator.catalog.data import all_hardware, all_models
+from estimator.physics.coefficients import prior_table
+from estimator.physics.quant import QUANTS
 from estimator.specs import Workload
 
 CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
@@ -38,11 +38,11 @@ def catalog():
 
 
 def test_bench_report(benchmark):
-    from estimator.catalog import get_hardware, get_model
-    from estimator.cost import load_cloud_rates
-    from estimator.quant import get_quant
-    from estimator.render_text import render_text
-    from estimator.report import ReportOptions, build_report, report_to_dict
+    from estimator.catalog.data import get_hardware, get_model
+    from estimator.physics.cost import load_cloud_rates
+    from estimator.physics.quant import get_quant
+    from estimator.render.text import render_text
+    from estimator.report.model import ReportOptions, build_report, report_to_dict
 
     model, hw, quant = get_model("glm-4.5"), get_hardware("mi300x"), get_quant("Q4_K_M")
     opts = ReportOptions(hardware_catalog=tuple(all_hardware()), rates=load_cloud_rates())
@@ -56,7 +56,7 @@ def test_bench_report(benchmark):
 
 
 def test_bench_full_matrix_warm(benchmark, catalog):
-    from estimator.matrix import build_matrix
+    from estimator.physics.matrix import build_matrix
 
     models, hardware, quants = catalog
     table = prior_table()
@@ -68,8 +68,8 @@ def test_bench_full_matrix_warm(benchmark, catalog):
 
 
 def test_bench_full_matrix_cold(benchmark, catalog):
-    from estimator import weights
-    from estimator.matrix import build_matrix
+    from estimator.physics import weights
+    from estimator.physics.matrix import build_matrix
 
     models, hardware, quants = catalog
     table = prior_table()

@@ -28,67 +28,60 @@ REL = HERE.relative_to(ROOT)
 COEF = str(REL / "coefficients.json")
 NO_RUNS = str(REL / "no-runs")  # does not exist: HTML reports show no measured runs
 
-# (name, format, arguments after `report`)
-REPORTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("glm45-mi300x", "json", ("--model", "glm-4.5", "--hardware", "mi300x", "--quant", "Q4_K_M", "--ctx", "8192")),
-    ("glm45-mi300x", "text", ("--model", "glm-4.5", "--hardware", "mi300x", "--quant", "Q4_K_M", "--ctx", "8192")),
-    ("glm45-mi300x", "markdown", ("--model", "glm-4.5", "--hardware", "mi300x", "--ctx", "8192")),
-    ("glm45-mi300x", "html", ("--model", "glm-4.5", "--hardware", "mi300x", "--results", NO_RUNS)),
-    ("dsv3-h200x8-mla", "json", ("--model", "deepseek-v3", "--hardware", "h200-141gb-sxm", "--devices", "8",
-                                 "--quant", "Q4_K_M", "--ctx", "32768", "--kv-dtype", "q8_0")),
-    ("dsv3-h200x8-mla", "markdown", ("--model", "deepseek-v3", "--hardware", "h200-141gb-sxm", "--devices", "8",
-                                     "--quant", "Q4_K_M", "--ctx", "32768", "--kv-dtype", "q8_0")),
-    ("qwen3moe-4090-ncpumoe", "json", ("--model", "Qwen/Qwen3-30B-A3B", "--hardware", "rtx-4090",
-                                       "--n-cpu-moe", "24")),
-    ("qwen3moe-4090-ncpumoe", "text", ("--model", "Qwen/Qwen3-30B-A3B", "--hardware", "rtx-4090",
-                                       "--n-cpu-moe", "24")),
-    ("config-custom-vllm", "json", ("--model", str(REL / "gemma3-12b" / "config.json"), "--hardware", "custom",
-                                    "--memory-gib", "48", "--bandwidth-gbs", "864", "--tflops", "362",
-                                    "--family", "nvidia-ada", "--engine", "vllm")),
-    ("gguf-tiny-3090", "json", ("--model", str(REL / "tiny-llama.gguf"), "--hardware", "rtx-3090",
-                                "--ctx", "256")),
-    ("gguf-tiny-3090", "markdown", ("--model", str(REL / "tiny-llama.gguf"), "--hardware", "rtx-3090",
-                                    "--ctx", "256")),
-    ("gemma3-27b-swa-3090", "json", ("--model", "gemma-3-27b", "--hardware", "rtx-3090", "--ctx", "32768",
-                                     "--kv-dtype", "q8_0")),
-    ("qwen3next-hybrid-h100", "json", ("--model", "qwen3-next-80b-a3b", "--hardware", "h100-80gb-sxm",
-                                       "--ctx", "65536", "--concurrency", "4")),
-    ("llama70b-2x3090-pp", "json", ("--model", "llama-3.1-70b", "--hardware", "rtx-3090", "--devices", "2")),
-    ("llama70b-2x3090-tp", "text", ("--model", "llama-3.1-70b", "--hardware", "rtx-3090", "--devices", "2",
-                                    "--split", "tp", "--quant", "IQ4_XS")),
-    ("llama70b-vllm-h100x4-fp8", "json", ("--model", "llama-3.1-70b", "--hardware", "h100-80gb-sxm",
-                                          "--devices", "4", "--engine", "vllm", "--quant", "FP8",
-                                          "--kv-dtype", "fp8", "--concurrency", "32")),
-    ("llama70b-vllm-h100x4-fp8", "html", ("--model", "llama-3.1-70b", "--hardware", "h100-80gb-sxm",
-                                          "--devices", "4", "--engine", "vllm", "--quant", "FP8",
-                                          "--kv-dtype", "fp8", "--concurrency", "32", "--lang", "es",
-                                          "--results", NO_RUNS)),
-    ("gptoss120b-mxfp4-h100", "json", ("--model", "gpt-oss-120b", "--hardware", "h100-80gb-sxm",
-                                       "--quant", "MXFP4", "--ctx", "131072")),
-    ("llama8b-m3max-conc4", "json", ("--model", "llama-3.1-8b", "--hardware", "apple-m3-max", "--ctx", "32768",
-                                     "--concurrency", "4", "--quant", "Q8_0")),
-    ("llama70b-4090-offload", "json", ("--model", "llama-3.1-70b", "--hardware", "rtx-4090",
-                                       "--offload-gib", "20")),
-    ("nemotron-mamba-b200", "json", ("--model", "nemotron-3-super-120b-a12b", "--hardware", "b200",
-                                     "--ctx", "16384")),
-    ("kimik2-mi355x-x8", "json", ("--model", "kimi-k2", "--hardware", "mi355x", "--devices", "8",
-                                  "--quant", "Q2_K", "--ctx", "65536")),
-    ("llama4-scout-chunked", "json", ("--model", "llama-4-scout-17b-16e", "--hardware", "h100-nvl-94gb",
-                                      "--ctx", "131072", "--quant", "Q4_K_S")),
-    ("qwen3-32b-vllm-h200-conc64", "json", ("--model", "qwen3-32b", "--hardware", "h200-141gb-sxm",
-                                            "--engine", "vllm", "--concurrency", "64", "--ctx", "16384",
-                                            "--gpu-memory-utilization", "0.9")),
-    ("qwen3-06b-custom-notflops", "json", ("--model", "qwen3-0.6b", "--hardware", "custom", "--memory-gib", "8",
-                                           "--bandwidth-gbs", "120")),
-    ("money-options", "json", ("--model", "mixtral-8x7b", "--hardware", "a100-80gb-sxm", "--usd-per-hour",
-                               "2.5", "--hours-per-day", "10", "--kwh-price", "0.3", "--purchase-usd", "15000",
-                               "--ft-rank", "64", "--ft-seq-len", "4096", "--ft-micro-batch", "2")),
-    ("llama2-overlong-cpu", "json", ("--model", "llama-2-7b", "--hardware", "ryzen-9-7950x", "--ctx", "8192",
-                                     "--allow-overlong", "--quant", "Q4_0")),
-    ("gemma4-31b-5090-q4kv", "json", ("--model", "gemma-4-31b", "--hardware", "rtx-5090", "--ctx", "65536",
-                                      "--kv-dtype", "q4_0")),
-    ("dsv2lite-vllm-pp", "json", ("--model", "deepseek-v2-lite-16b", "--hardware", "l40s", "--devices", "2",
-                                  "--split", "pp", "--engine", "vllm", "--quant", "AWQ-INT4")),
+# (name, format, arguments after `report`; {here} is this folder, {no_runs} a folder that does not exist)
+REPORTS: tuple[tuple[str, str, str], ...] = (
+    ("glm45-mi300x", "json", "--model glm-4.5 --hardware mi300x --quant Q4_K_M --ctx 8192"),
+    ("glm45-mi300x", "text", "--model glm-4.5 --hardware mi300x --quant Q4_K_M --ctx 8192"),
+    ("glm45-mi300x", "markdown", "--model glm-4.5 --hardware mi300x --ctx 8192"),
+    ("glm45-mi300x", "html", "--model glm-4.5 --hardware mi300x --results {no_runs}"),
+    ("dsv3-h200x8-mla", "json",
+     "--model deepseek-v3 --hardware h200-141gb-sxm --devices 8 --quant Q4_K_M --ctx 32768 "
+     "--kv-dtype q8_0"),
+    ("dsv3-h200x8-mla", "markdown",
+     "--model deepseek-v3 --hardware h200-141gb-sxm --devices 8 --quant Q4_K_M --ctx 32768 "
+     "--kv-dtype q8_0"),
+    ("qwen3moe-4090-ncpumoe", "json", "--model Qwen/Qwen3-30B-A3B --hardware rtx-4090 --n-cpu-moe 24"),
+    ("qwen3moe-4090-ncpumoe", "text", "--model Qwen/Qwen3-30B-A3B --hardware rtx-4090 --n-cpu-moe 24"),
+    ("config-custom-vllm", "json",
+     "--model {here}/gemma3-12b/config.json --hardware custom --memory-gib 48 --bandwidth-gbs "
+     "864 --tflops 362 --family nvidia-ada --engine vllm"),
+    ("gguf-tiny-3090", "json", "--model {here}/tiny-llama.gguf --hardware rtx-3090 --ctx 256"),
+    ("gguf-tiny-3090", "markdown", "--model {here}/tiny-llama.gguf --hardware rtx-3090 --ctx 256"),
+    ("gemma3-27b-swa-3090", "json", "--model gemma-3-27b --hardware rtx-3090 --ctx 32768 --kv-dtype q8_0"),
+    ("qwen3next-hybrid-h100", "json",
+     "--model qwen3-next-80b-a3b --hardware h100-80gb-sxm --ctx 65536 --concurrency 4"),
+    ("llama70b-2x3090-pp", "json", "--model llama-3.1-70b --hardware rtx-3090 --devices 2"),
+    ("llama70b-2x3090-tp", "text",
+     "--model llama-3.1-70b --hardware rtx-3090 --devices 2 --split tp --quant IQ4_XS"),
+    ("llama70b-vllm-h100x4-fp8", "json",
+     "--model llama-3.1-70b --hardware h100-80gb-sxm --devices 4 --engine vllm --quant FP8 "
+     "--kv-dtype fp8 --concurrency 32"),
+    ("llama70b-vllm-h100x4-fp8", "html",
+     "--model llama-3.1-70b --hardware h100-80gb-sxm --devices 4 --engine vllm --quant FP8 "
+     "--kv-dtype fp8 --concurrency 32 --lang es --results {no_runs}"),
+    ("gptoss120b-mxfp4-h100", "json",
+     "--model gpt-oss-120b --hardware h100-80gb-sxm --quant MXFP4 --ctx 131072"),
+    ("llama8b-m3max-conc4", "json",
+     "--model llama-3.1-8b --hardware apple-m3-max --ctx 32768 --concurrency 4 --quant Q8_0"),
+    ("llama70b-4090-offload", "json", "--model llama-3.1-70b --hardware rtx-4090 --offload-gib 20"),
+    ("nemotron-mamba-b200", "json", "--model nemotron-3-super-120b-a12b --hardware b200 --ctx 16384"),
+    ("kimik2-mi355x-x8", "json", "--model kimi-k2 --hardware mi355x --devices 8 --quant Q2_K --ctx 65536"),
+    ("llama4-scout-chunked", "json",
+     "--model llama-4-scout-17b-16e --hardware h100-nvl-94gb --ctx 131072 --quant Q4_K_S"),
+    ("qwen3-32b-vllm-h200-conc64", "json",
+     "--model qwen3-32b --hardware h200-141gb-sxm --engine vllm --concurrency 64 --ctx 16384 "
+     "--gpu-memory-utilization 0.9"),
+    ("qwen3-06b-custom-notflops", "json",
+     "--model qwen3-0.6b --hardware custom --memory-gib 8 --bandwidth-gbs 120"),
+    ("money-options", "json",
+     "--model mixtral-8x7b --hardware a100-80gb-sxm --usd-per-hour 2.5 --hours-per-day 10 "
+     "--kwh-price 0.3 --purchase-usd 15000 --ft-rank 64 --ft-seq-len 4096 --ft-micro-batch 2"),
+    ("llama2-overlong-cpu", "json",
+     "--model llama-2-7b --hardware ryzen-9-7950x --ctx 8192 --allow-overlong --quant Q4_0"),
+    ("gemma4-31b-5090-q4kv", "json", "--model gemma-4-31b --hardware rtx-5090 --ctx 65536 --kv-dtype q4_0"),
+    ("dsv2lite-vllm-pp", "json",
+     "--model deepseek-v2-lite-16b --hardware l40s --devices 2 --split pp --engine vllm --quant "
+     "AWQ-INT4"),
 )
 # Bad input: the one-line error and exit code are part of the behaviour.
 ERRORS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -133,7 +126,8 @@ def outputs() -> dict[str, str]:
     with tempfile.TemporaryDirectory() as tmp:
         for name, fmt, args in REPORTS:
             out = Path(tmp) / f"{name}.{ext[fmt]}"
-            rc, _, err = _run(["report", *args, "--coefficients", COEF, "--format", fmt, "-o", str(out)])
+            argv = args.format(here=REL, no_runs=NO_RUNS).split()
+            rc, _, err = _run(["report", *argv, "--coefficients", COEF, "--format", fmt, "-o", str(out)])
             text = out.read_text(encoding="utf-8") if out.exists() else ""
             got[f"{name}.{ext[fmt]}"] = normalise(f"exit {rc}\n{err}---\n{text}")
     for name, argv in ERRORS:
@@ -155,7 +149,9 @@ def check() -> list[str]:
         if want is None:
             problems.append(f"{name}: no golden file")
         elif want != text:
-            diff = difflib.unified_diff(want.splitlines(), text.splitlines(), "golden", "now", lineterm="", n=1)
+            diff = difflib.unified_diff(
+                want.splitlines(), text.splitlines(), "golden", "now", lineterm="", n=1
+            )
             problems.append(f"{name}:\n" + "\n".join(list(diff)[:40]))
     extra = sorted({p.name for p in OUT.glob("*")} - set(got))
     problems += [f"{n}: golden file without a case" for n in extra]

@@ -1,0 +1,305 @@
+"""The prediction interface used by calibration and the CI backtest: one case per row, stdlib csv only.
+
+Input columns (llama-bench semantics):
+
+* ``model`` (catalog id, HF id or path), ``hardware`` (catalog id; empty or ``custom`` plus the columns
+  ``bandwidth_gbs``, ``memory_gib``, ``tflops``, ``family`` [, ``vendor``, ``kind``, ``host_bandwidth_gbs``,
+  ``interconnect_gbs``] for a device outside the catalog), ``n_devices`` (1), ``engine`` (llama.cpp),
+  ``quant`` (optional for a .gguf model: empty or ``gguf`` means the file's own tensors), ``kv_dtype``
+  (f16), ``n_prompt``, ``n_gen``, ``n_depth`` (0), ``batch`` (1, concurrent
+  sequences), ``n_ctx`` (default n_prompt + n_gen + n_depth, like llama-bench), ``flash_attn`` (1);
+  optional ``split`` (tp|pp; default: the engine's own, llama.cpp pp / vLLM tp), ``n_ubatch``, ``n_batch``,
+  ``offload_bytes``, ``moe_offload_layers``.
+* Every other column passes through untouched.
+
+Output adds OUTPUT_COLUMNS:
+
+* memory (bytes, from estimator.physics.memory): weights_bytes, kv_bytes, runtime_bytes, total_bytes, and fits
+  (``true`` unless the verdict is "does not fit").
+* prefill_tok_s (n_prompt > 0): batch x n_prompt / prefill time, prompt on top of n_depth (pp{n_prompt}).
+* decode_tok_s (n_gen > 0): batch / mean step time over n_gen tokens from depth n_depth + n_prompt
+  (tg{n_gen}; with batch > 1 this is the aggregate over all sequences).
+* ttft_s (n_prompt > 0): prefill time + one decode step.
+* *_lo / *_hi: the coefficient set's interval; coefficients: the set label(s); calibrated: every set used was
+  calibrated.  error: empty, or why this row could not be predicted (its other outputs are then empty).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from estimator.physics import speed
+from estimator.physics.coefficients import CoefficientTable, load_coefficients
+from estimator.specs import HardwareSpec, QuantSpec, SpecError, Workload, default_split
+
+OUTPUT_COLUMNS = (
+    "weights_bytes",
+    "kv_bytes",
+    "runtime_bytes",
+    "total_bytes",
+    "fits",
+    "prefill_tok_s",
+    "decode_tok_s",
+    "ttft_s",
+    "prefill_tok_s_lo",
+    "prefill_tok_s_hi",
+    "decode_tok_s_lo",
+    "decode_tok_s_hi",
+    "coefficients",
+    "calibrated",
+    "error",
+)
+REQUIRED_COLUMNS = ("model", "hardware", "n_prompt", "n_gen")
+ENGINES = ("llama.cpp", "vllm")
+_TRUE = {"1", "true", "yes", "on", "y", "t"}
+_FALSE = {"0", "false", "no", "off", "n", "f"}
+
+
+def _text(row: dict, key: str, default: str = "") -> str:
+    v = row.get(key)
+    return default if v is None or str(v).strip() == "" else str(v).strip()
+
+
+def _int(row: dict, key: str, default: int | None = None, minimum: int = 0) -> int:
+    """An integer cell ("512" or "512.0"); empty -> default; raises SpecError naming the column."""
+    raw = _text(row, key)
+    if raw == "":
+        if default is None:
+            raise SpecError(f"column {key!r} is required")
+        return default
+    try:
+        f = float(raw)
+    except ValueError:
+        raise SpecError(f"column {key!r}: {raw!r} is not a number") from None
+    if not math.isfinite(f) or f != int(f):
+        raise SpecError(f"column {key!r}: {raw!r} is not a whole number")
+    if f < minimum:
+        raise SpecError(f"column {key!r}: {raw} is below {minimum}")
+    return int(f)
+
+
+def _float(row: dict, key: str) -> float | None:
+    raw = _text(row, key)
+    if raw == "":
+        return None
+    try:
+        f = float(raw)
+    except ValueError:
+        raise SpecError(f"column {key!r}: {raw!r} is not a number") from None
+    if not math.isfinite(f) or f <= 0:
+        raise SpecError(f"column {key!r}: {raw} must be a positive number")
+    return f
+
+
+def _bool(row: dict, key: str, default: bool) -> bool:
+    raw = _text(row, key).lower()
+    if raw == "":
+        return default
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise SpecError(f"column {key!r}: {raw!r} is not a boolean (use 1/0 or true/false)")
+
+
+def custom_hardware(row: dict) -> HardwareSpec:
+    """A device outside the catalog from the row's bandwidth_gbs / memory_gib / tflops / family columns
+    (optional: kind, vendor, hardware_name, host_bandwidth_gbs, interconnect_gbs)."""
+    from estimator.catalog.resolve import resolve_hardware
+
+    family = _text(row, "family", "custom")
+    kind = _text(row, "kind") or ("cpu" if family.startswith("cpu") else "gpu")
+    hw = resolve_hardware(
+        "custom",
+        memory_gib=_float(row, "memory_gib"),
+        bandwidth_gbs=_float(row, "bandwidth_gbs"),
+        tflops=_float(row, "tflops"),
+        family=family,
+        kind=kind,
+        name=_text(row, "hardware_name") or None,
+        host_bandwidth_gbs=_float(row, "host_bandwidth_gbs"),
+    )
+    extra = {"vendor": _text(row, "vendor"), "interconnect_gbs": _float(row, "interconnect_gbs")}
+    return replace(hw, **{k: v for k, v in extra.items() if v})
+
+
+class _Resolver:
+    """Caches resolved models / hardware / quants across rows (a GGUF path is parsed once)."""
+
+    def __init__(self) -> None:
+        self._models: dict[str, Any] = {}
+        self._hw: dict[str, HardwareSpec] = {}
+
+    def model(self, arg: str):
+        from estimator.catalog.resolve import resolve_model
+
+        if arg not in self._models:
+            self._models[arg] = resolve_model(arg)
+        return self._models[arg]
+
+    def hardware(self, row: dict) -> HardwareSpec:
+        from estimator.catalog.resolve import resolve_hardware
+
+        arg = _text(row, "hardware")
+        if arg in ("", "custom"):
+            return custom_hardware(row)
+        if arg not in self._hw:
+            self._hw[arg] = resolve_hardware(arg)
+        return self._hw[arg]
+
+
+def row_workload(row: dict) -> Workload:
+    """The Workload a row describes (n_ctx defaults to n_prompt + n_gen + n_depth, like llama-bench)."""
+    n_prompt, n_gen = _int(row, "n_prompt"), _int(row, "n_gen")
+    n_depth = _int(row, "n_depth", 0)
+    if n_prompt + n_gen == 0:
+        raise SpecError("n_prompt and n_gen are both 0: nothing to predict")
+    n_ctx = _int(row, "n_ctx", n_prompt + n_gen + n_depth, minimum=1)
+    engine = _text(row, "engine", "llama.cpp").lower()
+    split = (_text(row, "split", "") or default_split(engine)).lower()
+    if split not in ("tp", "pp"):
+        raise SpecError(f"column 'split': {split!r} is not tp or pp")
+    base = Workload()
+    return Workload(
+        n_ctx=n_ctx,
+        kv_dtype=_text(row, "kv_dtype", "f16").lower(),
+        n_seq=_int(row, "batch", 1, minimum=1),
+        n_prompt=n_prompt,
+        n_gen=n_gen,
+        n_depth=n_depth,
+        n_batch=_int(row, "n_batch", base.n_batch, minimum=1),
+        n_ubatch=_int(row, "n_ubatch", base.n_ubatch, minimum=1),
+        flash_attn=_bool(row, "flash_attn", True),
+        engine=engine,
+        n_devices=_int(row, "n_devices", 1, minimum=1),
+        split=split,
+        offload_bytes=_int(row, "offload_bytes", 0),
+        moe_offload_layers=_int(row, "moe_offload_layers", 0),
+        concurrency=_int(row, "batch", 1, minimum=1),
+    )
+
+
+def _num(x: float) -> str:
+    return repr(float(x))
+
+
+def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None = None) -> dict[str, str]:
+    """The OUTPUT_COLUMNS values of one row (strings, empty where not applicable).  Raises on bad input."""
+    from estimator.physics.memory import estimate_memory
+    from estimator.physics.quant import get_quant
+
+    resolver = resolver or _Resolver()
+    wl = row_workload(row)
+    model = resolver.model(_text(row, "model"))
+    hardware = resolver.hardware(row)
+    qtext = _text(row, "quant")
+    if model.gguf_tensors is not None and qtext.lower() in ("", "gguf"):
+        quant = QuantSpec(name="GGUF", default_type="f16", description="the GGUF file's own tensor types")
+    else:
+        quant = get_quant(qtext)
+    if wl.engine not in ENGINES:
+        raise SpecError(f"unknown engine {wl.engine!r}; one of {', '.join(ENGINES)}")
+    if wl.engine not in quant.engines:
+        engines = ", ".join(quant.engines)
+        raise SpecError(f"quant {quant.name} is not available on {wl.engine} (engines: {engines})")
+    # a GGUF model is one quant: its exact tensor bytes are used (weight_breakdown with quant None)
+    mem_quant = None if model.gguf_tensors is not None else quant
+    mem = estimate_memory(model, mem_quant, hardware, wl, table.memory_for(wl.engine))
+    out = {c: "" for c in OUTPUT_COLUMNS}
+    out.update(
+        weights_bytes=str(int(mem.weights_bytes)),
+        kv_bytes=str(int(mem.kv_bytes)),
+        runtime_bytes=str(int(mem.runtime_bytes)),
+        total_bytes=str(int(mem.total_bytes)),
+        fits="false" if mem.verdict == "does not fit" else "true",
+    )
+    dec, pre, dparams, pparams = speed.merged_params(table, hardware, wl.engine)
+    used = []
+    if wl.n_prompt > 0:
+        t_pre = speed.prefill_time_s(speed.prefill_features(model, quant, wl), hardware, pparams)
+        tok_s = wl.n_seq * wl.n_prompt / t_pre
+        lo, hi = pre.interval(tok_s)
+        depth = wl.n_depth + wl.n_prompt
+        t_first = speed.decode_step_s(model, quant, hardware, replace(wl, n_seq=1), dparams, depth)
+        out.update(prefill_tok_s=_num(tok_s), prefill_tok_s_lo=_num(lo), prefill_tok_s_hi=_num(hi))
+        out["ttft_s"] = _num(t_pre + t_first)
+        used.append(("prefill", pre))
+    if wl.n_gen > 0:
+        depth = wl.n_depth + wl.n_prompt
+        step = speed.mean_decode_step_s(model, quant, hardware, wl, dparams, depth, wl.n_gen)
+        tok_s = wl.n_seq / step
+        lo, hi = dec.interval(tok_s)
+        out.update(decode_tok_s=_num(tok_s), decode_tok_s_lo=_num(lo), decode_tok_s_hi=_num(hi))
+        used.append(("decode", dec))
+    labels = {s.label for _, s in used}
+    out["coefficients"] = (
+        labels.pop() if len(labels) == 1 else "; ".join(f"{phase}: {s.label}" for phase, s in used)
+    )
+    out["calibrated"] = "true" if all(s.calibrated for _, s in used) else "false"
+    return out
+
+
+def predict_rows(rows: list[dict], table: CoefficientTable | None = None) -> list[dict]:
+    """Predict every row; a bad row gets its ``error`` set and empty outputs, the others are still predicted.
+
+    Raises SpecError up front only when a row carries a column named like an output (it would be lost).
+    """
+    for i, row in enumerate(rows):
+        clash = [c for c in OUTPUT_COLUMNS if c in row]
+        if clash:
+            raise SpecError(
+                f"row {i + 1}: input column(s) {', '.join(clash)} clash with output columns; rename"
+            )
+    table = table if table is not None else load_coefficients()
+    resolver = _Resolver()
+    result = []
+    for row in rows:
+        out = dict(row)
+        try:
+            out.update(predict_one(row, table, resolver))
+        except Exception as e:  # noqa: BLE001 - a bad row must never stop the others
+            msg = str(e) if isinstance(e, SpecError | ValueError) else f"{type(e).__name__}: {e}"
+            out.update({c: "" for c in OUTPUT_COLUMNS})
+            out["error"] = msg.splitlines()[0] if msg else type(e).__name__
+        result.append(out)
+    return result
+
+
+def predict_csv(
+    in_path: str | Path, out_path: str | Path | None = None, table: CoefficientTable | None = None
+) -> int:
+    """Read cases from ``in_path``, write predictions to ``out_path`` (stdout when None).
+
+    Returns the number of rows with an error.  Raises SpecError for an unreadable file or missing columns.
+    """
+    try:
+        with open(in_path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            header = list(reader.fieldnames or [])
+            rows = list(reader)
+    except OSError as e:
+        raise SpecError(f"cannot read {in_path}: {e.strerror or e}") from None
+    except (csv.Error, UnicodeDecodeError) as e:
+        raise SpecError(f"{in_path}: not a readable CSV ({e})") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise SpecError(f"{in_path}: missing column(s) {', '.join(missing)}")
+    results = predict_rows(rows, table)
+    fields = header + [c for c in OUTPUT_COLUMNS if c not in header]
+    if out_path is None:
+        _write(sys.stdout, fields, results)
+    else:
+        with open(out_path, "w", newline="", encoding="utf-8") as fh:
+            _write(fh, fields, results)
+    return sum(1 for r in results if r["error"])
+
+
+def _write(fh, fields: list[str], rows: list[dict]) -> None:
+    w = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)

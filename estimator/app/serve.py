@@ -1,0 +1,350 @@
+"""``python -m estimator serve``: a local sizing page backed by the same estimator as ``report``.
+
+Routes (GET only):
+
+* ``/`` — the page: a form (model, hardware, quant, context, KV dtype, devices, concurrency, offload, engine,
+  language) and the report fragment for the current parameters.  Its small inline script only collects the
+  form, calls ``/fragment`` and swaps in the server-rendered HTML; no sizing formula runs in JavaScript.
+* ``/api/report?…`` — the JSON report, byte-for-byte what ``python -m estimator report --format json`` prints
+  for the same options.
+* ``/api/report.html?…`` and ``/fragment?…`` — the HTML report fragment rendered by ``estimator.render.html``.
+* ``/healthz`` — ``ok``.
+
+Malformed parameters, unknown ids and estimator input errors answer HTTP 400 with a one-line plain-text
+message (unknown model / hardware ids name the nearest ids); an unexpected failure answers 500 with a one-line
+message and the traceback goes to the server log only.  The server binds to 127.0.0.1 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+from estimator.render import i18n
+from estimator.specs import SpecError
+
+LOG = logging.getLogger("estimator.app.serve")
+
+ENGINES = ("llama.cpp", "vllm")
+DEFAULTS: dict[str, str] = {
+    "model": "llama-3.1-8b",
+    "hardware": "rtx-4090",
+    "quant": "Q4_K_M",
+    "ctx": "8192",
+    "kv": "f16",
+    "devices": "1",
+    "concurrency": "1",
+    "offload_gib": "0",
+    "engine": "llama.cpp",
+    "lang": "en",
+}
+MAX_QUERY_CHARS = 2000
+
+
+class ParamError(ValueError):
+    """A query parameter that cannot be used; the message is one line meant for the person at the page."""
+
+
+@dataclass(frozen=True)
+class ReportParams:
+    """Validated page / API parameters (the same options as ``python -m estimator report``)."""
+
+    model: str
+    hardware: str
+    quant: str
+    ctx: int
+    kv: str
+    devices: int
+    concurrency: int
+    offload_gib: float
+    engine: str
+    lang: str
+
+    def cli_args(self) -> list[str]:
+        """The ``python -m estimator report`` arguments giving the same report (without ``--format``)."""
+        args = [
+            "--model",
+            self.model,
+            "--hardware",
+            self.hardware,
+            "--quant",
+            self.quant,
+            "--ctx",
+            str(self.ctx),
+            "--kv-dtype",
+            self.kv,
+            "--devices",
+            str(self.devices),
+            "--concurrency",
+            str(self.concurrency),
+            "--engine",
+            self.engine,
+        ]
+        if self.offload_gib:
+            args += ["--offload-gib", _num_text(self.offload_gib)]
+        return args
+
+    def query(self) -> dict[str, str]:
+        return {
+            "model": self.model,
+            "hardware": self.hardware,
+            "quant": self.quant,
+            "ctx": str(self.ctx),
+            "kv": self.kv,
+            "devices": str(self.devices),
+            "concurrency": str(self.concurrency),
+            "offload_gib": _num_text(self.offload_gib),
+            "engine": self.engine,
+            "lang": self.lang,
+        }
+
+
+def _num_text(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def _int(name: str, raw: str, lo: int, hi: int) -> int:
+    try:
+        value = int(raw.strip().replace("_", ""))
+    except ValueError:
+        raise ParamError(f"parameter {name!r} must be an integer, got {raw!r}") from None
+    if not lo <= value <= hi:
+        raise ParamError(f"parameter {name!r} must be between {lo} and {hi}, got {value}")
+    return value
+
+
+def _float(name: str, raw: str, lo: float, hi: float) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ParamError(f"parameter {name!r} must be a number, got {raw!r}") from None
+    if not (lo <= value <= hi):  # also rejects nan
+        raise ParamError(f"parameter {name!r} must be between {lo:g} and {hi:g}, got {raw!r}")
+    return value
+
+
+def _text(name: str, raw: str) -> str:
+    value = raw.strip()
+    if not value:
+        raise ParamError(f"parameter {name!r} must not be empty")
+    if len(value) > 300 or any(ord(c) < 32 for c in value):
+        raise ParamError(f"parameter {name!r} is not a valid id")
+    return value
+
+
+def parse_params(query: dict[str, list[str]]) -> ReportParams:
+    """Validate a parsed query string; missing parameters take DEFAULTS; unknown or repeated ones are errors.
+
+    Only syntax and ranges are checked here: ids (model, hardware, quant, KV dtype) are checked by the
+    estimator, which names the nearest valid ids.
+    """
+    unknown = sorted(set(query) - set(DEFAULTS))
+    if unknown:
+        raise ParamError(f"unknown parameter {unknown[0]!r}; known parameters: {', '.join(DEFAULTS)}")
+    repeated = sorted(k for k, v in query.items() if len(v) > 1)
+    if repeated:
+        raise ParamError(f"parameter {repeated[0]!r} is given more than once")
+    raw = {k: (query[k][0] if k in query else v) for k, v in DEFAULTS.items()}
+    engine = raw["engine"].strip()
+    if engine not in ENGINES:
+        raise ParamError(f"parameter 'engine' must be one of {', '.join(ENGINES)}, got {engine!r}")
+    lang = raw["lang"].strip()
+    if lang not in i18n.LANGS:
+        raise ParamError(f"parameter 'lang' must be one of {', '.join(i18n.LANGS)}, got {lang!r}")
+    return ReportParams(
+        model=_text("model", raw["model"]),
+        hardware=_text("hardware", raw["hardware"]),
+        quant=_text("quant", raw["quant"]),
+        ctx=_int("ctx", raw["ctx"], 1, 16 * 1024 * 1024),
+        kv=_text("kv", raw["kv"]),
+        devices=_int("devices", raw["devices"], 1, 1024),
+        concurrency=_int("concurrency", raw["concurrency"], 1, 65536),
+        offload_gib=_float("offload_gib", raw["offload_gib"], 0.0, 1e6),
+        engine=engine,
+        lang=lang,
+    )
+
+
+# The estimator call: params -> JSON report dict.  Set by ``make_server`` (tests may pass another function).
+ReportFn = Callable[[ReportParams], dict]
+
+
+def estimator_report(params: ReportParams) -> dict:
+    """The report exactly as ``python -m estimator report --format json`` writes it: the same argument parser
+    and the same ``cmd_report`` code path of ``estimator.app.cli``, written to a temporary file and read back.
+
+    SpecError (unknown id, bad context, ...) propagates: the handler answers 400 with its message.
+    """
+    import tempfile
+
+    from estimator.app import cli  # lazy: keeps `import estimator.app.serve` light
+
+    with tempfile.TemporaryDirectory(prefix="fitbench-serve-") as tmp:
+        out = Path(tmp) / "report.json"
+        try:
+            args = cli.build_parser().parse_args(
+                ["report", *params.cli_args(), "--format", "json", "-o", str(out)]
+            )
+        except cli.UsageError as exc:
+            raise ParamError(str(exc)) from None
+        cli.cmd_report(args)
+        return json.loads(out.read_text(encoding="utf-8"))
+
+
+class SizingHandler(BaseHTTPRequestHandler):
+    """Request handler; ``server.report_fn`` and ``server.results_dir`` come from ``make_server``."""
+
+    server_version = "fitbench-serve"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
+        LOG.info("%s %s", self.address_string(), format % args)
+
+    def _send(self, status: int, body: str, content_type: str) -> None:
+        data = body.encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", f"{content_type}; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        if content_type == "text/html":
+            self.send_header(
+                "Content-Security-Policy",
+                "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
+                "connect-src 'self'; form-action 'self'; base-uri 'none'",
+            )
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _error(self, status: int, message: str) -> None:
+        self._send(status, message.splitlines()[0] if message else HTTPStatus(status).phrase, "text/plain")
+
+    def do_HEAD(self) -> None:  # noqa: N802 - stdlib name
+        self.do_GET()
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._error(HTTPStatus.METHOD_NOT_ALLOWED, "only GET is supported")
+
+    def do_GET(self) -> None:  # noqa: N802
+        try:
+            self._route()
+        except (ParamError, SpecError, ValueError) as exc:
+            self._error(HTTPStatus.BAD_REQUEST, f"bad request: {exc}")
+        except Exception as exc:  # noqa: BLE001 - never send a traceback to the client
+            LOG.exception("internal error on %s", self.path)
+            self._error(
+                HTTPStatus.INTERNAL_SERVER_ERROR, f"internal error ({type(exc).__name__}); see server log"
+            )
+
+    def _route(self) -> None:
+        if len(self.path) > MAX_QUERY_CHARS:
+            raise ParamError(f"request too long (more than {MAX_QUERY_CHARS} characters)")
+        url = urlsplit(self.path)
+        try:
+            query = parse_qs(url.query, keep_blank_values=True, strict_parsing=False, max_num_fields=50)
+        except ValueError as exc:
+            raise ParamError(f"malformed query string ({exc})") from None
+        route = url.path.rstrip("/") or "/"
+        srv: SizingServer = self.server  # type: ignore[assignment]
+        if route == "/healthz":
+            self._send(HTTPStatus.OK, "ok", "text/plain")
+        elif route == "/":
+            lang = (query.get("lang") or ["en"])[0]
+            lang = lang if lang in i18n.LANGS else "en"
+            try:
+                params = parse_params(query)
+                fragment, error = srv.fragment(params), ""
+            except (ParamError, SpecError, ValueError) as exc:  # the page still loads, showing the message
+                params, fragment, error = None, "", f"{exc}".splitlines()[0]
+            from estimator.app.page import page_html  # lazy: `python -m estimator report` never needs it
+
+            self._send(HTTPStatus.OK, page_html(params, lang, fragment, error), "text/html")
+        elif route == "/api/report":
+            report = srv.report_fn(parse_params(query))
+            self._send(
+                HTTPStatus.OK, json.dumps(report, indent=2, ensure_ascii=False) + "\n", "application/json"
+            )
+        elif route in ("/api/report.html", "/fragment"):
+            self._send(HTTPStatus.OK, srv.fragment(parse_params(query)), "text/html")
+        else:
+            self._error(HTTPStatus.NOT_FOUND, f"no such page {url.path!r}; try / or /api/report")
+
+
+class SizingServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer holding the report function and where measured runs live."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], report_fn: ReportFn, results_dir: Path | None) -> None:
+        super().__init__(address, SizingHandler)
+        self.report_fn = report_fn
+        self.results_dir = results_dir
+
+    def fragment(self, params: ReportParams) -> str:
+        from estimator.render.html import render_fragment
+
+        return render_fragment(self.report_fn(params), params.lang, results_dir=self.results_dir)
+
+
+def make_server(
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    report_fn: ReportFn | None = None,
+    results_dir: str | Path | None = "results/runs",
+) -> SizingServer:
+    """Bind (port 0 picks a free port: read it from ``server.server_address``); does not start serving."""
+    return SizingServer(
+        (host, port), report_fn or estimator_report, Path(results_dir) if results_dir else None
+    )
+
+
+def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """Arguments of ``serve`` (E3's CLI adds them to its ``serve`` subcommand with this function)."""
+    p = parser or argparse.ArgumentParser(
+        prog="python -m estimator serve", description=__doc__.splitlines()[0]
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, loopback only)")
+    p.add_argument("--port", type=int, default=8765, help="TCP port (default 8765; 0 = any free port)")
+    p.add_argument("--results", default="results/runs", help="measured runs shown beside estimates")
+    return p
+
+
+def serve_main(args: argparse.Namespace) -> int:
+    """Run the server until interrupted; exit code 2 with one line when the address cannot be bound."""
+    if not 0 <= args.port <= 65535:
+        print(f"error: --port must be between 0 and 65535, got {args.port}", file=sys.stderr)
+        return 2
+    try:
+        server = make_server(args.host, args.port, results_dir=args.results)
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port} ({exc.strerror or exc})", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    host, port = server.server_address[:2]
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"warning: listening on {args.host}, reachable from other machines", file=sys.stderr)
+    print(f"fitbench sizing page on http://{host}:{port}/  (Ctrl+C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return serve_main(build_arg_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

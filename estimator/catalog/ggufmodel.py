@@ -1,0 +1,241 @@
+"""GGUF file -> ModelSpec (architecture from metadata, exact tensor bytes per type).
+
+Read with the ``gguf`` package's GGUFReader (memory-mapped; tensor data is not read).  Metadata keys
+(``{arch}.`` prefix, llama.cpp's LLM_KV names): block_count, embedding_length, feed_forward_length (scalar or
+per-layer array), attention.head_count / head_count_kv (scalar or per-layer), attention.key_length (head_dim),
+attention.sliding_window, attention.sliding_window_pattern (per-layer bools or a period),
+attention.kv_lora_rank,
+attention.q_lora_rank, attention.key_length_mla / value_length_mla, rope.dimension_count, context_length,
+vocab_size (or the token list length), expert_count, expert_used_count, expert_feed_forward_length,
+expert_shared_count, expert_shared_feed_forward_length, leading_dense_block_count, full_attention_interval,
+ssm.conv_kernel / state_size / group_count / inner_size / time_step_rank.
+
+``ModelSpec.gguf_tensors`` holds (name, ggml type, n_elements, n_bytes) for every tensor, so weight bytes are
+the
+exact sum of the file's tensors.  A file that is not GGUF, or whose tensor data runs past the end of the file
+(truncated), raises SpecError.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from estimator.physics.quant import TYPE_SIZES
+from estimator.specs import (
+    CHUNKED,
+    FULL,
+    LINEAR,
+    MAMBA,
+    NONE,
+    SLIDING,
+    MLASpec,
+    ModelSpec,
+    MoESpec,
+    SpecError,
+    StateSpec,
+)
+
+_CANON = {k.lower(): k for k in TYPE_SIZES}
+# GGUF architecture names -> HF model_type used elsewhere in the estimator
+_ARCH_MAP = {
+    "qwen3moe": "qwen3_moe",
+    "qwen2moe": "qwen2_moe",
+    "deepseek2": "deepseek_v3",
+    "glm4moe": "glm4_moe",
+    "gpt-oss": "gpt_oss",
+    "gemma3": "gemma3_text",
+    "qwen3next": "qwen3_next",
+    "nemotron_h": "nemotron_h",
+    "llama4": "llama4_text",
+    "command-r": "cohere",
+    "cohere2": "cohere2",
+    "ernie4_5-moe": "ernie4_5_moe",
+    "hunyuan-moe": "hunyuan",
+    "minimax-m2": "minimax_m2",
+    "phi3": "phi3",
+}
+
+
+def _val(reader, key: str, default=None):
+    f = reader.fields.get(key)
+    if f is None:
+        return default
+    try:
+        v = f.contents()
+    except Exception:  # noqa: BLE001 - a malformed field is treated as absent
+        return default
+    return v
+
+
+def _scalar(v, default=None):
+    if isinstance(v, list):
+        vals = [x for x in v if x]
+        return max(vals) if vals else default
+    return default if v is None else v
+
+
+def load_gguf(path: str | Path) -> ModelSpec:
+    """ModelSpec of a .gguf file; SpecError for a missing, non-GGUF or truncated file."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"{p}: no such GGUF file")
+    with open(p, "rb") as fh:
+        magic = fh.read(4)
+    if magic != b"GGUF":
+        raise SpecError(f"{p}: not a GGUF file (magic {magic!r}, expected b'GGUF')")
+    try:
+        from gguf import GGUFReader
+
+        reader = GGUFReader(str(p), "r")
+    except Exception as exc:  # noqa: BLE001 - any parse failure is bad input
+        raise SpecError(f"{p}: unreadable or truncated GGUF ({type(exc).__name__}: {exc})") from None
+    size = p.stat().st_size
+    tensors = []
+    for t in reader.tensors:
+        end = int(t.data_offset) + int(t.n_bytes)  # data_offset is absolute in the file
+        if end > size:
+            raise SpecError(f"{p}: truncated GGUF (tensor {t.name} ends at byte {end}, file has {size})")
+        tname = _CANON.get(t.tensor_type.name.lower(), t.tensor_type.name.lower())
+        tensors.append((t.name, tname, int(t.n_elements), int(t.n_bytes)))
+    arch = _val(reader, "general.architecture")
+    if not arch:
+        raise SpecError(f"{p}: GGUF without general.architecture")
+    a = f"{arch}."
+
+    def need(key: str):
+        v = _val(reader, a + key)
+        if v is None:
+            raise SpecError(f"{p}: missing GGUF key '{a + key}'")
+        return v
+
+    n = int(need("block_count"))
+    hidden = int(need("embedding_length"))
+    heads_v = _val(reader, a + "attention.head_count", 0)
+    heads = int(_scalar(heads_v, 0))
+    kv_v = _val(reader, a + "attention.head_count_kv", heads_v)
+    kv_heads = int(_scalar(kv_v, heads) or heads)
+    head_dim = int(_val(reader, a + "attention.key_length") or (hidden // heads if heads else 0))
+    ff = int(_scalar(_val(reader, a + "feed_forward_length"), 0) or 0)
+    vocab = _val(reader, a + "vocab_size")
+    if vocab is None:
+        tok = reader.fields.get("tokenizer.ggml.tokens")
+        vocab = len(tok.data) if tok is not None else None
+    if vocab is None:
+        embd = next((t for t in tensors if t[0] == "token_embd.weight"), None)
+        vocab = embd[2] // hidden if embd else None
+    if vocab is None:
+        raise SpecError(f"{p}: missing GGUF key '{a}vocab_size' (and no token list)")
+    ctx = int(_val(reader, a + "context_length") or 0)
+    # layer kinds
+    kinds = [FULL] * n
+    window = _val(reader, a + "attention.sliding_window")
+    pattern = _val(reader, a + "attention.sliding_window_pattern")
+    chunk = _val(reader, a + "attention.chunk_size")
+    interval = _val(reader, a + "full_attention_interval")
+    if window:
+        if isinstance(pattern, list) and len(pattern) == n:
+            kinds = [SLIDING if x else FULL for x in pattern]
+        elif isinstance(pattern, int) and pattern > 1:
+            kinds = [FULL if (i + 1) % pattern == 0 else SLIDING for i in range(n)]
+        elif arch == "gpt-oss":
+            kinds = [SLIDING if i % 2 == 0 else FULL for i in range(n)]
+        else:
+            kinds = [SLIDING] * n
+    elif chunk:
+        window = chunk
+        kinds = [FULL if (i + 1) % 4 == 0 else CHUNKED for i in range(n)]
+    state = None
+    if interval:
+        kinds = [FULL if (i + 1) % int(interval) == 0 else LINEAR for i in range(n)]
+    conv_k = _val(reader, a + "ssm.conv_kernel")
+    if conv_k:
+        d_state = int(_val(reader, a + "ssm.state_size") or 0)
+        d_inner = int(_val(reader, a + "ssm.inner_size") or 0)
+        groups = int(_val(reader, a + "ssm.group_count") or 1)
+        dt_rank = int(_val(reader, a + "ssm.time_step_rank") or 1)
+        if interval:  # Gated DeltaNet: ssm.inner_size = nv*dv, state_size = head dim, group_count = nk
+            nv = dt_rank
+            dv = d_inner // max(1, nv)
+            state = StateSpec(
+                recurrent_elems=nv * d_state * dv,
+                conv_elems=(2 * groups * d_state + d_inner) * (int(conv_k) - 1),
+                n_key_heads=groups,
+                n_value_heads=nv,
+                key_head_dim=d_state,
+                value_head_dim=dv,
+                conv_kernel=int(conv_k),
+            )
+        else:  # Mamba2: heads = time_step_rank
+            if isinstance(kv_v, list) and len(kv_v) == n:
+                kinds = [
+                    FULL
+                    if kv
+                    else (
+                        MAMBA
+                        if (isinstance(ff_l := _val(reader, a + "feed_forward_length"), list) and not ff_l[i])
+                        else NONE
+                    )
+                    for i, kv in enumerate(kv_v)
+                ]
+            else:
+                kinds = [MAMBA] * n
+            state = StateSpec(
+                recurrent_elems=d_inner * d_state,
+                conv_elems=(d_inner + 2 * groups * d_state) * (int(conv_k) - 1),
+                n_key_heads=groups,
+                n_value_heads=dt_rank,
+                key_head_dim=d_state,
+                value_head_dim=d_inner // max(1, dt_rank),
+                conv_kernel=int(conv_k),
+            )
+    moe = None
+    n_exp = int(_val(reader, a + "expert_count") or 0)
+    if n_exp > 1:
+        dense = int(_val(reader, a + "leading_dense_block_count") or 0)
+        n_sh = int(_val(reader, a + "expert_shared_count") or 0)
+        moe = MoESpec(
+            n_experts=n_exp,
+            n_experts_used=int(_val(reader, a + "expert_used_count") or 1),
+            expert_ff=int(_val(reader, a + "expert_feed_forward_length") or ff),
+            n_shared_experts=n_sh,
+            shared_ff=int(_val(reader, a + "expert_shared_feed_forward_length") or 0),
+            dense_layers=tuple(range(dense)),
+        )
+    mla = None
+    kv_lora = _val(reader, a + "attention.kv_lora_rank")
+    if kv_lora:
+        k_mla = int(_val(reader, a + "attention.key_length_mla") or head_dim)
+        rope = int(_val(reader, a + "rope.dimension_count") or 64)
+        mla = MLASpec(
+            kv_lora_rank=int(kv_lora),
+            qk_rope_head_dim=rope,
+            qk_nope_head_dim=k_mla - rope,
+            v_head_dim=int(_val(reader, a + "attention.value_length_mla") or 128),
+            q_lora_rank=int(_val(reader, a + "attention.q_lora_rank") or 0) or None,
+        )
+    names = {t[0] for t in tensors}
+    name = _val(reader, "general.name") or p.stem
+    return ModelSpec(
+        id=str(p),
+        name=str(name),
+        architecture=_ARCH_MAP.get(arch, arch),
+        hidden_size=hidden,
+        n_layers=n,
+        n_heads=heads,
+        n_kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate_size=ff,
+        vocab_size=int(vocab),
+        max_context=ctx,
+        layer_types=tuple(kinds),
+        tie_embeddings="output.weight" not in names,
+        window=int(window) if window else None,
+        moe=moe,
+        mla=mla,
+        state=state,
+        native_dtype=str(_val(reader, "general.file_type", "")) or "gguf",
+        qkv_bias=any(x.endswith("attn_q.bias") for x in names),
+        source=f"gguf:{p}",
+        gguf_tensors=tuple(tensors),
+        gguf_path=str(p),
+    )

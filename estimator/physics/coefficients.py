@@ -1,0 +1,348 @@
+"""Speed coefficients: the file calibration writes, the shipped prior, and the fallback lookup.
+
+A *coefficient set* holds the free parameters of one phase of the speed physics (see estimator.physics.speed)
+for
+one (hardware family, engine, backend), plus how well they are known:
+
+* ``decode`` params: ``bw_eff`` in (0, 1] (fraction of datasheet bandwidth reached), ``t_layer_s`` >= 0
+  (per-layer, per-step overhead, seconds), ``t_fixed_s`` >= 0 (per-step overhead, seconds); optional
+  ``moe_route_s`` (per MoE layer, per step), ``host_bw_eff`` (fraction of host RAM bandwidth reached when
+  weights are offloaded), ``t_allreduce_s`` (latency of one tensor-parallel all-reduce).
+* ``prefill`` params: ``flops_eff`` in (0, 1], ``attn_eff`` in (0, 1], ``t_layer_s`` >= 0 (per layer per
+  ubatch pass); optional ``bw_eff`` (memory term), ``flops_abs_tflops`` (effective 10^12 FLOP/s used when
+  the device's datasheet TFLOPS is unknown, e.g. CPUs; the efficiencies still multiply it),
+  ``flops_rel_f16`` / ``flops_rel_legacy`` / ``flops_rel_iquant`` (> 0: prefill GEMM efficiency of that
+  weight-kernel class relative to k-quants, which ``flops_eff`` describes; 1 when absent), ``flops_rel_moe``
+  (> 0: efficiency of routed-expert GEMMs relative to dense ones; 1 when absent), ``gemm_k_half`` (>= 0,
+  elements: a weight GEMM of inner dimension K runs at eff x K / (K + gemm_k_half); 0 when absent).
+
+``interval`` is the prediction interval of ln(measured / predicted) tokens/s: a point estimate ``x`` becomes
+``[x * exp(log_lo), x * exp(log_hi)]``; a file interval that excludes 0 (a biased fit) is widened to include
+it when used, so the interval always contains the point estimate.
+
+Lookup order (``CoefficientTable.lookup``): exact calibrated (family, engine[, backend]) -> calibrated
+pooled set of the same vendor and kind -> same kind -> any (each widened by ``POOLED_WIDEN``) -> the shipped
+prior for the device kind.  Missing optional params of a calibrated set are filled from the prior.
+
+File format (schema_version 1, JSON)::
+
+    {"schema_version": 1, "fitbench_version": "0.1.0", "created_utc": "...", "input_hash": "sha256:...",
+     "groups": [{"family", "engine", "backend", "phase", "params", "stderr", "n_points", "devices", "models",
+                 "cv": {"lomo_median_ape", "lomo_p90_ape", "lodo_median_ape", "lodo_p90_ape"},
+                 "interval": {"log_lo", "log_hi", "coverage"}}],
+     "pooled": [{"scope": {"vendor"?: str, "kind"?: str}, "engine": str | "*", "phase", "params", "stderr",
+                 "n_points", "families", "cv", "interval", "note"?}],
+     "memory": {"llama.cpp": {...}, "vllm": {...}}}
+
+``memory`` is passed through untouched for estimator.physics.runtime.  Only ``load_coefficients`` touches
+files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from estimator.specs import HardwareSpec, SpecError
+
+SCHEMA_VERSION = 1
+PHASES = ("decode", "prefill")
+ENV_VAR = "FITBENCH_COEFFICIENTS"
+PRIOR_PATH = Path(__file__).resolve().parent.parent / "data" / "prior_coefficients.json"
+DEFAULT_PATH = Path(__file__).resolve().parents[2] / "results" / "coefficients.json"
+# A pooled calibrated set used for a family it was not fitted on: interval half-widths x this factor.
+POOLED_WIDEN = 1.5
+
+REQUIRED_PARAMS = {
+    "decode": ("bw_eff", "t_layer_s", "t_fixed_s"),
+    "prefill": ("flops_eff", "attn_eff", "t_layer_s"),
+}
+OPTIONAL_PARAMS = {
+    "decode": ("moe_route_s", "host_bw_eff", "t_allreduce_s", "flops_eff", "flops_abs_tflops"),
+    "prefill": (
+        "bw_eff",
+        "flops_abs_tflops",
+        "host_bw_eff",
+        "t_allreduce_s",
+        "flops_rel_f16",
+        "flops_rel_legacy",
+        "flops_rel_iquant",
+        "flops_rel_moe",
+        "gemm_k_half",
+    ),
+}
+# Positive multipliers / rates (> 0, no upper bound): the prefill kernel-class ratios and absolute TFLOPS.
+_POSITIVE = ("flops_abs_tflops", "flops_rel_f16", "flops_rel_legacy", "flops_rel_iquant", "flops_rel_moe")
+# Parameters that are fractions of a datasheet figure: must lie in (0, 1].
+_EFFICIENCIES = ("bw_eff", "flops_eff", "attn_eff", "host_bw_eff")
+
+
+class CoefficientsError(SpecError):
+    """A coefficients file that is missing, unreadable, of an unknown version, or has impossible values."""
+
+
+@dataclass(frozen=True)
+class CoefficientSet:
+    """Parameters of one phase for one (family, engine, backend), with their uncertainty and provenance.
+
+    label: one line saying where the numbers come from, e.g.
+    ``"calibrated: cpu-x86-avx512/llama.cpp (40 runs, CV median 4%)"`` or ``"pooled prior (uncalibrated)"``.
+    source: "calibrated" | "pooled" | "prior".
+    """
+
+    family: str
+    engine: str
+    backend: str
+    phase: str
+    params: dict[str, float]
+    stderr: dict[str, float] = field(default_factory=dict)
+    n_points: int = 0
+    cv: dict[str, float | None] = field(default_factory=dict)
+    log_lo: float = -0.7
+    log_hi: float = 0.5
+    coverage: float | None = None
+    calibrated: bool = False
+    label: str = "pooled prior (uncalibrated)"
+    source: str = "prior"
+
+    def interval(self, value: float) -> tuple[float, float]:
+        """(lo, hi) of a positive point estimate: value x exp(log_lo), value x exp(log_hi)."""
+        return value * math.exp(self.log_lo), value * math.exp(self.log_hi)
+
+
+@dataclass(frozen=True)
+class CoefficientTable:
+    """A loaded coefficients file plus the shipped prior it falls back on."""
+
+    groups: tuple[dict, ...]
+    pooled: tuple[dict, ...]
+    prior: tuple[dict, ...]
+    memory: dict[str, Any]
+    path: str | None = None
+    input_hash: str | None = None
+    created_utc: str | None = None
+
+    @property
+    def calibrated(self) -> bool:
+        """True when a calibrated file (not only the prior) was loaded."""
+        return self.path is not None
+
+    def lookup(
+        self, hardware: HardwareSpec, engine: str, phase: str, backend: str | None = None
+    ) -> CoefficientSet:
+        """The coefficient set for one phase on one device: exact -> pooled -> prior (see module doc)."""
+        if phase not in PHASES:
+            raise CoefficientsError(f"unknown phase {phase!r}; expected one of {PHASES}")
+        prior = _match_pooled(self.prior, hardware, engine, phase)
+        if prior is None:  # the shipped prior always has a global "*" entry; guard anyway
+            raise CoefficientsError(f"the coefficient prior has no entry for phase {phase!r}")
+        prior_params = dict(prior["params"])
+        exact = [
+            g
+            for g in self.groups
+            if g["family"] == hardware.family and g["engine"] == engine and g["phase"] == phase
+        ]
+        if exact:
+            same_backend = [g for g in exact if backend is not None and g.get("backend") == backend]
+            g = max(same_backend or exact, key=lambda x: x.get("n_points", 0))
+            return _make_set(g, prior_params, hardware, engine, phase, "calibrated", 1.0)
+        pooled = _match_pooled(self.pooled, hardware, engine, phase)
+        if pooled is not None:
+            return _make_set(pooled, prior_params, hardware, engine, phase, "pooled", POOLED_WIDEN)
+        return _make_set(prior, prior_params, hardware, engine, phase, "prior", 1.0)
+
+    def memory_for(self, engine: str) -> dict[str, Any]:
+        """The ``memory`` section's entry for one engine (empty dict when absent)."""
+        return dict(self.memory.get(engine, {}))
+
+
+def _scope_rank(scope: dict, hardware: HardwareSpec) -> int | None:
+    """How specific a pooled scope is for this device (higher = closer), or None when it does not apply."""
+    vendor, kind = scope.get("vendor"), scope.get("kind")
+    if vendor is not None and vendor.lower() != (hardware.vendor or "").lower():
+        return None
+    if kind is not None and kind != hardware.kind:
+        return None
+    return (vendor is not None) + (kind is not None)
+
+
+def _match_pooled(entries: tuple[dict, ...], hardware: HardwareSpec, engine: str, phase: str) -> dict | None:
+    """The most specific pooled entry for (vendor, kind, engine, phase); an exact engine beats ``"*"``."""
+    best, best_key = None, None
+    for e in entries:
+        if e["phase"] != phase or e["engine"] not in (engine, "*"):
+            continue
+        rank = _scope_rank(e.get("scope", {}), hardware)
+        if rank is None:
+            continue
+        key = (rank, e["engine"] == engine)
+        if best_key is None or key > best_key:
+            best, best_key = e, key
+    return best
+
+
+def _make_set(
+    entry: dict,
+    prior_params: dict,
+    hardware: HardwareSpec,
+    engine: str,
+    phase: str,
+    source: str,
+    widen: float,
+) -> CoefficientSet:
+    params = {**prior_params, **entry["params"]}
+    interval = entry.get("interval", {})
+    log_lo = float(interval.get("log_lo", -0.7)) * widen
+    log_hi = float(interval.get("log_hi", 0.5)) * widen
+    n = int(entry.get("n_points", 0))
+    cv = dict(entry.get("cv", {}))
+    if source == "calibrated":
+        med = (
+            cv.get("lodo_median_ape") if cv.get("lodo_median_ape") is not None else cv.get("lomo_median_ape")
+        )
+        cv_txt = f", CV median {med:.0%}" if med is not None else ""
+        label = f"calibrated: {entry['family']}/{entry['engine']} ({n} runs{cv_txt})"
+    elif source == "pooled":
+        scope = entry.get("scope", {})
+        where = "/".join(str(scope[k]) for k in ("vendor", "kind") if k in scope) or "all devices"
+        label = f"pooled {where} ({n} runs; uncalibrated for {hardware.family})"
+    else:
+        label = "pooled prior (uncalibrated)"
+    return CoefficientSet(
+        family=entry.get("family", hardware.family),
+        engine=entry.get("engine", engine) if entry.get("engine") != "*" else engine,
+        backend=entry.get("backend", ""),
+        phase=phase,
+        params=params,
+        stderr=dict(entry.get("stderr", {})),
+        n_points=n,
+        cv=cv,
+        log_lo=min(log_lo, 0.0),
+        log_hi=max(log_hi, 0.0),
+        coverage=interval.get("coverage"),
+        calibrated=source == "calibrated",
+        label=label,
+        source=source,
+    )
+
+
+def _validate_entry(entry: Any, where: str, need_family: bool) -> None:
+    """Raise CoefficientsError naming the first missing key or impossible value of one group/pooled entry."""
+    if not isinstance(entry, dict):
+        raise CoefficientsError(f"{where}: expected an object, got {type(entry).__name__}")
+    keys = ("family", "engine", "phase", "params") if need_family else ("engine", "phase", "params")
+    for k in keys:
+        if k not in entry:
+            raise CoefficientsError(f"{where}: missing key {k!r}")
+    phase = entry["phase"]
+    if phase not in PHASES:
+        raise CoefficientsError(f"{where}: unknown phase {phase!r}; expected one of {PHASES}")
+    params = entry["params"]
+    if not isinstance(params, dict):
+        raise CoefficientsError(f"{where}: 'params' must be an object")
+    for k in REQUIRED_PARAMS[phase]:
+        if k not in params:
+            raise CoefficientsError(f"{where}: {phase} params missing {k!r}")
+    for k, v in params.items():
+        if k not in REQUIRED_PARAMS[phase] + OPTIONAL_PARAMS[phase]:
+            raise CoefficientsError(f"{where}: unknown {phase} param {k!r}")
+        if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
+            raise CoefficientsError(f"{where}: param {k!r} must be a finite number, got {v!r}")
+        if k in _EFFICIENCIES and not 0 < v <= 1:
+            raise CoefficientsError(f"{where}: {k} = {v} is outside (0, 1]")
+        if k not in _EFFICIENCIES and v < 0:
+            raise CoefficientsError(f"{where}: {k} = {v} must be >= 0")
+        if k in _POSITIVE and v <= 0:
+            raise CoefficientsError(f"{where}: {k} must be > 0")
+    interval = entry.get("interval", {})
+    lo, hi = interval.get("log_lo", -0.7), interval.get("log_hi", 0.5)
+    if not (isinstance(lo, int | float) and isinstance(hi, int | float) and lo <= hi):
+        raise CoefficientsError(f"{where}: interval needs numbers log_lo <= log_hi, got {lo!r}, {hi!r}")
+
+
+def parse_coefficients(data: Any, where: str = "<coefficients>") -> dict:
+    """Validate a decoded coefficients document and return it.
+
+    Raises CoefficientsError naming the key at fault.
+    """
+    if not isinstance(data, dict):
+        raise CoefficientsError(f"{where}: expected a JSON object at the top level")
+    if "schema_version" not in data:
+        raise CoefficientsError(f"{where}: missing key 'schema_version'")
+    if data["schema_version"] != SCHEMA_VERSION:
+        raise CoefficientsError(
+            f"{where}: unsupported schema_version {data['schema_version']!r} "
+            f"(this fitbench reads {SCHEMA_VERSION})"
+        )
+    for k in ("groups", "pooled"):
+        if k not in data:
+            raise CoefficientsError(f"{where}: missing key {k!r}")
+        if not isinstance(data[k], list):
+            raise CoefficientsError(f"{where}: {k!r} must be a list")
+    for i, g in enumerate(data["groups"]):
+        _validate_entry(g, f"{where}: groups[{i}]", need_family=True)
+    for i, p in enumerate(data["pooled"]):
+        _validate_entry(p, f"{where}: pooled[{i}]", need_family=False)
+    if not isinstance(data.get("memory", {}), dict):
+        raise CoefficientsError(f"{where}: 'memory' must be an object")
+    return data
+
+
+def _read(path: Path) -> dict:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise CoefficientsError(f"cannot read coefficients file {path}: {e.strerror or e}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CoefficientsError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    return parse_coefficients(data, str(path))
+
+
+def load_prior() -> dict:
+    """The shipped prior document (estimator/data/prior_coefficients.json), validated."""
+    return _read(PRIOR_PATH)
+
+
+def load_coefficients(path: str | os.PathLike | None = None) -> CoefficientTable:
+    """Load the coefficient table.
+
+    path: explicit file; else env ``FITBENCH_COEFFICIENTS``; else the repo's results/coefficients.json when it
+    exists; else only the shipped prior (every lookup then says "pooled prior (uncalibrated)").
+    """
+    prior = load_prior()
+    chosen: Path | None = None
+    if path is not None:
+        chosen = Path(path)
+    elif os.environ.get(ENV_VAR):
+        chosen = Path(os.environ[ENV_VAR])
+    elif DEFAULT_PATH.is_file():
+        chosen = DEFAULT_PATH
+    if chosen is None:
+        return CoefficientTable(
+            groups=(), pooled=(), prior=tuple(prior["pooled"]), memory=dict(prior.get("memory", {}))
+        )
+    data = _read(chosen)
+    memory = {**prior.get("memory", {}), **data.get("memory", {})}
+    return CoefficientTable(
+        groups=tuple(data["groups"]),
+        pooled=tuple(data["pooled"]),
+        prior=tuple(prior["pooled"]),
+        memory=memory,
+        path=str(chosen),
+        input_hash=data.get("input_hash"),
+        created_utc=data.get("created_utc"),
+    )
+
+
+def prior_table() -> CoefficientTable:
+    """A table holding only the shipped prior, ignoring any results/coefficients.json (for tests and docs)."""
+    prior = load_prior()
+    return CoefficientTable(
+        groups=(), pooled=(), prior=tuple(prior["pooled"]), memory=dict(prior.get("memory", {}))
+    )

@@ -1,0 +1,217 @@
+"""Counting helpers of the speed physics (pure functions of the specs; no coefficients, no time).
+
+FLOPs, keys, expert unions, prefill kernel classes, llama.cpp pipeline schedules and KQ score counts used by
+estimator.physics.speed to build its features.  Units: FLOP, keys / scores (counts), stage times
+(pipeline_makespan).
+estimator.physics.speed re-exports every public name here, so ``speed.sum_keys`` etc. keep working.
+"""
+
+from __future__ import annotations
+
+import math
+
+from estimator.physics.weights import tensor_inventory
+from estimator.specs import CHUNKED, FULL, LINEAR, MAMBA, SLIDING, ModelSpec, QuantSpec, Workload
+
+# Bytes one F32 KQ score moves without flash attention: written by the KQ matmul, read + written by
+# soft_max_ext, read by the KQV matmul (llama.cpp build_attn_mha, non-FA branch): 4 x 4 B.
+KQ_SCORE_BYTES = 16
+# ggml_backend_sched input copies = micro-batches in flight under llama.cpp pipeline parallelism
+# (GGML_SCHED_MAX_COPIES, ggml-backend.cpp; default 4).
+SCHED_MAX_COPIES = 4
+# Prefill kernel classes and the optional coefficient that scales flops_eff for each (k-quants = reference).
+KERNEL_CLASS_PARAMS = {"f16": "flops_rel_f16", "legacy": "flops_rel_legacy", "iquant": "flops_rel_iquant"}
+# Optional coefficient scaling the efficiency of routed-expert GEMMs (mul_mat_id) in prefill.
+MOE_PARAM = "flops_rel_moe"
+_F16_TYPES = ("f32", "f16", "bf16")
+_LEGACY_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "mxfp4")
+
+
+def is_fp8(quant: QuantSpec) -> bool:
+    """True for FP8 weights (compute may use the device's FP8 tensor rate)."""
+    return quant.default_type.lower().startswith("fp8")
+
+
+def matmul_params(model: ModelSpec, active_params: int) -> int:
+    """Parameters multiplied per token: active params minus the input-embedding lookup (not a matmul).
+
+    With tied embeddings the same matrix is the output head, so it stays counted once.
+    """
+    return (
+        active_params
+        if model.tie_embeddings
+        else max(active_params - model.vocab_size * model.hidden_size, 0)
+    )
+
+
+def attn_flops_per_key(model: ModelSpec, absorbed: bool = False) -> int:
+    """FLOPs per (query token, key) in one attention layer: 2 x heads x (qk dim + v dim).
+
+    GQA/MHA: 4 x n_heads x head_dim.  MLA: naive form 2 x h x ((nope + rope) + v_head_dim) for prefill; the
+    absorbed form used in decode works on the latent: 2 x h x ((kv_lora_rank + rope) + kv_lora_rank).
+    """
+    h = model.n_heads
+    if model.mla is not None:
+        m = model.mla
+        if absorbed:
+            return 2 * h * (m.kv_lora_rank + m.qk_rope_head_dim + m.kv_lora_rank)
+        return 2 * h * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)
+    return 4 * h * model.head_dim
+
+
+def sum_keys(depth: int, n: int, window: int | None) -> int:
+    """Keys attended by n new tokens at positions depth .. depth+n-1: sum_i min(depth + i + 1, window)."""
+    if n <= 0:
+        return 0
+    if window is None or depth + n <= window:
+        return n * depth + n * (n + 1) // 2
+    if depth >= window:
+        return n * window
+    k = window - depth  # tokens that still see fewer than `window` keys (k < n here)
+    return k * depth + k * (k + 1) // 2 + (n - k) * window
+
+
+def state_flops_per_token(model: ModelSpec) -> int:
+    """FLOPs of linear-attention / SSM state updates per token over all such layers (~4 per state element)."""
+    if model.state is None:
+        return 0
+    n = sum(1 for t in model.layer_types if t in (LINEAR, MAMBA))
+    return 4 * model.state.recurrent_elems * n
+
+
+def attention_flops(model: ModelSpec, depth: int, n: int, absorbed: bool = False) -> int:
+    """Attention FLOPs (one sequence) for n tokens on top of depth cached tokens, over all layers."""
+    per_key = attn_flops_per_key(model, absorbed)
+    total = 0
+    for kind in model.layer_types:
+        if kind == FULL:
+            total += per_key * sum_keys(depth, n, None)
+        elif kind in (SLIDING, CHUNKED):
+            total += per_key * sum_keys(depth, n, model.window)
+    return total + n * state_flops_per_token(model)
+
+
+def expert_union(n_experts: int, k: int, n_tokens: int) -> float:
+    """Expected distinct experts of E (k routed per token) touched by B = n_tokens: E (1 - (1 - k/E)^B)."""
+    if n_tokens <= 0:
+        return 0.0
+    return n_experts * (1.0 - (1.0 - k / n_experts) ** n_tokens)
+
+
+def routed_active_params(model: ModelSpec) -> int:
+    """Routed-expert parameters one token multiplies: n_moe_layers x k x (3 gated | 2) x width x expert_ff
+    (width = the latent size for latent MoE, else hidden).  0 for dense models."""
+    if model.moe is None:
+        return 0
+    m = model.moe
+    width = m.latent_size or model.hidden_size
+    return n_moe_layers(model) * m.n_experts_used * (3 if model.ffn_gated else 2) * width * m.expert_ff
+
+
+def n_moe_layers(model: ModelSpec) -> int:
+    """Layers with a routed-expert FFN."""
+    return 0 if model.moe is None else model.n_layers - len(model.moe.dense_layers)
+
+
+def kernel_class(model: ModelSpec, quant: QuantSpec | None) -> str:
+    """Prefill GEMM kernel class of the weights: f16 (f32/f16/bf16), legacy (q4_0/q4_1/q5_0/q5_1/q8_0/mxfp4:
+    32-element blocks with one scale), kquant (q2_K .. q6_K super-blocks), iquant (iq*), or other (fp8, int4
+    AWQ/GPTQ, ...).  A GGUF model is classed by the type holding most elements of its 2-D tensors."""
+    t = quant.default_type if quant is not None else "f16"
+    if model.gguf_tensors is not None:
+        count: dict[str, int] = {}
+        for name, typ, n, _ in model.gguf_tensors:
+            if name.endswith(".weight") and "norm" not in name and "token_embd" not in name:
+                count[typ.lower()] = count.get(typ.lower(), 0) + n
+        t = max(count, key=count.__getitem__) if count else t
+    t = t.lower()
+    if t in _F16_TYPES:
+        return "f16"
+    if t in _LEGACY_TYPES:
+        return "legacy"
+    if t.startswith("iq"):
+        return "iquant"
+    if t.endswith("_k"):
+        return "kquant"
+    return "other"
+
+
+def pipeline_makespan(m: int, p: int, copies: int = SCHED_MAX_COPIES) -> float:
+    """Stage times to push m micro-batches through p pipeline stages with at most ``copies`` in flight.
+
+    Micro-batch j enters stage 0 at start_j = max(j, start_{j-copies} + p) (its input copy is free again when
+    micro-batch j-copies has left the last stage), so start_j = floor(j/c) x p + (j mod c) when p > c, else
+    j; makespan = start_{m-1} + p.  m <= copies gives the textbook m + p - 1.
+    """
+    if m <= 0:
+        return 0.0
+    j = m - 1
+    start = j if p <= copies else (j // copies) * p + j % copies
+    return float(start + p)
+
+
+def pipeline_factor(workload: Workload, tokens: int, ubatch: int) -> float:
+    """Prefill time under llama.cpp layer-split pipeline parallelism / the serial time (see module doc).
+
+    Enabled (llama-context.cpp) for llama.cpp with N > 1 devices, layer split and every layer offloaded
+    (no host-resident weights); one llama_decode call (<= n_batch tokens) is the unit that pipelines.
+    """
+    p = max(int(workload.n_devices), 1)
+    if (
+        p == 1
+        or workload.engine != "llama.cpp"
+        or workload.split != "pp"
+        or workload.offload_bytes
+        or workload.moe_offload_layers
+        or tokens <= 0
+    ):
+        return 1.0
+    call = max(int(workload.n_batch), ubatch)
+    ms = [math.ceil(min(call, tokens - s) / ubatch) for s in range(0, tokens, call)]
+    return sum(pipeline_makespan(m, p) for m in ms) / (p * sum(ms))
+
+
+def kq_score_elems(model: ModelSpec, depth: int, n: int, ubatch: int) -> int:
+    """KQ scores one sequence materialises over all attention layers without flash attention (per head).
+
+    Pass p covers tokens [s, s + u_p) and builds a u_p x n_kv_p matrix, n_kv_p = depth + s + u_p keys on full
+    layers, min(that, window + u_p) on sliding/chunked ones (llama.cpp's SWA cache keeps window + ubatch).
+    """
+    total = 0
+    for s0 in range(0, n, ubatch):
+        u = min(ubatch, n - s0)
+        n_kv = depth + s0 + u
+        for kind in model.layer_types:
+            if kind == FULL:
+                total += u * n_kv
+            elif kind in (SLIDING, CHUNKED):
+                total += u * min(n_kv, (model.window or n_kv) + u)
+    return total
+
+
+# Optional coefficient: GEMM inner-dimension half-saturation (elements); absent = 0 = no width effect.
+GEMM_K_HALF_PARAM = "gemm_k_half"
+_NO_GEMM_GROUPS = ("embd", "output", "norm")
+
+
+def gemm_outputs_per_token(model: ModelSpec) -> tuple[int, int]:
+    """(all, routed-expert) output elements the layer weight GEMMs produce per token (counts).
+
+    Sum over the matmul tensors of the decoder layers (``estimator.physics.weights.tensor_inventory``,
+    without the
+    token embedding, the output head and the norms) of their rows N = n_elements / row_len; a routed-expert
+    tensor (E experts stacked) counts N x k / E.  Used by the GEMM width term: a GEMM of inner dimension K
+    runs at eff x K / (K + k_half), so its time is flops x (1 + k_half / K) / (peak x eff) and the extra part
+    summed over matrices is 2 x k_half x tokens x sum(N) (see estimator.physics.speed).
+    """
+    total = routed = 0
+    moe = model.moe
+    for t in tensor_inventory(model):
+        if t.group in _NO_GEMM_GROUPS or t.row_len <= 0:
+            continue
+        n = t.n_elements // t.row_len
+        if t.group == "routed" and moe is not None and moe.n_experts:
+            n = n * moe.n_experts_used // moe.n_experts
+            routed += n
+        total += n
+    return total, routed

@@ -1,0 +1,323 @@
+"""Vectorised sizing matrix: every model x device x quant x context at once (numpy).
+
+Numbers equal the scalar path (estimator.physics.memory.estimate_memory and
+estimator.physics.speed.mean_decode_step_s) point
+for point; tests/test_matrix.py checks that on random samples.  The scalar physics is evaluated once per axis
+combination that it depends on, then broadcast:
+
+* weights per (model, quant): ``weight_breakdown`` -> bytes on each device (token embedding in host RAM on
+  discrete devices under llama.cpp; tensor parallel: (weights - norms) / N + norms per device);
+* KV per (model, context): ``kv_cache`` (per device: (attention KV) / ways + state / N, ways = 1 for MLA,
+  else min(N, n_kv_heads));
+* runtime per (model, context, device kind): ``runtime_buffers`` (compute buffer, and the output buffer on
+  unified / CPU devices) + the device context overhead;
+* usable per device: usable_fraction(kind) x memory (vLLM: gpu_memory_utilization x memory x
+  min(1, fraction)).
+
+total_bytes = N x (floor(weights/dev) + floor(KV/dev) + runtime + overhead);
+fits = per-device total <= usable.
+
+decode_tok_s: 1 / mean decode step time of one sequence (tg{n_gen}) from ``workload.n_depth`` (or from the
+context itself with ``decode_at_context=True``), using each device's decode coefficient set:
+step = t_fixed_s + t_layer_s L + moe_route_s L_moe + max(bytes / (N bw bw_eff), compute roof when n_seq > 1)
++ tensor-parallel all-reduces (see estimator.physics.speed).  Devices without bandwidth get NaN; devices
+without a
+memory size never fit.  Only ``split="tp"`` (or one device) and no offload are supported here.
+
+numpy is imported here; keep this module off the ``report`` path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from estimator.physics import speed
+from estimator.physics.coefficients import CoefficientTable
+from estimator.physics.kv import kv_cache
+from estimator.physics.runtime import coerce, runtime_buffers, usable_fraction
+from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
+
+KINDS = ("gpu", "npu", "unified", "cpu")
+DEFAULT_CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """Results on axes (model i, hardware j, quant k, context l).  Bytes are totals over n_devices devices.
+
+    weights_bytes[i, j, k], kv_bytes[i, l], total_bytes[i, j, k, l] (int64), fits[i, j, k, l] (bool),
+    decode_tok_s[i, j, k, l] (float64, NaN where the device lacks bandwidth), applicable[k] (engine supports
+    the quant), within_context[i, l] (context <= the model's maximum), coefficients[j] (decode set label).
+    """
+
+    models: tuple[ModelSpec, ...]
+    hardware: tuple[HardwareSpec, ...]
+    quants: tuple[QuantSpec, ...]
+    contexts: tuple[int, ...]
+    workload: Workload
+    weights_bytes: np.ndarray
+    kv_bytes: np.ndarray
+    total_bytes: np.ndarray
+    fits: np.ndarray
+    decode_tok_s: np.ndarray
+    usable_bytes: np.ndarray
+    applicable: np.ndarray
+    within_context: np.ndarray
+    coefficients: tuple[str, ...]
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        return self.total_bytes.shape
+
+    def point(self, i: int, j: int, k: int, l: int) -> dict:  # noqa: E741 - axis names
+        """One cell as plain Python values."""
+        tok_s = float(self.decode_tok_s[i, j, k, l])
+        return {
+            "model": self.models[i].id,
+            "hardware": self.hardware[j].id,
+            "quant": self.quants[k].name,
+            "n_ctx": self.contexts[l],
+            "weights_bytes": int(self.weights_bytes[i, j, k]),
+            "kv_bytes": int(self.kv_bytes[i, l]),
+            "total_bytes": int(self.total_bytes[i, j, k, l]),
+            "fits": bool(self.fits[i, j, k, l]),
+            "decode_tok_s": None if np.isnan(tok_s) else tok_s,
+            "coefficients": self.coefficients[j],
+        }
+
+
+def _device_weights(model: ModelSpec, quant: QuantSpec, engine: str, n: int) -> tuple[float, float]:
+    """(per-device weight bytes on a discrete device, on a unified/CPU device), before flooring."""
+    from estimator.physics.memory import (
+        _norm_bytes,  # the replicated 1-D tensors, same helper as the scalar path
+    )
+    from estimator.physics.weights import weight_breakdown
+
+    wb = weight_breakdown(model, quant)
+    out = []
+    for discrete in (True, False):
+        dev = wb.total_bytes
+        if engine == "llama.cpp" and discrete:
+            dev -= wb.token_embd_bytes
+            if model.tie_embeddings:
+                dev += wb.token_embd_bytes
+        if n > 1:
+            rep = _norm_bytes(model, quant)
+            dev = (dev - rep) / n + rep
+        out.append(dev)
+    return out[0], out[1]
+
+
+def _kind_reference(kind: str) -> HardwareSpec:
+    return HardwareSpec(
+        id=f"ref-{kind}",
+        name=kind,
+        vendor="",
+        family="",
+        kind=kind,
+        memory_bytes=1,
+        bandwidth_gbs=1.0,
+        bf16_tflops=1.0,
+    )
+
+
+def build_matrix(
+    models,
+    hardware,
+    quants,
+    contexts=DEFAULT_CONTEXTS,
+    table: CoefficientTable | None = None,
+    workload: Workload | None = None,
+    decode_at_context: bool = False,
+) -> Matrix:
+    """Evaluate the whole grid.  ``workload`` supplies engine, kv_dtype, n_seq, n_devices, n_ubatch,
+    flash_attn, n_gen, n_depth (its n_ctx is replaced by each context)."""
+    from estimator.physics.coefficients import load_coefficients
+
+    table = table if table is not None else load_coefficients()
+    wl = workload or Workload()
+    if wl.offload_bytes or wl.moe_offload_layers:
+        raise SpecError("the matrix does not model offload; use the scalar estimator")
+    n = max(int(wl.n_devices), 1)
+    if n > 1 and wl.split != "tp":
+        raise SpecError("the matrix supports tensor-parallel split only")
+    models, hardware, quants = tuple(models), tuple(hardware), tuple(quants)
+    contexts = tuple(int(c) for c in contexts)
+    M, Q, C = len(models), len(quants), len(contexts)  # noqa: N806
+    mem_c = coerce(table.memory_for(wl.engine), wl.engine)
+    kind_idx = np.array([KINDS.index(h.kind) if h.kind in KINDS else 0 for h in hardware])
+    discrete = np.isin(kind_idx, (0, 1))
+
+    # --- memory ---------------------------------------------------------------------------------------
+    w_dev = np.empty((M, Q, 2))  # [..., 0] discrete, [..., 1] unified / cpu
+    for i, m in enumerate(models):
+        for k, q in enumerate(quants):
+            w_dev[i, k] = _device_weights(m, q, wl.engine, n)
+    w_floor = np.floor(w_dev)
+    w_per_hw = np.where(discrete[None, :, None], w_floor[:, None, :, 0], w_floor[:, None, :, 1])  # [M,H,Q]
+
+    kv_dev = np.empty((M, C))
+    rt_dev = np.empty((M, C, len(KINDS)))
+    ovh = np.empty(len(KINDS))
+    refs = [_kind_reference(kind) for kind in KINDS]
+    for i, m in enumerate(models):
+        for l, ctx in enumerate(contexts):  # noqa: E741
+            cw = replace(wl, n_ctx=ctx)
+            kv = kv_cache(
+                m, ctx, wl.kv_dtype, wl.n_seq, wl.engine, n_ubatch=wl.n_ubatch, flash_attn=wl.flash_attn
+            )
+            if n == 1:
+                kv_dev[i, l] = kv.total_bytes
+            else:
+                ways = 1 if m.mla is not None else min(n, max(1, m.n_kv_heads))
+                kv_dev[i, l] = (kv.total_bytes - kv.state_bytes) / ways + kv.state_bytes / n
+            for kk, ref in enumerate(refs):
+                rt = runtime_buffers(m, None, ref, cw, mem_c)
+                disc = ref.kind in ("gpu", "npu")
+                rt_dev[i, l, kk] = rt.compute_bytes + (0 if disc else rt.output_bytes + rt.host_compute_bytes)
+                ovh[kk] = rt.context_overhead_bytes
+    kv_floor = np.floor(kv_dev)
+    rt_hw = rt_dev[:, :, kind_idx] + ovh[kind_idx][None, None, :]  # [M,C,H]
+    per_dev = w_per_hw[:, :, :, None] + kv_floor[:, None, None, :] + rt_hw.transpose(0, 2, 1)[:, :, None, :]
+    mem = np.array([float(h.memory_bytes or 0) for h in hardware])
+    frac = np.array([usable_fraction(h, mem_c) for h in hardware])
+    if wl.engine == "vllm":
+        usable = np.array(
+            [int(wl.gpu_memory_utilization * mm * min(1.0, f)) for mm, f in zip(mem, frac, strict=True)]
+        )
+    else:
+        usable = np.array([int(f * mm) for mm, f in zip(mem, frac, strict=True)])
+    usable = np.where(mem > 0, usable, -1).astype(np.float64)
+    fits = per_dev <= usable[None, :, None, None]
+    total = (per_dev * n).astype(np.int64)
+
+    # --- decode speed ----------------------------------------------------------------------------------
+    tok_s = _decode_tok_s(models, hardware, quants, contexts, table, wl, decode_at_context)
+
+    return Matrix(
+        models=models,
+        hardware=hardware,
+        quants=quants,
+        contexts=contexts,
+        workload=wl,
+        weights_bytes=(w_per_hw * n).astype(np.int64),
+        kv_bytes=(kv_floor * n).astype(np.int64),
+        total_bytes=total,
+        fits=fits,
+        decode_tok_s=tok_s,
+        usable_bytes=(usable * n).astype(np.int64),
+        applicable=np.array([wl.engine in q.engines for q in quants]),
+        within_context=np.array([[c <= m.max_context for c in contexts] for m in models]),
+        coefficients=tuple(_label(table, h, wl.engine) for h in hardware),
+    )
+
+
+def _label(table: CoefficientTable, h: HardwareSpec, engine: str) -> str:
+    return table.lookup(h, engine, "decode").label
+
+
+def _hardware_params(hardware, table, wl, n):
+    """Per-device arrays of the decode physics: bw x bw_eff, overheads, compute rates, all-reduce cost."""
+    H = len(hardware)  # noqa: N806
+    cols = {
+        k: np.full(H, np.nan) for k in ("bw", "t_fixed", "t_layer", "moe", "peak", "peak8", "link", "t_ar")
+    }
+    for j, h in enumerate(hardware):
+        _, _, p, _ = speed.merged_params(table, h, wl.engine)
+        cols["bw"][j] = (h.bandwidth_gbs or np.nan) * 1e9 * p["bw_eff"]
+        cols["t_fixed"][j] = p["t_fixed_s"]
+        cols["t_layer"][j] = p["t_layer_s"]
+        cols["moe"][j] = p.get("moe_route_s", 0.0)
+        cols["t_ar"][j] = p.get("t_allreduce_s", speed.DEFAULT_T_ALLREDUCE_S)
+        cols["link"][j] = 0.5 * (h.interconnect_gbs or speed.DEFAULT_INTERCONNECT_GBS) * 1e9
+        for key, fp8 in (("peak", False), ("peak8", True)):
+            try:
+                cols[key][j] = speed.peak_tflops(h, p, fp8, wl.engine) * 1e12 * p.get("flops_eff", 1.0)
+            except ValueError:
+                cols[key][j] = np.nan
+    return cols
+
+
+def _decode_tok_s(models, hardware, quants, contexts, table, wl, decode_at_context) -> np.ndarray:
+    M, H, Q, C = len(models), len(hardware), len(quants), len(contexts)  # noqa: N806
+    n = max(int(wl.n_devices), 1)
+    b = max(int(wl.n_seq), 1)
+    hp = _hardware_params(hardware, table, wl, n)
+    n_gen = max(int(wl.n_gen), 1)
+    starts = list(contexts) if decode_at_context else [int(wl.n_depth)] * C
+    depths = [speed.decode_depths(d, n_gen) for d in starts]  # [C][D]
+    D = len(depths[0])  # noqa: N806
+
+    wdev = np.empty((M, Q))
+    kvr = np.empty((M, C, D))
+    fpt = np.empty((M, C, D))
+    lay = np.empty(M)
+    lmoe = np.empty(M)
+    hid = np.empty(M)
+    for i, m in enumerate(models):
+        lay[i], lmoe[i], hid[i] = m.n_layers, speed.n_moe_layers(m), m.hidden_size
+        for k, q in enumerate(quants):
+            wb = speed.breakdown(m, q)
+            wdev[i, k] = speed._weights_read(m, wb, b, 0, 0)[0]
+        mm = 2 * speed.matmul_params(m, speed.breakdown(m, quants[0]).n_params_active) if quants else 0
+        cache: dict[float, tuple[float, float]] = {}
+        for l in range(C):  # noqa: E741
+            for dd, d in enumerate(depths[l]):
+                if d not in cache:
+                    att = speed.attn_flops_at(m, d)
+                    cache[d] = (b * speed.kv_read_at(m, d, wl.kv_dtype, wl.engine), mm + att)
+                kvr[i, l, dd], fpt[i, l, dd] = cache[d]
+
+    overhead = (
+        hp["t_fixed"][None, :] + hp["t_layer"][None, :] * lay[:, None] + hp["moe"][None, :] * lmoe[:, None]
+    )
+    comm = np.zeros((M, H))
+    if n > 1:
+        msg = hid * b * speed.ACTIVATION_BYTES
+        comm = lay[:, None] * 2 * (hp["t_ar"][None, :] + 2 * (n - 1) / n * msg[:, None] / hp["link"][None, :])
+    fixed = (overhead + comm)[:, :, None, None]  # [M,H,1,1]
+    bw = (n * hp["bw"])[None, :, None, None]
+    fp8 = np.array([speed.is_fp8(q) for q in quants])
+    steps = np.zeros((M, H, Q, C))
+    if b == 1:  # no compute roof: the mean over depths passes through the linear memory term exactly
+        mean_kv = kvr.mean(axis=2)
+        steps = fixed + (wdev[:, None, :, None] + mean_kv[:, None, None, :]) / bw
+    else:
+        peak = np.where(
+            fp8[None, :],
+            np.where(np.isnan(hp["peak8"]), hp["peak"], hp["peak8"])[:, None],
+            hp["peak"][:, None],
+        )  # [H,Q]
+        for dd in range(D):
+            t_mem = (wdev[:, None, :, None] + kvr[:, None, None, :, dd]) / bw
+            t_comp = b * fpt[:, None, None, :, dd] / (n * peak[None, :, :, None])
+            steps = steps + np.maximum(t_mem, t_comp)
+        steps = fixed + steps / D
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return 1.0 / steps
+
+
+def fit_table(
+    matrix: Matrix, hardware_id: str, n_ctx: int, quant_order: tuple[str, ...] | None = None
+) -> list:
+    """Per model: the first quant (in ``quant_order``, default the matrix order) that fits on the device at
+    n_ctx, with total bytes, usable bytes and decode tok/s; fitting models first by decode speed."""
+    j = [h.id for h in matrix.hardware].index(hardware_id)
+    l = matrix.contexts.index(int(n_ctx))  # noqa: E741
+    names = [q.name for q in matrix.quants]
+    order = [names.index(q) for q in (quant_order or names) if q in names]
+    rows = []
+    for i, m in enumerate(matrix.models):
+        best = next(
+            (
+                k
+                for k in order
+                if matrix.applicable[k] and matrix.within_context[i, l] and matrix.fits[i, j, k, l]
+            ),
+            None,
+        )
+        rows.append(matrix.point(i, j, best, l) if best is not None else {"model": m.id, "fits": False})
+    rows.sort(key=lambda r: (not r["fits"], -(r.get("decode_tok_s") or 0.0), r["model"]))
+    return rows

@@ -1,0 +1,254 @@
+"""Memory estimate per device: weights + KV/state + runtime + context overhead vs usable memory.
+
+Placement (llama.cpp, full offload ``-ngl 999``):
+* discrete devices (gpu / npu): the token embedding stays in host RAM (llama.cpp keeps the input layer on the
+  CPU); a tied embedding is duplicated on the device as the output head; the output buffer and the host-side
+  compute buffer are host RAM;
+* unified / cpu: one memory pool, so everything counts on the device.
+
+Multi-device (``workload.n_devices`` = N):
+* ``tp`` (llama.cpp row split / vLLM tensor parallel): matrices split N ways, 1-D tensors (norms, biases)
+  replicated; KV split over min(N, n_kv_heads) ways (KV heads are replicated beyond that; the MLA latent is
+  shared by all heads and replicated on every device); recurrent state split N ways; runtime and context
+  overhead on every device;
+* ``pp`` (layer split): device d holds layers [d*L/N, (d+1)*L/N) with their weights, KV and state; the output
+  head and final norm sit on the last device; runtime and context overhead on every device.
+
+Offload: ``workload.offload_bytes`` of weights move to host RAM (spread evenly over the devices), and
+``moe_offload_layers`` = k moves the routed experts of layers 0..k-1 to host RAM (llama.cpp ``--n-cpu-moe
+k``).
+
+Usable memory per device = usable_fraction(kind) x memory (prior in estimator/physics/runtime.py).  Verdict:
+"fits"
+when every device's total <= usable; "fits with offload" when that holds only thanks to a requested offload;
+otherwise "does not fit", with ``min_offload_bytes`` = the weight bytes that would have to leave the devices.
+
+vLLM: each device reserves gpu_memory_utilization x memory; weights, activation peak, CUDA graphs and the
+context overhead come out of it and the KV cache gets the rest.  kv_capacity_tokens = KV budget / KV bytes
+per token at n_ctx (windowed layers counted at their window share); max_concurrency = floor(capacity /
+n_ctx).  It fits when the KV budget holds n_seq sequences of n_ctx tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.physics.kv import kv_cache, layer_token_bytes
+from estimator.physics.runtime import coerce, runtime_buffers, usable_fraction
+from estimator.physics.weights import weight_breakdown
+from estimator.specs import CHUNKED, FULL, SLIDING, HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """One device's share (bytes)."""
+
+    index: int
+    weights_bytes: int
+    kv_bytes: int
+    runtime_bytes: int
+    overhead_bytes: int
+    total_bytes: int
+    usable_bytes: int
+    headroom_bytes: int
+    utilization: float
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Memory of one configuration; totals are sums over devices (bytes).  host_bytes: host RAM needed for
+    what stays off the devices (token embedding, output buffer, offloaded weights)."""
+
+    weights_bytes: int
+    kv_bytes: int
+    runtime_bytes: int
+    overhead_bytes: int
+    total_bytes: int
+    per_device: tuple[DeviceMemory, ...]
+    usable_bytes: int
+    headroom_bytes: int
+    utilization: float
+    verdict: str
+    host_bytes: int
+    kv_capacity_tokens: int | None
+    max_concurrency: int | None
+    min_offload_bytes: int
+    engine: str
+    coefficients: str
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class KVSavings:
+    """KV bytes at f16 and at each cheaper dtype, with the saving (bytes) vs f16."""
+
+    n_ctx: int
+    engine: str
+    f16_bytes: int
+    bytes_by_dtype: dict[str, int]
+    saving_bytes: dict[str, int]
+
+
+def _norm_bytes(model: ModelSpec, quant) -> int:
+    wb = weight_breakdown(model, quant)
+    return wb.by_class_bytes.get("norm", 0) + wb.by_class_bytes.get("bias", 0)
+
+
+def estimate_memory(
+    model: ModelSpec, quant: QuantSpec | str | None, hardware: HardwareSpec, workload: Workload, coeffs=None
+) -> MemoryEstimate:
+    """Per-device memory breakdown, usable memory, headroom and verdict (module docstring has the rules)."""
+    wl = workload
+    n = int(wl.n_devices)
+    if n < 1:
+        raise SpecError(f"number of devices must be >= 1 (got {n})")
+    if wl.split not in ("tp", "pp"):
+        raise SpecError(f"unknown split {wl.split!r}; one of tp, pp")
+    if not hardware.memory_bytes:
+        raise SpecError(f"hardware {hardware.id!r} has no memory size in the catalog")
+    c = coerce(coeffs, wl.engine)
+    wb = weight_breakdown(model, quant)
+    kv = kv_cache(
+        model, wl.n_ctx, wl.kv_dtype, wl.n_seq, wl.engine, n_ubatch=wl.n_ubatch, flash_attn=wl.flash_attn
+    )
+    rt = runtime_buffers(model, quant if not isinstance(quant, str) else None, hardware, wl, c)
+    discrete = hardware.kind in ("gpu", "npu")
+    notes: list[str] = []
+
+    # weights on devices vs host
+    host = 0
+    dev_weights_total = wb.total_bytes
+    embd_on_host = wl.engine == "llama.cpp" and discrete
+    if embd_on_host:
+        host += wb.token_embd_bytes
+        dev_weights_total -= wb.token_embd_bytes
+        if model.tie_embeddings:
+            dev_weights_total += wb.token_embd_bytes  # duplicated as the output head
+    moe_off = 0
+    if wl.moe_offload_layers:
+        moe_off = sum(wb.per_layer_routed_bytes[: int(wl.moe_offload_layers)])
+    off = int(wl.offload_bytes) + moe_off
+    if off > dev_weights_total:
+        raise SpecError(f"offload of {off} bytes exceeds the {dev_weights_total} weight bytes on the devices")
+    host += off
+
+    # per-device split
+    per_w: list[float] = []
+    per_kv: list[float] = []
+    if n == 1:
+        per_w, per_kv = [dev_weights_total - off], [kv.total_bytes]
+    elif wl.split == "tp":
+        rep = _norm_bytes(model, quant)
+        per_w = [(dev_weights_total - rep - off) / n + rep] * n
+        attn_kv = kv.total_bytes - kv.state_bytes
+        ways = 1 if model.mla is not None else min(n, max(1, model.n_kv_heads))
+        per_kv = [attn_kv / ways + kv.state_bytes / n] * n
+    else:
+        bounds = [(d * model.n_layers // n, (d + 1) * model.n_layers // n) for d in range(n)]
+        layer_w = wb.per_layer_bytes
+        head = dev_weights_total - sum(layer_w)  # output head, final norm (+ embedding when on the device)
+        kinds = model.layer_types
+        for d, (lo, hi) in enumerate(bounds):
+            w = sum(layer_w[lo:hi]) + (head if d == n - 1 else 0)
+            w -= sum(wb.per_layer_routed_bytes[max(lo, 0) : min(hi, int(wl.moe_offload_layers))])
+            per_w.append(w - int(wl.offload_bytes) / n)
+            share = 0.0
+            for kind, b in kv.by_kind_bytes.items():
+                tot = kinds.count(kind)
+                share += b * (kinds[lo:hi].count(kind) / tot if tot else 0)
+            per_kv.append(share)
+
+    runtime_dev = rt.compute_bytes + (0 if discrete else rt.output_bytes + rt.host_compute_bytes)
+    if discrete:
+        host += rt.output_bytes + rt.host_compute_bytes
+    overhead = rt.context_overhead_bytes
+    mem = int(hardware.memory_bytes)
+    kv_cap = max_conc = None
+    if wl.engine == "vllm":
+        usable_dev = int(wl.gpu_memory_utilization * mem * min(1.0, usable_fraction(hardware, c)))
+        kv_budget = min(usable_dev - (w + runtime_dev + overhead) for w in per_w)
+        per_tok = _vllm_tokens_divisor(model, wl, n)
+        kv_cap = max(0, int(kv_budget // per_tok)) if per_tok else None
+        max_conc = int(kv_cap // wl.n_ctx) if kv_cap is not None else None
+    else:
+        usable_dev = int(usable_fraction(hardware, c) * mem)
+    devices = []
+    for d in range(n):
+        tot = int(per_w[d]) + int(per_kv[d]) + runtime_dev + overhead
+        devices.append(
+            DeviceMemory(
+                d,
+                int(per_w[d]),
+                int(per_kv[d]),
+                runtime_dev,
+                overhead,
+                tot,
+                usable_dev,
+                usable_dev - tot,
+                tot / usable_dev if usable_dev else float("inf"),
+            )
+        )
+    total = sum(x.total_bytes for x in devices)
+    usable = usable_dev * n
+    fits = all(x.total_bytes <= x.usable_bytes for x in devices)
+    overflow = sum(max(0, x.total_bytes - x.usable_bytes) for x in devices)
+    if fits:
+        verdict = "fits with offload" if off else "fits"
+        min_off = 0
+    else:
+        verdict = "does not fit"
+        min_off = overflow if overflow <= sum(x.weights_bytes for x in devices) else -1
+        if min_off < 0:
+            notes.append("even with every weight in host RAM the KV cache and buffers do not fit")
+    if rt.coefficients == "prior":
+        notes.append(
+            "runtime buffers and context overhead from the uncalibrated prior (estimator/physics/runtime.py)"
+        )
+    return MemoryEstimate(
+        weights_bytes=sum(x.weights_bytes for x in devices),
+        kv_bytes=sum(x.kv_bytes for x in devices),
+        runtime_bytes=runtime_dev * n,
+        overhead_bytes=overhead * n,
+        total_bytes=total,
+        per_device=tuple(devices),
+        usable_bytes=usable,
+        headroom_bytes=usable - total,
+        utilization=total / usable if usable else float("inf"),
+        verdict=verdict,
+        host_bytes=host,
+        kv_capacity_tokens=kv_cap,
+        max_concurrency=max_conc,
+        min_offload_bytes=max(0, min_off),
+        engine=wl.engine,
+        coefficients=rt.coefficients,
+        notes=tuple(notes),
+    )
+
+
+def _vllm_tokens_divisor(model: ModelSpec, wl: Workload, n: int) -> float:
+    """KV bytes per token of one sequence on one device at n_ctx (windowed layers at window/n_ctx share)."""
+    per = layer_token_bytes(model, wl.kv_dtype, "vllm")
+    share = min(1.0, (model.window or wl.n_ctx) / wl.n_ctx)
+    b = per[FULL] + (per[SLIDING] + per[CHUNKED]) * share
+    if n > 1 and wl.split == "tp":
+        b /= 1 if model.mla is not None else min(n, max(1, model.n_kv_heads))
+    elif n > 1:
+        b /= n
+    return b
+
+
+def kv_savings(
+    model: ModelSpec,
+    n_ctx: int,
+    engine: str = "llama.cpp",
+    n_seq: int = 1,
+    dtypes: tuple[str, ...] | None = None,
+) -> KVSavings:
+    """KV cache at f16 vs the cheaper dtypes the engine offers (llama.cpp q8_0 / q4_0, vLLM fp8)."""
+    dtypes = dtypes or (("q8_0", "q4_0") if engine == "llama.cpp" else ("fp8",))
+    f16 = kv_cache(model, n_ctx, "f16", n_seq, engine).total_bytes
+    by = {dt: kv_cache(model, n_ctx, dt, n_seq, engine, flash_attn=True).total_bytes for dt in dtypes}
+    return KVSavings(n_ctx, engine, f16, by, {dt: f16 - b for dt, b in by.items()})
+
+
+__all__ = ["DeviceMemory", "KVSavings", "MemoryEstimate", "estimate_memory", "kv_savings"]

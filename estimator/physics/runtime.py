@@ -1,0 +1,175 @@
+"""Engine runtime buffers and device context overhead (bytes), with a few free coefficients.
+
+The default coefficients below are an UNCALIBRATED PRIOR (engineering estimates, not fits); calibration
+replaces them from measured buffers through ``results/coefficients.json`` -> ``"memory"`` -> engine (a flat
+dict of floats, the fields of ``MemoryCoefficients``).
+
+llama.cpp (per device holding layers; u = min(n_ubatch, n_ctx * n_seq) tokens per micro-batch):
+
+    logits  = logits_factor * 4 * n_vocab * u              (F32 logits of a micro-batch)
+    layer   = 4 * u * (act_hidden_factor * hidden + act_ff_factor * ff_max)
+              + (no flash attention) kq_factor * 4 * n_kv_cells * u * n_heads    (F32 KQ scores of one layer)
+    compute = compute_base_bytes + max(logits, layer)      (ggml's graph allocator reuses buffers, so the peak
+                                                            is the larger of the head and one layer)
+    output  = 4 * n_vocab * n_seq                          (llama_context output buffer; host RAM)
+    host_compute = 2 * 4 * u * hidden on discrete devices  (CUDA_Host staging of inputs / embeddings)
+
+ff_max = max(dense ff, n_experts_used * expert_ff + n_shared * shared_ff).  Prior: logits 1, act_hidden 4,
+act_ff 2, kq 1, base 8 MiB, chosen to give ~258 MiB for Llama-3-8B at u = 512 with flash attention (a
+recalled llama.cpp CUDA log figure, not re-measured here; 250.5 MiB of it the logits).
+
+vLLM (per device; T = max_num_batched_tokens, default 8192; tp = tensor-parallel size):
+
+    activation peak = 2 * T * (act_hidden_factor * hidden + act_ff_factor * ff_max / tp)
+                      + logits_factor * 4 * min(T, 256) * n_vocab / tp
+    compute = compute_base_bytes + activation peak + cuda_graph_bytes
+
+Context overhead per device: a CUDA / ROCm context and allocator pools on discrete GPUs (prior 400 MiB; NVIDIA
+contexts take a few hundred MiB), 400 MiB on NPUs, 0 on unified memory and CPUs (their OS reserve is in the
+usable fraction instead).  Usable fraction of device memory (prior): gpu 0.96, npu 0.95, unified 0.75 (macOS
+caps GPU wired memory near 3/4 of RAM on large machines), cpu 0.90 (OS and other processes); for vLLM the
+gpu / npu fraction is 1.0 because gpu_memory_utilization already sets the reservation.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from functools import lru_cache
+from pathlib import Path
+
+from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
+
+MIB = 2**20
+VLLM_MAX_BATCHED_TOKENS = 8192
+_PRIOR_PATH = Path(__file__).resolve().parent.parent / "data" / "memory_prior.json"
+
+
+@dataclass(frozen=True)
+class MemoryCoefficients:
+    """Free coefficients of the runtime-memory model (flat floats; bytes where the name says so)."""
+
+    compute_base_bytes: float = 8 * MIB
+    logits_factor: float = 1.0
+    act_hidden_factor: float = 4.0
+    act_ff_factor: float = 2.0
+    kq_factor: float = 1.0
+    cuda_graph_bytes: float = 0.0
+    context_overhead_gpu_bytes: float = 400 * MIB
+    context_overhead_npu_bytes: float = 400 * MIB
+    context_overhead_unified_bytes: float = 0.0
+    context_overhead_cpu_bytes: float = 0.0
+    usable_fraction_gpu: float = 0.96
+    usable_fraction_npu: float = 0.95
+    usable_fraction_unified: float = 0.75
+    usable_fraction_cpu: float = 0.90
+
+    @classmethod
+    def from_dict(cls, d: dict | None, engine: str = "llama.cpp") -> MemoryCoefficients:
+        """Defaults of ``engine`` overridden by the known float keys of ``d`` (unknown keys are ignored)."""
+        base = asdict(default_coefficients(engine))
+        names = {f.name for f in fields(cls)}
+        for k, v in (d or {}).items():
+            if k in names and isinstance(v, int | float):
+                base[k] = float(v)
+        return cls(**base)
+
+    def to_dict(self) -> dict[str, float]:
+        return {k: float(v) for k, v in asdict(self).items()}
+
+
+@lru_cache(maxsize=1)
+def _prior() -> dict[str, dict[str, float]]:
+    if _PRIOR_PATH.is_file():
+        data = json.loads(_PRIOR_PATH.read_text())
+        return {k: v for k, v in data.get("engines", {}).items() if isinstance(v, dict)}
+    return {}
+
+
+def default_coefficients(engine: str = "llama.cpp") -> MemoryCoefficients:
+    """The documented prior for ``engine`` (estimator/data/memory_prior.json over the dataclass defaults)."""
+    names = {f.name for f in fields(MemoryCoefficients)}
+    over = {k: float(v) for k, v in _prior().get(engine, {}).items() if k in names}
+    return MemoryCoefficients(**over)
+
+
+def default_memory_coefficients(engine: str) -> dict[str, float]:
+    """Flat dict form of the prior (what calibration starts its fit from)."""
+    return default_coefficients(engine).to_dict()
+
+
+DEFAULT_MEMORY_COEFFICIENTS = {e: default_memory_coefficients(e) for e in ("llama.cpp", "vllm")}
+
+
+@lru_cache(maxsize=8)
+def _default_cached(engine: str) -> MemoryCoefficients:
+    return default_coefficients(engine)
+
+
+def coerce(coeffs: MemoryCoefficients | dict | None, engine: str) -> MemoryCoefficients:
+    if isinstance(coeffs, MemoryCoefficients):
+        return coeffs
+    return MemoryCoefficients.from_dict(coeffs, engine)
+
+
+def usable_fraction(hardware: HardwareSpec, coeffs: MemoryCoefficients) -> float:
+    return float(getattr(coeffs, f"usable_fraction_{hardware.kind}", coeffs.usable_fraction_gpu))
+
+
+def context_overhead_bytes(hardware: HardwareSpec, coeffs: MemoryCoefficients) -> int:
+    return int(getattr(coeffs, f"context_overhead_{hardware.kind}_bytes", coeffs.context_overhead_gpu_bytes))
+
+
+@dataclass(frozen=True)
+class RuntimeEstimate:
+    """Per-device runtime memory (bytes).  output_bytes and host_compute_bytes live in host RAM on discrete
+    devices; on unified / CPU devices memory.py counts them on the device."""
+
+    compute_bytes: int
+    output_bytes: int
+    context_overhead_bytes: int
+    host_compute_bytes: int
+    coefficients: str  # "prior" (the values equal the shipped prior) or "custom" (anything else)
+
+
+def _ff_max(m: ModelSpec) -> int:
+    ff = m.intermediate_size
+    if m.moe is not None:
+        ff = max(ff, m.moe.n_experts_used * m.moe.expert_ff + m.moe.n_shared_experts * m.moe.shared_ff)
+    return ff
+
+
+def runtime_buffers(
+    model: ModelSpec,
+    quant: QuantSpec | None,
+    hardware: HardwareSpec,
+    workload: Workload,
+    mem_coeffs: MemoryCoefficients | dict | None = None,
+) -> RuntimeEstimate:
+    """Runtime buffers of one device (formulas in the module docstring).  ``quant`` does not change them in
+    this model (kept for the contract: a future term may depend on dequantization buffers)."""
+    engine = workload.engine
+    c = coerce(mem_coeffs, engine)
+    label = "prior" if c == _default_cached(engine) else "custom"
+    m = model
+    overhead = context_overhead_bytes(hardware, c)
+    discrete = hardware.kind in ("gpu", "npu")
+    if engine == "vllm":
+        tp = max(1, workload.n_devices if workload.split == "tp" else 1)
+        t = VLLM_MAX_BATCHED_TOKENS
+        act = 2 * t * (c.act_hidden_factor * m.hidden_size + c.act_ff_factor * _ff_max(m) / tp)
+        logits = c.logits_factor * 4 * min(t, 256) * m.vocab_size / tp
+        compute = c.compute_base_bytes + act + logits + c.cuda_graph_bytes
+        return RuntimeEstimate(int(compute), 0, overhead, 0, label)
+    u = max(1, min(workload.n_ubatch, workload.n_ctx * workload.n_seq))
+    logits = c.logits_factor * 4 * m.vocab_size * u
+    layer = 4 * u * (c.act_hidden_factor * m.hidden_size + c.act_ff_factor * _ff_max(m))
+    if not workload.flash_attn:
+        from estimator.physics.kv import LLAMA_CPP_PAD, pad
+
+        n_kv = pad(workload.n_ctx * workload.n_seq, LLAMA_CPP_PAD)
+        layer += c.kq_factor * 4 * n_kv * u * m.n_heads
+    compute = c.compute_base_bytes + max(logits, layer)
+    output = 4 * m.vocab_size * workload.n_seq
+    host_compute = 2 * 4 * u * m.hidden_size if discrete else 0
+    return RuntimeEstimate(int(compute), int(output), overhead, int(host_compute), label)

@@ -1,0 +1,503 @@
+"""Weight inventory and bytes per quant.
+
+``tensor_inventory(model)`` lists the text decoder's tensors as llama.cpp names them (one row per tensor:
+name, class, layer, n_elements, row length = ne[0] = input features, group, 3-D).  Shapes per layer kind:
+
+* attention (full / sliding / chunked): q = hidden x (heads*head_dim, x2 with an output gate), k and v =
+  hidden x (kv_heads*head_dim) (v absent on K==V layers; Gemma 4 full layers use global_head_dim /
+  global_n_kv_heads), o = (heads*head_dim) x hidden; MLA: q_a hidden x q_lora, q_b q_lora x heads*(nope+rope)
+  (or q hidden x heads*(nope+rope)), kv_a_mqa hidden x (kv_lora + rope), kv_b split as current GGUFs store
+  it: k_b [nope, kv_lora, heads] and v_b [kv_lora, v, heads] (3-D), o heads*v x hidden; Gemma 2/3/4 add
+  post_attention_norm and post_ffw_norm (hidden, F32) per layer;
+* Gated DeltaNet (linear): in_proj hidden x (2*nk*dk + 2*nv*dv) and hidden x 2*nv, conv (2*nk*dk + nv*dv) x
+  kernel, out nv*dv x hidden; Mamba2: in_proj hidden x (2*d_inner + 2*groups*state + heads), conv
+  (d_inner + 2*groups*state) x kernel, out d_inner x hidden;
+* FFN: gated (gate, up: hidden x ff; down: ff x hidden) or ungated (up, down); MoE: router hidden x n_experts
+  (F32), routed experts n_experts x (gate, up, down) of expert_ff (on the latent width for latent MoE, plus
+  the
+  hidden<->latent projections), shared experts of n_shared*shared_ff;
+* token_embd vocab x hidden, output vocab x hidden unless tied, 1-D norms (and q/k norms, biases).
+
+Nemotron-H layers are either Mamba, attention or FFN (from hybrid_override_pattern), so FFN weights sit on the
+NONE layers only.  MTP layers and vision towers are not counted (as in the reference's computed params).
+
+``weight_breakdown(model, quant)``: bytes = sum over tensors of ``row_bytes(type_for(...), n_elements)``; with
+a GGUF (``model.gguf_tensors``) the exact tensor sizes of the file are summed instead.  Many layers hold
+identical tensors, so the sum runs over groups of equal (class, shape) tensors (``_plan``, cached per model):
+one type and one byte count per group, except for the layer-dependent attn_v / ffn_down rules, typed per
+layer.  The result is the same as summing tensor by tensor (about 0.5 ms per model and quant instead of 3).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import NamedTuple
+
+from estimator.physics.quant import QUANTS, TYPE_SIZES, _llama_type, canonical_type, get_quant, type_for
+from estimator.specs import FULL, LINEAR, MAMBA, NONE, ModelSpec, QuantSpec
+
+
+class Tensor(NamedTuple):
+    """One weight tensor.  group: embd | output | dense | routed | shared | norm.  is_3d: stored as a 3-D
+    tensor (merged routed experts, MLA attn_k_b / attn_v_b): llama.cpp's MXFP4_MOE recipe makes it MXFP4."""
+
+    name: str
+    tclass: str
+    layer: int  # -1 for non-layer tensors
+    n_elements: int
+    row_len: int
+    group: str
+    is_3d: bool = False
+
+
+class WeightBreakdown(NamedTuple):
+    """Weight bytes of one model in one format (bytes; params are element counts).
+
+    active_bytes_per_token = total - token_embd (a decode step reads one embedding row; kept when the
+    embedding
+    is tied, since it is also the output head) - routed_expert_bytes * (1 - n_experts_used / n_experts).
+    """
+
+    quant: str
+    total_bytes: int
+    by_class_bytes: dict[str, int]
+    by_type_bytes: dict[str, int]
+    routed_expert_bytes: int
+    shared_expert_bytes: int
+    dense_bytes: int  # everything except routed experts
+    token_embd_bytes: int
+    output_bytes: int
+    n_params_total: int
+    n_params_active: int
+    active_bytes_per_token: int
+    per_layer_bytes: tuple[int, ...]  # bytes of each block (routed experts included)
+    per_layer_routed_bytes: tuple[int, ...]
+    exact: bool  # True when summed from a GGUF file's tensors
+
+
+_QK_NORM_ARCHS = ("qwen3", "gemma3", "gemma4", "llama4", "hunyuan", "olmo2", "minimax_m2", "qwen3_5")
+# Gemma 2/3/4 also normalise after attention and after the FFN (post_attention_norm, post_ffw_norm, F32).
+_SANDWICH_NORM_ARCHS = ("gemma2", "gemma3", "gemma4")
+
+
+def _attn(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
+    h, b = m.hidden_size, f"blk.{i}."
+    out: list[Tensor] = []
+    if m.mla is not None:
+        a = m.mla
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        if a.q_lora_rank:
+            out += [
+                Tensor(b + "attn_q_a.weight", "other", i, h * a.q_lora_rank, h, "dense"),
+                Tensor(b + "attn_q_a_norm.weight", "norm", i, a.q_lora_rank, a.q_lora_rank, "norm"),
+                Tensor(
+                    b + "attn_q_b.weight", "other", i, a.q_lora_rank * m.n_heads * qk, a.q_lora_rank, "dense"
+                ),
+            ]
+        else:
+            out.append(Tensor(b + "attn_q.weight", "attn_q", i, h * m.n_heads * qk, h, "dense"))
+        out += [
+            Tensor(
+                b + "attn_kv_a_mqa.weight", "other", i, h * (a.kv_lora_rank + a.qk_rope_head_dim), h, "dense"
+            ),
+            Tensor(b + "attn_kv_a_norm.weight", "norm", i, a.kv_lora_rank, a.kv_lora_rank, "norm"),
+            # kv_b as current llama.cpp GGUFs store it (convert_hf_to_gguf splits it for MLA absorption):
+            # attn_k_b [nope, kv_lora, heads] (rows of qk_nope elements) and attn_v_b [kv_lora, v, heads];
+            # neither is an attn_v-like tensor for the quantizer (category OTHER: default type, then the
+            # row-length fallback, e.g. q4_K -> q5_0 for 128-element rows).
+            Tensor(
+                b + "attn_k_b.weight",
+                "other",
+                i,
+                m.n_heads * a.kv_lora_rank * a.qk_nope_head_dim,
+                a.qk_nope_head_dim,
+                "dense",
+                True,
+            ),
+            Tensor(
+                b + "attn_v_b.weight",
+                "other",
+                i,
+                m.n_heads * a.v_head_dim * a.kv_lora_rank,
+                a.kv_lora_rank,
+                "dense",
+                True,
+            ),
+            Tensor(
+                b + "attn_output.weight",
+                "attn_output",
+                i,
+                m.n_heads * a.v_head_dim * h,
+                m.n_heads * a.v_head_dim,
+                "dense",
+            ),
+        ]
+        return out
+    hd, kvh = m.head_dim, m.n_kv_heads
+    if kind == FULL and m.global_head_dim:
+        hd, kvh = m.global_head_dim, m.global_n_kv_heads or kvh
+    qw = m.n_heads * hd * (2 if m.attn_output_gate else 1)
+    out += [
+        Tensor(b + "attn_q.weight", "attn_q", i, h * qw, h, "dense"),
+        Tensor(b + "attn_k.weight", "attn_k", i, h * kvh * hd, h, "dense"),
+    ]
+    if not (m.k_eq_v and kind == FULL):
+        out.append(Tensor(b + "attn_v.weight", "attn_v", i, h * kvh * hd, h, "dense"))
+    out.append(
+        Tensor(b + "attn_output.weight", "attn_output", i, m.n_heads * hd * h, m.n_heads * hd, "dense")
+    )
+    if m.qkv_bias:
+        out += [
+            Tensor(b + "attn_q.bias", "bias", i, m.n_heads * hd, m.n_heads * hd, "norm"),
+            Tensor(b + "attn_k.bias", "bias", i, kvh * hd, kvh * hd, "norm"),
+            Tensor(b + "attn_v.bias", "bias", i, kvh * hd, kvh * hd, "norm"),
+        ]
+    if m.architecture.startswith(_QK_NORM_ARCHS):
+        out += [
+            Tensor(b + "attn_q_norm.weight", "norm", i, hd, hd, "norm"),
+            Tensor(b + "attn_k_norm.weight", "norm", i, hd, hd, "norm"),
+        ]
+    if m.architecture == "gpt_oss":
+        out.append(Tensor(b + "attn_sinks.weight", "norm", i, m.n_heads, m.n_heads, "norm"))
+    if m.architecture.startswith(_SANDWICH_NORM_ARCHS):
+        out.append(Tensor(b + "post_attention_norm.weight", "norm", i, h, h, "norm"))
+    return out
+
+
+def _mixer_state(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
+    s, h, b = m.state, m.hidden_size, f"blk.{i}."
+    assert s is not None
+    if kind == LINEAR:
+        qkvz = 2 * s.n_key_heads * s.key_head_dim + 2 * s.n_value_heads * s.value_head_dim
+        conv_ch = 2 * s.n_key_heads * s.key_head_dim + s.n_value_heads * s.value_head_dim
+        vd = s.n_value_heads * s.value_head_dim
+        return [
+            Tensor(b + "ssm_in.weight", "other", i, h * qkvz, h, "dense"),
+            Tensor(b + "ssm_ba.weight", "other", i, h * 2 * s.n_value_heads, h, "dense"),
+            Tensor(b + "ssm_conv1d.weight", "ssm_conv1d", i, conv_ch * s.conv_kernel, s.conv_kernel, "norm"),
+            Tensor(b + "ssm_a.weight", "norm", i, 2 * s.n_value_heads, s.n_value_heads, "norm"),
+            Tensor(b + "ssm_norm.weight", "norm", i, s.value_head_dim, s.value_head_dim, "norm"),
+            Tensor(b + "ssm_out.weight", "other", i, vd * h, vd, "dense"),
+        ]
+    d_inner = s.n_value_heads * s.value_head_dim
+    gs = 2 * s.n_key_heads * s.key_head_dim
+    return [
+        Tensor(b + "ssm_in.weight", "other", i, h * (2 * d_inner + gs + s.n_value_heads), h, "dense"),
+        Tensor(
+            b + "ssm_conv1d.weight",
+            "ssm_conv1d",
+            i,
+            (d_inner + gs) * (s.conv_kernel + 1),
+            s.conv_kernel,
+            "norm",
+        ),
+        Tensor(b + "ssm_a.weight", "norm", i, 3 * s.n_value_heads, s.n_value_heads, "norm"),
+        Tensor(b + "ssm_norm.weight", "norm", i, d_inner, d_inner, "norm"),
+        Tensor(b + "ssm_out.weight", "other", i, d_inner * h, d_inner, "dense"),
+    ]
+
+
+def _ffn(m: ModelSpec, i: int, moe_layer: bool) -> list[Tensor]:
+    h, b = m.hidden_size, f"blk.{i}."
+    g = 3 if m.ffn_gated else 2
+    out: list[Tensor] = []
+    if not moe_layer:
+        ff = m.intermediate_size
+        if m.ffn_gated:
+            out.append(Tensor(b + "ffn_gate.weight", "ffn_gate", i, h * ff, h, "dense"))
+        out += [
+            Tensor(b + "ffn_up.weight", "ffn_up", i, h * ff, h, "dense"),
+            Tensor(b + "ffn_down.weight", "ffn_down", i, ff * h, ff, "dense"),
+        ]
+        return out
+    e = m.moe
+    assert e is not None
+    out.append(Tensor(b + "ffn_gate_inp.weight", "ffn_gate_inp", i, h * e.n_experts, h, "dense"))
+    width = e.latent_size or h
+    if e.latent_size:
+        out += [
+            Tensor(b + "ffn_latent_in.weight", "other", i, h * width, h, "dense"),
+            Tensor(b + "ffn_latent_out.weight", "other", i, width * h, width, "dense"),
+        ]
+    ne, ff = e.n_experts, e.expert_ff
+    if m.ffn_gated:
+        out.append(Tensor(b + "ffn_gate_exps.weight", "ffn_gate_exps", i, ne * width * ff, width, "routed"))
+    out += [
+        Tensor(b + "ffn_up_exps.weight", "ffn_up_exps", i, ne * width * ff, width, "routed"),
+        Tensor(b + "ffn_down_exps.weight", "ffn_down_exps", i, ne * ff * width, ff, "routed"),
+    ]
+    if m.architecture == "gpt_oss":
+        out.append(Tensor(b + "ffn_exps.bias", "bias", i, ne * ((g - 1) * ff + width) + ne, 1, "norm"))
+    if e.n_shared_experts and e.shared_ff:
+        sf = e.n_shared_experts * e.shared_ff
+        if m.ffn_gated:
+            out.append(Tensor(b + "ffn_gate_shexp.weight", "ffn_gate_shexp", i, h * sf, h, "shared"))
+        out += [
+            Tensor(b + "ffn_up_shexp.weight", "ffn_up_shexp", i, h * sf, h, "shared"),
+            Tensor(b + "ffn_down_shexp.weight", "ffn_down_shexp", i, sf * h, sf, "shared"),
+        ]
+    return out
+
+
+@lru_cache(maxsize=1024)
+def tensor_inventory(model: ModelSpec) -> tuple[Tensor, ...]:
+    """Every tensor of the text decoder (see module docstring for the shapes)."""
+    m, h = model, model.hidden_size
+    out = [Tensor("token_embd.weight", "token_embd", -1, m.vocab_size * h, h, "embd")]
+    dense = set(m.moe.dense_layers) if m.moe else set()
+    nemotron = m.architecture == "nemotron_h"
+    for i, kind in enumerate(m.layer_types):
+        out.append(Tensor(f"blk.{i}.attn_norm.weight", "norm", i, h, h, "norm"))
+        if kind in (LINEAR, MAMBA):
+            out += _mixer_state(m, i, kind)
+        elif kind != NONE:
+            out += _attn(m, i, kind)
+        if nemotron:
+            if kind == NONE:
+                out += _ffn(m, i, m.moe is not None and i not in dense)
+            continue
+        out.append(Tensor(f"blk.{i}.ffn_norm.weight", "norm", i, h, h, "norm"))
+        out += _ffn(m, i, m.moe is not None and i not in dense)
+        if m.architecture.startswith(_SANDWICH_NORM_ARCHS):
+            out.append(Tensor(f"blk.{i}.post_ffw_norm.weight", "norm", i, h, h, "norm"))
+    out.append(Tensor("output_norm.weight", "norm", -1, h, h, "norm"))
+    if not m.tie_embeddings:
+        out.append(Tensor("output.weight", "output", -1, m.vocab_size * h, h, "output"))
+    return tuple(out)
+
+
+_BLK = re.compile(r"^blk\.(\d+)\.")
+
+
+def classify_gguf_tensor(name: str) -> tuple[str, int, str]:
+    """(tensor class, layer or -1, group) of a GGUF tensor name."""
+    mt = _BLK.match(name)
+    layer = int(mt.group(1)) if mt else -1
+    base = name[mt.end() :] if mt else name
+    stem = base.rsplit(".", 1)[0]
+    if name.startswith("token_embd"):
+        return "token_embd", layer, "embd"
+    if name.startswith("output.") or name == "output.weight":
+        return "output", layer, "output"
+    if not name.endswith(".weight") or stem.endswith("_norm") or "norm" in stem:
+        return "norm", layer, "norm"
+    if "_exps" in stem:
+        return stem, layer, "routed"
+    if "_shexp" in stem:
+        return stem, layer, "shared"
+    return stem, layer, "dense"
+
+
+def _sum(items, n_layers: int, moe_frac: float, tied: bool, quant: str, exact: bool) -> WeightBreakdown:
+    by_class: dict[str, int] = {}
+    by_type: dict[str, int] = {}
+    per_layer = [0] * n_layers
+    per_layer_routed = [0] * n_layers
+    total = routed = shared = embd = outb = 0
+    n_total = n_routed = 0
+    for tclass, layer, group, ttype, n_el, nb in items:
+        total += nb
+        by_class[tclass] = by_class.get(tclass, 0) + nb
+        by_type[ttype] = by_type.get(ttype, 0) + nb
+        n_total += n_el
+        if 0 <= layer < n_layers:
+            per_layer[layer] += nb
+        if group == "routed":
+            routed += nb
+            n_routed += n_el
+            if 0 <= layer < n_layers:
+                per_layer_routed[layer] += nb
+        elif group == "shared":
+            shared += nb
+        elif group == "embd":
+            embd += nb
+        elif group == "output":
+            outb += nb
+    return _assemble(
+        quant, total, by_class, by_type, routed, shared, embd, outb, n_total, n_routed, moe_frac, tied,
+        per_layer, per_layer_routed, exact,
+    )  # fmt: skip
+
+
+def _assemble(
+    quant: str, total: int, by_class: dict[str, int], by_type: dict[str, int], routed: int, shared: int,
+    embd: int, outb: int, n_total: int, n_routed: int, moe_frac: float, tied: bool,
+    per_layer: list[int], per_layer_routed: list[int], exact: bool,
+) -> WeightBreakdown:  # fmt: skip
+    """The breakdown from summed bytes.  Active per token (MoE): routed experts count moe_frac of their
+    bytes / parameters (n_experts_used / n_experts); the token embedding is a lookup, not read whole, unless
+    it is tied (then it is also the output head, read every token)."""
+    return WeightBreakdown(
+        quant=quant,
+        total_bytes=total,
+        by_class_bytes=by_class,
+        by_type_bytes=by_type,
+        routed_expert_bytes=routed,
+        shared_expert_bytes=shared,
+        dense_bytes=total - routed,
+        token_embd_bytes=embd,
+        output_bytes=outb,
+        n_params_total=n_total,
+        n_params_active=n_total - round(n_routed * (1.0 - moe_frac)),
+        active_bytes_per_token=total - (0 if tied else embd) - round(routed * (1.0 - moe_frac)),
+        per_layer_bytes=tuple(per_layer),
+        per_layer_routed_bytes=tuple(per_layer_routed),
+        exact=exact,
+    )
+
+
+def _moe_frac(m: ModelSpec) -> float:
+    return m.moe.n_experts_used / m.moe.n_experts if m.moe else 1.0
+
+
+@lru_cache(maxsize=4096)
+def _breakdown_catalog_quant(model: ModelSpec, qname: str) -> WeightBreakdown:
+    return _breakdown(model, QUANTS[qname])
+
+
+# Tensor classes whose storage type depends on the layer (llama.cpp's attn_v counter, ffn_down layer
+# rules); every other class gets one type per (quant, class, shape) whatever its layer.
+_LAYER_TYPED = frozenset({"attn_v", "ffn_down", "ffn_down_exps", "ffn_down_shexp"})
+
+
+class _Plan(NamedTuple):
+    """A model's tensors grouped by (class, group, n_elements, row length, 3-D expert): the layers of each
+    group (with the attn_v file-order index), so a quant's bytes are computed once per group, not per tensor.
+    Quant-independent sums (parameter counts) are precomputed."""
+
+    groups: tuple[tuple[str, str, int, int, bool, tuple[tuple[int, int], ...]], ...]
+    n_wv: int
+    n_gqa: int
+    n_expert: int
+    is_70b: bool
+    n_params_total: int
+    n_params_routed: int
+
+
+@lru_cache(maxsize=1024)
+def _plan(model: ModelSpec) -> _Plan:
+    m = model
+    inv = tensor_inventory(m)
+    groups: dict[tuple, list[tuple[int, int]]] = {}
+    wv = 0
+    n_total = n_routed = 0
+    for t in inv:
+        idx = -1
+        if t.tclass == "attn_v":
+            idx, wv = wv, wv + 1
+        key = (t.tclass, t.group, t.n_elements, t.row_len, t.is_3d or t.group == "routed")
+        groups.setdefault(key, []).append((t.layer, idx))
+        n_total += t.n_elements
+        if t.group == "routed":
+            n_routed += t.n_elements
+    return _Plan(
+        groups=tuple((*k, tuple(v)) for k, v in groups.items()),
+        n_wv=wv,
+        n_gqa=max(1, m.n_heads // max(1, m.n_kv_heads)),
+        n_expert=m.moe.n_experts if m.moe else 0,
+        is_70b=m.architecture in ("llama", "qwen2") and m.n_layers == 80,
+        n_params_total=n_total,
+        n_params_routed=n_routed,
+    )
+
+
+def _nbytes(t: str, n_el: int) -> int:
+    """row_bytes for a canonical type name (what the recipes return): ceil(n / block) x block bytes."""
+    be, bb = TYPE_SIZES[t]
+    return -(-n_el // be) * bb
+
+
+def _breakdown(model: ModelSpec, q: QuantSpec) -> WeightBreakdown:
+    """Sum of ``row_bytes(type_for(...), n_elements)`` over the inventory, one type per tensor group (a
+    layer-typed class is typed per layer).  Equal to summing tensor by tensor."""
+    m, p = model, _plan(model)
+    n_layers, tied = m.n_layers, m.tie_embeddings
+    by_class: dict[str, int] = {}
+    by_type: dict[str, int] = {}
+    per_layer = [0] * n_layers
+    per_layer_routed = [0] * n_layers
+    total = routed = shared = embd = outb = 0
+    if QUANTS.get(q.name) is q:  # catalog recipe: straight to the memoised llama.cpp rule
+
+        def typ(tclass: str, layer: int, n: int, row_len: int, x3d: bool, wv: int) -> str:
+            return _llama_type(
+                q.name, tclass, layer, n, p.n_gqa, p.n_expert, p.is_70b, tied, row_len, x3d, wv
+            )
+
+    else:
+
+        def typ(tclass: str, layer: int, n: int, row_len: int, x3d: bool, wv: int) -> str:
+            return type_for(q, tclass, layer, n, row_len=row_len, is_expert3d=x3d, wv_index=wv)
+
+    for tclass, group, n_el, row_len, x3d, layers in p.groups:
+        is_routed = group == "routed"
+        if tclass in _LAYER_TYPED:
+            g_bytes = 0
+            for layer, wv in layers:
+                if tclass == "attn_v":
+                    t = typ(tclass, layer, p.n_wv, row_len, x3d, wv)
+                else:
+                    t = typ(tclass, max(layer, 0), n_layers, row_len, x3d, max(layer, 0))
+                nb = _nbytes(t, n_el)
+                g_bytes += nb
+                by_type[t] = by_type.get(t, 0) + nb
+                if 0 <= layer < n_layers:
+                    per_layer[layer] += nb
+                    if is_routed:
+                        per_layer_routed[layer] += nb
+        else:
+            t = typ(tclass, 0, n_layers, row_len, x3d, 0)
+            nb = _nbytes(t, n_el)
+            g_bytes = nb * len(layers)
+            by_type[t] = by_type.get(t, 0) + g_bytes
+            for layer, _ in layers:
+                if 0 <= layer < n_layers:
+                    per_layer[layer] += nb
+                    if is_routed:
+                        per_layer_routed[layer] += nb
+        total += g_bytes
+        by_class[tclass] = by_class.get(tclass, 0) + g_bytes
+        if is_routed:
+            routed += g_bytes
+        elif group == "shared":
+            shared += g_bytes
+        elif group == "embd":
+            embd += g_bytes
+        elif group == "output":
+            outb += g_bytes
+    return _assemble(
+        q.name, total, by_class, by_type, routed, shared, embd, outb, p.n_params_total, p.n_params_routed,
+        _moe_frac(m), tied, per_layer, per_layer_routed, False,
+    )  # fmt: skip
+
+
+@lru_cache(maxsize=256)
+def _breakdown_gguf(model: ModelSpec) -> WeightBreakdown:
+    items = []
+    for name, ttype, n_el, nb in model.gguf_tensors or ():
+        tclass, layer, group = classify_gguf_tensor(name)
+        items.append((tclass, layer, group, canonical_type(ttype), n_el, nb))
+    return _sum(items, model.n_layers, _moe_frac(model), model.tie_embeddings, "gguf", exact=True)
+
+
+def weight_breakdown(model: ModelSpec, quant: QuantSpec | str | None = None) -> WeightBreakdown:
+    """Weight bytes of ``model`` in ``quant``.
+
+    Exact file tensor sums when ``model.gguf_tensors`` is set and quant is None or "gguf".
+    """
+    if model.gguf_tensors is not None and (
+        quant is None or (isinstance(quant, str) and quant.lower() == "gguf")
+    ):
+        return _breakdown_gguf(model)
+    if quant is None:
+        raise ValueError("quant is required for a model without GGUF tensors")
+    q = get_quant(quant) if isinstance(quant, str) else quant
+    if QUANTS.get(q.name) is q:
+        return _breakdown_catalog_quant(model, q.name)
+    return _breakdown(model, q)
+
+
+def expert_bytes_per_layer(model: ModelSpec, quant: QuantSpec | str | None = None) -> tuple[int, ...]:
+    """Routed-expert bytes of each layer (what llama.cpp --n-cpu-moe moves to host RAM, from layer 0)."""
+    return weight_breakdown(model, quant).per_layer_routed_bytes

@@ -1,0 +1,2 @@
+"""Presentation kit: number formats, text and Markdown blocks, HTML helpers, SVG charts, i18n, style.
+"""
