@@ -180,13 +180,15 @@ class Workload:
     n_batch: int = 2048
     n_ubatch: int = 512
     flash_attn: bool = True
-    engine: str = "llama.cpp"  # llama.cpp | vllm
+    engine: str = "llama.cpp"  # a name of estimator.engines.ENGINES
     n_devices: int = 1
-    # tp (tensor parallel / llama.cpp row split) | pp (pipeline / layer split); CLIs use default_split(engine)
+    # tp (tensor parallel / llama.cpp row split) | pp (pipeline / layer split); callers take the engine
+    # profile's default_split when the user does not choose
     split: str = "tp"
     offload_bytes: int = 0
     moe_offload_layers: int = 0
-    gpu_memory_utilization: float = 0.92  # vLLM only
+    # fraction of device memory an engine that reserves memory up front takes (vLLM --gpu-memory-utilization)
+    gpu_memory_utilization: float = 0.92
     concurrency: int = 1
 
 
@@ -203,10 +205,6 @@ class QuantSpec:
     default_type: str
     types: dict[str, str] = field(default_factory=dict)
     description: str = ""
-    engines: tuple[str, ...] = ("llama.cpp",)
-
-
-def default_split(engine: str) -> str:
-    """The multi-device split an engine uses when not told otherwise: llama.cpp splits by layer
-    (``--split-mode layer``, llama-bench's default too) -> "pp"; vLLM uses tensor parallelism -> "tp"."""
-    return "pp" if engine == "llama.cpp" else "tp"
+    # weight containers the format exists in: "gguf" (llama.cpp) and / or "safetensors" (HF checkpoints that
+    # vLLM / SGLang load); an engine profile runs the formats of its container
+    containers: tuple[str, ...] = ("gguf",)

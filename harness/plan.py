@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from itertools import product
 from pathlib import Path
 
+from estimator.engines import engines_for, get_engine
 from estimator.specs import ModelSpec, QuantSpec, SpecError
 from runners.base import REGISTRY, PointSpec
 
@@ -84,10 +85,6 @@ class Catalog:
     resolve_model: Callable[[str], ModelSpec]
     get_quant: Callable[[str], QuantSpec]
     engines: tuple[str, ...] = tuple(REGISTRY)
-
-
-# KV cache dtypes the vLLM runner accepts (f16/bf16 = the model dtype, fp8 = --kv-cache-dtype fp8).
-VLLM_KV_DTYPES = ("f16", "bf16", "fp8", "auto")
 
 
 def default_catalog() -> Catalog:
@@ -191,8 +188,9 @@ def _resolve_model_ref(ref: str, plan_dir: Path, catalog: Catalog, where: str) -
 
 
 def _check_buildable(engine: str, model: ModelSpec, where: str) -> None:
-    """The synthetic-model builder must know the architecture (GGUF writer for llama.cpp)."""
-    if engine != "llama.cpp":
+    """The synthetic-model builder must know the architecture (a GGUF writer for an engine that loads
+    GGUF)."""
+    if get_engine(engine).container != "gguf":
         return
     try:
         from harness.synth import gguf_arch
@@ -272,17 +270,21 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
     for engine, (ref, model, n_layers), q in product(engines, models, quants):
         _check_buildable(engine, model, f"{w}.models {ref!r}")
         qspec = quant_specs[q]
-        if qspec.engines and engine not in qspec.engines:
+        profile = get_engine(engine)
+        if not profile.runs(qspec):
             raise PlanError(
-                f"{w}.quants {q!r}: not available for engine {engine} (engines: {', '.join(qspec.engines)})"
+                f"{w}.quants {q!r}: not available for engine {engine} "
+                f"(engines: {', '.join(engines_for(qspec))})"
             )
-        if engine == "vllm":
-            for i, k in enumerate(kv_dtypes):
-                if k not in VLLM_KV_DTYPES:
-                    known = ", ".join(VLLM_KV_DTYPES)
-                    raise PlanError(f"{w}.kv_dtypes[{i}] {k!r}: vLLM has no {k} KV cache (one of {known})")
-        # vLLM picks its own attention backend: a flash_attn axis would only measure the same point twice
-        engine_fas = [False] if engine == "vllm" else fas
+        for i, k in enumerate(kv_dtypes):
+            if not profile.accepts_kv(k):
+                known = ", ".join(profile.kv_flags)
+                raise PlanError(
+                    f"{w}.kv_dtypes[{i}] {k!r}: {profile.label} has no {k} KV cache (one of {known})"
+                )
+        # an engine that picks its own attention backend (vLLM): a flash_attn axis would only measure the same
+        # point twice
+        engine_fas = fas if profile.flash_attn_option else [False]
         for ctx, kv, fa, th in product(lists["contexts"], kv_dtypes, engine_fas, threads):
             spec = PointSpec(
                 model_path="",

@@ -1,9 +1,18 @@
-"""Launch commands carry the flags of the chosen configuration."""
+"""Launch commands (each engine profile's ``launch``) carry the flags of the chosen configuration."""
 
 import re
 
-from estimator.engines.launch import gpu_layers, launch_commands, n_cpu_moe_override
+from estimator.engines import get_engine
+from estimator.engines.base import gpu_layers
+from estimator.engines.llama_cpp import n_cpu_moe_override
+from estimator.physics.quant import get_quant
 from estimator.specs import FULL, GIB, ModelSpec, MoESpec, Workload
+
+
+def launch_commands(model, quant, workload, weights_bytes):
+    """(llama.cpp, vLLM) commands for one configuration."""
+    q = get_quant(quant)
+    return tuple(get_engine(e).launch(model, q, workload, weights_bytes) for e in ("llama.cpp", "vllm"))
 
 GLM = ModelSpec(
     id="glm-4.5",
@@ -87,3 +96,14 @@ def test_ot_regex_matches_exactly_first_n_layers():
     rx = re.compile(n_cpu_moe_override(3).split("=")[0])
     assert rx.search("blk.2.ffn_up_exps.weight") and not rx.search("blk.3.ffn_up_exps.weight")
     assert not rx.search("blk.1.ffn_up_shexp.weight")
+
+
+def test_vllm_kv_flags_agree_with_the_runner():
+    """runners/vllm.py keeps its own KV dtype map (runners import nothing of ours): it must agree with the
+    vLLM profile's, so a measured point and the estimator's launch command use the same --kv-cache-dtype."""
+    from estimator.engines.vllm import KV_FLAGS
+    from runners.vllm import KV_DTYPES
+
+    shared = set(KV_FLAGS) & set(KV_DTYPES)
+    assert {"f16", "bf16", "fp8"} <= shared
+    assert {k: KV_FLAGS[k] for k in shared} == {k: KV_DTYPES[k] for k in shared}

@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from estimator.engines import ENGINES, get_engine
 from estimator.specs import GIB, SpecError
 
 FORMATS = ("text", "json", "markdown", "html")
@@ -58,7 +59,7 @@ def _add_hardware_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_workload_args(p: argparse.ArgumentParser, ctx_default: int = 8192) -> None:
-    p.add_argument("--engine", choices=("llama.cpp", "vllm"), default="llama.cpp")
+    p.add_argument("--engine", choices=ENGINES, default="llama.cpp")
     p.add_argument("--kv-dtype", default="f16", help="f16 | bf16 | f32 | q8_0 | q4_0 | fp8")
     p.add_argument("--ctx", type=_positive_int, default=ctx_default, help="context tokens per sequence")
     p.add_argument("--devices", type=_positive_int, default=1)
@@ -156,14 +157,14 @@ def _table(path: str | None):
 
 
 def _workload(args, **extra):
-    from estimator.specs import Workload, default_split
+    from estimator.specs import Workload
 
     return Workload(
         n_ctx=args.ctx,
         kv_dtype=args.kv_dtype.lower(),
         engine=args.engine,
         n_devices=args.devices,
-        split=args.split or default_split(args.engine),
+        split=args.split or get_engine(args.engine).default_split,
         gpu_memory_utilization=args.gpu_memory_utilization,
         **extra,
     )
@@ -176,10 +177,6 @@ def _write(text: str, output: str | None) -> None:
         sys.stdout.write(text)
 
 
-# KV dtypes a vLLM report accepts (--kv-cache-dtype auto covers f16/bf16; fp8 is vLLM's 8-bit cache).
-VLLM_KV_DTYPES = ("f16", "bf16", "fp8")
-
-
 def cmd_report(args) -> int:
     from estimator.catalog.resolve import resolve_model
     from estimator.physics.cost import load_cloud_rates
@@ -189,24 +186,17 @@ def cmd_report(args) -> int:
 
     if args.offload_gib < 0:
         raise SpecError(f"--offload-gib must be >= 0, got {args.offload_gib}")
-    if args.engine == "vllm":
-        # options that only llama.cpp has: refuse rather than size a configuration `vllm serve` cannot run
-        if args.n_cpu_moe:
-            raise SpecError("--n-cpu-moe is a llama.cpp option; for vLLM: --offload-gib (--cpu-offload-gb)")
-        if args.kv_dtype.lower() not in VLLM_KV_DTYPES:
-            raise SpecError(
-                f"vLLM has no {args.kv_dtype} KV cache; use one of {', '.join(VLLM_KV_DTYPES)} "
-                "(f16/bf16 = --kv-cache-dtype auto)"
-            )
-    model = resolve_model(args.model)
-    hw = _hardware(args)
-    quant = get_quant(args.quant or ("Q4_K_M" if args.engine == "llama.cpp" else "BF16"))
+    profile = get_engine(args.engine)
     wl = _workload(
         args,
         concurrency=args.concurrency,
         offload_bytes=int(round(args.offload_gib * GIB)),
         moe_offload_layers=args.n_cpu_moe,
     )
+    profile.check(wl)  # refuse what the engine cannot run rather than size it
+    model = resolve_model(args.model)
+    hw = _hardware(args)
+    quant = get_quant(args.quant or profile.default_quant)
     from estimator.catalog.data import all_hardware
 
     opts = ReportOptions(

@@ -12,12 +12,12 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from estimator.engines import ENGINES
 from estimator.render.html import css
 from estimator.render.i18n import LANGS, t
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 KV_DTYPES = ("f16", "bf16", "q8_0", "q4_0", "fp8")
-ENGINES = ("llama.cpp", "vllm")
 LANG_NAMES = {"en": "English", "es": "Español"}
 
 

@@ -33,9 +33,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from estimator.engines import ENGINES, engines_for, get_engine
 from estimator.physics import speed
 from estimator.physics.coefficients import CoefficientTable, load_coefficients
-from estimator.specs import HardwareSpec, QuantSpec, SpecError, Workload, default_split
+from estimator.specs import HardwareSpec, QuantSpec, SpecError, Workload
 
 OUTPUT_COLUMNS = (
     "weights_bytes",
@@ -55,7 +56,6 @@ OUTPUT_COLUMNS = (
     "error",
 )
 REQUIRED_COLUMNS = ("model", "hardware", "n_prompt", "n_gen")
-ENGINES = ("llama.cpp", "vllm")
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 _FALSE = {"0", "false", "no", "off", "n", "f"}
 
@@ -161,7 +161,8 @@ def row_workload(row: dict) -> Workload:
         raise SpecError("n_prompt and n_gen are both 0: nothing to predict")
     n_ctx = _int(row, "n_ctx", n_prompt + n_gen + n_depth, minimum=1)
     engine = _text(row, "engine", "llama.cpp").lower()
-    split = (_text(row, "split", "") or default_split(engine)).lower()
+    default = get_engine(engine).default_split if engine in ENGINES else "tp"  # unknown: predict_one says so
+    split = (_text(row, "split", "") or default).lower()
     if split not in ("tp", "pp"):
         raise SpecError(f"column 'split': {split!r} is not tp or pp")
     base = Workload()
@@ -204,8 +205,8 @@ def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None =
         quant = get_quant(qtext)
     if wl.engine not in ENGINES:
         raise SpecError(f"unknown engine {wl.engine!r}; one of {', '.join(ENGINES)}")
-    if wl.engine not in quant.engines:
-        engines = ", ".join(quant.engines)
+    if not get_engine(wl.engine).runs(quant):
+        engines = ", ".join(engines_for(quant))
         raise SpecError(f"quant {quant.name} is not available on {wl.engine} (engines: {engines})")
     # a GGUF model is one quant: its exact tensor bytes are used (weight_breakdown with quant None)
     mem_quant = None if model.gguf_tensors is not None else quant

@@ -28,12 +28,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from estimator.engines import ENGINES
 from estimator.render import i18n
 from estimator.specs import SpecError
 
 LOG = logging.getLogger("estimator.app.serve")
 
-ENGINES = ("llama.cpp", "vllm")
 DEFAULTS: dict[str, str] = {
     "model": "llama-3.1-8b",
     "hardware": "rtx-4090",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from estimator.engines import get_engine
 from estimator.physics.weights import tensor_inventory
 from estimator.specs import CHUNKED, FULL, LINEAR, MAMBA, SLIDING, ModelSpec, QuantSpec, Workload
 
@@ -159,7 +160,7 @@ def pipeline_factor(workload: Workload, tokens: int, ubatch: int) -> float:
     p = max(int(workload.n_devices), 1)
     if (
         p == 1
-        or workload.engine != "llama.cpp"
+        or not get_engine(workload.engine).pipelines_layer_split
         or workload.split != "pp"
         or workload.offload_bytes
         or workload.moe_offload_layers

@@ -4,28 +4,23 @@ Per-token row elements per layer (one sequence):
 
 * FULL / SLIDING / CHUNKED attention: K row = n_kv_heads*head_dim and V row = n_kv_heads*head_dim (Gemma 4
   full layers: global_n_kv_heads*global_head_dim, K only when k_eq_v);
-* MLA (DeepSeek-V2/V3, Kimi-K2): one latent row of kv_lora_rank + qk_rope_head_dim elements.  llama.cpp stores
-  it
-  as K with no separate V (``has_v = !is_mla`` in src/llama-kv-cache.cpp); vLLM caches the same latent.
+* MLA (DeepSeek-V2/V3, Kimi-K2): one latent row of kv_lora_rank + qk_rope_head_dim elements.  llama.cpp
+  stores it as K with no separate V (``has_v = !is_mla`` in src/llama-kv-cache.cpp); vLLM caches the same
+  latent.
 
 Bytes of a layer = cells x row_bytes(kv_dtype, row) (q8_0 rows: 34 B per 32 elements).
 
-Cells (llama.cpp, src/llama-kv-cache.cpp / llama-kv-cache-iswa.cpp, ggml-org/llama.cpp master):
-  full layers:    C_full = pad256(n_ctx * n_seq)      (n_ctx here is per sequence; llama.cpp's -c is the
-  total)
-  sliding/chunked: C_swa = min(C_full, pad256(window * n_seq + n_ubatch))  unless swa_full (then C_full)
-vLLM: paged blocks of ``block_size`` tokens per sequence: full layers ceil(n_ctx / block) blocks, sliding /
-  chunked layers min(n_ctx, window + block) tokens (the hybrid KV-cache manager frees blocks outside the
-  window).
+Cells: the engine profile lays them out (``EngineProfile.kv_cells``; estimator.engines.llama_cpp: padded
+contiguous cells, sliding-window layers capped at window x n_seq + n_ubatch; estimator.engines.vllm: paged
+blocks, windowed layers at window + one block).  Layers an engine does not run as declared (llama.cpp runs
+Mistral v0.1's sliding window as full attention) follow ``EngineProfile.layer_kind``.
 
 Fixed state (LINEAR Gated DeltaNet and MAMBA layers), per sequence and layer: recurrent_elems + conv_elems.
-llama.cpp keeps both in F32 (the recurrent memory is created with GGML_TYPE_F32 r/s types in
-llama_model::create_memory); vLLM keeps the SSM / recurrent state in float32 (``mamba_ssm_dtype`` /
-``mamba_ssm_cache_dtype`` of the configs we catalogue) and the conv state in bf16.  State does not depend on
-n_ctx or on kv_dtype.
+The recurrent state is F32 (4 B per element) in every engine we size; the conv state takes the profile's
+``state_conv_bytes`` (llama.cpp F32, vLLM bf16).  State does not depend on n_ctx or on kv_dtype.
 
-A quantized V cache (q8_0, q4_0 ...) needs flash attention in llama.cpp; ``kv_cache`` raises SpecError
-otherwise.
+``kv_cache`` raises SpecError for a cache the engine cannot allocate (``EngineProfile.check_cache``: llama.cpp
+needs flash attention for a quantized V cache).
 """
 
 from __future__ import annotations
@@ -33,17 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from estimator.engines import get_engine
 from estimator.physics.quant import kv_type, row_bytes
 from estimator.specs import CHUNKED, FULL, LINEAR, MAMBA, SLIDING, ModelSpec, SpecError
-
-LLAMA_CPP_PAD = 256  # llama.cpp pads KV cells to 256 (reference/methods.md A4)
-VLLM_BLOCK = 16  # vLLM default GPU block size (tokens)
-_QUANTIZED_KV = frozenset({"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"})
-
-
-def pad(n: int, to: int) -> int:
-    """Round ``n`` up to a multiple of ``to``."""
-    return -(-int(n) // to) * to
 
 
 @dataclass(frozen=True)
@@ -76,21 +63,14 @@ def _attn_rows(m: ModelSpec, kind: str) -> tuple[int, int]:
     return k, (0 if (m.k_eq_v and kind == FULL) else k)
 
 
-def _effective_kind(m: ModelSpec, kind: str, engine: str) -> str:
-    # llama.cpp does not implement Mistral v0.1's sliding window (its llama arch has no n_swa): full
-    # attention.
-    if engine == "llama.cpp" and kind == SLIDING and m.architecture in ("mistral", "mixtral"):
-        return FULL
-    return kind
-
-
 @lru_cache(maxsize=8192)
 def layer_token_bytes(m: ModelSpec, kv_dtype: str = "f16", engine: str = "llama.cpp") -> dict[str, int]:
     """KV bytes per token per layer kind summed over the layers of that kind: {full, sliding, chunked}."""
     t = kv_type(kv_dtype)
+    profile = get_engine(engine)
     out = {FULL: 0, SLIDING: 0, CHUNKED: 0}
     for kind in m.layer_types:
-        kind = _effective_kind(m, kind, engine)
+        kind = profile.layer_kind(m, kind)
         if kind in out:
             k, v = _attn_rows(m, kind)
             out[kind] += row_bytes(t, k) + (row_bytes(t, v) if v else 0)
@@ -103,7 +83,7 @@ def state_bytes_per_seq(m: ModelSpec, engine: str = "llama.cpp") -> dict[str, in
     out = {LINEAR: 0, MAMBA: 0}
     if m.state is None:
         return out
-    conv_b = 4 if engine == "llama.cpp" else 2
+    conv_b = get_engine(engine).state_conv_bytes
     per_layer = 4 * m.state.recurrent_elems + conv_b * m.state.conv_elems
     for kind in m.layer_types:
         if kind in out:
@@ -121,24 +101,15 @@ def kv_cache(
     n_ubatch: int = 512,
     flash_attn: bool = True,
     swa_full: bool = False,
-    block_size: int = VLLM_BLOCK,
 ) -> KVEstimate:
     """KV cache + state of ``n_seq`` sequences of ``n_ctx`` tokens each (see module docstring)."""
     if n_ctx <= 0 or n_seq <= 0:
         raise SpecError(f"context and sequences must be positive (n_ctx={n_ctx}, n_seq={n_seq})")
+    profile = get_engine(engine)
     t = kv_type(kv_dtype)
-    if engine == "llama.cpp" and t in _QUANTIZED_KV and not flash_attn:
-        raise SpecError(f"llama.cpp needs flash attention (-fa on) for a quantized V cache ({kv_dtype})")
+    profile.check_cache(kv_dtype, flash_attn)
     per_tok = layer_token_bytes(model, kv_dtype, engine)
-    window = model.window or n_ctx
-    if engine == "llama.cpp":
-        cells = pad(n_ctx * n_seq, LLAMA_CPP_PAD)
-        cells_w = cells if swa_full else min(cells, pad(window * n_seq + n_ubatch, LLAMA_CPP_PAD))
-    elif engine == "vllm":
-        cells = pad(n_ctx, block_size) * n_seq
-        cells_w = min(cells, pad(min(n_ctx, window + block_size), block_size) * n_seq)
-    else:
-        raise SpecError(f"unknown engine {engine!r}; one of llama.cpp, vllm")
+    cells, cells_w = profile.kv_cells(model, n_ctx, n_seq, n_ubatch, swa_full)
     st = state_bytes_per_seq(model, engine)
     by_kind = {
         FULL: per_tok[FULL] * cells,

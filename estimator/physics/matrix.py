@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from estimator.engines import get_engine
 from estimator.physics import speed
 from estimator.physics.coefficients import CoefficientTable
 from estimator.physics.kv import kv_cache
@@ -99,7 +100,7 @@ def _device_weights(model: ModelSpec, quant: QuantSpec, engine: str, n: int) -> 
     out = []
     for discrete in (True, False):
         dev = wb.total_bytes
-        if engine == "llama.cpp" and discrete:
+        if get_engine(engine).embedding_on_host and discrete:
             dev -= wb.token_embd_bytes
             if model.tie_embeddings:
                 dev += wb.token_embd_bytes
@@ -183,7 +184,7 @@ def build_matrix(
     per_dev = w_per_hw[:, :, :, None] + kv_floor[:, None, None, :] + rt_hw.transpose(0, 2, 1)[:, :, None, :]
     mem = np.array([float(h.memory_bytes or 0) for h in hardware])
     frac = np.array([usable_fraction(h, mem_c) for h in hardware])
-    if wl.engine == "vllm":
+    if get_engine(wl.engine).reserves_memory:
         usable = np.array(
             [int(wl.gpu_memory_utilization * mm * min(1.0, f)) for mm, f in zip(mem, frac, strict=True)]
         )
@@ -208,7 +209,7 @@ def build_matrix(
         fits=fits,
         decode_tok_s=tok_s,
         usable_bytes=(usable * n).astype(np.int64),
-        applicable=np.array([wl.engine in q.engines for q in quants]),
+        applicable=np.array([get_engine(wl.engine).runs(q) for q in quants]),
         within_context=np.array([[c <= m.max_context for c in contexts] for m in models]),
         coefficients=tuple(_label(table, h, wl.engine) for h in hardware),
     )

@@ -1,9 +1,9 @@
 """Memory estimate per device: weights + KV/state + runtime + context overhead vs usable memory.
 
-Placement (llama.cpp, full offload ``-ngl 999``):
-* discrete devices (gpu / npu): the token embedding stays in host RAM (llama.cpp keeps the input layer on the
-  CPU); a tied embedding is duplicated on the device as the output head; the output buffer and the host-side
-  compute buffer are host RAM;
+Placement (full offload, llama.cpp ``-ngl 999``):
+* discrete devices (gpu / npu): with an engine whose profile says ``embedding_on_host`` (llama.cpp keeps the
+  input layer on the CPU) the token embedding stays in host RAM and a tied embedding is duplicated on the
+  device as the output head; the output buffer and the host-side compute buffer are host RAM;
 * unified / cpu: one memory pool, so everything counts on the device.
 
 Multi-device (``workload.n_devices`` = N):
@@ -23,8 +23,9 @@ Usable memory per device = usable_fraction(kind) x memory (prior in estimator/ph
 when every device's total <= usable; "fits with offload" when that holds only thanks to a requested offload;
 otherwise "does not fit", with ``min_offload_bytes`` = the weight bytes that would have to leave the devices.
 
-vLLM: each device reserves gpu_memory_utilization x memory; weights, activation peak, CUDA graphs and the
-context overhead come out of it and the KV cache gets the rest.  kv_capacity_tokens = KV budget / KV bytes
+Engines that reserve memory up front (profile ``reserves_memory``: vLLM): each device reserves
+gpu_memory_utilization x memory; weights, activation peak, CUDA graphs and the context overhead come out of it
+and the KV cache gets the rest.  kv_capacity_tokens = KV budget / KV bytes
 per token at n_ctx (windowed layers counted at their window share); max_concurrency = floor(capacity /
 n_ctx).  It fits when the KV budget holds n_seq sequences of n_ctx tokens.
 """
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from estimator.engines import get_engine
 from estimator.physics.kv import kv_cache, layer_token_bytes
 from estimator.physics.runtime import coerce, runtime_buffers, usable_fraction
 from estimator.physics.weights import weight_breakdown
@@ -118,7 +120,8 @@ def estimate_memory(
     # weights on devices vs host
     host = 0
     dev_weights_total = wb.total_bytes
-    embd_on_host = wl.engine == "llama.cpp" and discrete
+    profile = get_engine(wl.engine)
+    embd_on_host = profile.embedding_on_host and discrete
     if embd_on_host:
         host += wb.token_embd_bytes
         dev_weights_total -= wb.token_embd_bytes
@@ -164,10 +167,10 @@ def estimate_memory(
     overhead = rt.context_overhead_bytes
     mem = int(hardware.memory_bytes)
     kv_cap = max_conc = None
-    if wl.engine == "vllm":
+    if profile.reserves_memory:
         usable_dev = int(wl.gpu_memory_utilization * mem * min(1.0, usable_fraction(hardware, c)))
         kv_budget = min(usable_dev - (w + runtime_dev + overhead) for w in per_w)
-        per_tok = _vllm_tokens_divisor(model, wl, n)
+        per_tok = _kv_bytes_per_pool_token(model, wl, n)
         kv_cap = max(0, int(kv_budget // per_tok)) if per_tok else None
         max_conc = int(kv_cap // wl.n_ctx) if kv_cap is not None else None
     else:
@@ -225,9 +228,9 @@ def estimate_memory(
     )
 
 
-def _vllm_tokens_divisor(model: ModelSpec, wl: Workload, n: int) -> float:
+def _kv_bytes_per_pool_token(model: ModelSpec, wl: Workload, n: int) -> float:
     """KV bytes per token of one sequence on one device at n_ctx (windowed layers at window/n_ctx share)."""
-    per = layer_token_bytes(model, wl.kv_dtype, "vllm")
+    per = layer_token_bytes(model, wl.kv_dtype, wl.engine)
     share = min(1.0, (model.window or wl.n_ctx) / wl.n_ctx)
     b = per[FULL] + (per[SLIDING] + per[CHUNKED]) * share
     if n > 1 and wl.split == "tp":
@@ -244,8 +247,8 @@ def kv_savings(
     n_seq: int = 1,
     dtypes: tuple[str, ...] | None = None,
 ) -> KVSavings:
-    """KV cache at f16 vs the cheaper dtypes the engine offers (llama.cpp q8_0 / q4_0, vLLM fp8)."""
-    dtypes = dtypes or (("q8_0", "q4_0") if engine == "llama.cpp" else ("fp8",))
+    """KV cache at f16 vs the cheaper dtypes the engine offers (its profile's ``cheaper_kv_dtypes``)."""
+    dtypes = dtypes or get_engine(engine).cheaper_kv_dtypes
     f16 = kv_cache(model, n_ctx, "f16", n_seq, engine).total_bytes
     by = {dt: kv_cache(model, n_ctx, dt, n_seq, engine, flash_attn=True).total_bytes for dt in dtypes}
     return KVSavings(n_ctx, engine, f16, by, {dt: f16 - b for dt, b in by.items()})

@@ -116,15 +116,15 @@ _FALLBACK = {
 # Tensor classes never quantized by llama.cpp (kept F32 by the converter and skipped by the quantizer).
 ALWAYS_F32 = frozenset({"norm", "bias", "ffn_gate_inp", "ssm_conv1d", "ssm_small"})
 
-_LLAMA = ("llama.cpp",)
-_VLLM = ("vllm",)
-_BOTH = ("llama.cpp", "vllm")
+_GGUF = ("gguf",)
+_HF = ("safetensors",)
+_BOTH = ("gguf", "safetensors")
 
 
-def _q(name: str, default: str, desc: str, engines: tuple[str, ...] = _LLAMA, **types: str) -> QuantSpec:
+def _q(name: str, default: str, desc: str, containers: tuple[str, ...] = _GGUF, **types: str) -> QuantSpec:
     base = {"norm": "f32", "bias": "f32", "ffn_gate_inp": "f32"}
     return QuantSpec(
-        name=name, default_type=default, types={**base, **types}, description=desc, engines=engines
+        name=name, default_type=default, types={**base, **types}, description=desc, containers=containers
     )
 
 
@@ -139,7 +139,7 @@ QUANTS: dict[str, QuantSpec] = {
             "FP8",
             "fp8",
             "FP8 E4M3 linear layers; embeddings, head, norms in bf16 (vLLM / HF fp8)",
-            _VLLM,
+            _HF,
             token_embd="bf16",
             output="bf16",
             norm="bf16",
@@ -183,7 +183,7 @@ QUANTS: dict[str, QuantSpec] = {
             "AWQ-INT4",
             "int4_g128",
             "AWQ 4-bit, group 128, fp16 scales + 4-bit zeros; embeddings/head fp16",
-            _VLLM,
+            _HF,
             token_embd="f16",
             output="f16",
             norm="f16",
@@ -194,7 +194,7 @@ QUANTS: dict[str, QuantSpec] = {
             "GPTQ-INT4",
             "int4_g128",
             "GPTQ 4-bit, group 128, fp16 scales + 4-bit zeros; embeddings/head fp16",
-            _VLLM,
+            _HF,
             token_embd="f16",
             output="f16",
             norm="f16",

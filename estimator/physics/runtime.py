@@ -4,11 +4,15 @@ The default coefficients below are an UNCALIBRATED PRIOR (engineering estimates,
 replaces them from measured buffers through ``results/coefficients.json`` -> ``"memory"`` -> engine (a flat
 dict of floats, the fields of ``MemoryCoefficients``).
 
-llama.cpp (per device holding layers; u = min(n_ubatch, n_ctx * n_seq) tokens per micro-batch):
+Two runtime models; an engine profile names its own (``EngineProfile.runtime_model``).
+
+"ggml" — ggml's graph allocator (llama.cpp; per device holding layers; u = min(n_ubatch, n_ctx * n_seq)
+tokens per micro-batch):
 
     logits  = logits_factor * 4 * n_vocab * u              (F32 logits of a micro-batch)
     layer   = 4 * u * (act_hidden_factor * hidden + act_ff_factor * ff_max)
-              + (no flash attention) kq_factor * 4 * n_kv_cells * u * n_heads    (F32 KQ scores of one layer)
+              + (no flash attention) kq_factor * 4 * n_kv_cells * u * n_heads    (F32 KQ scores of one layer;
+                                                            n_kv_cells: full-layer cells of the profile)
     compute = compute_base_bytes + max(logits, layer)      (ggml's graph allocator reuses buffers, so the peak
                                                             is the larger of the head and one layer)
     output  = 4 * n_vocab * n_seq                          (llama_context output buffer; host RAM)
@@ -18,7 +22,8 @@ ff_max = max(dense ff, n_experts_used * expert_ff + n_shared * shared_ff).  Prio
 act_ff 2, kq 1, base 8 MiB, chosen to give ~258 MiB for Llama-3-8B at u = 512 with flash attention (a
 recalled llama.cpp CUDA log figure, not re-measured here; 250.5 MiB of it the logits).
 
-vLLM (per device; T = max_num_batched_tokens, default 8192; tp = tensor-parallel size):
+"torch" — a PyTorch engine's activation peak (vLLM, SGLang; per device; T = the profile's
+``max_batched_tokens``, vLLM's max_num_batched_tokens default 8192; tp = tensor-parallel size):
 
     activation peak = 2 * T * (act_hidden_factor * hidden + act_ff_factor * ff_max / tp)
                       + logits_factor * 4 * min(T, 256) * n_vocab / tp
@@ -27,8 +32,9 @@ vLLM (per device; T = max_num_batched_tokens, default 8192; tp = tensor-parallel
 Context overhead per device: a CUDA / ROCm context and allocator pools on discrete GPUs (prior 400 MiB; NVIDIA
 contexts take a few hundred MiB), 400 MiB on NPUs, 0 on unified memory and CPUs (their OS reserve is in the
 usable fraction instead).  Usable fraction of device memory (prior): gpu 0.96, npu 0.95, unified 0.75 (macOS
-caps GPU wired memory near 3/4 of RAM on large machines), cpu 0.90 (OS and other processes); for vLLM the
-gpu / npu fraction is 1.0 because gpu_memory_utilization already sets the reservation.
+caps GPU wired memory near 3/4 of RAM on large machines), cpu 0.90 (OS and other processes); for engines
+that reserve memory up front (vLLM) the gpu / npu fraction is 1.0 because gpu_memory_utilization already sets
+the reservation.  Each engine starts from the memory_prior.json entry its profile names (``memory_prior``).
 """
 
 from __future__ import annotations
@@ -38,10 +44,10 @@ from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
+from estimator.engines import ENGINES, get_engine
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
 
 MIB = 2**20
-VLLM_MAX_BATCHED_TOKENS = 8192
 _PRIOR_PATH = Path(__file__).resolve().parent.parent / "data" / "memory_prior.json"
 
 
@@ -86,10 +92,18 @@ def _prior() -> dict[str, dict[str, float]]:
     return {}
 
 
+def _prior_key(engine: str) -> str:
+    """The memory_prior.json entry an engine starts from: its profile's ``memory_prior`` (an engine without a
+    profile, e.g. one of imported records, uses its own name)."""
+    if engine in ENGINES:
+        return get_engine(engine).memory_prior
+    return engine
+
+
 def default_coefficients(engine: str = "llama.cpp") -> MemoryCoefficients:
     """The documented prior for ``engine`` (estimator/data/memory_prior.json over the dataclass defaults)."""
     names = {f.name for f in fields(MemoryCoefficients)}
-    over = {k: float(v) for k, v in _prior().get(engine, {}).items() if k in names}
+    over = {k: float(v) for k, v in _prior().get(_prior_key(engine), {}).items() if k in names}
     return MemoryCoefficients(**over)
 
 
@@ -98,7 +112,7 @@ def default_memory_coefficients(engine: str) -> dict[str, float]:
     return default_coefficients(engine).to_dict()
 
 
-DEFAULT_MEMORY_COEFFICIENTS = {e: default_memory_coefficients(e) for e in ("llama.cpp", "vllm")}
+DEFAULT_MEMORY_COEFFICIENTS = {e: default_memory_coefficients(e) for e in ENGINES}
 
 
 @lru_cache(maxsize=8)
@@ -149,14 +163,15 @@ def runtime_buffers(
     """Runtime buffers of one device (formulas in the module docstring).  ``quant`` does not change them in
     this model (kept for the contract: a future term may depend on dequantization buffers)."""
     engine = workload.engine
+    profile = get_engine(engine)
     c = coerce(mem_coeffs, engine)
     label = "prior" if c == _default_cached(engine) else "custom"
     m = model
     overhead = context_overhead_bytes(hardware, c)
     discrete = hardware.kind in ("gpu", "npu")
-    if engine == "vllm":
+    if profile.runtime_model == "torch":
         tp = max(1, workload.n_devices if workload.split == "tp" else 1)
-        t = VLLM_MAX_BATCHED_TOKENS
+        t = profile.max_batched_tokens
         act = 2 * t * (c.act_hidden_factor * m.hidden_size + c.act_ff_factor * _ff_max(m) / tp)
         logits = c.logits_factor * 4 * min(t, 256) * m.vocab_size / tp
         compute = c.compute_base_bytes + act + logits + c.cuda_graph_bytes
@@ -165,9 +180,7 @@ def runtime_buffers(
     logits = c.logits_factor * 4 * m.vocab_size * u
     layer = 4 * u * (c.act_hidden_factor * m.hidden_size + c.act_ff_factor * _ff_max(m))
     if not workload.flash_attn:
-        from estimator.physics.kv import LLAMA_CPP_PAD, pad
-
-        n_kv = pad(workload.n_ctx * workload.n_seq, LLAMA_CPP_PAD)
+        n_kv = profile.kv_cells(m, workload.n_ctx, workload.n_seq, workload.n_ubatch)[0]
         layer += c.kq_factor * 4 * n_kv * u * m.n_heads
     compute = c.compute_base_bytes + max(logits, layer)
     output = 4 * m.vocab_size * workload.n_seq

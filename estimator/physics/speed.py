@@ -60,6 +60,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from estimator.engines import get_engine
 from estimator.physics import kv as kv_mod
 from estimator.physics import weights as weights_mod
 from estimator.physics.coefficients import CoefficientSet, CoefficientTable
@@ -256,7 +257,7 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
     n_out = max(b, math.ceil(tokens / max(int(workload.n_batch), ubatch))) if tokens else 0
     outs, routed_outs = gemm_outputs_per_token(model)
     kq = 0.0
-    if workload.engine == "llama.cpp" and not workload.flash_attn and n_prompt:
+    if get_engine(workload.engine).materializes_kq_without_fa and not workload.flash_attn and n_prompt:
         u_seq = max(ubatch // b, 1) if b > 1 else ubatch
         elems = kq_score_elems(model, int(workload.n_depth), n_prompt, u_seq)
         kq = float(b * KQ_SCORE_BYTES * model.n_heads * elems)
@@ -299,7 +300,8 @@ def peak_tflops(hardware: HardwareSpec, params: dict, fp8: bool = False, engine:
     """
     if fp8 and hardware.fp8_tflops:
         return float(hardware.fp8_tflops)
-    if engine == "llama.cpp" and (hardware.vendor or "").lower() == "nvidia" and hardware.int8_tops:
+    nvidia = (hardware.vendor or "").lower() == "nvidia"
+    if engine and get_engine(engine).int8_gemm and nvidia and hardware.int8_tops:
         return float(hardware.int8_tops) / 2.0
     if hardware.bf16_tflops:
         return float(hardware.bf16_tflops)

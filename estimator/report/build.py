@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from estimator.engines.launch import launch_commands
+from estimator.engines import engine_names, engines_for, engines_with_kv, get_engine
 from estimator.physics import speed as speed_mod
 from estimator.physics.cost import estimate_cost
 from estimator.physics.finetune import estimate_all
@@ -195,7 +195,7 @@ def kv_section(
     )
     options = []
     for dt in KV_OPTIONS:
-        engines = tuple(e for e in ("llama.cpp", "vllm") if dt in _KV_BY_ENGINE[e])
+        engines = engines_with_kv(dt)
         try:
             mo = ph.memory(quant, hw, replace(wl, kv_dtype=dt, flash_attn=True))
         except _SIZING_ERRORS:
@@ -215,9 +215,6 @@ def kv_section(
         {k: int(v) for k, v in kv.by_kind_bytes.items()},
         tuple(options),
     )
-
-
-_KV_BY_ENGINE = {"llama.cpp": ("f16", "bf16", "f32", "q8_0", "q4_0"), "vllm": ("f16", "bf16", "fp8")}
 
 
 def context_rows(
@@ -259,7 +256,7 @@ def quant_rows(
         except _SIZING_ERRORS as exc:
             none6 = (None,) * 6  # weights, KV, total, verdict, decode, cheapest fit
             sel = q.name == chosen.name
-            rows.append(QuantRow(q.name, q.description, tuple(q.engines), *none6, sel, str(exc)))
+            rows.append(QuantRow(q.name, q.description, engines_for(q), *none6, sel, str(exc)))
             continue
         cheapest = None
         if options.hardware_catalog:
@@ -276,7 +273,7 @@ def quant_rows(
             QuantRow(
                 q.name,
                 q.description,
-                tuple(q.engines),
+                engines_for(q),
                 int(m.weights_bytes),
                 int(m.kv_bytes),
                 int(m.total_bytes),
@@ -426,8 +423,9 @@ def build_sections(
     ph = Physics(model, table)
     wb = weight_breakdown(model, quant)
     m = ph.memory(quant, hw, wl)
-    if wl.engine not in quant.engines:
-        warnings.append(f"{quant.name} is not a {wl.engine} format (formats of {', '.join(quant.engines)})")
+    if not get_engine(wl.engine).runs(quant):
+        formats = ", ".join(engines_for(quant))
+        warnings.append(f"{quant.name} is not a {wl.engine} format (formats of {formats})")
     try:
         spd = speed_section(model, quant, hw, wl, table)
     except _SIZING_ERRORS as exc:
@@ -474,7 +472,7 @@ def build_sections(
             f"{hw.id} is a {hw.kind} device: several of them cannot be combined for tensor / pipeline "
             f"parallelism; the {wl.n_devices}-device figures assume they could"
         )
-    lc, vl = launch_commands(model, quant.name, wl, int(m.weights_bytes))
+    commands = [get_engine(e).launch(model, quant, wl, int(m.weights_bytes)) for e in engine_names()]
     cinfo = CoefficientsInfo(
         getattr(table, "path", None),
         bool(getattr(table, "calibrated", False)),
@@ -492,7 +490,7 @@ def build_sections(
         cost=cost,
         finetune=ft_rows,
         recommendations=recs,
-        launch=(launch_entry(lc), launch_entry(vl)),
+        launch=tuple(launch_entry(c) for c in commands),
         coefficients=cinfo,
         chart_data=chart_data(ph, model, quant, hw, wl, options, ctx_rows, q_rows, floor),
         warnings=warnings,

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from estimator.engines import get_engine
 from estimator.physics.cost import pick_rate, usd_per_million_tokens
 from estimator.report.model import KV_OPTIONS, ChartData, ContextRow, HardwareOption, QuantRow, ReportOptions
 from estimator.report.recommend import COUNTS, can_combine, eligible
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
 
 AMORTISE_YEARS = 3.0  # assumption: a common straight-line depreciation period for accelerators
-KV_BY_ENGINE = {"llama.cpp": ("f16", "bf16", "f32", "q8_0", "q4_0"), "vllm": ("f16", "bf16", "fp8")}
 _ERRORS = (ValueError, ArithmeticError)  # SpecError is a ValueError
 
 
@@ -38,7 +38,7 @@ def context_by_kv(ph, quant: QuantSpec, hw: HardwareSpec, wl: Workload, rows: tu
     """Total bytes at each context of ``rows`` per KV dtype the engine supports (chosen dtype first)."""
     out: dict[str, tuple[tuple[int, int], ...]] = {wl.kv_dtype: tuple((r.n_ctx, r.total_bytes) for r in rows)}
     for dt in KV_OPTIONS:
-        if dt in out or dt not in KV_BY_ENGINE.get(wl.engine, ()):
+        if dt in out or dt not in get_engine(wl.engine).kv_dtypes:
             continue
         try:
             pts = tuple(

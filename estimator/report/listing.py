@@ -94,6 +94,7 @@ def list_rows(what: str) -> tuple[list[str], list[list]]:
         ]
         return headers, rows
     if what == "quants":
+        from estimator.engines import engines_for
         from estimator.physics.quant import QUANTS, bits_per_weight
 
         headers = ["name", "default_type", "default_bits_per_weight", "engines", "description"]
@@ -103,7 +104,7 @@ def list_rows(what: str) -> tuple[list[str], list[list]]:
                 bpw = _r(bits_per_weight(q.default_type), 4)
             except _ERRORS:
                 bpw = None
-            rows.append([q.name, q.default_type, bpw, ",".join(q.engines), q.description])
+            rows.append([q.name, q.default_type, bpw, ",".join(engines_for(q)), q.description])
         return headers, rows
     raise SpecError(f"unknown list {what!r}; one of models, hardware, quants")
 
@@ -111,6 +112,7 @@ def list_rows(what: str) -> tuple[list[str], list[list]]:
 def fit_rows(hw, workload, table, quants: tuple[str, ...]) -> tuple[list[str], list[list]]:
     """Sorted rows: fitting models by decode speed (fastest first), then the rest by name."""
     from estimator.catalog.data import all_models
+    from estimator.engines import get_engine
     from estimator.physics.quant import get_quant, kv_type
     from estimator.physics.weights import weight_breakdown
     from estimator.report.build import Physics
@@ -131,6 +133,7 @@ def fit_rows(hw, workload, table, quants: tuple[str, ...]) -> tuple[list[str], l
         "coefficients",
     ]
     fitting, rest = [], []
+    profile = get_engine(workload.engine)
     qspecs = [get_quant(q) for q in quants]
     for model in all_models():
         if workload.n_ctx > model.max_context:
@@ -142,7 +145,7 @@ def fit_rows(hw, workload, table, quants: tuple[str, ...]) -> tuple[list[str], l
         params_b = None
         row = None
         for q in qspecs:
-            if wl.engine not in q.engines:
+            if not profile.runs(q):
                 continue
             try:
                 m = ph.memory(q, hw, wl)

@@ -14,7 +14,8 @@ import datetime as _dt
 from collections import Counter
 from typing import NamedTuple
 
-from estimator.engines.launch import LaunchCommand
+from estimator.engines import ENGINES
+from estimator.engines.base import LaunchCommand
 from estimator.physics.cost import CostEstimate
 from estimator.physics.finetune import FinetuneConfig
 from estimator.report.recommend import Candidate, Recommendations
@@ -336,8 +337,8 @@ def validate_workload(model: ModelSpec, workload: Workload, allow_overlong: bool
             raise SpecError(f"{name.replace('_', ' ')} must be >= 1, got {getattr(workload, name)}")
     if workload.split not in ("tp", "pp"):
         raise SpecError(f"split must be tp or pp, got {workload.split!r}")
-    if workload.engine not in ("llama.cpp", "vllm"):
-        raise SpecError(f"engine must be llama.cpp or vllm, got {workload.engine!r}")
+    if workload.engine not in ENGINES:
+        raise SpecError(f"engine must be one of {', '.join(ENGINES)}, got {workload.engine!r}")
     if workload.offload_bytes < 0 or workload.moe_offload_layers < 0:
         raise SpecError("offload must be >= 0")
     if workload.moe_offload_layers and model.moe is None:
