@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from calibration.dataset import Dataset, LoadedRecord, Rejection
 from calibration.fit import EFF, RATE, TIME, ParamDef, PhaseModel, SpeedPoint
+from estimator.engines import ENGINES, get_engine
 from estimator.specs import HardwareSpec, ModelSpec, SpecError, Workload
 
 DECODE_PARAMS = (
@@ -190,11 +191,11 @@ class Resolver:
 
 
 def workload_for(rec) -> Workload:
-    """The estimator Workload of a record (llama.cpp multi-GPU default = layer split -> 'pp'; vLLM ->
-    'tp')."""
+    """The estimator Workload of a record; the split, when the record does not state it, is the engine
+    profile's default (llama.cpp layer split -> 'pp', vLLM -> 'tp'; an engine without a profile -> 'tp')."""
     split = rec.extra.get("split") if isinstance(rec.extra, dict) else None
     if split not in ("tp", "pp"):
-        split = "pp" if rec.engine == "llama.cpp" else "tp"
+        split = get_engine(rec.engine).default_split if rec.engine in ENGINES else "tp"
     n_ctx = rec.n_ctx or max(rec.n_depth + rec.n_prompt + rec.n_gen, 1)
     # n_batch not stated: llama-bench's 2048, or the stated n_ubatch when larger (llama.cpp caps n_ubatch at
     # n_batch, so a stated larger ubatch implies n_batch >= n_ubatch).

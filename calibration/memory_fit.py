@@ -256,6 +256,7 @@ def _measured_runtime(r, target: str) -> float | None:
 def memory_gate(ds: Dataset, resolver=None) -> tuple[list[MemoryGateRow], list[str]]:
     """Held-out memory predictions for the gate (see module docstring)."""
     from calibration.features import Resolver
+    from estimator.engines import ENGINES, get_engine
     from estimator.physics import kv
 
     resolver = resolver or Resolver()
@@ -272,7 +273,8 @@ def memory_gate(ds: Dataset, resolver=None) -> tuple[list[MemoryGateRow], list[s
         try:
             model, quant, hw, wl = _specs(lr, resolver)
             w = weight_bytes_for(model, quant, "all")
-            if r.engine == "vllm":
+            if r.engine in ENGINES and get_engine(r.engine).reserves_memory:
+                # its measured KV is the whole reserved pool, not the cache of n_ctx tokens
                 rows.append(_row(r, "weights", w, r.weights_bytes, "exact physics (ungated)", lr.where))
             elif r.kv_bytes is not None:
                 pred = w + kv_pred(model, wl, r.engine)
