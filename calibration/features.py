@@ -5,16 +5,16 @@ For each usable record the model (``estimator.catalog.resolve.resolve_model``, d
 (``estimator.physics.quant.get_quant``), the hardware (catalog via
 ``estimator.catalog.resolve.resolve_hardware``, or the
 spec detected on the host, ``extra["detected"]``) and the workload are rebuilt, and
-``estimator.physics.speed.decode_features`` / ``prefill_features`` give the features.  The prediction
-function of
-each phase is ``estimator.physics.speed.decode_time_per_token_s`` / ``prefill_time_s``: one model.
+``estimator.physics.speed.tg_features`` / ``prefill_features`` give the features (frozen dataclasses).  The
+prediction function of each phase is ``estimator.physics.speed.decode_step_s`` / ``prefill_s``, and the free
+parameters come from the estimator's parameter table (``estimator.physics.coefficients.PARAMS``): one model.
 
 Measured times (seconds):
   decode   t_step = batch / decode_tok_s (decode_tok_s = tokens/s over all sequences, the
            llama-bench / batched-bench convention).  The prediction is the mean step over tg{n_gen} from
            n_depth (llama-bench averages over the generated tokens), taken at the estimator's midpoint
            depths.  For batch 1 the step time is affine in the features, so the features are averaged
-           once over those depths (exact); batch > 1 keeps one feature dict per depth.
+           once over those depths (``speed.mean_features``, exact); batch > 1 keeps one per depth.
   prefill  t = batch * n_prompt / prefill_tok_s.
 A record whose features cannot be computed (unknown model, quant or device, no bandwidth) is a Rejection, and
 so is a phase whose repetition samples disagree by more than MAX_SAMPLE_SPREAD x (max / min): the speed of
@@ -28,45 +28,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from calibration.dataset import Dataset, LoadedRecord, Rejection
-from calibration.fit import EFF, RATE, TIME, ParamDef, PhaseModel, SpeedPoint
+from calibration.fit import PhaseModel, SpeedPoint
 from estimator.engines import ENGINES, get_engine
+from estimator.physics.coefficients import fitted_params
 from estimator.specs import HardwareSpec, ModelSpec, SpecError, Workload
 
-DECODE_PARAMS = (
-    ParamDef("bw_eff", EFF, 0.7, 1e-3, 1.0),
-    ParamDef("t_layer_s", TIME, 1e-5, 0.0, 1e-2),
-    ParamDef("t_fixed_s", TIME, 3e-4, 0.0, 1.0),
-)
-# Prefill GEMM efficiency of a weight-kernel class relative to k-quants
-# (estimator.physics.speed.kernel_class) and of
-# routed-expert GEMMs relative to dense ones; the hierarchy shrinks each towards its pool's value and the
-# pools towards 1 (no difference).
-KERNEL_CLASS_PARAMS = (
-    ParamDef("flops_rel_f16", RATE, 1.0, 0.1, 10.0),
-    ParamDef("flops_rel_legacy", RATE, 1.0, 0.1, 10.0),
-    ParamDef("flops_rel_iquant", RATE, 1.0, 0.1, 10.0),
-    # <= 1: a routed expert's GEMM gets ~u x k / E of the u rows a dense GEMM gets, so it cannot run more
-    # efficiently than the dense ones
-    ParamDef("flops_rel_moe", RATE, 0.999, 0.05, 1.0),
-    # GEMM width term (estimator.physics.speed): eff x K / (K + k_half), k_half in elements of the inner
-    # dimension;
-    # additive (linear prior around 0 = no effect), bounded at 1e6 (far beyond any model width)
-    ParamDef("gemm_k_half", TIME, 0.0, 0.0, 1e6),
-)
-PREFILL_PARAMS = (
-    ParamDef("flops_eff", EFF, 0.5, 1e-3, 1.0),
-    ParamDef("attn_eff", EFF, 0.3, 1e-3, 1.0),
-    ParamDef("t_layer_s", TIME, 5e-5, 0.0, 1e-1),
-    *KERNEL_CLASS_PARAMS,
-)
+# The free parameters of each fit come from the estimator's one parameter table
+# (estimator.physics.coefficients.PARAMS: name, phase, kind, start / prior mean, bounds).  Prefill GEMM
+# efficiencies of weight-kernel classes and of routed experts are relative to k-quants / dense GEMMs; the
+# hierarchy shrinks each towards its pool's value and the pools towards 1 (no difference).
+DECODE_PARAMS = fitted_params("decode")
+PREFILL_PARAMS = fitted_params("prefill")
 # Devices without datasheet TFLOPS (CPUs): the effective throughput itself is fitted, flops_eff stays 1.
-PREFILL_ABS_PARAMS = (
-    ParamDef("flops_abs_tflops", RATE, 0.5, 1e-4, 1e4),
-    ParamDef("attn_eff", EFF, 0.5, 1e-3, 1.0),
-    ParamDef("t_layer_s", TIME, 5e-5, 0.0, 1e-1),
-    *KERNEL_CLASS_PARAMS,
-)
-_MIDPOINT_SEGMENTS = 16
+PREFILL_ABS_PARAMS = fitted_params("prefill", absolute=True)
 # Repetitions of one point on an undisturbed device agree within a few percent (llama-bench style samples,
 # shared/reference/methods.md A5).  A point whose fastest repetition is more than this many times its slowest
 # measured interference (other processes on the cores), not the device: its speed is left out (and listed).
@@ -80,40 +54,13 @@ def _speed():
 
 
 def decode_model() -> PhaseModel:
-    sp = _speed()
-
-    def predict(features, hardware, params):
-        if isinstance(features, list):  # batch > 1: mean over the midpoint depths
-            return sum(sp.decode_time_per_token_s(f, hardware, params) for f in features) / len(features)
-        return sp.decode_time_per_token_s(features, hardware, params)
-
-    return PhaseModel("decode", DECODE_PARAMS, predict)
+    """Decode: seconds of one step (mean over the tg depths): ``estimator.physics.speed.decode_step_s``."""
+    return PhaseModel("decode", DECODE_PARAMS, _speed().decode_step_s)
 
 
 def prefill_model(absolute: bool = False) -> PhaseModel:
-    sp = _speed()
-    return PhaseModel("prefill", PREFILL_ABS_PARAMS if absolute else PREFILL_PARAMS, sp.prefill_time_s)
-
-
-def decode_depths(depth: int, n_gen: int) -> list[int]:
-    """Depths at which the mean tg{n_gen} step is evaluated: ``estimator.physics.speed.decode_depths`` when
-    the
-    estimator
-    exposes it, else the same midpoint rule as ``estimator.physics.speed.mean_decode_step_s``."""
-    sp = _speed()
-    if hasattr(sp, "decode_depths"):
-        return list(sp.decode_depths(depth, n_gen))
-    n = max(int(n_gen), 1)
-    s = min(n, _MIDPOINT_SEGMENTS)
-    return [int(round(depth + (j + 0.5) * n / s - 0.5)) for j in range(s)]
-
-
-def _mean_features(feats: list[dict]) -> dict:
-    out = dict(feats[0])
-    for k, v in feats[0].items():
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            out[k] = sum(f[k] for f in feats) / len(feats)
-    return out
+    """Prefill: seconds of the whole prompt = ``estimator.physics.speed.prefill_s``."""
+    return PhaseModel("prefill", PREFILL_ABS_PARAMS if absolute else PREFILL_PARAMS, _speed().prefill_s)
 
 
 def hardware_from_detected(rec) -> HardwareSpec:
@@ -293,17 +240,18 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
                     )
                     rejected.append(Rejection(lr.file, lr.line, r.record_id, why))
             if r.decode_tok_s is not None and _stable(r.decode_samples_tok_s):
-                feats = [sp.decode_features(model, quant, wl, d) for d in decode_depths(r.n_depth, r.n_gen)]
-                f = _mean_features(feats) if r.batch == 1 else feats
+                feats = sp.tg_features(model, quant, wl, r.n_depth, r.n_gen)
+                # one sequence: the step is affine in the features, so their mean gives the mean step exactly
+                f = [sp.mean_features(feats)] if r.batch == 1 else feats
                 p = _point(lr, "decode", f, hw, r.batch / r.decode_tok_s)
-                p.extra["model_bytes"] = feats[0]["weight_bytes"]
+                p.extra["model_bytes"] = feats[0].weight_bytes
                 points.append(p)
             if r.prefill_tok_s is not None and _stable(r.prefill_samples_tok_s):
                 f = sp.prefill_features(model, quant, wl)
                 if hw.kind != "cpu" and not has_datasheet_peak(hw, r.engine):
                     raise SpecError(f"device {hw.id!r} has no datasheet TFLOPS; its prefill cannot be fitted")
                 p = _point(lr, "prefill", f, hw, r.batch * r.n_prompt / r.prefill_tok_s)
-                p.extra["model_bytes"] = f["weight_bytes"]
+                p.extra["model_bytes"] = f.weight_bytes
                 points.append(p)
         except (SpecError, KeyError, ValueError, ZeroDivisionError) as exc:
             rejected.append(Rejection(lr.file, lr.line, r.record_id, f"features: {exc}"))

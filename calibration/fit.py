@@ -1,9 +1,10 @@
 """Bounded robust least squares for one calibration group (scipy.optimize.least_squares).
 
-A ``PhaseModel`` names the free parameters of one phase (decode or prefill), their physical bounds, and the
-function that predicts the time of one point in seconds from (features, hardware, params).  That function
-is the estimator's own (``estimator.physics.speed.decode_time_per_token_s`` / ``prefill_time_s``, wired in
-calibration.features), so the fitted model is the estimator's model.
+A ``PhaseModel`` names the free parameters of one phase (decode or prefill) — rows of the estimator's
+parameter table, ``estimator.physics.coefficients.Param``, with their physical bounds — and the function that
+predicts the time of one point in seconds from (features, hardware, params).  That function is the
+estimator's own (``estimator.physics.speed.decode_step_s`` / ``prefill_s``, wired in calibration.features), so
+the fitted model is the estimator's model.
 
 Residual of point i (dimensionless):  r_i = ln(t_pred_i / t_meas_i) / sigma
     sigma: the noise scale in log space, 1.4826 * MAD of the residuals of a first pass (floored at 0.01).
@@ -25,18 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import least_squares
 
-EFF = "eff"  # dimensionless efficiency in (0, 1]
-TIME = "time"  # seconds >= 0
-RATE = "rate"  # positive rate (e.g. TFLOPS) with no upper bound
-
-
-@dataclass(frozen=True)
-class ParamDef:
-    name: str
-    kind: str  # EFF | TIME | RATE
-    init: float
-    lower: float
-    upper: float
+from estimator.physics.coefficients import EFF, RATE, TIME, Param  # noqa: F401 - kinds re-exported
 
 
 @dataclass(frozen=True)
@@ -47,8 +37,8 @@ class PhaseModel:
     """
 
     phase: str
-    params: tuple[ParamDef, ...]
-    predict_s: Callable[[dict, object, dict], float]
+    params: tuple[Param, ...]
+    predict_s: Callable[[object, object, dict], float]
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -59,7 +49,7 @@ class PhaseModel:
 class SpeedPoint:
     """One measured time (seconds) with its estimator features and hardware, plus identity for grouping/CV."""
 
-    features: dict
+    features: object  # estimator.physics.speed PrefillFeatures, or a list of DecodeFeatures (tg depths)
     hardware: object  # estimator.specs.HardwareSpec
     measured_s: float
     phase: str
@@ -104,7 +94,7 @@ class FitError(RuntimeError):
     """A group could not be fitted (no points, or the model returned a non-positive/non-finite time)."""
 
 
-def _prior_residuals(x: np.ndarray, defs: Sequence[ParamDef], prior: Prior | None) -> np.ndarray:
+def _prior_residuals(x: np.ndarray, defs: Sequence[Param], prior: Prior | None) -> np.ndarray:
     if prior is None:
         return np.zeros(0)
     out = []
@@ -161,11 +151,11 @@ def fit_group(
     names = [d.name for d in defs]
     lo = np.array([d.lower for d in defs], dtype=float)
     hi = np.array([d.upper for d in defs], dtype=float)
-    start = np.array([d.init for d in defs], dtype=float)
+    start = np.array([d.default for d in defs], dtype=float)
     if x0 is not None:
-        start = np.array([x0.get(d.name, d.init) for d in defs], dtype=float)
+        start = np.array([x0.get(d.name, d.default) for d in defs], dtype=float)
     elif prior is not None:
-        start = np.array([prior.mean.get(d.name, d.init) for d in defs], dtype=float)
+        start = np.array([prior.mean.get(d.name, d.default) for d in defs], dtype=float)
     finite_span = np.where(np.isfinite(hi - lo), hi - lo, 1.0)
     start = np.clip(
         start, lo + 1e-9 * finite_span, np.where(np.isfinite(hi), hi - 1e-9 * finite_span, np.inf)

@@ -100,7 +100,7 @@ def make_prior_for(model: PhaseModel):
         params = cands[0]["params"] if cands else {}
         mean, scale = {}, {}
         for d in model.params:
-            mu = float(params.get(d.name, d.init))
+            mu = float(params.get(d.name, d.default))
             mean[d.name] = mu
             if d.kind == TIME:
                 floor = PRIOR_LINEAR_FLOOR.get(d.name, PRIOR_TIME_FLOOR_S)

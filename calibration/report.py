@@ -25,7 +25,7 @@ def _held_frame(cal: Calibration) -> pd.DataFrame:
         for h in pf.gate():
             p = h.point
             # tokens per measured time: the prompt tokens of a prefill, the sequences of a decode step
-            n_tok = p.features["tokens"] if pf.phase == "prefill" else int(p.extra.get("batch") or 1)
+            n_tok = p.features.tokens if pf.phase == "prefill" else int(p.extra.get("batch") or 1)
             rows.append(
                 {
                     "phase": pf.phase,

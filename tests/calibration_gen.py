@@ -72,7 +72,7 @@ def generate(
     devices: hardware id -> family; dec_params / pre_params: family -> params.  Times come from
     estimator.physics.speed with those params; multiplicative log-normal noise of sd ``noise``.
     """
-    from calibration.features import decode_depths, workload_for
+    from calibration.features import workload_for
     from estimator.catalog.resolve import resolve_hardware, resolve_model
     from estimator.physics import speed
     from estimator.physics.quant import get_quant
@@ -101,9 +101,7 @@ def generate(
                     decode_tok_s=1.0,
                 )
                 wl = workload_for(rec)
-                feats = [speed.decode_features(model, quant, wl, d) for d in decode_depths(0, 128)]
-                p = dec_params[fam]
-                t = np.mean([speed.decode_time_per_token_s(f, hw, p) for f in feats])
+                t = speed.decode_step_s(speed.tg_features(model, quant, wl, 0, 128), hw, dec_params[fam])
                 t *= float(np.exp(rng.normal(0, noise)))
                 out.append(replace(rec, decode_tok_s=1.0 / t))
                 if pre_params:
@@ -113,7 +111,7 @@ def generate(
                     )
                     f = speed.prefill_features(model, quant, workload_for(rec))
                     pp = {**pre_params[fam], "bw_eff": dec_params[fam]["bw_eff"]}
-                    t = speed.prefill_time_s(f, hw, pp) * float(np.exp(rng.normal(0, noise)))
+                    t = speed.prefill_s(f, hw, pp) * float(np.exp(rng.normal(0, noise)))
                     out.append(replace(rec, prefill_tok_s=512 / t))
     return out
 

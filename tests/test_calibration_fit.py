@@ -12,9 +12,10 @@ pytest.importorskip("estimator.physics.speed")
 from calibration import features as feat  # noqa: E402
 from calibration import pipeline  # noqa: E402
 from calibration.dataset import load_dataset  # noqa: E402
-from calibration.fit import EFF, TIME, ParamDef, PhaseModel, Prior, SpeedPoint, fit_group  # noqa: E402
+from calibration.fit import EFF, TIME, Param, PhaseModel, Prior, SpeedPoint, fit_group  # noqa: E402
 from calibration.hierarchy import fit_hierarchy  # noqa: E402
 from estimator.catalog.resolve import resolve_hardware  # noqa: E402
+from estimator.physics.speed import DecodeFeatures  # noqa: E402
 from tests.calibration_gen import generate, write_records  # noqa: E402
 
 AMPERE = {"rtx-3090": "nvidia-ampere", "a100-80gb-pcie": "nvidia-ampere", "rtx-a6000": "nvidia-ampere"}
@@ -64,10 +65,10 @@ def test_no_noise_recovers_exactly():
     pts = []
     for r in recs:
         m, q = resolve_model(r.model_id), get_quant(r.quant)
-        fs = [speed.decode_features(m, q, feat.workload_for(r), d) for d in feat.decode_depths(0, r.n_gen)]
+        fs = speed.tg_features(m, q, feat.workload_for(r), 0, r.n_gen)
         pts.append(
             SpeedPoint(
-                feat._mean_features(fs),
+                [speed.mean_features(fs)],
                 hw[r.hardware_id],
                 1 / r.decode_tok_s,
                 "decode",
@@ -98,18 +99,16 @@ def _toy_points(bw_eff: float, n: int, rng, device="d", family="f", vendor="v"):
     )
     pts = []
     for i in range(n):
-        f = {
-            "bytes_per_token": 1e9 * (1 + i % 7),
-            "host_bytes": 0.0,
-            "n_layers": 16 + 8 * (i % 5),
-            "n_moe_layers": 0,
-            "batch": 1,
-            "flops": 0.0,
-            "n_devices": 1,
-            "split": "tp",
-            "hidden_size": 4096,
-        }
-        t = 3e-4 + 1e-5 * f["n_layers"] + f["bytes_per_token"] / (1e12 * bw_eff)
+        f = DecodeFeatures(
+
+            weight_bytes=1e9 * (1 + i % 7), kv_bytes=0.0, host_bytes=0.0, expert_union_bytes=0.0,
+
+            flops_per_token=0.0, batch=1, n_layers=16 + 8 * (i % 5), n_moe_layers=0, hidden_size=4096,
+
+            n_devices=1, split="tp", fp8=False, engine="llama.cpp",
+
+        )
+        t = 3e-4 + 1e-5 * f.n_layers + f.bytes_per_token / (1e12 * bw_eff)
         pts.append(
             SpeedPoint(
                 f,
@@ -166,7 +165,7 @@ def test_param_defs_have_physical_bounds():
         if d.kind == TIME:
             assert d.lower == 0.0
     assert isinstance(
-        PhaseModel("x", (ParamDef("a", EFF, 0.5, 0.01, 1.0),), lambda f, h, p: 1.0).names, tuple
+        PhaseModel("x", (Param("a", "decode", EFF, 0.5, 0.01, 1.0),), lambda f, h, p: 1.0).names, tuple
     )
 
 
@@ -222,7 +221,7 @@ def test_gemm_k_half_recovered_from_generated_prefill():
         for n in (64, 256, 512, 2048):
             wl = Workload(n_prompt=n, n_gen=0, n_ubatch=512, n_batch=2048, engine="llama.cpp")
             f = speed.prefill_features(m, get_quant("Q4_K_M"), wl)
-            t = speed.prefill_time_s(f, hw, {**true, "bw_eff": 0.8}) * math.exp(rng.normal(0, 0.02))
+            t = speed.prefill_s(f, hw, {**true, "bw_eff": 0.8}) * math.exp(rng.normal(0, 0.02))
             pts.append(SpeedPoint(f, hw, t, "prefill", "f", "llama.cpp", "CUDA", "d", mid))
     res = fit_group(pts, feat.prefill_model(), fixed={"bw_eff": 0.8})
     _within(res.params, res.stderr, true, ("flops_eff", "gemm_k_half"))

@@ -13,6 +13,7 @@ from calibration import features as feat  # noqa: E402
 from calibration.fit import Prior, SpeedPoint  # noqa: E402
 from calibration.hierarchy import fit_hierarchy  # noqa: E402
 from calibration.validate import ape_stats, gate_holdout, holdout, interval, nested_coverage  # noqa: E402
+from estimator.physics.speed import DecodeFeatures  # noqa: E402
 from estimator.specs import HardwareSpec  # noqa: E402
 
 
@@ -31,18 +32,16 @@ def _points(effs: dict[str, float], n: int = 20, noise: float = 0.02, seed: int 
             bf16_tflops=100.0,
         )
         for i in range(n):
-            f = {
-                "bytes_per_token": 1e9 * (1 + i % 5),
-                "host_bytes": 0.0,
-                "n_layers": 16 + 8 * (i % 4),
-                "n_moe_layers": 0,
-                "batch": 1,
-                "flops": 0.0,
-                "n_devices": 1,
-                "split": "tp",
-                "hidden_size": 1,
-            }
-            t = 3e-4 + 1e-5 * f["n_layers"] + f["bytes_per_token"] / (1e12 * eff)
+            f = DecodeFeatures(
+
+                weight_bytes=1e9 * (1 + i % 5), kv_bytes=0.0, host_bytes=0.0, expert_union_bytes=0.0,
+
+                flops_per_token=0.0, batch=1, n_layers=16 + 8 * (i % 4), n_moe_layers=0, hidden_size=1,
+
+                n_devices=1, split="tp", fp8=False, engine="llama.cpp",
+
+            )
+            t = 3e-4 + 1e-5 * f.n_layers + f.bytes_per_token / (1e12 * eff)
             pts.append(
                 SpeedPoint(
                     f,

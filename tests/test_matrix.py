@@ -48,7 +48,7 @@ def _check(mx, table, wl, n_samples, seed, decode_at_context=False):
         if h.bandwidth_gbs:
             _, _, dparams, _ = speed.merged_params(table, h, wl.engine)
             start = ctx if decode_at_context else wl.n_depth
-            step = speed.mean_decode_step_s(m, q, h, pw, dparams, start, max(wl.n_gen, 1))
+            step = speed.decode_step_s(speed.tg_features(m, q, pw, start, max(wl.n_gen, 1)), h, dparams)
             assert mx.decode_tok_s[i, j, k, l] == pytest.approx(1.0 / step, rel=1e-6)
         else:
             assert np.isnan(mx.decode_tok_s[i, j, k, l])

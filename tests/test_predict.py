@@ -34,7 +34,7 @@ def test_pp_row_matches_prefill_physics(table):
     m, h, q = get_model("llama-3.1-8b"), get_hardware("rtx-4090"), get_quant("Q4_K_M")
     wl = Workload(n_ctx=1536, n_prompt=512, n_gen=0, n_depth=1024)
     _, _, _, pp = speed.merged_params(table, h, "llama.cpp")
-    t = speed.prefill_time_s(speed.prefill_features(m, q, wl), h, pp)
+    t = speed.prefill_s(speed.prefill_features(m, q, wl), h, pp)
     assert float(out["prefill_tok_s"]) == pytest.approx(512 / t)
     assert out["decode_tok_s"] == ""
     assert float(out["prefill_tok_s_lo"]) < float(out["prefill_tok_s"]) < float(out["prefill_tok_s_hi"])
@@ -53,7 +53,8 @@ def test_tg_row_integrates_over_growing_kv(table):
     m, h, q = get_model("llama-3.1-8b"), get_hardware("rtx-4090"), get_quant("Q4_K_M")
     _, _, dp, _ = speed.merged_params(table, h, "llama.cpp")
     wl = Workload(n_ctx=16384 + 128, n_prompt=0, n_gen=128, n_depth=16384)
-    brute = sum(speed.decode_step_s(m, q, h, wl, dp, d) for d in range(16384, 16384 + 128)) / 128
+    steps = [speed.decode_step_s(speed.decode_features(m, q, wl, d), h, dp) for d in range(16384, 16512)]
+    brute = sum(steps) / 128
     assert float(deep["decode_tok_s"]) == pytest.approx(1 / brute, rel=1e-9)
     assert deep["prefill_tok_s"] == "" and deep["ttft_s"] == ""
 

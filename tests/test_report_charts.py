@@ -113,5 +113,5 @@ def test_selected_configuration_comes_first_when_it_fits():
 def test_shared_decode_features_equal_mean_decode_step(model, hw, wl):
     m, h, q, w = get_model(model), get_hardware(hw), get_quant("Q4_K_M"), Workload(**wl)
     _, _, dparams, _ = speed.merged_params(TABLE, h, w.engine)
-    step = speed.mean_decode_step_s(m, q, h, w, dparams, int(w.n_depth), int(w.n_gen))
+    step = speed.decode_step_s(speed.tg_features(m, q, w, int(w.n_depth), int(w.n_gen)), h, dparams)
     assert Physics(m, TABLE).decode(q, h, w).tok_s == pytest.approx(1.0 / step, rel=1e-12)

@@ -38,106 +38,118 @@ def hw(bw=1000.0, tflops=100.0, kind="gpu", **kw) -> HardwareSpec:
     )
 
 
-def dfeat(**kw) -> dict:
-    f = {
-        "bytes_per_token": 4e9,
-        "weight_bytes": 4e9,
-        "kv_bytes": 0.0,
-        "host_bytes": 0.0,
-        "expert_union_bytes": 0.0,
-        "flops_per_token": 1.6e10,
-        "flops": 1.6e10,
-        "n_layers": 32,
-        "n_moe_layers": 0,
-        "batch": 1,
-        "hidden_size": 4096,
-        "n_devices": 1,
-        "split": "tp",
-        "fp8": False,
-    }
+def dfeat(bytes_per_token=None, flops=None, **kw) -> speed.DecodeFeatures:
+    """Decode features with round defaults; ``bytes_per_token`` sets the weight bytes (no KV), ``flops`` the
+    FLOPs of the whole batch."""
+    f = dict(
+        weight_bytes=4e9,
+        kv_bytes=0.0,
+        host_bytes=0.0,
+        expert_union_bytes=0.0,
+        flops_per_token=1.6e10,
+        batch=1,
+        n_layers=32,
+        n_moe_layers=0,
+        hidden_size=4096,
+        n_devices=1,
+        split="tp",
+        fp8=False,
+        engine="llama.cpp",
+    )
     f.update(kw)
-    return f
+    if bytes_per_token is not None:
+        f["weight_bytes"] = bytes_per_token - f["kv_bytes"]
+    if flops is not None:
+        f["flops_per_token"] = flops / f["batch"]
+    return speed.DecodeFeatures(**f)
 
 
-def pfeat(**kw) -> dict:
-    f = {
-        "tokens": 512,
-        "flops": 512 * 1.6e10,
-        "attn_flops": 1e11,
-        "weight_bytes": 4e9,
-        "host_bytes": 0.0,
-        "n_passes": 1,
-        "ubatch_tokens": 512,
-        "n_layers": 32,
-        "n_moe_layers": 0,
-        "hidden_size": 4096,
-        "n_devices": 1,
-        "split": "tp",
-        "fp8": False,
-    }
+def pfeat(**kw) -> speed.PrefillFeatures:
+    f = dict(
+        tokens=512,
+        flops=512 * 1.6e10,
+        expert_flops=0.0,
+        gemm_outputs=0.0,
+        expert_gemm_outputs=0.0,
+        attn_flops=1e11,
+        kq_bytes=0.0,
+        weight_bytes=4e9,
+        host_bytes=0.0,
+        n_passes=1,
+        ubatch_tokens=512,
+        kernel_class="kquant",
+        pipeline_factor=1.0,
+        n_layers=32,
+        n_moe_layers=0,
+        hidden_size=4096,
+        n_devices=1,
+        split="tp",
+        fp8=False,
+        engine="llama.cpp",
+    )
     f.update(kw)
-    return f
+    return speed.PrefillFeatures(**f)
 
 
 # ----------------------------------------------------------------------------------- pure time functions
 def test_decode_time_formula():
-    t = speed.decode_time_per_token_s(dfeat(), hw(), P)
+    t = speed.decode_step_s(dfeat(), hw(), P)
     assert t == pytest.approx(2e-4 + 32 * 1e-5 + 4e9 / (1000e9 * 0.8))
 
 
 def test_decode_memory_term_scales_with_bandwidth_and_bytes():
-    t1 = speed.decode_time_per_token_s(dfeat(), hw(bw=500), ZERO)
-    t2 = speed.decode_time_per_token_s(dfeat(), hw(bw=1000), ZERO)
+    t1 = speed.decode_step_s(dfeat(), hw(bw=500), ZERO)
+    t2 = speed.decode_step_s(dfeat(), hw(bw=1000), ZERO)
     assert t1 / t2 == pytest.approx(2.0)
-    t3 = speed.decode_time_per_token_s(dfeat(bytes_per_token=8e9), hw(bw=1000), ZERO)
+    t3 = speed.decode_step_s(dfeat(bytes_per_token=8e9), hw(bw=1000), ZERO)
     assert t3 / t2 == pytest.approx(2.0)
 
 
 def test_batched_decode_takes_max_of_roofs():
     # memory roof: 4e9 / 1e12 = 4 ms; compute roof at B=64: 64 * 1.6e10 / 1e14 = 10.24 ms -> compute bound
     f = dfeat(batch=64, flops=64 * 1.6e10)
-    t = speed.decode_time_per_token_s(f, hw(bw=1000, tflops=100), ZERO)
+    t = speed.decode_step_s(f, hw(bw=1000, tflops=100), ZERO)
     assert t == pytest.approx(64 * 1.6e10 / 100e12)
     # batch 1 never uses the compute roof
     f1 = dfeat(flops=1e15)
-    assert speed.decode_time_per_token_s(f1, hw(), ZERO) == pytest.approx(4e9 / 1e12)
+    assert speed.decode_step_s(f1, hw(), ZERO) == pytest.approx(4e9 / 1e12)
 
 
 def test_host_offload_is_read_at_host_bandwidth():
     dev = hw(host_bandwidth_gbs=50.0)
-    t = speed.decode_time_per_token_s(dfeat(bytes_per_token=3e9, host_bytes=1e9), dev, ZERO)
+    t = speed.decode_step_s(dfeat(bytes_per_token=3e9, host_bytes=1e9), dev, ZERO)
     assert t == pytest.approx(3e9 / 1e12 + 1e9 / 50e9)
 
 
 def test_tensor_parallel_splits_bytes_and_adds_allreduce():
     dev = hw(interconnect_gbs=900.0)
     p = dict(ZERO, t_allreduce_s=1e-5)
-    t1 = speed.decode_time_per_token_s(dfeat(), dev, p)
-    t2 = speed.decode_time_per_token_s(dfeat(n_devices=2), dev, p)
+    t1 = speed.decode_step_s(dfeat(), dev, p)
+    t2 = speed.decode_step_s(dfeat(n_devices=2), dev, p)
     comm = 32 * 2 * (1e-5 + 2 * 1 / 2 * 4096 * 2 / 450e9)
     assert t2 == pytest.approx(t1 / 2 + comm)
 
 
 def test_pipeline_split_serialises():
     dev = hw(interconnect_gbs=64.0)
-    t1 = speed.decode_time_per_token_s(dfeat(), dev, ZERO)
-    t4 = speed.decode_time_per_token_s(dfeat(n_devices=4, split="pp"), dev, ZERO)
+    t1 = speed.decode_step_s(dfeat(), dev, ZERO)
+    t4 = speed.decode_step_s(dfeat(n_devices=4, split="pp"), dev, ZERO)
     assert t4 == pytest.approx(t1 + 3 * 4096 * 2 / 32e9)
     assert t4 > t1
 
 
 def test_prefill_time_formula():
-    t = speed.prefill_time_s(pfeat(), hw(bw=1000, tflops=100), P)
+    t = speed.prefill_s(pfeat(), hw(bw=1000, tflops=100), P)
     # one pass: the weight matmuls sit on the larger of their compute (164 ms) and memory (5 ms) roofs
     compute, memory = 512 * 1.6e10 / (100e12 * 0.5), 4e9 / (1000e9 * 0.8)
     assert t == pytest.approx(max(compute, memory) + 1e11 / (100e12 * 0.3) + 32 * 1e-5)
-    assert speed.prefill_time_s(pfeat(tokens=0), hw(), P) == 0.0
+    assert speed.prefill_s(pfeat(tokens=0), hw(), P) == 0.0
 
 
 def test_prefill_small_ubatch_is_memory_bound_per_pass():
     # ubatch 1: 512 passes, each streams the weights once (5 ms) while computing only 0.32 ms
     f = pfeat(n_passes=512, ubatch_tokens=1, attn_flops=0.0)
-    t = speed.prefill_time_s(f, hw(bw=1000, tflops=100), P)
+    t = speed.prefill_s(f, hw(bw=1000, tflops=100), P)
     assert t == pytest.approx(512 * (4e9 / (1000e9 * 0.8) + 32 * 1e-5))
 
 
@@ -151,10 +163,10 @@ def test_kernel_class_and_relative_efficiency():
     assert speed.kernel_class(m, get_quant("IQ4_XS")) == "iquant"
     assert speed.kernel_class(m, get_quant("FP8")) == "other"
     f = pfeat(weight_bytes=0.0, attn_flops=0.0, kernel_class="f16")
-    base = speed.prefill_time_s(f, hw(), ZERO)
-    assert speed.prefill_time_s(f, hw(), dict(ZERO, flops_rel_f16=2.0)) == pytest.approx(base / 2)
+    base = speed.prefill_s(f, hw(), ZERO)
+    assert speed.prefill_s(f, hw(), dict(ZERO, flops_rel_f16=2.0)) == pytest.approx(base / 2)
     # a coefficient of another class does not touch it
-    assert speed.prefill_time_s(f, hw(), dict(ZERO, flops_rel_legacy=2.0)) == pytest.approx(base)
+    assert speed.prefill_s(f, hw(), dict(ZERO, flops_rel_legacy=2.0)) == pytest.approx(base)
 
 
 def test_moe_expert_flops_use_their_own_efficiency():
@@ -167,12 +179,12 @@ def test_moe_expert_flops_use_their_own_efficiency():
         e.expert_ff
     )
     f = speed.prefill_features(m, get_quant("Q8_0"), Workload(n_prompt=2048, n_ubatch=2048))
-    assert 0 < f["expert_flops"] < f["flops"]
-    ff = {**f, "attn_flops": 0.0, "weight_bytes": 0.0, "kq_bytes": 0.0}
+    assert 0 < f.expert_flops < f.flops
+    ff = replace(f, attn_flops=0.0, weight_bytes=0.0, kq_bytes=0.0)
     h = hw()
-    t1 = speed.prefill_time_s(ff, h, ZERO)
-    t_half = speed.prefill_time_s(ff, h, dict(ZERO, flops_rel_moe=0.5))
-    assert t_half - t1 == pytest.approx(f["expert_flops"] / 100e12)
+    t1 = speed.prefill_s(ff, h, ZERO)
+    t_half = speed.prefill_s(ff, h, dict(ZERO, flops_rel_moe=0.5))
+    assert t_half - t1 == pytest.approx(f.expert_flops / 100e12)
 
 
 def test_output_head_runs_only_for_logit_rows():
@@ -184,7 +196,7 @@ def test_output_head_runs_only_for_logit_rows():
     head = m.vocab_size * m.hidden_size
     # 4096 tokens in n_batch 2048 calls: two rows with logits
     f = speed.prefill_features(m, q, Workload(n_prompt=4096, n_ubatch=512, n_batch=2048))
-    assert f["flops"] == 2 * ((mm - head) * 4096 + head * 2)
+    assert f.flops == 2 * ((mm - head) * 4096 + head * 2)
 
 
 def test_peak_tflops_llama_cpp_uses_fp16_accumulate_rate_on_nvidia():
@@ -263,35 +275,35 @@ def test_kq_bytes_only_without_flash_attention_on_llama_cpp():
     m, q = _tiny(), get_quant("F16")
     off = Workload(n_prompt=1024, n_ubatch=512, flash_attn=False, engine="llama.cpp")
     f = speed.prefill_features(m, q, off)
-    assert f["kq_bytes"] == speed.KQ_SCORE_BYTES * m.n_heads * speed.kq_score_elems(m, 0, 1024, 512)
-    assert speed.prefill_features(m, q, replace(off, flash_attn=True))["kq_bytes"] == 0.0
-    assert speed.prefill_features(m, q, replace(off, engine="vllm"))["kq_bytes"] == 0.0
-    t_on = speed.prefill_time_s({**f, "kq_bytes": 0.0}, hw(), ZERO)
-    assert speed.prefill_time_s(f, hw(), ZERO) == pytest.approx(t_on + f["kq_bytes"] / 1000e9)
+    assert f.kq_bytes == speed.KQ_SCORE_BYTES * m.n_heads * speed.kq_score_elems(m, 0, 1024, 512)
+    assert speed.prefill_features(m, q, replace(off, flash_attn=True)).kq_bytes == 0.0
+    assert speed.prefill_features(m, q, replace(off, engine="vllm")).kq_bytes == 0.0
+    t_on = speed.prefill_s(replace(f, kq_bytes=0.0), hw(), ZERO)
+    assert speed.prefill_s(f, hw(), ZERO) == pytest.approx(t_on + f.kq_bytes / 1000e9)
 
 
 def test_prefill_unknown_tflops_uses_absolute_rate():
     cpu = hw(tflops=None, kind="cpu", family="cpu-x86-avx2")
     with pytest.raises(ValueError, match="TFLOPS unknown"):
-        speed.prefill_time_s(pfeat(), cpu, P)
-    t = speed.prefill_time_s(pfeat(weight_bytes=0.0, attn_flops=0.0), cpu, dict(ZERO, flops_abs_tflops=0.5))
+        speed.prefill_s(pfeat(), cpu, P)
+    t = speed.prefill_s(pfeat(weight_bytes=0.0, attn_flops=0.0), cpu, dict(ZERO, flops_abs_tflops=0.5))
     assert t == pytest.approx(512 * 1.6e10 / 0.5e12)
 
 
 def test_fp8_uses_fp8_rate_when_available():
     dev = hw(tflops=100.0, fp8_tflops=200.0)
     f = pfeat(weight_bytes=0.0, attn_flops=0.0)
-    assert speed.prefill_time_s(f, dev, ZERO) == pytest.approx(
-        2 * speed.prefill_time_s({**f, "fp8": True}, dev, ZERO)
+    assert speed.prefill_s(f, dev, ZERO) == pytest.approx(
+        2 * speed.prefill_s(replace(f, fp8=True), dev, ZERO)
     )
 
 
 def test_prefill_offload_capped_by_link_on_discrete_gpu():
     dev = hw(host_bandwidth_gbs=100.0, interconnect_gbs=64.0)
     f = pfeat(flops=0.0, attn_flops=0.0, weight_bytes=0.0, host_bytes=32e9)
-    assert speed.prefill_time_s(f, dev, ZERO) == pytest.approx(1.0)  # 32 GB at 32 GB/s one way
+    assert speed.prefill_s(f, dev, ZERO) == pytest.approx(1.0)  # 32 GB at 32 GB/s one way
     uni = hw(kind="unified", host_bandwidth_gbs=100.0, interconnect_gbs=64.0)
-    assert speed.prefill_time_s(f, uni, ZERO) == pytest.approx(0.32)
+    assert speed.prefill_s(f, uni, ZERO) == pytest.approx(0.32)
 
 
 # --------------------------------------------------------------------------------------- pure helpers
@@ -354,7 +366,7 @@ def test_matmul_params_excludes_embedding_lookup():
 
 def test_estimate_interval_contains_point():
     s = prior_table().lookup(hw(), "llama.cpp", "decode")
-    e = speed._estimate("decode", 42.0, 1 / 42.0, s)
+    e = speed.estimate("decode", 42.0, 1 / 42.0, s)
     assert e.lo_tok_s < e.tok_s < e.hi_tok_s
     assert e.coefficients == "pooled prior (uncalibrated)" and not e.calibrated
     assert e.hi_tok_s / e.tok_s == pytest.approx(math.exp(s.log_hi))
@@ -388,9 +400,9 @@ def test_decode_features_use_active_bytes_and_kv():
     q = get_quant("Q4_K_M")
     wb = weight_breakdown(m, q)
     f = speed.decode_features(m, q, Workload(), 4096)
-    assert f["weight_bytes"] == pytest.approx(wb.active_bytes_per_token)
-    assert f["kv_bytes"] == kv_read_bytes(m, 4096, "f16")
-    assert f["bytes_per_token"] == pytest.approx(wb.active_bytes_per_token + kv_read_bytes(m, 4096, "f16"))
+    assert f.weight_bytes == pytest.approx(wb.active_bytes_per_token)
+    assert f.kv_bytes == kv_read_bytes(m, 4096, "f16")
+    assert f.bytes_per_token == pytest.approx(wb.active_bytes_per_token + kv_read_bytes(m, 4096, "f16"))
     # the token-embedding lookup is not read in full per token
     assert wb.active_bytes_per_token < wb.total_bytes
 
@@ -405,11 +417,11 @@ def test_moe_reads_active_not_total_bytes():
     wb = weight_breakdown(moe, q)
     f = speed.decode_features(moe, q, Workload(), 0)
     routed_active = wb.routed_expert_bytes * moe.moe.n_experts_used / moe.moe.n_experts
-    assert f["weight_bytes"] == pytest.approx(
+    assert f.weight_bytes == pytest.approx(
         wb.dense_bytes - wb.token_embd_bytes * (not moe.tie_embeddings) + routed_active
     )
-    assert f["weight_bytes"] < 0.5 * wb.total_bytes
-    assert f["expert_union_bytes"] == pytest.approx(routed_active)
+    assert f.weight_bytes < 0.5 * wb.total_bytes
+    assert f.expert_union_bytes == pytest.approx(routed_active)
 
 
 def test_batched_decode_reads_union_of_experts():
@@ -421,12 +433,12 @@ def test_batched_decode_reads_union_of_experts():
     f1 = speed.decode_features(moe, q, Workload(n_seq=1), 0)
     f8 = speed.decode_features(moe, q, Workload(n_seq=8), 0)
     e, k = moe.moe.n_experts, moe.moe.n_experts_used
-    assert f8["expert_union_bytes"] / f1["expert_union_bytes"] == pytest.approx(
+    assert f8.expert_union_bytes / f1.expert_union_bytes == pytest.approx(
         speed.expert_union(e, k, 8) / k
     )
     # more bytes per step than one token, fewer than 8 independent tokens
-    assert f1["weight_bytes"] < f8["weight_bytes"] < 8 * f1["weight_bytes"]
-    assert f8["flops"] == pytest.approx(8 * f8["flops_per_token"])
+    assert f1.weight_bytes < f8.weight_bytes < 8 * f1.weight_bytes
+    assert f8.flops == pytest.approx(8 * f8.flops_per_token)
 
 
 def test_estimate_speed_scales_with_bandwidth_and_labels_prior():
@@ -456,12 +468,13 @@ def test_decode_slows_with_depth_and_aggregate_grows_with_concurrency():
     m, h = _catalog("llama-3.1-8b", "rtx-4090")
     q = get_quant("Q4_K_M")
     _, _, dp, _ = speed.merged_params(prior_table(), h, "llama.cpp")
-    t0 = speed.mean_decode_step_s(m, q, h, Workload(), dp, 0, 128)
-    t32k = speed.mean_decode_step_s(m, q, h, Workload(), dp, 32768, 128)
+    t0 = speed.decode_step_s(speed.tg_features(m, q, Workload(), 0, 128), h, dp)
+    t32k = speed.decode_step_s(speed.tg_features(m, q, Workload(), 32768, 128), h, dp)
     assert t32k > t0
     # tg mean equals the brute-force mean for a linear KV term
-    brute = sum(speed.decode_step_s(m, q, h, Workload(), dp, d) for d in range(100, 164)) / 64
-    assert speed.mean_decode_step_s(m, q, h, Workload(), dp, 100, 64) == pytest.approx(brute, rel=1e-9)
+    w = Workload()
+    brute = sum(speed.decode_step_s(speed.decode_features(m, q, w, d), h, dp) for d in range(100, 164)) / 64
+    assert speed.decode_step_s(speed.tg_features(m, q, w, 100, 64), h, dp) == pytest.approx(brute, rel=1e-9)
     r1 = speed.estimate_speed(m, q, h, Workload(concurrency=1), prior_table())
     r16 = speed.estimate_speed(m, q, h, Workload(concurrency=16), prior_table())
     assert r16.aggregate.tok_s > 4 * r1.aggregate.tok_s
@@ -476,10 +489,10 @@ def test_moe_expert_offload_is_slower_and_reads_host():
     q = get_quant("Q4_K_M")
     f = speed.decode_features(moe, q, Workload(moe_offload_layers=moe.n_layers), 0)
     f0 = speed.decode_features(moe, q, Workload(), 0)
-    assert f["host_bytes"] == pytest.approx(f0["expert_union_bytes"])
-    assert f["weight_bytes"] + f["host_bytes"] == pytest.approx(f0["weight_bytes"])
+    assert f.host_bytes == pytest.approx(f0.expert_union_bytes)
+    assert f.weight_bytes + f.host_bytes == pytest.approx(f0.weight_bytes)
     h = hw(bw=3000.0, host_bandwidth_gbs=80.0)
-    assert speed.decode_time_per_token_s(f, h, P) > 5 * speed.decode_time_per_token_s(f0, h, P)
+    assert speed.decode_step_s(f, h, P) > 5 * speed.decode_step_s(f0, h, P)
 
 
 def test_gemm_width_term_slows_narrow_gemms_more():
@@ -497,10 +510,10 @@ def test_gemm_width_term_slows_narrow_gemms_more():
         m = resolve_model(mid)
         f = speed.prefill_features(m, q, wl)
         outs, routed = gemm_outputs_per_token(m)
-        assert routed == 0 and f["gemm_outputs"] == outs * 512 + m.vocab_size  # one logit row
-        t0 = speed.prefill_time_s(f, hw, base)
-        assert speed.prefill_time_s(f, hw, {**base, "gemm_k_half": 0.0}) == t0
-        ratios[mid] = speed.prefill_time_s(f, hw, {**base, "gemm_k_half": 1000.0}) / t0
+        assert routed == 0 and f.gemm_outputs == outs * 512 + m.vocab_size  # one logit row
+        t0 = speed.prefill_s(f, hw, base)
+        assert speed.prefill_s(f, hw, {**base, "gemm_k_half": 0.0}) == t0
+        ratios[mid] = speed.prefill_s(f, hw, {**base, "gemm_k_half": 1000.0}) / t0
     # the narrow model (hidden 896) loses more than the wide one (hidden 4096)
     assert ratios["qwen2.5-0.5b"] > ratios["llama-3.1-8b"] > 1.0
 

@@ -222,17 +222,18 @@ def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None =
     dec, pre, dparams, pparams = speed.merged_params(table, hardware, wl.engine)
     used = []
     if wl.n_prompt > 0:
-        t_pre = speed.prefill_time_s(speed.prefill_features(model, quant, wl), hardware, pparams)
+        t_pre = speed.prefill_s(speed.prefill_features(model, quant, wl), hardware, pparams)
         tok_s = wl.n_seq * wl.n_prompt / t_pre
         lo, hi = pre.interval(tok_s)
         depth = wl.n_depth + wl.n_prompt
-        t_first = speed.decode_step_s(model, quant, hardware, replace(wl, n_seq=1), dparams, depth)
+        first = speed.decode_features(model, quant, replace(wl, n_seq=1), depth)
+        t_first = speed.decode_step_s(first, hardware, dparams)
         out.update(prefill_tok_s=_num(tok_s), prefill_tok_s_lo=_num(lo), prefill_tok_s_hi=_num(hi))
         out["ttft_s"] = _num(t_pre + t_first)
         used.append(("prefill", pre))
     if wl.n_gen > 0:
         depth = wl.n_depth + wl.n_prompt
-        step = speed.mean_decode_step_s(model, quant, hardware, wl, dparams, depth, wl.n_gen)
+        step = speed.decode_step_s(speed.tg_features(model, quant, wl, depth, wl.n_gen), hardware, dparams)
         tok_s = wl.n_seq / step
         lo, hi = dec.interval(tok_s)
         out.update(decode_tok_s=_num(tok_s), decode_tok_s_lo=_num(lo), decode_tok_s_hi=_num(hi))

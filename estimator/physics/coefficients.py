@@ -1,20 +1,12 @@
 """Speed coefficients: the file calibration writes, the shipped prior, and the fallback lookup.
 
-A *coefficient set* holds the free parameters of one phase of the speed physics (see estimator.physics.speed)
-for
-one (hardware family, engine, backend), plus how well they are known:
-
-* ``decode`` params: ``bw_eff`` in (0, 1] (fraction of datasheet bandwidth reached), ``t_layer_s`` >= 0
-  (per-layer, per-step overhead, seconds), ``t_fixed_s`` >= 0 (per-step overhead, seconds); optional
-  ``moe_route_s`` (per MoE layer, per step), ``host_bw_eff`` (fraction of host RAM bandwidth reached when
-  weights are offloaded), ``t_allreduce_s`` (latency of one tensor-parallel all-reduce).
-* ``prefill`` params: ``flops_eff`` in (0, 1], ``attn_eff`` in (0, 1], ``t_layer_s`` >= 0 (per layer per
-  ubatch pass); optional ``bw_eff`` (memory term), ``flops_abs_tflops`` (effective 10^12 FLOP/s used when
-  the device's datasheet TFLOPS is unknown, e.g. CPUs; the efficiencies still multiply it),
-  ``flops_rel_f16`` / ``flops_rel_legacy`` / ``flops_rel_iquant`` (> 0: prefill GEMM efficiency of that
-  weight-kernel class relative to k-quants, which ``flops_eff`` describes; 1 when absent), ``flops_rel_moe``
-  (> 0: efficiency of routed-expert GEMMs relative to dense ones; 1 when absent), ``gemm_k_half`` (>= 0,
-  elements: a weight GEMM of inner dimension K runs at eff x K / (K + gemm_k_half); 0 when absent).
+A *coefficient set* holds the free parameters of one phase of the speed physics (see
+estimator.physics.speed) for one (hardware family, engine, backend), plus how well they are known.  The
+parameters themselves are one table, ``PARAMS`` (name, phase, kind, default, bounds, whether every set must
+carry it, which fits estimate it, meaning): the file validator, the speed physics' defaults and calibration's
+fits all read it.  Decode: ``bw_eff``, ``t_layer_s``, ``t_fixed_s`` required; ``moe_route_s``,
+``host_bw_eff``, ``t_allreduce_s`` optional.  Prefill: ``flops_eff``, ``attn_eff``, ``t_layer_s`` required;
+``flops_abs_tflops`` (CPUs), the kernel-class and MoE ratios and ``gemm_k_half`` optional.
 
 ``interval`` is the prediction interval of ln(measured / predicted) tokens/s: a point estimate ``x`` becomes
 ``[x * exp(log_lo), x * exp(log_hi)]``; a file interval that excludes 0 (a biased fit) is widened to include
@@ -43,7 +35,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,28 +49,100 @@ DEFAULT_PATH = Path(__file__).resolve().parents[2] / "results" / "coefficients.j
 # A pooled calibrated set used for a family it was not fitted on: interval half-widths x this factor.
 POOLED_WIDEN = 1.5
 
-REQUIRED_PARAMS = {
-    "decode": ("bw_eff", "t_layer_s", "t_fixed_s"),
-    "prefill": ("flops_eff", "attn_eff", "t_layer_s"),
-}
-OPTIONAL_PARAMS = {
-    "decode": ("moe_route_s", "host_bw_eff", "t_allreduce_s", "flops_eff", "flops_abs_tflops"),
-    "prefill": (
-        "bw_eff",
-        "flops_abs_tflops",
-        "host_bw_eff",
-        "t_allreduce_s",
-        "flops_rel_f16",
-        "flops_rel_legacy",
-        "flops_rel_iquant",
-        "flops_rel_moe",
-        "gemm_k_half",
-    ),
-}
-# Positive multipliers / rates (> 0, no upper bound): the prefill kernel-class ratios and absolute TFLOPS.
-_POSITIVE = ("flops_abs_tflops", "flops_rel_f16", "flops_rel_legacy", "flops_rel_iquant", "flops_rel_moe")
-# Parameters that are fractions of a datasheet figure: must lie in (0, 1].
-_EFFICIENCIES = ("bw_eff", "flops_eff", "attn_eff", "host_bw_eff")
+EFF = "eff"  # dimensionless efficiency in (0, 1]: log-scale prior
+RATE = "rate"  # positive multiplier or rate with no physical upper bound: log-scale prior
+TIME = "time"  # additive term >= 0 (seconds, or elements for gemm_k_half): linear prior
+
+
+@dataclass(frozen=True)
+class Param:
+    """One free parameter of the speed physics: the one table calibration and prediction share.
+
+    kind: EFF | RATE | TIME (bounds and prior scale, see calibration.fit); ``default``: the value applied when
+    a coefficient set does not carry it and the start / prior mean of a fit; ``lower`` / ``upper``: the fit's
+    bounds.  ``required``: every set of the phase carries it.  ``fit``: which prefill fits estimate it —
+    ``"all"`` (decode, and both prefill variants), ``"peak"`` (devices with datasheet TFLOPS only),
+    ``"absolute"`` (devices without: CPUs, where the effective TFLOPS are fitted instead), or ``""`` (never
+    fitted: a documented assumption or borrowed from the other phase).
+    """
+
+    name: str
+    phase: str
+    kind: str
+    default: float
+    lower: float
+    upper: float
+    required: bool = False
+    fit: str = ""
+    doc: str = ""
+    absolute_default: float | None = None  # start / prior mean in the absolute-rate prefill fit, if different
+
+
+PARAMS: tuple[Param, ...] = (
+    # decode (estimator.physics.speed: t_step = t_fixed_s + t_layer_s L + moe_route_s L_moe + max(...) + comm)
+    Param("bw_eff", "decode", EFF, 0.7, 1e-3, 1.0, True, "all", "fraction of datasheet bandwidth reached"),
+    Param("t_layer_s", "decode", TIME, 1e-5, 0.0, 1e-2, True, "all", "per-layer overhead of one step, s"),
+    Param("t_fixed_s", "decode", TIME, 3e-4, 0.0, 1.0, True, "all", "fixed overhead of one step, s"),
+    Param("moe_route_s", "decode", TIME, 0.0, 0.0, 1e-2,
+          doc="per MoE layer and step (router, expert gather), s"),
+    Param("host_bw_eff", "decode", EFF, 0.6, 1e-3, 1.0,
+          doc="fraction of host RAM bandwidth reached streaming offloaded weights (assumption)"),
+    Param("t_allreduce_s", "decode", TIME, 2e-5, 0.0, 1e-2,
+          doc="latency of one small tensor-parallel all-reduce (assumption: tens of microseconds)"),
+    Param("flops_eff", "decode", EFF, 1.0, 1e-3, 1.0, doc="compute roof of batched decode (from prefill)"),
+    Param("flops_abs_tflops", "decode", RATE, 0.5, 1e-4, 1e4, doc="effective TFLOPS (from prefill, CPUs)"),
+    # prefill
+    Param("flops_eff", "prefill", EFF, 0.5, 1e-3, 1.0, True, "peak", "fraction of datasheet GEMM TFLOPS"),
+    Param("attn_eff", "prefill", EFF, 0.3, 1e-3, 1.0, True, "all", "fraction of peak reached by attention",
+          absolute_default=0.5),
+    Param("t_layer_s", "prefill", TIME, 5e-5, 0.0, 1e-1, True, "all", "per layer and ubatch pass, s"),
+    Param("flops_abs_tflops", "prefill", RATE, 0.5, 1e-4, 1e4, fit="absolute",
+          doc="effective 10^12 FLOP/s when the datasheet TFLOPS are unknown (CPUs)"),
+    Param("bw_eff", "prefill", EFF, 1.0, 1e-3, 1.0, doc="memory term (from decode when absent)"),
+    Param("host_bw_eff", "prefill", EFF, 0.6, 1e-3, 1.0, doc="as decode"),
+    Param("t_allreduce_s", "prefill", TIME, 2e-5, 0.0, 1e-2, doc="as decode"),
+    Param("flops_rel_f16", "prefill", RATE, 1.0, 0.1, 10.0, fit="all",
+          doc="GEMM efficiency of F16/BF16/F32 weights relative to k-quants"),
+    Param("flops_rel_legacy", "prefill", RATE, 1.0, 0.1, 10.0, fit="all",
+          doc="relative GEMM efficiency of legacy 32-element-block types (q4_0 .. q8_0, mxfp4)"),
+    Param("flops_rel_iquant", "prefill", RATE, 1.0, 0.1, 10.0, fit="all",
+          doc="relative GEMM efficiency of i-quants"),
+    # <= 1: a routed expert's GEMM gets ~u x k / E of the u rows a dense GEMM gets, so it cannot run more
+    # efficiently than the dense ones
+    Param("flops_rel_moe", "prefill", RATE, 0.999, 0.05, 1.0, fit="all",
+          doc="efficiency of routed-expert GEMMs relative to dense ones"),
+    # additive (linear prior around 0 = no effect), bounded at 1e6 elements (far beyond any model width)
+    Param("gemm_k_half", "prefill", TIME, 0.0, 0.0, 1e6, fit="all",
+          doc="GEMM width term: a GEMM of inner dimension K runs at eff x K / (K + gemm_k_half), elements"),
+)  # fmt: skip
+
+
+def phase_params(phase: str) -> tuple[Param, ...]:
+    """The parameters of one phase, in table order."""
+    return tuple(p for p in PARAMS if p.phase == phase)
+
+
+def param(phase: str, name: str) -> Param:
+    """One parameter of the table; KeyError when the phase has no such parameter."""
+    for p in PARAMS:
+        if p.phase == phase and p.name == name:
+            return p
+    raise KeyError(f"{phase}.{name}")
+
+
+def fitted_params(phase: str, absolute: bool = False) -> tuple[Param, ...]:
+    """What a fit of ``phase`` estimates: decode -> every ``fit="all"`` parameter; prefill -> ``"all"`` plus
+    ``"peak"`` (devices with datasheet TFLOPS) or ``"absolute"`` (devices without, ``absolute=True``).
+    The absolute-rate parameter comes first in place of flops_eff."""
+    which = ("all", "absolute" if absolute else "peak")
+    chosen = [p for p in phase_params(phase) if p.fit in which]
+    if absolute:
+        chosen = [p if p.absolute_default is None else replace(p, default=p.absolute_default) for p in chosen]
+    return tuple(sorted(chosen, key=lambda p: p.fit != which[1]))
+
+
+REQUIRED_PARAMS = {ph: tuple(p.name for p in phase_params(ph) if p.required) for ph in PHASES}
+OPTIONAL_PARAMS = {ph: tuple(p.name for p in phase_params(ph) if not p.required) for ph in PHASES}
 
 
 class CoefficientsError(SpecError):
@@ -252,11 +316,12 @@ def _validate_entry(entry: Any, where: str, need_family: bool) -> None:
             raise CoefficientsError(f"{where}: unknown {phase} param {k!r}")
         if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
             raise CoefficientsError(f"{where}: param {k!r} must be a finite number, got {v!r}")
-        if k in _EFFICIENCIES and not 0 < v <= 1:
+        kind = param(phase, k).kind
+        if kind == EFF and not 0 < v <= 1:
             raise CoefficientsError(f"{where}: {k} = {v} is outside (0, 1]")
-        if k not in _EFFICIENCIES and v < 0:
+        if kind != EFF and v < 0:
             raise CoefficientsError(f"{where}: {k} = {v} must be >= 0")
-        if k in _POSITIVE and v <= 0:
+        if kind == RATE and v <= 0:
             raise CoefficientsError(f"{where}: {k} must be > 0")
     interval = entry.get("interval", {})
     lo, hi = interval.get("log_lo", -0.7), interval.get("log_hi", 0.5)

@@ -219,85 +219,70 @@ def _label(table: CoefficientTable, h: HardwareSpec, engine: str) -> str:
     return table.lookup(h, engine, "decode").label
 
 
-def _hardware_params(hardware, table, wl, n):
-    """Per-device arrays of the decode physics: bw x bw_eff, overheads, compute rates, all-reduce cost."""
-    H = len(hardware)  # noqa: N806
-    cols = {
-        k: np.full(H, np.nan) for k in ("bw", "t_fixed", "t_layer", "moe", "peak", "peak8", "link", "t_ar")
-    }
-    for j, h in enumerate(hardware):
-        _, _, p, _ = speed.merged_params(table, h, wl.engine)
-        cols["bw"][j] = (h.bandwidth_gbs or np.nan) * 1e9 * p["bw_eff"]
-        cols["t_fixed"][j] = p["t_fixed_s"]
-        cols["t_layer"][j] = p["t_layer_s"]
-        cols["moe"][j] = p.get("moe_route_s", 0.0)
-        cols["t_ar"][j] = p.get("t_allreduce_s", speed.DEFAULT_T_ALLREDUCE_S)
-        cols["link"][j] = 0.5 * (h.interconnect_gbs or speed.DEFAULT_INTERCONNECT_GBS) * 1e9
-        for key, fp8 in (("peak", False), ("peak8", True)):
-            try:
-                cols[key][j] = speed.peak_tflops(h, p, fp8, wl.engine) * 1e12 * p.get("flops_eff", 1.0)
-            except ValueError:
-                cols[key][j] = np.nan
-    return cols
+def _stacked_rates(hardware, table, engine: str, fp8: bool) -> speed.DecodeRates:
+    """The devices' ``speed.DecodeRates`` stacked field by field into arrays of shape [1, H, 1] (NaN where a
+    device lacks the figure), so ``speed.step_s`` broadcasts over models and contexts."""
+    rows = []
+    for h in hardware:
+        _, _, p, _ = speed.merged_params(table, h, engine)
+        try:
+            rows.append(speed.decode_rates(h, p, engine, fp8))
+        except ValueError:  # no bandwidth: every figure of this device is NaN
+            rows.append(None)
+    cols = {}
+    for name in ("bw_bs", "host_bw_bs", "flops_s", "link_bs", "t_fixed_s", "t_layer_s", "moe_route_s",
+                 "t_allreduce_s"):  # fmt: skip
+        vals = [np.nan if r is None or getattr(r, name) is None else getattr(r, name) for r in rows]
+        cols[name] = np.array(vals, dtype=float)[None, :, None]
+    return speed.DecodeRates(**cols)
 
 
 def _decode_tok_s(models, hardware, quants, contexts, table, wl, decode_at_context) -> np.ndarray:
+    """Decode tok/s [M, H, Q, C] through ``speed.step_s`` on array features.
+
+    The features of tg{n_gen} (``speed.tg_features``) are built once per model and context; the weight
+    bytes a step reads (``speed.weights_read``) once per model and quant.  One sequence: the mean features of
+    the tg depths (``speed.mean_features``, exact: no compute roof); several: the mean step over the depths.
+    """
     M, H, Q, C = len(models), len(hardware), len(quants), len(contexts)  # noqa: N806
-    n = max(int(wl.n_devices), 1)
     b = max(int(wl.n_seq), 1)
-    hp = _hardware_params(hardware, table, wl, n)
     n_gen = max(int(wl.n_gen), 1)
     starts = list(contexts) if decode_at_context else [int(wl.n_depth)] * C
-    depths = [speed.decode_depths(d, n_gen) for d in starts]  # [C][D]
-    D = len(depths[0])  # noqa: N806
+    out = np.empty((M, H, Q, C))
+    if not (M and Q and C):
+        return out
+    tg = [[speed.tg_features(m, quants[0], wl, d, n_gen) for d in starts] for m in models]
+    if b == 1:
+        tg = [[[speed.mean_features(fs)] for fs in row] for row in tg]
+    n_d = len(tg[0][0])
 
-    wdev = np.empty((M, Q))
-    kvr = np.empty((M, C, D))
-    fpt = np.empty((M, C, D))
-    lay = np.empty(M)
-    lmoe = np.empty(M)
-    hid = np.empty(M)
-    for i, m in enumerate(models):
-        lay[i], lmoe[i], hid[i] = m.n_layers, speed.n_moe_layers(m), m.hidden_size
-        for k, q in enumerate(quants):
-            wb = speed.breakdown(m, q)
-            wdev[i, k] = speed._weights_read(m, wb, b, 0, 0)[0]
-        mm = 2 * speed.matmul_params(m, speed.breakdown(m, quants[0]).n_params_active) if quants else 0
-        cache: dict[float, tuple[float, float]] = {}
-        for l in range(C):  # noqa: E741
-            for dd, d in enumerate(depths[l]):
-                if d not in cache:
-                    att = speed.attn_flops_at(m, d)
-                    cache[d] = (b * speed.kv_read_at(m, d, wl.kv_dtype, wl.engine), mm + att)
-                kvr[i, l, dd], fpt[i, l, dd] = cache[d]
+    def column(name: str, dd: int) -> np.ndarray:
+        """One feature at depth index dd as an [M, 1, C] array."""
+        return np.array([[getattr(fs[dd], name) for fs in row] for row in tg], dtype=float)[:, None, :]
 
-    overhead = (
-        hp["t_fixed"][None, :] + hp["t_layer"][None, :] * lay[:, None] + hp["moe"][None, :] * lmoe[:, None]
-    )
-    comm = np.zeros((M, H))
-    if n > 1:
-        msg = hid * b * speed.ACTIVATION_BYTES
-        comm = lay[:, None] * 2 * (hp["t_ar"][None, :] + 2 * (n - 1) / n * msg[:, None] / hp["link"][None, :])
-    fixed = (overhead + comm)[:, :, None, None]  # [M,H,1,1]
-    bw = (n * hp["bw"])[None, :, None, None]
-    fp8 = np.array([speed.is_fp8(q) for q in quants])
-    steps = np.zeros((M, H, Q, C))
-    if b == 1:  # no compute roof: the mean over depths passes through the linear memory term exactly
-        mean_kv = kvr.mean(axis=2)
-        steps = fixed + (wdev[:, None, :, None] + mean_kv[:, None, None, :]) / bw
-    else:
-        peak = np.where(
-            fp8[None, :],
-            np.where(np.isnan(hp["peak8"]), hp["peak"], hp["peak8"])[:, None],
-            hp["peak"][:, None],
-        )  # [H,Q]
-        for dd in range(D):
-            t_mem = (wdev[:, None, :, None] + kvr[:, None, None, :, dd]) / bw
-            t_comp = b * fpt[:, None, None, :, dd] / (n * peak[None, :, :, None])
-            steps = steps + np.maximum(t_mem, t_comp)
-        steps = fixed + steps / D
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return 1.0 / steps
+    def per_model(fn) -> np.ndarray:
+        return np.array([fn(m) for m in models], dtype=float)[:, None, None]
+
+    for k, q in enumerate(quants):
+        rates = _stacked_rates(hardware, table, wl.engine, speed.is_fp8(q))
+        read = [speed.weights_read(m, q, b) for m in models]  # (device, host, union) bytes
+        steps = np.zeros((M, H, C))
+        for dd in range(n_d):
+            f = replace(
+                tg[0][0][dd],
+                weight_bytes=np.array([r[0] for r in read])[:, None, None],
+                host_bytes=np.array([r[1] for r in read])[:, None, None],
+                kv_bytes=column("kv_bytes", dd),
+                flops_per_token=column("flops_per_token", dd),
+                n_layers=per_model(lambda m: m.n_layers),
+                n_moe_layers=per_model(speed.n_moe_layers),
+                hidden_size=per_model(lambda m: m.hidden_size),
+            )
+            with np.errstate(invalid="ignore", divide="ignore"):
+                steps = steps + speed.step_s(f, rates)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[:, :, k, :] = 1.0 / (steps / n_d)
+    return out
 
 
 def fit_table(

@@ -58,12 +58,13 @@ A device whose datasheet TFLOPS is unknown (CPUs) uses the coefficient set's ``f
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from estimator.engines import get_engine
 from estimator.physics import kv as kv_mod
 from estimator.physics import weights as weights_mod
-from estimator.physics.coefficients import CoefficientSet, CoefficientTable
+from estimator.physics.coefficients import CoefficientSet, CoefficientTable, param
 from estimator.physics.counts import (  # noqa: F401 - re-exported: the speed physics' public helpers
     GEMM_K_HALF_PARAM,
     KERNEL_CLASS_PARAMS,
@@ -94,9 +95,10 @@ from estimator.specs import (
 
 DEFAULT_HOST_BANDWIDTH_GBS = 89.6  # dual-channel DDR5-5600 peak (2 x 8 B x 5600 MT/s), as the catalog assumes
 DEFAULT_INTERCONNECT_GBS = 64.0  # PCIe 4.0 x16, bidirectional aggregate (as the catalog quotes links)
-# Optional coefficients applied when a set does not carry them (the same in calibration and prediction):
-DEFAULT_HOST_BW_EFF = 0.6  # assumption: fraction of host DDR peak reached when streaming offloaded weights
-DEFAULT_T_ALLREDUCE_S = 2e-5  # assumption: latency of one small tensor-parallel all-reduce (tens of us)
+# Optional coefficients applied when a set does not carry them (the same in calibration and prediction): the
+# defaults of the parameter table (estimator.physics.coefficients.PARAMS)
+DEFAULT_HOST_BW_EFF = param("decode", "host_bw_eff").default
+DEFAULT_T_ALLREDUCE_S = param("decode", "t_allreduce_s").default
 TTFT_PROMPT_TOKENS = 4096
 ACTIVATION_BYTES = 2  # bf16/f16 activations exchanged between devices
 _MIDPOINT_SEGMENTS = 16  # tg{n} mean: midpoint rule over this many segments (exact for piecewise-linear t)
@@ -143,7 +145,90 @@ class SpeedReport:
 
 
 # --------------------------------------------------------------------------------------------- features
-def _weights_read(model: ModelSpec, wb, n_tokens: int, moe_offload_layers: int, offload_bytes: int):
+@dataclass(frozen=True, slots=True)
+class DecodeFeatures:
+    """Physics features of one decode step of ``batch`` sequences at one depth (bytes, FLOP, counts).
+
+    weight_bytes: device bytes of weights the step reads (routed experts: the union the batch touches);
+    kv_bytes: KV + state bytes the batch reads at its depth; host_bytes: offloaded weight bytes read from host
+    RAM; expert_union_bytes: the routed part of weight_bytes before offload; flops_per_token: one sequence.
+    Numeric fields may be numpy arrays of broadcastable shapes (estimator.physics.matrix), never on the report
+    path.
+    """
+
+    weight_bytes: float
+    kv_bytes: float
+    host_bytes: float
+    expert_union_bytes: float
+    flops_per_token: float
+    batch: int
+    n_layers: int
+    n_moe_layers: int
+    hidden_size: int
+    n_devices: int
+    split: str
+    fp8: bool
+    engine: str
+
+    @property
+    def bytes_per_token(self) -> float:
+        """Device bytes read per step: weights + KV of the batch."""
+        return self.weight_bytes + self.kv_bytes
+
+    @property
+    def flops(self) -> float:
+        """FLOPs of the step: batch x flops_per_token."""
+        return self.batch * self.flops_per_token
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillFeatures:
+    """Physics features of prefilling ``tokens`` tokens (n_prompt for each of B sequences) at a depth.
+
+    flops: 2 x matmul params x tokens (the output head only for the rows that return logits); expert_flops:
+    its routed-expert part; gemm_outputs / expert_gemm_outputs: GEMM output elements (all / routed experts,
+    for the width term); attn_flops; kq_bytes: the KQ score traffic of an engine that materialises it
+    without flash attention; weight_bytes / host_bytes: bytes one ubatch pass streams from the device / host;
+    n_passes = ceil(tokens / n_ubatch) of ubatch_tokens each; kernel_class (estimator.physics.counts);
+    pipeline_factor (llama.cpp layer split).
+    """
+
+    tokens: int
+    flops: float
+    expert_flops: float
+    gemm_outputs: float
+    expert_gemm_outputs: float
+    attn_flops: float
+    kq_bytes: float
+    weight_bytes: float
+    host_bytes: float
+    n_passes: int
+    ubatch_tokens: int
+    kernel_class: str
+    pipeline_factor: float
+    n_layers: int
+    n_moe_layers: int
+    hidden_size: int
+    n_devices: int
+    split: str
+    fp8: bool
+    engine: str
+
+
+_AVERAGED = ("weight_bytes", "kv_bytes", "host_bytes", "expert_union_bytes", "flops_per_token")
+
+
+def mean_features(features: Sequence[DecodeFeatures]) -> DecodeFeatures:
+    """The features with their per-depth quantities averaged.  For one sequence the step time is affine in
+    them (no compute roof), so the time of the mean equals the mean of the times: one evaluation instead of
+    one per depth (calibration fits thousands of points)."""
+    n = len(features)
+    return replace(features[0], **{k: sum(getattr(f, k) for f in features) / n for k in _AVERAGED})
+
+
+def weights_read(
+    model: ModelSpec, quant: QuantSpec, n_tokens: int, moe_offload_layers: int = 0, offload_bytes: int = 0
+) -> tuple[float, float, float]:
     """(device_bytes, host_bytes, routed_union_bytes) of weights one forward pass over n_tokens reads.
 
     Routed experts: routed_expert_bytes x U(n_tokens)/E; the rest of active_bytes_per_token is always read.
@@ -151,6 +236,7 @@ def _weights_read(model: ModelSpec, wb, n_tokens: int, moe_offload_layers: int, 
     too, assumed spread evenly, so that fraction (offload_bytes / total weight bytes) of the remaining read is
     on the host.
     """
+    wb = breakdown(model, quant)
     active = float(wb.active_bytes_per_token)
     host = 0.0
     union_bytes = 0.0
@@ -197,51 +283,56 @@ def attn_flops_at(model: ModelSpec, depth: float) -> float:
     return _lerp(lambda d: attention_flops(model, d, 1, absorbed=True), depth)
 
 
-def decode_features(model: ModelSpec, quant: QuantSpec, workload: Workload, depth: float) -> dict:
-    """Physics features of one decode step of workload.n_seq sequences, each with ``depth`` cached tokens.
+def decode_features(model: ModelSpec, quant: QuantSpec, workload: Workload, depth: float) -> DecodeFeatures:
+    """Features of one decode step of workload.n_seq sequences, each with ``depth`` cached tokens.
 
-    ``depth`` may be fractional (a midpoint of decode_depths): KV bytes and attention FLOPs are then linearly
-    interpolated between the neighbouring integer depths.
-
-    Keys: bytes_per_token (device bytes read per step: weights incl. expert union + B x KV at depth),
-    weight_bytes, kv_bytes, host_bytes (offloaded weights read from host RAM), expert_union_bytes,
-    flops_per_token (one sequence), flops (B x flops_per_token), n_layers, n_moe_layers, batch, hidden_size,
-    n_devices, split.
+    ``depth`` may be fractional (a midpoint of ``decode_depths``): KV bytes and attention FLOPs are then
+    linearly interpolated between the neighbouring integer depths.
     """
     b = max(int(workload.n_seq), 1)
     wb = breakdown(model, quant)
-    dev, host, union_bytes = _weights_read(model, wb, b, workload.moe_offload_layers, workload.offload_bytes)
+    moe_off, off = workload.moe_offload_layers, workload.offload_bytes
+    dev, host, union_bytes = weights_read(model, quant, b, moe_off, off)
     kv_bytes = b * kv_read_at(model, depth, workload.kv_dtype, workload.engine)
     fpt = 2 * matmul_params(model, wb.n_params_active) + attn_flops_at(model, depth)
-    return {
-        "bytes_per_token": dev + kv_bytes,
-        "weight_bytes": dev,
-        "kv_bytes": float(kv_bytes),
-        "host_bytes": host,
-        "expert_union_bytes": union_bytes,
-        "flops_per_token": float(fpt),
-        "flops": float(b * fpt),
-        "n_layers": model.n_layers,
-        "n_moe_layers": n_moe_layers(model),
-        "batch": b,
-        "hidden_size": model.hidden_size,
-        "n_devices": max(int(workload.n_devices), 1),
-        "split": workload.split,
-        "fp8": is_fp8(quant),
-        "engine": workload.engine,
-    }
+    return DecodeFeatures(
+        weight_bytes=dev,
+        kv_bytes=float(kv_bytes),
+        host_bytes=host,
+        expert_union_bytes=union_bytes,
+        flops_per_token=float(fpt),
+        batch=b,
+        n_layers=model.n_layers,
+        n_moe_layers=n_moe_layers(model),
+        hidden_size=model.hidden_size,
+        n_devices=max(int(workload.n_devices), 1),
+        split=workload.split,
+        fp8=is_fp8(quant),
+        engine=workload.engine,
+    )
 
 
-def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> dict:
-    """Physics features of prefilling workload.n_prompt tokens for each of n_seq sequences at n_depth.
+def decode_depths(depth: int, n_gen: int) -> list[float]:
+    """Depths at which the mean step time of tg{n_gen} from ``depth`` is evaluated.
 
-    Keys: tokens, flops (2 x matmul params x tokens, the output head only for the rows that return logits),
-    expert_flops (the routed-expert part of flops), gemm_outputs / expert_gemm_outputs (GEMM output
-    elements, all / routed experts, for the width term), attn_flops, kq_bytes (llama.cpp without flash
-    attention), weight_bytes (device bytes one ubatch pass streams), host_bytes (per pass),
-    n_passes = ceil(tokens / n_ubatch), ubatch_tokens, kernel_class, pipeline_factor, n_layers,
-    n_moe_layers, hidden_size, n_devices, split, fp8.
+    The tokens are generated at depths depth .. depth+n-1; seen as the interval [depth - 1/2, depth + n - 1/2]
+    cut into S = min(n_gen, 16) equal segments, the midpoint rule evaluates t at depth - 1/2 + (j + 1/2) n/S
+    (possibly fractional).  The mean of those equals the exact mean of t over the n integer depths whenever t
+    is linear in depth (as the KV term is between window breakpoints).
     """
+    n = max(int(n_gen), 1)
+    s = min(n, _MIDPOINT_SEGMENTS)
+    return [depth - 0.5 + (j + 0.5) * n / s for j in range(s)]
+
+
+def tg_features(model: ModelSpec, quant: QuantSpec, workload: Workload, depth: int, n_gen: int):
+    """Features of tg{n_gen} from ``depth`` (llama-bench: n_gen / total time), one per ``decode_depths``;
+    ``decode_step_s`` of the list is the mean step time."""
+    return [decode_features(model, quant, workload, d) for d in decode_depths(depth, n_gen)]
+
+
+def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> PrefillFeatures:
+    """Features of prefilling workload.n_prompt tokens for each of n_seq sequences at n_depth."""
     b = max(int(workload.n_seq), 1)
     n_prompt = max(int(workload.n_prompt), 0)
     tokens = b * n_prompt
@@ -249,7 +340,7 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
     n_passes = math.ceil(tokens / ubatch) if tokens else 0
     per_pass = min(tokens, ubatch)
     wb = breakdown(model, quant)
-    dev, host, _ = _weights_read(model, wb, per_pass, workload.moe_offload_layers, workload.offload_bytes)
+    dev, host, _ = weights_read(model, quant, per_pass, workload.moe_offload_layers, workload.offload_bytes)
     # The output head runs only for the rows that return logits: the last token of each llama_decode call
     # (llama-bench / llama-cpp-python without logits_all), of each sequence under vLLM.
     head = model.vocab_size * model.hidden_size
@@ -261,28 +352,28 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
         u_seq = max(ubatch // b, 1) if b > 1 else ubatch
         elems = kq_score_elems(model, int(workload.n_depth), n_prompt, u_seq)
         kq = float(b * KQ_SCORE_BYTES * model.n_heads * elems)
-    return {
-        "tokens": tokens,
-        "flops": float(2 * (body * tokens + head * n_out)),
-        "expert_flops": float(2 * min(routed_active_params(model), body) * tokens),
-        "gemm_outputs": float(outs * tokens + model.vocab_size * n_out),
-        "expert_gemm_outputs": float(routed_outs * tokens),
-        "attn_flops": float(b * attention_flops(model, int(workload.n_depth), n_prompt)),
-        "kq_bytes": kq,
-        "weight_bytes": dev,
-        "host_bytes": host,
-        "n_passes": n_passes,
-        "ubatch_tokens": per_pass,
-        "kernel_class": kernel_class(model, quant),
-        "pipeline_factor": pipeline_factor(workload, tokens, ubatch),
-        "n_layers": model.n_layers,
-        "n_moe_layers": n_moe_layers(model),
-        "hidden_size": model.hidden_size,
-        "n_devices": max(int(workload.n_devices), 1),
-        "split": workload.split,
-        "fp8": is_fp8(quant),
-        "engine": workload.engine,
-    }
+    return PrefillFeatures(
+        tokens=tokens,
+        flops=float(2 * (body * tokens + head * n_out)),
+        expert_flops=float(2 * min(routed_active_params(model), body) * tokens),
+        gemm_outputs=float(outs * tokens + model.vocab_size * n_out),
+        expert_gemm_outputs=float(routed_outs * tokens),
+        attn_flops=float(b * attention_flops(model, int(workload.n_depth), n_prompt)),
+        kq_bytes=kq,
+        weight_bytes=dev,
+        host_bytes=host,
+        n_passes=n_passes,
+        ubatch_tokens=per_pass,
+        kernel_class=kernel_class(model, quant),
+        pipeline_factor=pipeline_factor(workload, tokens, ubatch),
+        n_layers=model.n_layers,
+        n_moe_layers=n_moe_layers(model),
+        hidden_size=model.hidden_size,
+        n_devices=max(int(workload.n_devices), 1),
+        split=workload.split,
+        fp8=is_fp8(quant),
+        engine=workload.engine,
+    )
 
 
 # ------------------------------------------------------------------------------------------------ times
@@ -290,7 +381,8 @@ def peak_tflops(hardware: HardwareSpec, params: dict, fp8: bool = False, engine:
     """Dense TFLOPS the engine's GEMMs run at (10^12 FLOP/s).
 
     * FP8 weights: the FP8 rate where the device has one.
-    * llama.cpp on NVIDIA with a catalogued INT8 rate: int8_tops / 2.  llama.cpp's CUDA GEMMs are cuBLAS with
+    * an engine whose quantized GEMMs run on the int8 / fp16-accumulate path (profile ``int8_gemm``:
+      llama.cpp) on NVIDIA with a catalogued INT8 rate: int8_tops / 2.  llama.cpp's CUDA GEMMs are cuBLAS with
       CUBLAS_COMPUTE_16F (F16 weights, and quants dequantized to F16) or int8 MMQ; on Turing and later every
       SKU's dense INT8 rate is twice its FP16-accumulate rate.  The bf16 column is the FP32-accumulate rate,
       which GeForce parts run at half speed (shared/reference/hardware.md), so it would understate GeForce
@@ -332,67 +424,119 @@ def host_bandwidth_bs(hardware: HardwareSpec, params: dict, over_link: bool) -> 
     return bw
 
 
-def _comm_s(f: dict, hardware: HardwareSpec, params: dict, tokens: int) -> float:
-    """Interconnect time of one forward pass of ``tokens`` tokens (see module doc)."""
-    n = int(f["n_devices"])
+@dataclass(frozen=True)
+class DecodeRates:
+    """What one device with one decode coefficient set gives the step-time formula (B/s, FLOP/s, s).
+
+    bw_bs = bandwidth x bw_eff; host_bw_bs = host RAM bandwidth x host_bw_eff; flops_s = GEMM peak x
+    flops_eff (None when the device has no TFLOPS figure: only batched decode needs it, and then it is an
+    error); link_bs = one direction of the interconnect; the overheads of the set.  Fields may be numpy
+    arrays over devices (estimator.physics.matrix stacks them).
+    """
+
+    bw_bs: float
+    host_bw_bs: float
+    flops_s: float | None
+    link_bs: float
+    t_fixed_s: float
+    t_layer_s: float
+    moe_route_s: float
+    t_allreduce_s: float
+    flops_error: str = ""
+
+
+def decode_rates(hardware: HardwareSpec, params: dict, engine: str = "", fp8: bool = False) -> DecodeRates:
+    """The DecodeRates of a device (raises ValueError when its bandwidth is unknown)."""
+    try:
+        peak = peak_tflops(hardware, params, fp8, engine)
+        flops_s: float | None = peak * 1e12 * params.get("flops_eff", 1.0)
+        error = ""
+    except ValueError as exc:
+        flops_s, error = None, str(exc)
+    return DecodeRates(
+        bw_bs=_bandwidth_gbs(hardware) * 1e9 * params["bw_eff"],
+        host_bw_bs=host_bandwidth_bs(hardware, params, over_link=False),
+        flops_s=flops_s,
+        link_bs=0.5 * (hardware.interconnect_gbs or DEFAULT_INTERCONNECT_GBS) * 1e9,
+        t_fixed_s=params["t_fixed_s"],
+        t_layer_s=params["t_layer_s"],
+        moe_route_s=params.get("moe_route_s", 0.0),
+        t_allreduce_s=float(params.get("t_allreduce_s", DEFAULT_T_ALLREDUCE_S)),
+        flops_error=error,
+    )
+
+
+def _maximum(a, b):
+    """max(a, b) for numbers; element-wise for numpy arrays (numpy is imported only when arrays come in, so
+    the report path stays free of it)."""
+    try:
+        return a if a >= b else b
+    except ValueError:  # the truth value of an array
+        import numpy as np
+
+        return np.maximum(a, b)
+
+
+def comm_s(n_devices: int, split: str, n_layers, hidden_size, tokens: int, link_bs, t_allreduce_s):
+    """Interconnect time of one forward pass of ``tokens`` tokens over n_devices (see module doc): pipeline
+    (pp) N-1 activation hops; tensor parallel (tp) 2 ring all-reduces per layer."""
+    n = int(n_devices)
     if n <= 1:
         return 0.0
-    link = 0.5 * (hardware.interconnect_gbs or DEFAULT_INTERCONNECT_GBS) * 1e9  # one direction, B/s
-    msg = f["hidden_size"] * tokens * ACTIVATION_BYTES
-    lat = float(params.get("t_allreduce_s", DEFAULT_T_ALLREDUCE_S))
-    if f["split"] == "pp":
-        return (n - 1) * (lat + msg / link)
-    return f["n_layers"] * 2 * (lat + 2 * (n - 1) / n * msg / link)
+    msg = hidden_size * tokens * ACTIVATION_BYTES
+    if split == "pp":
+        return (n - 1) * (t_allreduce_s + msg / link_bs)
+    return n_layers * 2 * (t_allreduce_s + 2 * (n - 1) / n * msg / link_bs)
 
 
-def decode_time_per_token_s(features: dict, hardware: HardwareSpec, params: dict) -> float:
-    """Seconds of one decode step (each of ``batch`` sequences gains a token); see the module doc.
+def step_s(f: DecodeFeatures, r: DecodeRates):
+    """Seconds of one decode step from features and rates: the one formula of decode (module doc)."""
+    tp = f.n_devices if f.split == "tp" else 1
+    t_mem = f.bytes_per_token / (tp * r.bw_bs) + f.host_bytes / r.host_bw_bs
+    t_comp = 0.0
+    if f.batch > 1:
+        if r.flops_s is None:
+            raise ValueError(r.flops_error)
+        t_comp = f.flops / (tp * r.flops_s)
+    overhead = r.t_fixed_s + r.t_layer_s * f.n_layers + r.moe_route_s * f.n_moe_layers
+    comm = comm_s(f.n_devices, f.split, f.n_layers, f.hidden_size, f.batch, r.link_bs, r.t_allreduce_s)
+    return overhead + _maximum(t_mem, t_comp) + comm
+
+
+def decode_step_s(features: DecodeFeatures | Sequence[DecodeFeatures], hardware: HardwareSpec, params: dict):
+    """Seconds of one decode step (each of ``batch`` sequences gains a token); the mean over a list of
+    features (``tg_features``: the mean step of tg{n_gen}).
 
     params: a decode set's params (bw_eff, t_layer_s, t_fixed_s, optional moe_route_s, host_bw_eff,
     t_allreduce_s, and flops_eff / flops_abs_tflops for the compute roof when batch > 1).
     """
-    f = features
-    n = int(f["n_devices"])
-    tp = n if f["split"] == "tp" else 1
-    bw = _bandwidth_gbs(hardware) * 1e9 * params["bw_eff"]
-    host_bw = host_bandwidth_bs(hardware, params, over_link=False)
-    t_mem = f["bytes_per_token"] / (tp * bw) + f["host_bytes"] / host_bw
-    t_comp = 0.0
-    if f["batch"] > 1:
-        peak = peak_tflops(hardware, params, f.get("fp8", False), f.get("engine", ""))
-        peak *= 1e12 * params.get("flops_eff", 1.0)
-        t_comp = f["flops"] / (tp * peak)
-    overhead = params["t_fixed_s"] + params["t_layer_s"] * f["n_layers"]
-    overhead += params.get("moe_route_s", 0.0) * f["n_moe_layers"]
-    return overhead + max(t_mem, t_comp) + _comm_s(f, hardware, params, int(f["batch"]))
+    feats = [features] if isinstance(features, DecodeFeatures) else list(features)
+    rates = decode_rates(hardware, params, feats[0].engine, feats[0].fp8)
+    return sum(step_s(f, rates) for f in feats) / len(feats)
 
 
-def prefill_time_s(features: dict, hardware: HardwareSpec, params: dict) -> float:
-    """Seconds to prefill ``features['tokens']`` tokens; see the module doc.  0 when there are no tokens.
-
-    Features from before the kernel-class / FA / pipeline terms (no ``kernel_class``, ``kq_bytes``,
-    ``pipeline_factor``) get the neutral values (k-quant reference, 0, 1).
-    """
-    f = features
-    if not f["tokens"]:
+def prefill_s(f: PrefillFeatures, hardware: HardwareSpec, params: dict) -> float:
+    """Seconds to prefill ``f.tokens`` tokens; see the module doc.  0 when there are no tokens."""
+    if not f.tokens:
         return 0.0
-    n = int(f["n_devices"])
-    tp = n if f["split"] == "tp" else 1
-    peak = peak_tflops(hardware, params, f.get("fp8", False), f.get("engine", "")) * 1e12 * tp
+    tp = f.n_devices if f.split == "tp" else 1
+    peak = peak_tflops(hardware, params, f.fp8, f.engine) * 1e12 * tp
     bw = _bandwidth_gbs(hardware) * 1e9 * params.get("bw_eff", 1.0) * tp
     host_bw = host_bandwidth_bs(hardware, params, over_link=True)
-    eff = params["flops_eff"] * params.get(KERNEL_CLASS_PARAMS.get(f.get("kernel_class", "kquant"), ""), 1.0)
-    ex = f.get("expert_flops", 0.0)
+    eff = params["flops_eff"] * params.get(KERNEL_CLASS_PARAMS.get(f.kernel_class, ""), 1.0)
     kw = 2.0 * params.get(GEMM_K_HALF_PARAM, 0.0)  # FLOP-equivalents per GEMM output element
-    ex_out = f.get("expert_gemm_outputs", 0.0)
-    dense = f["flops"] - ex + kw * (f.get("gemm_outputs", 0.0) - ex_out)
-    t_c = dense / (peak * eff) + (ex + kw * ex_out) / (peak * eff * params.get(MOE_PARAM, 1.0))
-    passes = max(int(f["n_passes"]), 1)
-    t_mm = passes * max(t_c / passes, f["weight_bytes"] / bw)
-    t_attn = f["attn_flops"] / (peak * params["attn_eff"]) + f.get("kq_bytes", 0.0) / bw
-    t = t_mm + t_attn + f["n_passes"] * (f["host_bytes"] / host_bw + params["t_layer_s"] * f["n_layers"])
-    t += f["n_passes"] * _comm_s(f, hardware, params, int(f["ubatch_tokens"]))
-    return t * f.get("pipeline_factor", 1.0)
+    dense = f.flops - f.expert_flops + kw * (f.gemm_outputs - f.expert_gemm_outputs)
+    t_c = dense / (peak * eff) + (f.expert_flops + kw * f.expert_gemm_outputs) / (
+        peak * eff * params.get(MOE_PARAM, 1.0)
+    )
+    passes = max(int(f.n_passes), 1)
+    t_mm = passes * max(t_c / passes, f.weight_bytes / bw)
+    t_attn = f.attn_flops / (peak * params["attn_eff"]) + f.kq_bytes / bw
+    t = t_mm + t_attn + f.n_passes * (f.host_bytes / host_bw + params["t_layer_s"] * f.n_layers)
+    link = 0.5 * (hardware.interconnect_gbs or DEFAULT_INTERCONNECT_GBS) * 1e9
+    lat = float(params.get("t_allreduce_s", DEFAULT_T_ALLREDUCE_S))
+    t += f.n_passes * comm_s(f.n_devices, f.split, f.n_layers, f.hidden_size, f.ubatch_tokens, link, lat)
+    return t * f.pipeline_factor
 
 
 # ------------------------------------------------------------------------------------------- estimates
@@ -409,35 +553,8 @@ def merged_params(table: CoefficientTable, hardware: HardwareSpec, engine: str, 
     return dec, pre, {**borrow_pre, **dec.params}, {**borrow_dec, **pre.params}
 
 
-def decode_step_s(model, quant, hardware, workload, params: dict, depth: float) -> float:
-    """Seconds of one decode step at ``depth`` (features + time in one call)."""
-    return decode_time_per_token_s(decode_features(model, quant, workload, depth), hardware, params)
-
-
-def decode_depths(depth: int, n_gen: int) -> list[float]:
-    """Depths at which mean_decode_step_s evaluates the step time for tg{n_gen} from ``depth``.
-
-    The tokens are generated at depths depth .. depth+n-1; seen as the interval [depth - 1/2, depth + n - 1/2]
-    cut into S = min(n_gen, 16) equal segments, the midpoint rule evaluates t at depth - 1/2 + (j + 1/2) n/S
-    (possibly fractional).  The mean of those equals the exact mean of t over the n integer depths whenever t
-    is linear in depth (as the KV term is between window breakpoints).
-    """
-    n = max(int(n_gen), 1)
-    s = min(n, _MIDPOINT_SEGMENTS)
-    return [depth - 0.5 + (j + 0.5) * n / s for j in range(s)]
-
-
-def mean_decode_step_s(model, quant, hardware, workload, params: dict, depth: int, n_gen: int) -> float:
-    """Mean step time while generating n_gen tokens from ``depth`` (tg{n_gen} at depth, llama-bench).
-
-    llama-bench reports n_gen / total time, so the mean step is (1/n) sum_{i<n} t(depth + i); t is piecewise
-    linear in depth, so the sum is taken at ``decode_depths(depth, n_gen)``.
-    """
-    ds = decode_depths(depth, n_gen)
-    return sum(decode_step_s(model, quant, hardware, workload, params, d) for d in ds) / len(ds)
-
-
-def _estimate(phase: str, tok_s: float, time_s: float, cset: CoefficientSet) -> SpeedEstimate:
+def estimate(phase: str, tok_s: float, time_s: float, cset: CoefficientSet) -> SpeedEstimate:
+    """A speed with the interval and label of the coefficient set it came from."""
     lo, hi = cset.interval(tok_s)
     return SpeedEstimate(
         phase=phase,
@@ -452,6 +569,28 @@ def _estimate(phase: str, tok_s: float, time_s: float, cset: CoefficientSet) -> 
     )
 
 
+def tg_estimate(model, quant, hardware, workload, dec: CoefficientSet, params: dict) -> SpeedEstimate:
+    """Decode tok/s of tg{n_gen} from n_depth for batch n_seq (the aggregate when n_seq > 1): n_seq / mean
+    step."""
+    feats = tg_features(model, quant, workload, int(workload.n_depth), max(int(workload.n_gen), 1))
+    step = decode_step_s(feats, hardware, params)
+    return estimate("decode", max(int(workload.n_seq), 1) / step, step, dec)
+
+
+def pp_estimate(model, quant, hardware, workload, pre: CoefficientSet, params: dict) -> SpeedEstimate:
+    """Prefill tok/s of B x n_prompt tokens (pp{n_prompt}; 512 when unset) at n_depth."""
+    n_prompt = int(workload.n_prompt) if workload.n_prompt > 0 else 512
+    t = prefill_s(prefill_features(model, quant, replace(workload, n_prompt=n_prompt)), hardware, params)
+    return estimate("prefill", max(int(workload.n_seq), 1) * n_prompt / t, t, pre)
+
+
+def aggregate_step_s(model, quant, hardware, workload, params: dict) -> float:
+    """One decode step of ``concurrency`` sequences with the KV cache at half of n_ctx."""
+    conc = max(int(workload.concurrency), 1)
+    f = decode_features(model, quant, replace(workload, n_seq=conc), int(workload.n_ctx) // 2)
+    return decode_step_s(f, hardware, params)
+
+
 def estimate_speed(
     model: ModelSpec, quant: QuantSpec, hardware: HardwareSpec, workload: Workload, table: CoefficientTable
 ) -> SpeedReport:
@@ -461,26 +600,21 @@ def estimate_speed(
     """
     dec, pre, dparams, pparams = merged_params(table, hardware, workload.engine)
     b = max(int(workload.n_seq), 1)
-    n_gen = max(int(workload.n_gen), 1)
-    step = mean_decode_step_s(model, quant, hardware, workload, dparams, int(workload.n_depth), n_gen)
-    decode = _estimate("decode", 1.0 / step, step, dec)
-
-    n_prompt = int(workload.n_prompt) if workload.n_prompt > 0 else 512
-    pw = replace(workload, n_prompt=n_prompt)
-    t_pre = prefill_time_s(prefill_features(model, quant, pw), hardware, pparams)
-    prefill = _estimate("prefill", b * n_prompt / t_pre, t_pre, pre)
+    decode_b = tg_estimate(model, quant, hardware, workload, dec, dparams)
+    step = decode_b.time_s
+    decode = estimate("decode", 1.0 / step, step, dec)
+    prefill = pp_estimate(model, quant, hardware, workload, pre, pparams)
 
     tw = replace(workload, n_prompt=TTFT_PROMPT_TOKENS, n_depth=0, n_seq=1)
-    t_p4 = prefill_time_s(prefill_features(model, quant, tw), hardware, pparams)
-    t_d1 = decode_step_s(model, quant, hardware, tw, dparams, TTFT_PROMPT_TOKENS)
+    t_p4 = prefill_s(prefill_features(model, quant, tw), hardware, pparams)
+    t_d1 = decode_step_s(decode_features(model, quant, tw, TTFT_PROMPT_TOKENS), hardware, dparams)
     ttft = t_p4 + t_d1
     ttft_lo = t_p4 * math.exp(-pre.log_hi) + t_d1 * math.exp(-dec.log_hi)
     ttft_hi = t_p4 * math.exp(-pre.log_lo) + t_d1 * math.exp(-dec.log_lo)
 
     conc = max(int(workload.concurrency), 1)
-    cw = replace(workload, n_seq=conc)
-    t_c = decode_step_s(model, quant, hardware, cw, dparams, int(workload.n_ctx) // 2)
-    aggregate = _estimate("decode", conc / t_c, t_c, dec)
+    t_c = aggregate_step_s(model, quant, hardware, workload, dparams)
+    aggregate = estimate("decode", conc / t_c, t_c, dec)
 
     notes: list[str] = []
     if workload.offload_bytes or workload.moe_offload_layers:

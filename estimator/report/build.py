@@ -62,9 +62,9 @@ _SIZING_ERRORS = (SpecError, ValueError, ArithmeticError)
 class Physics:
     """Memoised memory / speed calls for one model and coefficient table.
 
-    Decode: ``decode_features`` do not depend on the device, so the features at ``decode_depths`` are computed
-    once per (quant, workload) and every device applies ``decode_time_per_token_s`` to them; the result equals
-    ``1 / speed.mean_decode_step_s`` (a test checks) at a fraction of the cost when many devices are sized.
+    Decode: the features of tg{n_gen} (``speed.tg_features``) do not depend on the device, so they are built
+    once per (quant, workload) and every device applies ``speed.decode_step_s`` to them: the same numbers as
+    ``speed.estimate_speed`` at a fraction of the cost when many devices are sized.
     """
 
     def __init__(self, model: ModelSpec, table):
@@ -89,11 +89,11 @@ class Physics:
             self._params[key] = speed_mod.merged_params(self.table, hw, engine)
         return self._params[key]
 
-    def _decode_features(self, quant: QuantSpec, wl: Workload) -> list[dict]:
+    def _decode_features(self, quant: QuantSpec, wl: Workload) -> list:
         key = (quant.name, wl)
         if key not in self._feats:
-            depths = speed_mod.decode_depths(int(wl.n_depth), max(int(wl.n_gen), 1))
-            self._feats[key] = [speed_mod.decode_features(self.model, quant, wl, d) for d in depths]
+            n_gen = max(int(wl.n_gen), 1)
+            self._feats[key] = speed_mod.tg_features(self.model, quant, wl, int(wl.n_depth), n_gen)
         return self._feats[key]
 
     def decode(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload) -> SpeedFigure:
@@ -102,7 +102,7 @@ class Physics:
         if key not in self._decode:
             dec, _, dparams, _ = self.params(hw, wl.engine)
             feats = self._decode_features(quant, wl)
-            step = sum(speed_mod.decode_time_per_token_s(f, hw, dparams) for f in feats) / len(feats)
+            step = speed_mod.decode_step_s(feats, hw, dparams)
             self._decode[key] = figure(1.0 / step, dec)
         return self._decode[key]
 
@@ -112,19 +112,12 @@ class Physics:
     def prefill(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload) -> SpeedFigure:
         """Prefill tok/s of B x n_prompt tokens (pp{n_prompt}, 512 if unset), as ``speed.estimate_speed``."""
         _, pre, _, pparams = self.params(hw, wl.engine)
-        n_prompt = int(wl.n_prompt) if wl.n_prompt > 0 else 512
-        pw = replace(wl, n_prompt=n_prompt)
-        t = speed_mod.prefill_time_s(speed_mod.prefill_features(self.model, quant, pw), hw, pparams)
-        return figure(max(int(wl.n_seq), 1) * n_prompt / t, pre)
+        return from_estimate(speed_mod.pp_estimate(self.model, quant, hw, wl, pre, pparams))
 
     def aggregate_tok_s(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload) -> float:
         """Total decode tok/s of wl.concurrency sequences with the KV cache at half of n_ctx."""
         _, _, dparams, _ = self.params(hw, wl.engine)
-        conc = max(int(wl.concurrency), 1)
-        t = speed_mod.decode_step_s(
-            self.model, quant, hw, replace(wl, n_seq=conc), dparams, int(wl.n_ctx) // 2
-        )
-        return conc / t
+        return max(int(wl.concurrency), 1) / speed_mod.aggregate_step_s(self.model, quant, hw, wl, dparams)
 
 
 def memory_sequences(wl: Workload) -> int:
