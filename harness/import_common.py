@@ -8,7 +8,7 @@ from pathlib import Path
 
 from estimator.specs import HardwareSpec, ModelSpec
 from harness.provenance import utc_now
-from harness.records import SCHEMA_VERSION, RecordError, RunRecord, record_from_dict
+from harness.records import SCHEMA_VERSION, RecordError, RunRecord, record_from_dict, with_defaults
 
 
 class ImportFormatError(ValueError):
@@ -59,7 +59,7 @@ def _base(ctx: ImportContext, sha: str) -> dict:
 
 def _finish(row: dict, path: Path, line: int | str) -> RunRecord:
     try:
-        return record_from_dict(row)
+        return record_from_dict(with_defaults(row))
     except (RecordError, TypeError) as exc:
         raise _err(path, line, str(exc)) from None
 
