@@ -61,9 +61,10 @@ def safe_name(text: str) -> str:
 
 
 def import_target(results: str | Path, fmt: str, source_file: str | Path) -> Path:
-    """Where ``python -m harness import`` appends by default: published_measurements.csv -> published.jsonl,
-    published_measurements_2.csv -> published-2.jsonl, another published CSV -> published-<stem>.jsonl, serving_silicon.csv -> published-serving.jsonl, any other
-    file -> imported-<stem>.jsonl (one file per source)."""
+    """Where ``python -m harness import`` appends by default (one file per source):
+    published_measurements.csv -> published.jsonl, published_measurements_2.csv -> published-2.jsonl, another
+    published CSV -> published-<stem>.jsonl, serving_silicon.csv -> published-serving.jsonl, any other file ->
+    imported-<stem>.jsonl."""
     stem = Path(source_file).stem
     if fmt == "serving-silicon":
         return runs_dir(results) / SERVING_FILE
