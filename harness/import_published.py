@@ -6,14 +6,12 @@ tokens/s); the quality flag, notes and every other column are kept in ``extra``.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import re
 from pathlib import Path
 
 from estimator.specs import GIB, ModelSpec, SpecError
-from harness.import_common import ImportContext, _base, _err, _finish
+from harness.import_common import ImportContext, _base, _err, _finish, csv_rows
 from harness.provenance import git_sha, model_fingerprint
 from harness.records import RunRecord
 from harness.store import short_hash
@@ -211,15 +209,6 @@ def published_record(
 
 
 def import_published(path: Path, text: str, ctx: ImportContext) -> list[RunRecord]:
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in PUBLISHED_COLUMNS if c not in (reader.fieldnames or ())]
-    if missing:
-        raise _err(path, 1, f"not the published-measurements CSV: missing column(s) {', '.join(missing)}")
-    look, sha, out = _Lookups(ctx), git_sha(), []
-    start = 2
-    for r in reader:
-        if None in r:
-            raise _err(path, start, "more cells than header columns")
-        out.append(published_record(r, path, start, ctx, look, sha))
-        start = reader.line_num + 1
-    return out
+    look, sha = _Lookups(ctx), git_sha()
+    rows = csv_rows(path, text, PUBLISHED_COLUMNS, "the published-measurements CSV")
+    return [published_record(r, path, line, ctx, look, sha) for r, line in rows]

@@ -27,13 +27,11 @@ Every record keeps its source URL (``source``), the file and line (``extra["sour
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import re
 from pathlib import Path
 
-from harness.import_common import ImportContext, _base, _err, _finish
+from harness.import_common import ImportContext, _base, _err, _finish, csv_rows
 from harness.import_published import _Lookups
 from harness.provenance import git_sha, model_fingerprint
 from harness.records import RunRecord
@@ -222,15 +220,6 @@ def _iso(measured: str) -> str:
 
 
 def import_serving_silicon(path: Path, text: str, ctx: ImportContext) -> list[RunRecord]:
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in SERVING_COLUMNS if c not in (reader.fieldnames or ())]
-    if missing:
-        raise _err(path, 1, f"not aiconfigurator's silicon_sample CSV: missing {', '.join(missing)}")
-    look, sha, out = _Lookups(ctx), git_sha(), []
-    start = 2
-    for r in reader:
-        if None in r:
-            raise _err(path, start, "more cells than header columns")
-        out.append(serving_record(r, path, start, ctx, look, sha))
-        start = reader.line_num + 1
-    return out
+    look, sha = _Lookups(ctx), git_sha()
+    rows = csv_rows(path, text, SERVING_COLUMNS, "aiconfigurator's silicon_sample CSV")
+    return [serving_record(r, path, line, ctx, look, sha) for r, line in rows]
