@@ -95,6 +95,8 @@ def _run(args) -> int:
             f"{len(doc['uncalibrated'])} uncalibrated, {len(ds.records)} records used, "
             f"{len(cal.rejected)} left out"
         )
+        for why, n in sorted(ds.excluded_kind.items()):
+            console.print(f"  left out {n} record(s): {why}", markup=False)
         for rej in cal.rejected[:20]:
             console.print(f"  left out: {rej}", markup=False)
         if len(cal.rejected) > 20:

@@ -31,7 +31,11 @@ import pandas as pd
 from harness.records import RecordError, RunRecord, record_from_dict, record_to_dict
 
 DEFAULT_QUALITIES: tuple[str, ...] = ("ok",)
-KNOWN_QUALITIES: tuple[str, ...] = ("ok", "legacy", "rounded", "suspect", "aggregate")
+KNOWN_QUALITIES: tuple[str, ...] = ("ok", "legacy", "rounded", "suspect", "aggregate", "approximate")
+# Measurements of serving at concurrency / offline batches (RunRecord schema 2).  The fit has no serving model
+# yet: a record that carries only these is left out with SERVING_REASON (counted, not an error).
+SERVING_MEASUREMENTS = ("ttft_s", "tpot_s", "itl_s", "e2e_latency_s", "total_tok_s", "output_tok_s")
+SERVING_REASON = "serving / batch latency only (TTFT, TPOT, ITL, e2e, throughput): no serving model yet"
 
 # Memory fields that must be > 0 when present on an ok record (zero memory is impossible).
 _POSITIVE_MEMORY = ("weights_bytes", "kv_bytes", "compute_bytes", "device_total_bytes", "host_rss_bytes")
@@ -73,6 +77,7 @@ class Dataset:
     rejected: list[Rejection] = field(default_factory=list)
     excluded_status: dict[str, int] = field(default_factory=dict)  # failed/skipped counts (not errors)
     excluded_quality: dict[str, int] = field(default_factory=dict)  # quality flag -> count left out
+    excluded_kind: dict[str, int] = field(default_factory=dict)  # reason (SERVING_REASON) -> count left out
     qualities: tuple[str, ...] = DEFAULT_QUALITIES
     input_hash: str = ""
 
@@ -81,6 +86,13 @@ def record_quality(rec: RunRecord) -> str:
     """Quality flag of a record: ``extra["quality"]`` for imports, ``ok`` for own measurements."""
     q = rec.extra.get("quality") if isinstance(rec.extra, dict) else None
     return str(q) if q else "ok"
+
+
+def is_serving_only(rec: RunRecord) -> bool:
+    """True when the record measures only serving / batch latency (no prefill, decode or memory figure)."""
+    return all(getattr(rec, n) is None for n in _MEASUREMENTS) and any(
+        getattr(rec, n) is not None for n in SERVING_MEASUREMENTS
+    )
 
 
 def validate_record(rec: RunRecord) -> list[str]:
@@ -247,10 +259,14 @@ def build_dataset(
     keep: list[LoadedRecord] = []
     by_status: dict[str, int] = {}
     by_quality: dict[str, int] = {}
+    by_kind: dict[str, int] = {}
     for lr in loaded:
         rec = lr.record
         if rec.status != "ok":
             by_status[rec.status] = by_status.get(rec.status, 0) + 1
+            continue
+        if is_serving_only(rec):
+            by_kind[SERVING_REASON] = by_kind.get(SERVING_REASON, 0) + 1
             continue
         q = record_quality(rec)
         if q not in qualities:
@@ -268,6 +284,7 @@ def build_dataset(
         rejected=rejected,
         excluded_status=by_status,
         excluded_quality=by_quality,
+        excluded_kind=by_kind,
         qualities=qualities,
         input_hash=input_hash(lr.record for lr in keep),
     )

@@ -106,12 +106,20 @@ def _pct(x) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
+def ds_quality(cal: Calibration) -> list[tuple[str, int]]:
+    """(quality flag, records left out for it) of the dataset."""
+    return list(cal.dataset.excluded_quality.items())
+
+
 def render_markdown(cal: Calibration, doc: dict, df: pd.DataFrame, plots: list[str]) -> str:
     lines = [
         "# Calibration report",
         "",
         f"Records used: {len(cal.dataset.records)} (quality flags: {', '.join(cal.dataset.qualities)}); "
         f"left out: {len(cal.rejected)}; input hash `{cal.dataset.input_hash}`.",
+        "",
+        *[f"Not fitted: {n} record(s), {why}." for why, n in sorted(cal.dataset.excluded_kind.items())],
+        *[f"Quality flag `{q}` not used: {n} record(s)." for q, n in sorted(ds_quality(cal))],
         "",
         "Errors are absolute percentage errors of tokens/s, held out: each point predicted by coefficients "
         "fitted without its device (leave-one-device-out); a family with a single device is held out by "

@@ -2,7 +2,8 @@
 
     python -m harness measure --plan plans/cpu-quick.toml [--results results] [--resume | --repeat]
     python -m harness check-plan --plan plans/cpu-full.toml
-    python -m harness import FILE [--format auto|llama-bench|vllm-bench|published] [--hardware ID|local]
+    python -m harness import FILE [--format auto|llama-bench|vllm-bench|published|serving-silicon]
+                                  [--hardware ID|local]
                                   [--source URL] [--results results] [--timestamp ISO]
                                   [--input-len N --output-len N --batch-size N]   (vLLM bench latency)
     python -m harness ls [--results results]
@@ -19,6 +20,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.importers import FORMATS
 from harness.records import RecordError
 
 EXIT_BAD_INPUT = 2
@@ -96,7 +98,7 @@ def cmd_check_plan(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from estimator.specs import SpecError
     from harness.importers import ImportContext, ImportFormatError, import_file
-    from harness.store import PUBLISHED_FILE, append_new, runs_dir, safe_name
+    from harness.store import append_new, import_target
 
     try:
         from estimator.catalog.resolve import resolve_hardware, resolve_model
@@ -135,12 +137,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         fmt, records = import_file(args.file, args.format, ctx)
     except ImportFormatError as exc:
         return _fail(str(exc))
-    if args.out:
-        target = Path(args.out)
-    elif fmt == "published":
-        target = runs_dir(args.results) / PUBLISHED_FILE
-    else:
-        target = runs_dir(args.results) / f"imported-{safe_name(Path(args.file).stem)}.jsonl"
+    target = Path(args.out) if args.out else import_target(args.results, fmt, args.file)
     try:
         added, present = append_new(target, records)
     except RecordError as exc:
@@ -215,13 +212,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--plan", required=True)
     c.set_defaults(func=cmd_check_plan)
 
-    i = sub.add_parser("import", help="import llama-bench / vLLM bench / published results")
+    i = sub.add_parser("import", help="import llama-bench / vLLM bench / published / serving results")
     i.add_argument("file")
-    i.add_argument("--format", default="auto", choices=["auto", "llama-bench", "vllm-bench", "published"])
+    i.add_argument("--format", default="auto", choices=list(FORMATS))
     i.add_argument("--hardware", default=None, help="catalog id of the machine, or 'local' for this one")
     i.add_argument("--source", default=None, help="source URL or description (default: the file path)")
     i.add_argument("--results", default="results")
-    i.add_argument("--out", default=None, help="target JSONL (default: results/runs/imported-<stem>.jsonl)")
+    i.add_argument(
+        "--out", default=None, help="target JSONL (default: one file per source, harness.store.import_target)"
+    )
     i.add_argument("--timestamp", default=None, help="timestamp_utc for rows that carry none (default now)")
     i.add_argument("--input-len", type=int, default=None, help="vLLM bench latency --input-len")
     i.add_argument("--output-len", type=int, default=None, help="vLLM bench latency --output-len")

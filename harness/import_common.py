@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import csv
+import io
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from estimator.specs import HardwareSpec, ModelSpec
 from harness.provenance import utc_now
-from harness.records import SCHEMA_VERSION, RecordError, RunRecord, record_from_dict
+from harness.records import SCHEMA_VERSION, RecordError, RunRecord, record_from_dict, with_defaults
 
 
 class ImportFormatError(ValueError):
@@ -57,9 +59,26 @@ def _base(ctx: ImportContext, sha: str) -> dict:
     )
 
 
+def csv_rows(path: Path, text: str, columns: tuple[str, ...], what: str) -> Iterator[tuple[dict, int]]:
+    """(row, first line of the row) of a CSV with a header holding ``columns``; one pass over the text.
+
+    A missing column names the file (line 1) and ``what`` the file should be; a row with more cells than the
+    header names its line."""
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in columns if c not in (reader.fieldnames or ())]
+    if missing:
+        raise _err(path, 1, f"not {what}: missing column(s) {', '.join(missing)}")
+    start = 2
+    for r in reader:
+        if None in r:
+            raise _err(path, start, "more cells than header columns")
+        yield r, start
+        start = reader.line_num + 1
+
+
 def _finish(row: dict, path: Path, line: int | str) -> RunRecord:
     try:
-        return record_from_dict(row)
+        return record_from_dict(with_defaults(row))
     except (RecordError, TypeError) as exc:
         raise _err(path, line, str(exc)) from None
 

@@ -6,14 +6,12 @@ tokens/s); the quality flag, notes and every other column are kept in ``extra``.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import re
 from pathlib import Path
 
 from estimator.specs import GIB, ModelSpec, SpecError
-from harness.import_common import ImportContext, _base, _err, _finish
+from harness.import_common import ImportContext, _base, _err, _finish, csv_rows
 from harness.provenance import git_sha, model_fingerprint
 from harness.records import RunRecord
 from harness.store import short_hash
@@ -23,8 +21,9 @@ PUBLISHED_COLUMNS = (
     "model_id", "model_name", "quant", "model_size_gib", "n_prompt", "n_gen", "n_depth", "n_ubatch", "batch",
     "flash_attn", "metric", "value", "unit", "quality", "notes",
 )  # fmt: skip
-PUBLISHED_QUALITY = ("ok", "legacy", "aggregate", "rounded", "suspect")
-# published metric -> (RunRecord field, factor to its unit, accepted unit prefix)
+PUBLISHED_QUALITY = ("ok", "legacy", "aggregate", "rounded", "suspect", "approximate")
+# published metric -> (RunRecord field, factor to its unit, accepted unit prefix); *_bytes fields are rounded
+# to whole bytes, every other field stays a float.
 PUBLISHED_METRICS = {
     "pp_tps": ("prefill_tok_s", 1.0, "tokens/s"),
     "tg_tps": ("decode_tok_s", 1.0, ""),  # "tokens/s" or "output tokens/s (aggregate ...)"
@@ -32,7 +31,16 @@ PUBLISHED_METRICS = {
     "kv_gib": ("kv_bytes", GIB, "GiB"),
     "compute_buffer_gib": ("compute_bytes", GIB, "GiB"),
     "total_gib": ("device_total_bytes", GIB, ""),  # some sources say "GB (as reported ...)"; kept in extra
+    # serving / offline-batch metrics (published_measurements_2.csv, schema 2 fields)
+    "e2e_latency_s": ("e2e_latency_s", 1.0, "s ("),  # wall time of the whole run / request
+    "total_tps": ("total_tok_s", 1.0, "tokens/s"),  # (input + output) tokens / wall time
+    "output_tps": ("output_tok_s", 1.0, "output tokens/s"),
+    "ttft_ms": ("ttft_s", 1e-3, "ms"),  # mean time to first token
+    "ttft_s": ("ttft_s", 1.0, "s ("),  # batch latency with output length 1
+    "tpot_ms": ("tpot_s", 1e-3, "ms"),
+    "itl_ms": ("itl_s", 1e-3, "ms"),
 }
+_SERVING_METRICS = frozenset({"output_tps", "ttft_ms", "tpot_ms", "itl_ms"})
 
 
 def _opt_int(value: str, path: Path, line: int, col: str) -> int | None:
@@ -52,10 +60,35 @@ _PUB_PROMOTED = {"source_url", "notes", "quality", "metric", "unit", "source_gro
 
 
 class _Lookups:
-    """Cached catalog look-ups: hardware family and model fingerprint by id ("" when unknown)."""
+    """Cached catalog look-ups: hardware family and model fingerprint by id ("" when unknown), and the catalog
+    id of a published device / model name (through the catalog's documented aliases)."""
 
     def __init__(self, ctx: ImportContext) -> None:
-        self.ctx, self.hw, self.models = ctx, {}, {}
+        self.ctx, self.hw, self.models, self.names = ctx, {}, {}, {}
+
+    def hardware_id(self, name: str) -> tuple[str, str]:
+        """(catalog id, family) of a published device name or id; ("", "") when the catalog has none."""
+        if name not in self.names:
+            spec = None
+            if name and self.ctx.resolve_hardware is not None:
+                try:
+                    spec = self.ctx.resolve_hardware(name)
+                except (SpecError, KeyError, ValueError):
+                    spec = None
+            self.names[name] = (spec.id, spec.family) if spec else ("", "")
+        return self.names[name]
+
+    def model_alias(self, name: str) -> dict | None:
+        """The catalog alias entry {alias, quant, note} when ``name`` is an alias of a catalog model."""
+        if not name or self.ctx.resolve_model is None:
+            return None
+        from estimator.catalog.data import model_entry
+
+        try:
+            entry = model_entry(name)
+        except SpecError:
+            return None
+        return next((a for a in entry.get("aliases") or () if a["alias"].lower() == name.lower()), None)
 
     def family(self, hw_id: str) -> tuple[str, str]:
         if hw_id not in self.hw:
@@ -112,6 +145,19 @@ def published_record(
     if not r["source_url"].strip():
         raise _err(path, line, "empty source_url")
     hw_id, model_id = r["hardware_id"].strip(), r["model_id"].strip()
+    mapped: dict = {}
+    if not hw_id and r.get("hardware_name", "").strip():  # a device the catalog names by a published alias
+        hw_id = look.hardware_id(r["hardware_name"].strip())[0]
+        if hw_id:
+            mapped["hardware_id"] = f"catalog alias of hardware_name {r['hardware_name'].strip()!r}"
+    if not model_id and "/" in r.get("model_name", ""):  # model_name is an HF id the catalog resolves
+        m = look.model(r["model_name"].strip())
+        if m is not None:
+            model_id = m.hf_id
+            mapped["model_id"] = f"catalog entry of model_name {r['model_name'].strip()!r}"
+    elif not model_id and look.model_alias(r.get("model_name", "").strip()) is not None:
+        model_id = look.model(r["model_name"].strip()).hf_id
+        mapped["model_id"] = f"catalog alias of model_name {r['model_name'].strip()!r}"
     family, _ = look.family(hw_id)
     model = look.model(model_id)
     fa = r["flash_attn"].strip()
@@ -153,20 +199,16 @@ def published_record(
                "notes": r.get("notes", ""), "metric": metric, "unit": unit, "source_group": r["source_group"],
                "unstated": [c for c in ("n_prompt", "n_gen", "n_depth", "batch") if ints[c] is None]},
     )  # fmt: skip
-    row[field_name] = int(round(value * factor)) if factor != 1.0 else value
+    row["extra"].update(source_file=path.name, source_line=line)  # where the row came from
+    if mapped:
+        row["extra"]["mapped"] = mapped
+    if metric in _SERVING_METRICS and ints["batch"]:
+        row["concurrency"] = ints["batch"]  # serving rows: batch = the benchmark's max-concurrency
+    row[field_name] = int(round(value * factor)) if field_name.endswith("_bytes") else value * factor
     return _finish(row, path, line)
 
 
 def import_published(path: Path, text: str, ctx: ImportContext) -> list[RunRecord]:
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in PUBLISHED_COLUMNS if c not in (reader.fieldnames or ())]
-    if missing:
-        raise _err(path, 1, f"not the published-measurements CSV: missing column(s) {', '.join(missing)}")
-    look, sha, out = _Lookups(ctx), git_sha(), []
-    start = 2
-    for r in reader:
-        if None in r:
-            raise _err(path, start, "more cells than header columns")
-        out.append(published_record(r, path, start, ctx, look, sha))
-        start = reader.line_num + 1
-    return out
+    look, sha = _Lookups(ctx), git_sha()
+    rows = csv_rows(path, text, PUBLISHED_COLUMNS, "the published-measurements CSV")
+    return [published_record(r, path, line, ctx, look, sha) for r, line in rows]

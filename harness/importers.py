@@ -1,5 +1,6 @@
 """Foreign measurements -> RunRecords: llama-bench JSON / JSONL / CSV, vLLM bench latency / throughput JSON,
-and the normalized published measurements (reference/published/published_measurements.csv).
+the normalized published measurements (reference/published/published_measurements*.csv) and the serving
+points at concurrency of aiconfigurator's silicon_sample.csv (reference/published/serving_silicon.csv).
 
 Every importer parses and validates the whole file first and returns the records; the caller appends them in
 one atomic write, so a malformed file never leaves half its rows in results/.  Errors are ImportFormatError
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from harness.import_common import ImportContext, ImportFormatError, _base, _err, _finish
 from harness.import_published import PUBLISHED_COLUMNS, PUBLISHED_METRICS, PUBLISHED_QUALITY, import_published
+from harness.import_serving import import_serving_silicon
 from harness.provenance import git_sha
 from harness.records import RunRecord
 from harness.store import short_hash
@@ -30,7 +32,7 @@ __all__ = [
     "llama_bench_record", "quant_from_model_type",
 ]  # fmt: skip
 
-FORMATS = ("auto", "llama-bench", "vllm-bench", "published")
+FORMATS = ("auto", "llama-bench", "vllm-bench", "published", "serving-silicon")
 VLLM_LATENCY_DEFAULTS = {"input_len": 32, "output_len": 128, "batch_size": 8}  # `vllm bench latency` defaults
 
 
@@ -300,15 +302,20 @@ def import_vllm_bench(path: Path, obj: object, ctx: ImportContext) -> list[RunRe
 
 # --- dispatch ------------------------------------------------------------------------------------------
 def detect_format(path: Path, text: str) -> tuple[str, str]:
-    """(format, variant): ("llama-bench", json|jsonl|csv), ("vllm-bench", "json") or ("published", "csv")."""
+    """(format, variant): ("llama-bench", json|jsonl|csv), ("vllm-bench", "json"), ("published", "csv") or
+    ("serving-silicon", "csv")."""
     head = text.lstrip()[:4096]
     if path.suffix.lower() == ".csv" or (head and head[0] not in "[{"):
         first = head.splitlines()[0] if head else ""
         if "metric" in first and "source_url" in first:
             return "published", "csv"
+        if "silicon_ttft_ms" in first and "source_url" in first:
+            return "serving-silicon", "csv"
         if "avg_ts" in first:
             return "llama-bench", "csv"
-        raise _err(path, 1, "unrecognized CSV header (neither llama-bench nor published measurements)")
+        raise _err(
+            path, 1, "unrecognized CSV header (not llama-bench, published measurements or serving silicon)"
+        )
     if head.startswith("["):
         return "llama-bench", "json"
     first_line = head.splitlines()[0] if head else ""
@@ -347,4 +354,6 @@ def import_file(
     if detected == "vllm-bench":
         values = _json_values_with_lines(text, path)
         return detected, import_vllm_bench(path, values[0][1], ctx)
+    if detected == "serving-silicon":
+        return detected, import_serving_silicon(path, text, ctx)
     return detected, import_published(path, text, ctx)

@@ -4,8 +4,16 @@ Written by the harness (own runs and imports), read by calibration and by the CI
 Files are JSON Lines under results/runs/, append-only, one record per line, each line written whole
 (``append_records`` writes to a temporary file and renames, so a killed writer never leaves half a line).
 
-Readers reject unknown schema versions and missing keys; an older version is migrated by ``migrate``.
+Readers reject unknown schema versions and missing keys; an older version is migrated by ``migrate``
+(version 1 -> 2: ``migrate_v1_to_v2``, the serving fields added unstated).
 Units live in the field names: *_bytes (bytes), *_tok_s (tokens per second), *_s (seconds).
+
+Schema history:
+  1  the first version (llama-bench style points: workload, memory, prefill / decode speed).
+  2  serving at concurrency: request concurrency, parallel layout (TP / PP / EP / attention-DP / MoE-TP
+     sizes), serving mode (agg | disagg), TTFT / TPOT / ITL means and medians / p99, end-to-end latency, total
+     and output throughput (``SERVING_FIELDS``).  For a serving benchmark ``n_prompt`` / ``n_gen`` are the
+     input / output lengths of each request (ISL / OSL) and ``batch`` the concurrency.
 """
 
 from __future__ import annotations
@@ -19,9 +27,10 @@ from contextlib import contextmanager
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 STATUSES = ("ok", "failed", "skipped")
+SERVING_MODES = ("", "agg", "disagg")
 
 
 class RecordError(ValueError):
@@ -82,25 +91,82 @@ class RunRecord:
     decode_tok_s: float | None = None
     decode_tok_s_std: float | None = None
     decode_samples_tok_s: tuple[float, ...] = ()
-    ttft_s: float | None = None
+    ttft_s: float | None = None  # mean time to first token (serving: under load, queueing included)
     extra: dict = field(default_factory=dict)  # engine-specific numbers (vLLM KV tokens, CUDA graphs, ...)
+    # --- serving at concurrency (schema 2; None = not stated / not a serving benchmark) ------------------
+    concurrency: int | None = None  # requests the benchmark client keeps in flight (max-concurrency)
+    serving_mode: str = ""  # "" not a serving benchmark | "agg" one engine serves both phases | "disagg"
+    tp_size: int | None = None  # tensor-parallel size (attention; the whole model when no MoE split)
+    pp_size: int | None = None  # pipeline-parallel size
+    ep_size: int | None = None  # MoE expert-parallel size
+    dp_size: int | None = None  # attention data-parallel size
+    moe_tp_size: int | None = None  # tensor-parallel size inside each MoE expert
+    tpot_s: float | None = None  # mean time per output token after the first, per request
+    itl_s: float | None = None  # mean inter-token latency
+    ttft_p50_s: float | None = None
+    ttft_p99_s: float | None = None
+    tpot_p50_s: float | None = None
+    tpot_p99_s: float | None = None
+    itl_p50_s: float | None = None
+    itl_p99_s: float | None = None
+    e2e_latency_s: float | None = None  # wall time of a whole request (or of an offline batch run)
+    total_tok_s: float | None = None  # (input + output) tokens of all requests / wall time
+    output_tok_s: float | None = None  # output tokens of all requests / wall time
 
 
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(RunRecord))
-_REQUIRED: tuple[str, ...] = tuple(
+# Version 1 required the fields without a default; version 2 records are written whole: every key required.
+_REQUIRED_V1: tuple[str, ...] = tuple(
     f.name for f in fields(RunRecord) if f.default is MISSING and f.default_factory is MISSING
 )
+_REQUIRED = FIELD_NAMES
+# Fields added by schema 2, with the value a version-1 record gets (= not stated).
+SERVING_FIELDS: tuple[str, ...] = (
+    "concurrency", "serving_mode", "tp_size", "pp_size", "ep_size", "dp_size", "moe_tp_size", "tpot_s",
+    "itl_s", "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p50_s", "itl_p99_s",
+    "e2e_latency_s", "total_tok_s", "output_tok_s",
+)  # fmt: skip
+_V2_DEFAULTS: dict[str, object] = {f.name: f.default for f in fields(RunRecord) if f.name in SERVING_FIELDS}
+
+
+def with_defaults(row: dict) -> dict:
+    """``row`` completed with the default of every field it leaves out (for writers that build a record from
+    the fields they know, e.g. importers); the reader itself never fills keys of a current-version record."""
+    out: dict = {f.name: f.default for f in fields(RunRecord) if f.default is not MISSING}
+    out.update(extra={}, prefill_samples_tok_s=[], decode_samples_tok_s=[])
+    out.update(row)
+    return out
+
+
+def migrate_v1_to_v2(raw: dict) -> dict:
+    """A version-1 record as version 2: the serving fields are added as not stated (None, serving_mode "").
+
+    Version 1 required only the fields without a default: those must be present, the defaulted ones are
+    filled.  A version-1 row that already holds a serving key with a stated value is rejected (version 1 had
+    no such key, so the row is not what it says it is).  Nothing else changes (``ttft_s`` was mean TTFT).
+    """
+    missing = [k for k in _REQUIRED_V1 if k not in raw]
+    if missing:
+        raise RecordError(f"missing key(s): {', '.join(missing)}")
+    stated = [k for k in SERVING_FIELDS if raw.get(k, _V2_DEFAULTS[k]) != _V2_DEFAULTS[k]]
+    if stated:
+        raise RecordError(f"schema_version 1 record carries version-2 field(s): {', '.join(stated)}")
+    out = with_defaults(raw)
+    out.update(_V2_DEFAULTS)
+    out["schema_version"] = 2
+    return out
 
 
 def migrate(raw: dict) -> dict:
-    """Bring a raw record of an older schema version to SCHEMA_VERSION (one explicit step per version).
-
-    Version 1 is the first; there is nothing to migrate yet.  Unknown (future) versions are rejected.
-    """
+    """A raw record of an older schema version brought to SCHEMA_VERSION; unknown versions are rejected."""
     version = raw.get("schema_version")
     if version == SCHEMA_VERSION:
         return raw
-    raise RecordError(f"unknown schema_version {version!r} (this fitbench reads version {SCHEMA_VERSION})")
+    if version == 1 and not isinstance(version, bool):
+        return migrate_v1_to_v2(raw)
+    raise RecordError(
+        f"unknown schema_version {version!r} (this fitbench reads versions 1 and {SCHEMA_VERSION})"
+    )
 
 
 def record_from_dict(raw: dict, where: str = "") -> RunRecord:
@@ -120,6 +186,8 @@ def record_from_dict(raw: dict, where: str = "") -> RunRecord:
         raise RecordError(f"{prefix}unknown key(s): {', '.join(unknown)}")
     if raw["status"] not in STATUSES:
         raise RecordError(f"{prefix}status {raw['status']!r} not in {STATUSES}")
+    if raw["serving_mode"] not in SERVING_MODES:
+        raise RecordError(f"{prefix}serving_mode {raw['serving_mode']!r} not in {SERVING_MODES}")
     data = dict(raw)
     if not isinstance(data.get("extra", {}), dict):
         raise RecordError(f"{prefix}extra is not a JSON object")

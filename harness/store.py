@@ -23,6 +23,7 @@ from harness.records import RecordError, RunRecord, append_records, iter_records
 
 RUNS_DIR = "runs"
 PUBLISHED_FILE = "published.jsonl"
+SERVING_FILE = "published-serving.jsonl"
 
 
 def canonical_json(obj: object) -> str:
@@ -57,6 +58,21 @@ def runs_dir(results: str | Path) -> Path:
 def safe_name(text: str) -> str:
     """File-name-safe slug: letters, digits, '.', '_' and '-' kept; everything else becomes '-'."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "unnamed"
+
+
+def import_target(results: str | Path, fmt: str, source_file: str | Path) -> Path:
+    """Where ``python -m harness import`` appends by default (one file per source):
+    published_measurements.csv -> published.jsonl, published_measurements_2.csv -> published-2.jsonl, another
+    published CSV -> published-<stem>.jsonl, serving_silicon.csv -> published-serving.jsonl, any other file ->
+    imported-<stem>.jsonl."""
+    stem = Path(source_file).stem
+    if fmt == "serving-silicon":
+        return runs_dir(results) / SERVING_FILE
+    if fmt == "published":
+        base = "published_measurements"
+        tail = stem[len(base) :].strip("_") if stem.startswith(base) else stem
+        return runs_dir(results) / (f"published-{safe_name(tail)}.jsonl" if tail else PUBLISHED_FILE)
+    return runs_dir(results) / f"imported-{safe_name(stem)}.jsonl"
 
 
 def measured_path(results: str | Path, plan_name: str, family: str, host: str) -> Path:
@@ -102,10 +118,11 @@ def append_new(path: str | Path, records: Iterable[RunRecord]) -> tuple[int, int
     different rows claim one identity.
     """
     records = list(records)
-    ids = [r.record_id for r in records]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise RecordError(f"two new records share record_id {dup}")
+    seen: set[str] = set()
+    for r in records:  # linear: one set look-up per record
+        if r.record_id in seen:
+            raise RecordError(f"two new records share record_id {r.record_id}")
+        seen.add(r.record_id)
     have = existing_record_ids(path)
     new = [r for r in records if r.record_id not in have]
     appended = append_records(path, new)

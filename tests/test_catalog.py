@@ -50,11 +50,47 @@ def test_kv_per_token_matches_reference(mid):
 
 def test_catalog_covers_reference_and_keeps_provenance():
     ref = json.loads((REF / "models.json").read_text()) + json.loads((REF / "models_extra.json").read_text())
-    hf = {catalog.model_entry(e["hf_id"])["hf_id"] for e in ref}
-    assert len(hf) == len(ref) == len(catalog.model_ids())
+    added = json.loads((ROOT / "tools" / "catalog" / "models_added.json").read_text())["models"]
+    hf = {catalog.model_entry(e["hf_id"])["hf_id"] for e in ref + added}
+    assert len(hf) == len(ref) + len(added) == len(catalog.model_ids())
     for e in ref:
         c = catalog.model_entry(e["hf_id"])
         assert c["source"] == e["source"] and c["verified"] == e["verified"]
+    for e in added:  # this repository's additions: a config.json copy with its source
+        c = catalog.model_entry(e["hf_id"])
+        assert c["source"].startswith("https://github.com/")
+        assert c["config_source"].startswith("tools/catalog/")
+
+
+def test_model_aliases_resolve_to_the_same_architecture_with_their_note():
+    for alias, mid, quant in [
+        ("nvidia/DeepSeek-R1-NVFP4", "deepseek-r1", "NVFP4"),
+        ("nvidia/DeepSeek-V3.1-NVFP4", "deepseek-v3", "NVFP4"),
+        ("Qwen/Qwen3-235B-A22B-FP8", "qwen3-235b-a22b", "FP8-BLOCK"),
+        ("MiniMaxAI/MiniMax-M2.5", "minimax-m2", None),
+        ("zhipuai/GLM-5", "glm-5", None),
+        ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b", None),
+    ]:
+        assert resolve_model(alias).id == mid
+        (a,) = [a for a in catalog.model_entry(alias)["aliases"] if a["alias"] == alias]
+        assert a["quant"] == quant and a["note"]
+    glm5 = resolve_model("glm-5")
+    assert glm5.mla is not None and glm5.moe.n_experts == 256 and glm5.n_layers == 78
+    wb = weight_breakdown(resolve_model("qwen3.5-397b-a17b"), "BF16")
+    assert wb.n_params_total / 1e9 == pytest.approx(397, rel=0.01)
+    assert wb.n_params_active / 1e9 == pytest.approx(17, rel=0.03)
+
+
+def test_added_devices_and_published_names_resolve():
+    for name, hid in [("h100_sxm", "h100-80gb-sxm"), ("b200_sxm", "b200"), ("gb200", "gb200-per-gpu"),
+                      ("Intel PVC GPU", "intel-max-1550"), ("NVIDIA A30", "a30"), ("mi300x", "mi300x")]:
+        assert resolve_hardware(name).id == hid
+    added = [d for d in catalog._hardware_raw().values() if d["catalog_file"].startswith("tools/catalog/")]
+    assert len(added) >= 20
+    for d in added:
+        assert d["source"] and d["verified_notes"].startswith("status=") and d["family"]
+        assert d["bandwidth_gbs"] and d["memory_gb"]
+    assert catalog.get_hardware("a30").bf16_tflops == 165
 
 
 def test_short_and_hf_ids_resolve_case_insensitively():

@@ -23,6 +23,17 @@ numbers are kept under ``reference`` as cross-check fields only.
 Hardware: every row of hardware.csv and hardware_extra.csv with the same ids, typed columns, the status parsed
 from
 ``verified_notes``, a ``kind`` (gpu | unified | cpu | npu) and a host-RAM bandwidth (see HOST_BW_NOTE).
+
+Additions kept in this repository (tools/catalog/, each row or entry with its source):
+
+* ``models_added.json``: models the reference lacks, each with a public config.json copy in
+  ``tools/catalog/configs/`` (embedded verbatim, ``config_source = "tools/catalog/configs/<file>"``);
+* ``model_aliases.json``: ids that name the architecture of an existing entry (fine-tunes, quantized
+  re-uploads, renamed repositories), stored on the target as ``aliases`` [{alias, quant, note}];
+* ``hardware_added.csv``: devices the reference lacks (same 16 columns as hardware.csv, ``source`` and
+  ``verified_notes`` per row);
+* ``hardware_aliases.csv``: names under which published data names a catalog device (aiconfigurator system
+  ids, published hardware_name strings), stored on the device as ``aliases`` [{alias, used_by, note}].
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+ADDED = ROOT / "tools" / "catalog"  # this repository's additions to the reference catalog (see module doc)
 
 # reference/configs file -> HF id of the catalog entry it documents (file names that do not spell the HF id).
 CONFIG_FILES = {
@@ -346,9 +358,64 @@ def build_models(ref: Path) -> list[dict]:
                 "verified": bool(e.get("verified")),
                 "notes": list(e.get("notes") or []),
                 "reference": {k: e.get(k) for k in REFERENCE_FIELDS},
+                "aliases": [],
+            }
+        )
+    out += added_models(seen)
+    attach_model_aliases(out)
+    return out
+
+
+def added_models(seen: set[str]) -> list[dict]:
+    """Entries of tools/catalog/models_added.json, config.json embedded verbatim (tools/catalog/configs)."""
+    doc = json.loads((ADDED / "models_added.json").read_text())
+    out = []
+    for e in doc["models"]:
+        mid = slugify(e["name"])
+        if mid in seen:
+            raise SystemExit(f"duplicate catalog id {mid} (tools/catalog/models_added.json)")
+        seen.add(mid)
+        cfg = json.loads((ADDED / e["config"]).read_text())
+        lic = e.get("license") or license_for(e["hf_id"])
+        lic_source = f"https://huggingface.co/{e['hf_id']} (model card; recalled)" if lic else None
+        out.append(
+            {
+                "id": mid,
+                "name": e["name"],
+                "hf_id": e["hf_id"],
+                "license": lic,
+                "license_source": lic_source,
+                "sizable": True,
+                "unsizable_reason": None,
+                "config": cfg,
+                "config_source": f"tools/catalog/{e['config']}",
+                "weight_quantization": None,
+                "published_total_params": e.get("published_total_params"),
+                "published_active_params": e.get("published_active_params"),
+                "published_params_source": e.get("published_params_source"),
+                "checkpoint_size_on_disk": None,
+                "source": e["source"],
+                "verified": True,
+                "notes": list(e.get("notes") or []),
+                "reference": {k: None for k in REFERENCE_FIELDS},
+                "aliases": [],
             }
         )
     return out
+
+
+def attach_model_aliases(models: list[dict]) -> None:
+    """tools/catalog/model_aliases.json -> ``aliases`` of the target entry (matched by HF id)."""
+    by_hf = {m["hf_id"].lower(): m for m in models}
+    taken = {m["id"].lower() for m in models} | set(by_hf)
+    for a in json.loads((ADDED / "model_aliases.json").read_text())["aliases"]:
+        target = by_hf.get(a["target"].lower())
+        if target is None:
+            raise SystemExit(f"model alias {a['alias']!r}: no catalog entry with hf_id {a['target']!r}")
+        if a["alias"].lower() in taken:
+            raise SystemExit(f"model alias {a['alias']!r} is already a catalog id or HF id")
+        taken.add(a["alias"].lower())
+        target["aliases"].append({"alias": a["alias"], "quant": a.get("quant"), "note": a["note"]})
 
 
 def _num(s: str) -> float | None:
@@ -374,8 +441,10 @@ def hw_kind(row: dict) -> str:
 
 def build_hardware(ref: Path) -> list[dict]:
     out, seen = [], set()
-    for fname in ("hardware.csv", "hardware_extra.csv"):
-        with open(ref / fname, newline="") as fh:
+    files = (ref / "hardware.csv", ref / "hardware_extra.csv", ADDED / "hardware_added.csv")
+    for path in files:
+        fname = path.name if path.parent == ref else f"tools/catalog/{path.name}"
+        with open(path, newline="") as fh:
             for row in csv.DictReader(fh):
                 if row["id"] in seen:
                     raise SystemExit(f"duplicate hardware id {row['id']}")
@@ -408,9 +477,26 @@ def build_hardware(ref: Path) -> list[dict]:
                         "source": row["source"],
                         "verified_notes": row["verified_notes"],
                         "catalog_file": fname,
+                        "aliases": [],
                     }
                 )
+    attach_hardware_aliases(out)
     return out
+
+
+def attach_hardware_aliases(devices: list[dict]) -> None:
+    """tools/catalog/hardware_aliases.csv -> ``aliases`` of each device (names published data uses)."""
+    by_id = {d["id"]: d for d in devices}
+    taken = {d["id"].lower() for d in devices}
+    with open(ADDED / "hardware_aliases.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            dev = by_id.get(row["hardware_id"])
+            if dev is None:
+                raise SystemExit(f"hardware alias {row['alias']!r}: no device {row['hardware_id']!r}")
+            if row["alias"].lower() in taken:
+                raise SystemExit(f"hardware alias {row['alias']!r} is already a device id or alias")
+            taken.add(row["alias"].lower())
+            dev["aliases"].append({"alias": row["alias"], "used_by": row["used_by"], "note": row["note"]})
 
 
 def main() -> None:

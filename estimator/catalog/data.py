@@ -34,6 +34,9 @@ def _model_aliases() -> dict[str, str]:
         out[mid.lower()] = mid
         if m.get("hf_id"):
             out.setdefault(m["hf_id"].lower(), mid)
+    for mid, m in _models_raw().items():  # ids that name this architecture (tools/catalog/model_aliases.json)
+        for a in m.get("aliases") or ():
+            out.setdefault(a["alias"].lower(), mid)
     return out
 
 
@@ -110,7 +113,12 @@ def all_models(sizable_only: bool = True) -> list[ModelSpec]:
 
 @lru_cache(maxsize=1)
 def _hardware_aliases() -> dict[str, str]:
-    return {k.lower(): k for k in _hardware_raw()}
+    """Lower-cased device id or published name (tools/catalog/hardware_aliases.csv) -> device id."""
+    out = {k.lower(): k for k in _hardware_raw()}
+    for k, d in _hardware_raw().items():
+        for a in d.get("aliases") or ():
+            out.setdefault(a["alias"].lower(), k)
+    return out
 
 
 def hardware_entry(hw_id: str) -> dict:

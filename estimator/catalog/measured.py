@@ -1,9 +1,11 @@
 """Measured runs to show beside the estimate: matching rows of ``results/runs/*.jsonl``.
 
 The estimator must not import the harness, so this module reads the JSONL files with ``json`` and relies only
-on the documented RunRecord keys (``harness/records.py``, schema_version 1).  Lines it cannot read, rows of
-another schema version and rows that are not ``status == "ok"`` are skipped (counted in ``skipped``): the
-report is still produced, and the harness's own reader is the place that rejects bad files loudly.
+on the documented RunRecord keys (``harness/records.py``, schema_version 1 or 2: version 2 only added serving
+fields, so the keys read here mean the same in both).  Lines it cannot read, rows of another schema version
+and rows that are not ``status == "ok"`` are skipped (counted in ``skipped``): the report is still produced,
+and the harness's own reader is the place that rejects bad files loudly.  Serving rows (TTFT / TPOT only, no
+figure shown here) are not listed.
 
 A row matches a report when its model (``model_id``, compared case-insensitively with the report's model id
 and Hugging Face id), ``hardware_id`` and ``quant`` are the report's.  Depth-reduced proxy runs
@@ -18,7 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-SCHEMA_VERSION = 1  # harness.records.SCHEMA_VERSION; kept in step by tests/test_render_html.py
+SCHEMA_VERSION = 2  # harness.records.SCHEMA_VERSION; kept in step by tests/test_render_html.py
+READ_VERSIONS = (1, 2)  # versions whose keys read here mean the same
+_SHOWN = ("prefill_tok_s", "decode_tok_s", "device_total_bytes", "weights_bytes", "kv_bytes")
 
 
 @dataclass(frozen=True)
@@ -150,7 +154,7 @@ def find_measured(
     skipped = 0
     files = len(list(Path(results_dir).glob("*.jsonl"))) if Path(results_dir).is_dir() else 0
     for where, row in iter_rows(results_dir):
-        if row is None or row.get("schema_version") != SCHEMA_VERSION or row.get("status") != "ok":
+        if row is None or row.get("schema_version") not in READ_VERSIONS or row.get("status") != "ok":
             skipped += 1
             continue
         if _norm(row.get("model_id")) not in names or _norm(row.get("hardware_id")) != hw:
@@ -160,6 +164,8 @@ def find_measured(
         real, measured = row.get("n_layers_real"), row.get("n_layers_measured")
         if isinstance(real, int) and isinstance(measured, int) and real != measured:
             continue  # depth-reduced proxy: not this model's speed
+        if all(row.get(k) is None for k in _SHOWN):
+            continue  # serving row: nothing this section shows
         found.append(_to_run(where, row))
 
     def rank(r: MeasuredRun) -> tuple:

@@ -301,6 +301,8 @@ def _llama_type(
     default = q.default_type
     if tclass in ALWAYS_F32:
         return q.types.get(tclass, "f32")
+    if qname in SERVING_RECIPES:  # serving-engine checkpoint formats (block at the end of this module)
+        return _serving_type(qname, tclass, row_len)
     if default in _UNQUANTIZED or default == "fp8":
         return default
     if qname in ("AWQ-INT4", "GPTQ-INT4"):
@@ -401,3 +403,170 @@ def type_for(
         bool(is_expert3d),
         int(layer if wv_index is None else wv_index),
     )
+
+
+# ==========================================================================================================
+# Serving-engine checkpoint formats (vLLM / SGLang / TensorRT-LLM): NVFP4, FP8 per-tensor and block-128,
+# compressed-tensors W4A16 (group 32 / 128), MXFP4.  Exact tensor bytes in ``CHECKPOINT_FORMATS`` /
+# ``checkpoint_tensor_bytes``; the estimator recipes (QuantSpecs below) sum the same bytes per element through
+# block storage types, without the few per-tensor scalars (8 B or 16 B per tensor, < 1e-6 of a model).
+# ==========================================================================================================
+from dataclasses import dataclass  # noqa: E402
+
+
+@dataclass(frozen=True)
+class CheckpointFormat:
+    """How one weight matrix of ``rows`` (output) x ``cols`` (input) elements is stored in a checkpoint.
+
+    bytes = rows x ceil(cols / pack_elems) x pack_bytes                     (values, padded per row)
+          + n_scales x scale_bytes                                          (group or block scales)
+          + per_tensor_bytes                                                (scalars / metadata)
+    n_scales = rows x ceil(cols / group)                    for a 1-D group along the input dimension,
+             = ceil(rows / block[0]) x ceil(cols / block[1]) for a 2-D block,
+             = 0                                            with neither.
+    """
+
+    name: str
+    pack_elems: int  # values per storage word
+    pack_bytes: int  # bytes of that word
+    scale_bytes: int
+    per_tensor_bytes: int
+    group: int | None = None
+    block: tuple[int, int] | None = None
+    description: str = ""
+
+
+CHECKPOINT_FORMATS: dict[str, CheckpointFormat] = {
+    f.name: f
+    for f in (
+        CheckpointFormat(
+            "NVFP4", 2, 1, 1, 8, group=16,
+            description="ModelOpt NVFP4 (vLLM modelopt.py): E2M1 values 2 per byte (weight uint8 [rows, "
+            "cols/2]), one FP8 E4M3 scale per 16 inputs (weight_scale [rows, cols/16]), FP32 weight_scale_2 "
+            "(global) + FP32 input_scale per tensor: 4.5 bits/weight + 8 B",
+        ),
+        CheckpointFormat(
+            "MXFP4", 2, 1, 1, 0, group=32,
+            description="OCP MXFP4 (gpt-oss *_blocks / *_scales): E2M1 values 2 per byte, one E8M0 scale "
+            "byte per 32 inputs: 4.25 bits/weight",
+        ),
+        CheckpointFormat(
+            "FP8", 1, 1, 0, 8,
+            description="FP8 E4M3, per-tensor static scales (ModelOpt / compressed-tensors FP8): 1 B per "
+            "value + FP32 weight_scale + FP32 input_scale per tensor (dynamic-activation checkpoints store "
+            "no input_scale: 4 B less)",
+        ),
+        CheckpointFormat(
+            "FP8-BLOCK", 1, 1, 4, 0, block=(128, 128),
+            description="FP8 E4M3 with one FP32 weight_scale_inv per 128 x 128 block (DeepSeek-V3/R1, "
+            "Qwen3-FP8, MiniMax-M2.5, GLM-5-FP8: quant_method fp8, weight_block_size [128, 128]; "
+            "activations quantized dynamically, no stored input scale)",
+        ),
+        CheckpointFormat(
+            "W4A16-G128", 8, 4, 2, 16, group=128,
+            description="compressed-tensors pack-quantized W4A16 (symmetric INT4, group 128): weight_packed "
+            "int32 [rows, ceil(cols/8)], weight_scale in the checkpoint dtype (bf16/fp16, 2 B) [rows, "
+            "ceil(cols/128)], weight_shape int64 [2] (16 B); symmetric: no zero point stored",
+        ),
+        CheckpointFormat(
+            "W4A16-G32", 8, 4, 2, 16, group=32,
+            description="compressed-tensors pack-quantized W4A16 (symmetric INT4, group 32): as W4A16-G128 "
+            "with one bf16 scale per 32 inputs",
+        ),
+    )
+}  # fmt: skip
+
+
+def checkpoint_tensor_bytes(fmt: CheckpointFormat | str, rows: int, cols: int) -> int:
+    """Exact stored bytes of one ``rows`` x ``cols`` weight matrix in ``fmt`` (formula: CheckpointFormat).
+
+    E.g. a 4096 x 4096 matrix: NVFP4 9,437,192 B; MXFP4 8,912,896 B; FP8 16,777,224 B; FP8-BLOCK
+    16,781,312 B; W4A16-G128 8,650,768 B; W4A16-G32 9,437,200 B.
+    """
+    f = CHECKPOINT_FORMATS[fmt.upper()] if isinstance(fmt, str) else fmt
+    if rows < 1 or cols < 1:
+        raise SpecError(f"a weight matrix needs rows, cols >= 1 (got {rows} x {cols})")
+    values = rows * -(-cols // f.pack_elems) * f.pack_bytes
+    if f.group is not None:
+        n_scales = rows * -(-cols // f.group)
+    elif f.block is not None:
+        n_scales = -(-rows // f.block[0]) * -(-cols // f.block[1])
+    else:
+        n_scales = 0
+    return values + n_scales * f.scale_bytes + f.per_tensor_bytes
+
+
+# Block storage types of the recipes (bytes per element as stored; per-tensor scalars left out, see above).
+# nvfp4 (ggml's 64-element block: 4 x (8 B values + 1 B E4M3 scale)) and mxfp4 are already exact above.
+TYPE_SIZES.update(
+    {
+        "fp8_b128": (16384, 16388),  # 128 x 128 FP8 values + one FP32 scale (exact when rows, cols % 128 = 0)
+        "int4_g128_sym": (128, 66),  # 64 B of nibbles + one bf16 scale
+        "int4_g32_sym": (32, 18),  # 16 B of nibbles + one bf16 scale
+    }
+)
+_CANON.update({k.lower(): k for k in ("fp8_b128", "int4_g128_sym", "int4_g32_sym")})
+
+# Tensor classes of the FFN (dense, shared and routed experts): what NVIDIA's NVFP4 checkpoints quantize.
+_FFN_CLASSES = frozenset(
+    {"ffn_gate", "ffn_up", "ffn_down", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps", "ffn_gate_shexp",
+     "ffn_up_shexp", "ffn_down_shexp"}
+)  # fmt: skip
+_BF16_KEEP = dict(token_embd="bf16", output="bf16", norm="bf16", bias="bf16", ffn_gate_inp="bf16")
+
+
+def _serving_q(name: str, default: str, desc: str) -> QuantSpec:
+    return QuantSpec(name=name, default_type=default, types={**_BF16_KEEP}, description=desc, engines=_VLLM)
+
+
+# name -> (recipe, quantize only FFN matrices, minimum row length the format's scale group needs)
+SERVING_RECIPES: dict[str, tuple[QuantSpec, bool, int]] = {
+    "NVFP4": (
+        _serving_q(
+            "NVFP4", "nvfp4",
+            "NVFP4 (ModelOpt): FFN/expert matrices E2M1 + E4M3 scale per 16 (4.5 bits); attention, "
+            "embeddings, head, router bf16 (NVIDIA NVFP4 checkpoints' exclude_modules)",
+        ),
+        True, 16,
+    ),
+    "FP8-BLOCK": (
+        _serving_q(
+            "FP8-BLOCK", "fp8_b128",
+            "FP8 E4M3 linear layers, FP32 scale per 128x128 block (DeepSeek/Qwen3/MiniMax FP8 checkpoints); "
+            "embeddings, head, router bf16",
+        ),
+        False, 1,
+    ),
+    "W4A16-G128": (
+        _serving_q(
+            "W4A16-G128", "int4_g128_sym",
+            "compressed-tensors W4A16: symmetric INT4, bf16 scale per 128 inputs (4.125 bits); "
+            "embeddings, head, router bf16",
+        ),
+        False, 1,
+    ),
+    "W4A16-G32": (
+        _serving_q(
+            "W4A16-G32", "int4_g32_sym",
+            "compressed-tensors W4A16: symmetric INT4, bf16 scale per 32 inputs (4.5 bits); "
+            "embeddings, head, router bf16",
+        ),
+        False, 1,
+    ),
+}  # fmt: skip
+QUANTS.update({name: recipe for name, (recipe, _, _) in SERVING_RECIPES.items()})
+_QUANT_KEYS.update(
+    {name: name for name in SERVING_RECIPES} | {"FP8_BLOCK": "FP8-BLOCK", "W4A16": "W4A16-G128"}
+)
+
+
+def _serving_type(qname: str, tclass: str, row_len: int) -> str:
+    """Storage type of a matrix under a serving recipe: the recipe's type, bf16 where the checkpoints keep
+    bf16 (embeddings, head, router; attention too for FFN-only NVFP4) or where a row is shorter than one
+    scale group."""
+    recipe, ffn_only, min_row = SERVING_RECIPES[qname]
+    if tclass in recipe.types:
+        return recipe.types[tclass]
+    if ffn_only and tclass not in _FFN_CLASSES:
+        return "bf16"
+    return recipe.default_type if row_len % min_row == 0 else "bf16"
