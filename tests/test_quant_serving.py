@@ -70,7 +70,7 @@ def test_recipe_type_bytes_equal_checkpoint_bytes_without_per_tensor_scalars(nam
 def test_recipes_are_vllm_formats_with_bf16_embeddings_head_and_router():
     for name in SERVING_RECIPES:
         q = get_quant(name)
-        assert q is QUANTS[name] and q.engines == ("vllm",)
+        assert q is QUANTS[name] and q.containers == ("safetensors",)
         for tclass in ("token_embd", "output", "ffn_gate_inp", "norm"):
             assert type_for(q, tclass, row_len=4096) == "bf16", (name, tclass)
     assert get_quant("fp8_block").name == "FP8-BLOCK" and get_quant("w4a16").name == "W4A16-G128"

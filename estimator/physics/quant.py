@@ -516,7 +516,7 @@ _BF16_KEEP = dict(token_embd="bf16", output="bf16", norm="bf16", bias="bf16", ff
 
 
 def _serving_q(name: str, default: str, desc: str) -> QuantSpec:
-    return QuantSpec(name=name, default_type=default, types={**_BF16_KEEP}, description=desc, engines=_VLLM)
+    return QuantSpec(name=name, default_type=default, types={**_BF16_KEEP}, description=desc, containers=_HF)
 
 
 # name -> (recipe, quantize only FFN matrices, minimum row length the format's scale group needs)
