@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from estimator.render.html_sections import FORMATS, lookup
+from estimator.render.htmlkit import FORMATS, lookup
 
 pytestmark = pytest.mark.browser
 

@@ -2,12 +2,11 @@
 
 import pytest
 
+from estimator.catalog.rates import CloudRate, load_cloud_rates
 from estimator.physics.cost import (
     DAYS_PER_MONTH,
-    CloudRate,
     break_even_months,
     estimate_cost,
-    load_cloud_rates,
     pick_rate,
     usd_per_million_tokens,
 )

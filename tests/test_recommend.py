@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from estimator.physics.cost import CloudRate
+from estimator.catalog.rates import CloudRate
 from estimator.report.recommend import Sizer, cheapest_fit, recommend
 from estimator.specs import FULL, GIB, HardwareSpec, ModelSpec, QuantSpec, Workload
 

@@ -14,8 +14,8 @@ import pytest
 
 from estimator.catalog.measured import SCHEMA_VERSION as MEASURED_SCHEMA
 from estimator.render import i18n
-from estimator.render.html import render_html
-from estimator.render.html_sections import FORMATS, lookup
+from estimator.render.htmlkit import FORMATS, lookup
+from estimator.report.document import to_html as render_html
 
 MODELS = {
     "dense": "llama-3.1-8b",

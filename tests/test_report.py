@@ -3,17 +3,23 @@
 import pytest
 
 from estimator.catalog.data import all_hardware, get_hardware, get_model
+from estimator.catalog.rates import load_cloud_rates
 from estimator.physics.coefficients import load_coefficients
-from estimator.physics.cost import load_cloud_rates
 from estimator.physics.quant import get_quant
 from estimator.render.json import render_json
-from estimator.render.markdown import SECTION_KEYS, render_markdown, report_sections
-from estimator.render.text import render_text
-from estimator.report.model import ReportOptions, build_report, report_to_dict, validate_workload
+from estimator.report.document import blocks, build_report, report_to_dict, to_markdown, to_text
+from estimator.report.request import validate_workload
+from estimator.report.units import ReportOptions
 from estimator.specs import GIB, SpecError, Workload
 
 TABLE = load_coefficients(None)
 OPTS = ReportOptions(hardware_catalog=tuple(all_hardware()), rates=load_cloud_rates())
+
+
+SECTION_KEYS = (
+    "summary", "model", "memory", "kv", "context", "quant", "speed", "multi_device", "cost", "finetune",
+    "recommendations", "launch", "notes",
+)
 
 
 def report(model="glm-4.5", hw="mi300x", quant="Q4_K_M", **wl):
@@ -74,9 +80,9 @@ def test_finetune_order(glm):
 
 
 def test_every_section_in_every_format(glm):
-    secs = report_sections(glm)
+    secs = blocks(glm)
     assert [s.key for s in secs] == list(SECTION_KEYS)
-    md, txt, js = render_markdown(glm), render_text(glm), render_json(glm)
+    md, txt, js = to_markdown(glm), to_text(glm), render_json(glm)
     for s in secs:
         assert s.title in md and s.title in txt, s.key
     for key in (

@@ -3,14 +3,15 @@
 import pytest
 
 from estimator.catalog.data import all_hardware, get_hardware, get_model
+from estimator.catalog.rates import load_cloud_rates
 from estimator.physics import speed
 from estimator.physics.coefficients import load_coefficients
-from estimator.physics.cost import load_cloud_rates
 from estimator.physics.memory import estimate_memory
 from estimator.physics.quant import get_quant
-from estimator.report.build import Physics
-from estimator.report.chart_data import AMORTISE_YEARS
-from estimator.report.model import ReportOptions, build_report, report_to_dict
+from estimator.report.document import build_report, report_to_dict
+from estimator.report.sections.charts import AMORTISE_YEARS
+from estimator.report.sizing import Sizing as Physics
+from estimator.report.units import ReportOptions
 from estimator.specs import Workload
 
 TABLE = load_coefficients(None)

@@ -6,12 +6,13 @@ import jsonschema
 import pytest
 
 from estimator.catalog.data import all_hardware, get_hardware, get_model
+from estimator.catalog.rates import load_cloud_rates
 from estimator.catalog.resolve import resolve_hardware
 from estimator.physics.coefficients import load_coefficients
-from estimator.physics.cost import load_cloud_rates
 from estimator.physics.quant import get_quant
-from estimator.render.json import generate_schema, load_schema, render_json
-from estimator.report.model import SCHEMA_VERSION, ReportOptions, build_report, report_to_dict
+from estimator.render.json import load_schema, render_json
+from estimator.report.document import SCHEMA_VERSION, build_report, generate_schema, report_to_dict
+from estimator.report.units import ReportOptions
 from estimator.specs import Workload
 
 OPTS = ReportOptions(hardware_catalog=tuple(all_hardware()), rates=load_cloud_rates())

@@ -3,12 +3,15 @@
 import pytest
 
 from estimator.catalog.data import all_hardware, get_hardware, get_model
+from estimator.catalog.rates import load_cloud_rates
 from estimator.physics.coefficients import load_coefficients
-from estimator.physics.cost import load_cloud_rates
 from estimator.physics.quant import get_quant
-from estimator.render.markdown import Table, report_sections
-from estimator.render.text import fit_widths, layout_report, render_text, table_lines
-from estimator.report.model import ReportOptions, build_report, report_to_dict
+from estimator.render.blocks import Table
+from estimator.render.text import fit_widths, layout, table_lines
+from estimator.report.document import blocks as report_sections
+from estimator.report.document import build_report, report_to_dict
+from estimator.report.document import to_text as render_text
+from estimator.report.units import ReportOptions
 from estimator.specs import Workload
 
 OPTS = ReportOptions(hardware_catalog=tuple(all_hardware()), rates=load_cloud_rates())
@@ -69,7 +72,7 @@ def test_too_wide_table_falls_back_to_one_block_per_row():
 
 
 def test_styles_mark_verdicts_and_uncalibrated(glm):
-    segs = [seg for line in layout_report(glm, 100) for seg in line]
+    segs = [seg for line in layout(report_sections(glm), 100) for seg in line]
     assert ("no", "bold red") in [(t.strip(), s) for t, s in segs]  # the "fits" column of a table
     if not glm["speed"]["calibrated"]:
         assert ("UNCALIBRATED", "bold yellow") in segs
@@ -80,7 +83,7 @@ def test_rich_console_output_matches_plain(glm):
 
     from rich.console import Console
 
-    from estimator.render.text import print_report
+    from estimator.report.document import print_text as print_report
 
     buf = io.StringIO()
     print_report(glm, Console(file=buf, width=90, color_system=None, force_terminal=False))

@@ -145,7 +145,7 @@ def test_unknown_route_404(base_url):
 def test_parse_params_defaults_and_errors():
     p = parse_params({"model": ["llama-3.1-8b"], "offload_gib": ["1.5"]})
     assert p.ctx == 8192 and p.offload_gib == 1.5 and p.lang == "en"
-    assert "--offload-gib" in p.cli_args()
+    assert p.request().offload_gib == 1.5 and p.request().quant == "Q4_K_M"
     with pytest.raises(ParamError):
         parse_params({"concurrency": ["0"]})
 

@@ -12,8 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from estimator.engines import ENGINES, get_engine
-from estimator.specs import GIB, SpecError
+from estimator.engines import ENGINES
+from estimator.specs import SpecError
 
 FORMATS = ("text", "json", "markdown", "html")
 # Quality order for ``fit``: the first format that fits is the "best quant that fits".
@@ -139,15 +139,9 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
 
 
 def _hardware(args):
-    from estimator.catalog.resolve import resolve_hardware
+    from estimator.report.request import resolve_device
 
-    return resolve_hardware(
-        args.hardware,
-        memory_gib=args.memory_gib,
-        bandwidth_gbs=args.bandwidth_gbs,
-        tflops=args.tflops,
-        family=args.family,
-    )
+    return resolve_device(args.hardware, args.memory_gib, args.bandwidth_gbs, args.tflops, args.family)
 
 
 def _table(path: str | None):
@@ -157,17 +151,12 @@ def _table(path: str | None):
 
 
 def _workload(args, **extra):
-    from estimator.specs import Workload
+    from estimator.report.request import make_workload
 
-    return Workload(
-        n_ctx=args.ctx,
-        kv_dtype=args.kv_dtype.lower(),
-        engine=args.engine,
-        n_devices=args.devices,
-        split=args.split or get_engine(args.engine).default_split,
-        gpu_memory_utilization=args.gpu_memory_utilization,
-        **extra,
+    wl = make_workload(
+        args.engine, args.kv_dtype, args.ctx, args.devices, args.split, args.gpu_memory_utilization, **extra
     )
+    return wl
 
 
 def _write(text: str, output: str | None) -> None:
@@ -177,64 +166,58 @@ def _write(text: str, output: str | None) -> None:
         sys.stdout.write(text)
 
 
-def cmd_report(args) -> int:
-    from estimator.catalog.resolve import resolve_model
-    from estimator.physics.cost import load_cloud_rates
-    from estimator.physics.finetune import FinetuneConfig
-    from estimator.physics.quant import get_quant
-    from estimator.report.model import ReportOptions, build_report, report_to_dict
+def report_request(args):
+    """The ``ReportRequest`` of parsed ``report`` arguments (validation and defaults live there)."""
+    from estimator.report.request import ReportRequest
 
-    if args.offload_gib < 0:
-        raise SpecError(f"--offload-gib must be >= 0, got {args.offload_gib}")
-    profile = get_engine(args.engine)
-    wl = _workload(
-        args,
+    return ReportRequest(
+        model=args.model,
+        hardware=args.hardware,
+        quant=args.quant,
+        engine=args.engine,
+        kv_dtype=args.kv_dtype,
+        ctx=args.ctx,
+        devices=args.devices,
+        split=args.split,
         concurrency=args.concurrency,
-        offload_bytes=int(round(args.offload_gib * GIB)),
-        moe_offload_layers=args.n_cpu_moe,
-    )
-    profile.check(wl)  # refuse what the engine cannot run rather than size it
-    model = resolve_model(args.model)
-    hw = _hardware(args)
-    quant = get_quant(args.quant or profile.default_quant)
-    from estimator.catalog.data import all_hardware
-
-    opts = ReportOptions(
+        offload_gib=args.offload_gib,
+        n_cpu_moe=args.n_cpu_moe,
+        gpu_memory_utilization=args.gpu_memory_utilization,
+        memory_gib=args.memory_gib,
+        bandwidth_gbs=args.bandwidth_gbs,
+        tflops=args.tflops,
+        family=args.family,
         usd_per_hour=args.usd_per_hour,
         hours_per_day=args.hours_per_day,
-        kwh_price_usd=args.kwh_price,
+        kwh_price=args.kwh_price,
         purchase_usd=args.purchase_usd,
+        ft_rank=args.ft_rank,
+        ft_seq_len=args.ft_seq_len,
+        ft_micro_batch=args.ft_micro_batch,
         allow_overlong=args.allow_overlong,
-        finetune=FinetuneConfig(rank=args.ft_rank, seq_len=args.ft_seq_len, micro_batch=args.ft_micro_batch),
-        hardware_catalog=tuple(all_hardware()),
-        rates=load_cloud_rates(),
+        coefficients=args.coefficients,
     )
-    report = build_report(model, hw, quant, wl, _table(args.coefficients), opts)
-    d = report_to_dict(report)
+
+
+def cmd_report(args) -> int:
+    from estimator.report import document
+    from estimator.report.request import make_report
+
+    d = document.report_to_dict(make_report(report_request(args)))
     for w in d["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
     if args.format == "json":
-        from estimator.render.json import render_json
-
-        _write(render_json(d), args.output)
+        _write(document.to_json(d), args.output)
     elif args.format == "markdown":
-        from estimator.render.markdown import render_markdown
-
-        _write(render_markdown(d), args.output)
+        _write(document.to_markdown(d), args.output)
     elif args.format == "html":
-        from estimator.render.html import render_html
-
-        _write(render_html(d, args.lang, results_dir=args.results), args.output)
+        _write(document.to_html(d, args.lang, results_dir=args.results), args.output)
     elif args.output or not sys.stdout.isatty():
-        from estimator.render.text import render_text
-
-        _write(render_text(d, _text_width(args.output)), args.output)
+        _write(document.to_text(d, _text_width(args.output)), args.output)
     else:  # an interactive terminal: rich for colour and the real width
         from rich.console import Console
 
-        from estimator.render.text import print_report
-
-        print_report(d, Console())
+        document.print_text(d, Console())
     return 0
 
 
@@ -293,7 +276,7 @@ def _emit_rows(
         w.writerows(rows)
         _write(buf.getvalue(), output)
     else:  # the report's compact table layout; rich only for an interactive terminal
-        from estimator.render.markdown import Table
+        from estimator.render.blocks import Table
         from estimator.render.text import lines_text, print_lines, table_lines
         from estimator.report.listing import text_view
 

@@ -12,6 +12,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from estimator.app.params import DEFAULTS
 from estimator.engines import ENGINES
 from estimator.render.html import css
 from estimator.render.i18n import LANGS, t
@@ -63,9 +64,7 @@ def _number(name: str, label: str, value: Any, lo: float, step: str = "1") -> st
 
 
 def page_html(params: Any, lang: str, fragment: str, error: str = "") -> str:
-    """The full page; ``params`` is a ``serve.ReportParams`` (None for an invalid query: defaults shown)."""
-    from estimator.app.serve import DEFAULTS
-
+    """The full page; ``params`` is a ``ReportParams`` (None for an invalid query: defaults shown)."""
     values = dict(DEFAULTS) if params is None else params.query()
     values["lang"] = lang
     opts = options()

@@ -22,155 +22,18 @@ import json
 import logging
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from estimator.engines import ENGINES
+from estimator.app.params import DEFAULTS, ParamError, ReportParams, parse_params  # noqa: F401 - re-exported
 from estimator.render import i18n
 from estimator.specs import SpecError
 
 LOG = logging.getLogger("estimator.app.serve")
 
-DEFAULTS: dict[str, str] = {
-    "model": "llama-3.1-8b",
-    "hardware": "rtx-4090",
-    "quant": "Q4_K_M",
-    "ctx": "8192",
-    "kv": "f16",
-    "devices": "1",
-    "concurrency": "1",
-    "offload_gib": "0",
-    "engine": "llama.cpp",
-    "lang": "en",
-}
 MAX_QUERY_CHARS = 2000
-
-
-class ParamError(ValueError):
-    """A query parameter that cannot be used; the message is one line meant for the person at the page."""
-
-
-@dataclass(frozen=True)
-class ReportParams:
-    """Validated page / API parameters (the same options as ``python -m estimator report``)."""
-
-    model: str
-    hardware: str
-    quant: str
-    ctx: int
-    kv: str
-    devices: int
-    concurrency: int
-    offload_gib: float
-    engine: str
-    lang: str
-
-    def cli_args(self) -> list[str]:
-        """The ``python -m estimator report`` arguments giving the same report (without ``--format``)."""
-        args = [
-            "--model",
-            self.model,
-            "--hardware",
-            self.hardware,
-            "--quant",
-            self.quant,
-            "--ctx",
-            str(self.ctx),
-            "--kv-dtype",
-            self.kv,
-            "--devices",
-            str(self.devices),
-            "--concurrency",
-            str(self.concurrency),
-            "--engine",
-            self.engine,
-        ]
-        if self.offload_gib:
-            args += ["--offload-gib", _num_text(self.offload_gib)]
-        return args
-
-    def query(self) -> dict[str, str]:
-        return {
-            "model": self.model,
-            "hardware": self.hardware,
-            "quant": self.quant,
-            "ctx": str(self.ctx),
-            "kv": self.kv,
-            "devices": str(self.devices),
-            "concurrency": str(self.concurrency),
-            "offload_gib": _num_text(self.offload_gib),
-            "engine": self.engine,
-            "lang": self.lang,
-        }
-
-
-def _num_text(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else repr(float(x))
-
-
-def _int(name: str, raw: str, lo: int, hi: int) -> int:
-    try:
-        value = int(raw.strip().replace("_", ""))
-    except ValueError:
-        raise ParamError(f"parameter {name!r} must be an integer, got {raw!r}") from None
-    if not lo <= value <= hi:
-        raise ParamError(f"parameter {name!r} must be between {lo} and {hi}, got {value}")
-    return value
-
-
-def _float(name: str, raw: str, lo: float, hi: float) -> float:
-    try:
-        value = float(raw.strip())
-    except ValueError:
-        raise ParamError(f"parameter {name!r} must be a number, got {raw!r}") from None
-    if not (lo <= value <= hi):  # also rejects nan
-        raise ParamError(f"parameter {name!r} must be between {lo:g} and {hi:g}, got {raw!r}")
-    return value
-
-
-def _text(name: str, raw: str) -> str:
-    value = raw.strip()
-    if not value:
-        raise ParamError(f"parameter {name!r} must not be empty")
-    if len(value) > 300 or any(ord(c) < 32 for c in value):
-        raise ParamError(f"parameter {name!r} is not a valid id")
-    return value
-
-
-def parse_params(query: dict[str, list[str]]) -> ReportParams:
-    """Validate a parsed query string; missing parameters take DEFAULTS; unknown or repeated ones are errors.
-
-    Only syntax and ranges are checked here: ids (model, hardware, quant, KV dtype) are checked by the
-    estimator, which names the nearest valid ids.
-    """
-    unknown = sorted(set(query) - set(DEFAULTS))
-    if unknown:
-        raise ParamError(f"unknown parameter {unknown[0]!r}; known parameters: {', '.join(DEFAULTS)}")
-    repeated = sorted(k for k, v in query.items() if len(v) > 1)
-    if repeated:
-        raise ParamError(f"parameter {repeated[0]!r} is given more than once")
-    raw = {k: (query[k][0] if k in query else v) for k, v in DEFAULTS.items()}
-    engine = raw["engine"].strip()
-    if engine not in ENGINES:
-        raise ParamError(f"parameter 'engine' must be one of {', '.join(ENGINES)}, got {engine!r}")
-    lang = raw["lang"].strip()
-    if lang not in i18n.LANGS:
-        raise ParamError(f"parameter 'lang' must be one of {', '.join(i18n.LANGS)}, got {lang!r}")
-    return ReportParams(
-        model=_text("model", raw["model"]),
-        hardware=_text("hardware", raw["hardware"]),
-        quant=_text("quant", raw["quant"]),
-        ctx=_int("ctx", raw["ctx"], 1, 16 * 1024 * 1024),
-        kv=_text("kv", raw["kv"]),
-        devices=_int("devices", raw["devices"], 1, 1024),
-        concurrency=_int("concurrency", raw["concurrency"], 1, 65536),
-        offload_gib=_float("offload_gib", raw["offload_gib"], 0.0, 1e6),
-        engine=engine,
-        lang=lang,
-    )
 
 
 # The estimator call: params -> JSON report dict.  Set by ``make_server`` (tests may pass another function).
@@ -178,25 +41,13 @@ ReportFn = Callable[[ReportParams], dict]
 
 
 def estimator_report(params: ReportParams) -> dict:
-    """The report exactly as ``python -m estimator report --format json`` writes it: the same argument parser
-    and the same ``cmd_report`` code path of ``estimator.app.cli``, written to a temporary file and read back.
+    """The report exactly as ``python -m estimator report --format json`` writes it: the same request API
+    (``estimator.report.request.make_report``) and JSON form.  SpecError (unknown id, bad context, ...)
+    propagates: the handler answers 400 with its message."""
+    from estimator.report.document import report_to_dict
+    from estimator.report.request import make_report
 
-    SpecError (unknown id, bad context, ...) propagates: the handler answers 400 with its message.
-    """
-    import tempfile
-
-    from estimator.app import cli  # lazy: keeps `import estimator.app.serve` light
-
-    with tempfile.TemporaryDirectory(prefix="fitbench-serve-") as tmp:
-        out = Path(tmp) / "report.json"
-        try:
-            args = cli.build_parser().parse_args(
-                ["report", *params.cli_args(), "--format", "json", "-o", str(out)]
-            )
-        except cli.UsageError as exc:
-            raise ParamError(str(exc)) from None
-        cli.cmd_report(args)
-        return json.loads(out.read_text(encoding="utf-8"))
+    return report_to_dict(make_report(params.request()))
 
 
 class SizingHandler(BaseHTTPRequestHandler):
@@ -290,9 +141,9 @@ class SizingServer(ThreadingHTTPServer):
         self.results_dir = results_dir
 
     def fragment(self, params: ReportParams) -> str:
-        from estimator.render.html import render_fragment
+        from estimator.report.document import to_fragment
 
-        return render_fragment(self.report_fn(params), params.lang, results_dir=self.results_dir)
+        return to_fragment(self.report_fn(params), params.lang, results_dir=self.results_dir)
 
 
 def make_server(

@@ -1,14 +1,12 @@
-"""Terminal rendering of the JSON report: the same sections and numbers as the Markdown report
-(``estimator.render.markdown.report_sections``), laid out as compact fixed-width tables.
+"""Terminal rendering of document blocks (``estimator.render.blocks.Block``): the same blocks the Markdown
+renderer writes, laid out as compact fixed-width tables.
 
-The layout is done here, in plain Python, for a given width: ``layout_report(d, width)`` returns lines of
-styled segments.  ``render_text`` joins them into plain text (``-o FILE``, pipes, tests);
-``print_report`` prints them through a rich ``Console`` (colour, the real terminal width) when the output is
-an interactive terminal.  Laying tables out here instead of with ``rich.table`` keeps ``python -m estimator
-report`` fast (rich's table measuring cost ~60 ms per report) and lets a table that is too wide for the
-terminal wrap its text columns, then fall back to one block per row, instead of folding every cell.
-
-Memory in GiB (2^30 B) and GB (10^9 B), labelled in the column headers; speeds labelled estimated.
+The layout is done here, in plain Python, for a given width: ``layout(blocks, width)`` returns lines of styled
+segments (the first block as a framed panel).  ``lines_text`` joins them into plain text (``-o FILE``, pipes,
+tests); ``print_lines`` prints them through a rich ``Console`` (colour, the real terminal width) when the
+output is an interactive terminal.  Laying tables out here instead of with ``rich.table`` keeps ``python -m
+estimator report`` fast (rich's table measuring cost ~60 ms per report) and lets a table that is too wide for
+the terminal wrap its text columns, then fall back to one block per row, instead of folding every cell.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from estimator.render.markdown import Section, Table, report_sections
+from estimator.render.blocks import Block, Table
 
 if TYPE_CHECKING:  # rich is imported by the caller, only for a terminal
     from rich.console import Console
@@ -205,7 +203,7 @@ def _record_lines(t: Table, width: int) -> list[Line]:
     return out
 
 
-def _panel(s: Section, width: int) -> list[Line]:
+def _panel(s: Block, width: int) -> list[Line]:
     inner = max(MIN_WIDTH, width) - 4
     body: list[Line] = []
     for text in s.lines:
@@ -219,7 +217,7 @@ def _panel(s: Section, width: int) -> list[Line]:
     return out
 
 
-def _section(s: Section, width: int) -> list[Line]:
+def _section(s: Block, width: int) -> list[Line]:
     title = f"── {s.title} "
     out: list[Line] = [[], [(title, "bold"), ("─" * max(0, width - len(title)), "dim")]]
     for text in s.lines:
@@ -234,11 +232,12 @@ def _section(s: Section, width: int) -> list[Line]:
     return out
 
 
-def layout_report(d: dict, width: int = DEFAULT_WIDTH) -> list[Line]:
-    """Every section of a report dict as styled lines no wider than ``width`` (launch commands excepted)."""
+def layout(blocks: list[Block], width: int = DEFAULT_WIDTH) -> list[Line]:
+    """Every block as styled lines no wider than ``width`` (shell commands excepted); the first block is a
+    framed panel."""
     width = max(MIN_WIDTH, int(width))
     out: list[Line] = []
-    for i, s in enumerate(report_sections(d)):
+    for i, s in enumerate(blocks):
         out += _panel(s, width) if i == 0 else _section(s, width)
     return out
 
@@ -254,13 +253,3 @@ def print_lines(lines: list[Line], console: Console) -> None:
 
     texts = [Text.assemble(*((t, s) if s else t for t, s in line)) for line in lines]
     console.print(Text("\n").join(texts), soft_wrap=True, highlight=False)
-
-
-def render_text(d: dict, width: int = DEFAULT_WIDTH) -> str:
-    """The terminal report as plain text (files, pipes, tests)."""
-    return lines_text(layout_report(d, width))
-
-
-def print_report(d: dict, console: Console) -> None:
-    """Print the report to a rich ``console`` at its width, with colours when it is a terminal."""
-    print_lines(layout_report(d, console.width), console)

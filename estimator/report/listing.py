@@ -28,7 +28,7 @@ def _r(x: float | None, nd: int = 2):
 def list_rows(what: str) -> tuple[list[str], list[list]]:
     if what == "models":
         from estimator.catalog.data import all_models
-        from estimator.report.model import attention_label
+        from estimator.report.sections.model import attention_label
 
         headers = [
             "id",
@@ -115,8 +115,8 @@ def fit_rows(hw, workload, table, quants: tuple[str, ...]) -> tuple[list[str], l
     from estimator.engines import get_engine
     from estimator.physics.quant import get_quant, kv_type
     from estimator.physics.weights import weight_breakdown
-    from estimator.report.build import Physics
-    from estimator.report.model import validate_workload
+    from estimator.report.request import validate_workload
+    from estimator.report.sizing import Sizing
 
     kv_type(workload.kv_dtype)  # an unknown KV dtype is bad input (SpecError), not "does not fit" for all
 
@@ -141,7 +141,7 @@ def fit_rows(hw, workload, table, quants: tuple[str, ...]) -> tuple[list[str], l
         else:
             wl = workload
         validate_workload(model, wl, allow_overlong=True)  # context <= 0, devices < 1 ...: SpecError
-        ph = Physics(model, table)
+        ph = Sizing(model, table)
         params_b = None
         row = None
         for q in qspecs:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import NamedTuple
 
-from estimator.physics.cost import CloudRate
+from estimator.catalog.rates import CloudRate
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
 
 COUNTS = (1, 2, 4, 8)

@@ -39,10 +39,11 @@ def catalog():
 
 def test_bench_report(benchmark):
     from estimator.catalog.data import get_hardware, get_model
-    from estimator.physics.cost import load_cloud_rates
+    from estimator.catalog.rates import load_cloud_rates
     from estimator.physics.quant import get_quant
-    from estimator.render.text import render_text
-    from estimator.report.model import ReportOptions, build_report, report_to_dict
+    from estimator.report.document import build_report, report_to_dict
+    from estimator.report.document import to_text as render_text
+    from estimator.report.units import ReportOptions
 
     model, hw, quant = get_model("glm-4.5"), get_hardware("mi300x"), get_quant("Q4_K_M")
     opts = ReportOptions(hardware_catalog=tuple(all_hardware()), rates=load_cloud_rates())

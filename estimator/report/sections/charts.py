@@ -1,5 +1,5 @@
 """The report's ``chart_data`` section: series the HTML charts draw (docs/html.md), from the same memoised
-physics calls as the tables (``estimator.report.build.Physics``).
+physics calls as the tables (``estimator.report.sizing.Sizing``).
 
 * ``context_by_kv``: ``{kv_dtype: ((n_ctx, total_bytes), ...)}`` — total memory over all devices at each
   context of the context-scaling table, for the chosen KV dtype (the table's own numbers) and every other
@@ -22,16 +22,53 @@ Hourly cost (``rate_origin``): the cheapest cloud-rate row for that device and c
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from estimator.engines import get_engine
 from estimator.physics.cost import pick_rate, usd_per_million_tokens
-from estimator.report.model import KV_OPTIONS, ChartData, ContextRow, HardwareOption, QuantRow, ReportOptions
 from estimator.report.recommend import COUNTS, can_combine, eligible
+from estimator.report.sections.context import ContextRow
+from estimator.report.sections.kv import KV_OPTIONS
+from estimator.report.sections.quants import QuantRow
+from estimator.report.sizing import SIZING_ERRORS, SpeedFigure
+from estimator.report.units import Build, ReportOptions, Unit
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
 
+
+@dataclass(frozen=True)
+class HardwareOption:
+    """One configuration of ``chart_data.hardware_comparison``: bytes over all devices, estimated
+    single-stream
+    decode, an hourly cost and its origin, USD per 1M output tokens."""
+
+    hardware_id: str
+    hardware_name: str
+    kind: str
+    n_devices: int
+    memory_bytes: int  # all devices together
+    required_bytes: int  # estimated total over all devices
+    headroom_bytes: int
+    decode_tok_s: float | None  # single stream, estimated
+    usd_per_hour: float | None
+    rate_origin: str  # cloud rate | cloud rate, scaled per device | amortised purchase + power | none
+    rate_provider: str | None
+    purchase_usd: float | None
+    power_w: float | None
+    usd_per_1m_output_tokens: float | None  # at decode_tok_s
+    selected: bool
+
+
+@dataclass(frozen=True)
+class ChartData:
+    """Series for the HTML charts (docs/html.md); totals are bytes over all devices."""
+
+    context_by_kv: dict[str, tuple[tuple[int, int], ...]]  # kv dtype -> ((n_ctx, total_bytes), ...)
+    prefill_by_quant: dict[str, SpeedFigure]
+    hardware_comparison: tuple[HardwareOption, ...]
+    notes: tuple[str, ...]
+
+
 AMORTISE_YEARS = 3.0  # assumption: a common straight-line depreciation period for accelerators
-_ERRORS = (ValueError, ArithmeticError)  # SpecError is a ValueError
 
 
 def context_by_kv(ph, quant: QuantSpec, hw: HardwareSpec, wl: Workload, rows: tuple[ContextRow, ...]) -> dict:
@@ -52,7 +89,7 @@ def context_by_kv(ph, quant: QuantSpec, hw: HardwareSpec, wl: Workload, rows: tu
                 )
                 for r in rows
             )
-        except _ERRORS:
+        except SIZING_ERRORS:
             continue
         out[dt] = pts
     return out
@@ -69,7 +106,7 @@ def prefill_by_quant(ph, hw: HardwareSpec, wl: Workload, quant_rows: tuple[Quant
         q = QUANTS.get(r.quant) or get_quant(r.quant)
         try:
             out[r.quant] = ph.prefill(q, hw, wl)
-        except _ERRORS:
+        except SIZING_ERRORS:
             continue
     return out
 
@@ -93,25 +130,25 @@ def _option(
 ) -> HardwareOption:
     try:
         tok_s: float | None = ph.decode(quant, hw, wl).tok_s
-    except _ERRORS:
+    except SIZING_ERRORS:
         tok_s = None
     usd, origin, provider = hourly_cost(hw, n, options)
     return HardwareOption(
-        hw.id,
-        hw.name,
-        hw.kind,
-        n,
-        int((hw.memory_bytes or 0) * n),
-        int(m.total_bytes),
-        int(m.headroom_bytes),
-        tok_s,
-        usd,
-        origin,
-        provider,
-        hw.price_usd * n if hw.price_usd else None,
-        hw.tdp_w * n if hw.tdp_w else None,
-        usd_per_million_tokens(usd, tok_s) if usd and tok_s else None,
-        selected,
+        hardware_id=hw.id,
+        hardware_name=hw.name,
+        kind=hw.kind,
+        n_devices=n,
+        memory_bytes=int((hw.memory_bytes or 0) * n),
+        required_bytes=int(m.total_bytes),
+        headroom_bytes=int(m.headroom_bytes),
+        decode_tok_s=tok_s,
+        usd_per_hour=usd,
+        rate_origin=origin,
+        rate_provider=provider,
+        purchase_usd=hw.price_usd * n if hw.price_usd else None,
+        power_w=hw.tdp_w * n if hw.tdp_w else None,
+        usd_per_1m_output_tokens=usd_per_million_tokens(usd, tok_s) if usd and tok_s else None,
+        selected=selected,
     )
 
 
@@ -127,7 +164,7 @@ def hardware_comparison(
         w = replace(base, n_devices=n)
         try:
             m = ph.memory(quant, h, w)
-        except _ERRORS:
+        except SIZING_ERRORS:
             return None
         return (m, w) if m.verdict == "fits" else None
 
@@ -148,27 +185,22 @@ def hardware_comparison(
     return tuple(sorted(out, key=lambda o: (not o.selected, -(o.decode_tok_s or -1.0), o.hardware_id)))
 
 
-def chart_data(
-    ph,
-    model: ModelSpec,
-    quant: QuantSpec,
-    hw: HardwareSpec,
-    wl: Workload,
-    options: ReportOptions,
-    context_rows: tuple[ContextRow, ...],
-    quant_rows: tuple[QuantRow, ...],
-    floor: int,
-) -> ChartData:
+def build(b: Build) -> ChartData:
     """All three series (module doc) and the notes that qualify them."""
+    options = b.options
     notes = [
         "hardware_comparison: configurations that fit without offload; decode is single-stream, estimated",
         f"amortised purchase + power: catalog price over {AMORTISE_YEARS:g} years of "
         f"{options.hours_per_day:g} active hours a day (assumption) plus device TDP at "
         f"{options.kwh_price_usd:g} USD/kWh",
     ]
+    ph, quant, hw, wl = b.sizing, b.quant, b.hardware, b.workload
     return ChartData(
-        context_by_kv(ph, quant, hw, wl, context_rows),
-        prefill_by_quant(ph, hw, wl, quant_rows),
-        hardware_comparison(ph, model, quant, hw, wl, options, floor),
-        tuple(notes),
+        context_by_kv=context_by_kv(ph, quant, hw, wl, b.get("context_scaling")),
+        prefill_by_quant=prefill_by_quant(ph, hw, wl, b.get("quant_matrix")),
+        hardware_comparison=hardware_comparison(ph, b.model, quant, hw, wl, options, b.floor_bytes),
+        notes=tuple(notes),
     )
+
+
+UNIT = Unit(key="chart_data", type=ChartData, build=build)

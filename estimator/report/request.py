@@ -1,0 +1,176 @@
+"""What a user asks for, checked and completed: the one entry the command line and the local page share.
+
+``ReportRequest`` holds a report request as typed (ids, numbers, flags); ``make_report`` validates it, applies
+the engine's defaults (its profile's quant and split), resolves the model and the hardware (a catalog id or
+``custom`` figures) and builds the report.  ``validate_workload`` refuses a workload the model cannot take and
+returns warnings for one it takes oddly.  Every refusal is a one-line SpecError (the CLI exits 2 with it, the
+page answers 400).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from estimator.engines import ENGINES, get_engine
+from estimator.specs import GIB, HardwareSpec, ModelSpec, SpecError, Workload
+
+DEFAULT_CTX = 8192
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
+
+
+def validate_workload(model: ModelSpec, workload: Workload, allow_overlong: bool = False) -> tuple[str, ...]:
+    """SpecError for an impossible workload; warnings (tuple of lines) for an allowed but odd one."""
+    warnings: list[str] = []
+    if workload.n_ctx <= 0:
+        raise SpecError(f"context must be a positive number of tokens, got {workload.n_ctx}")
+    if workload.n_ctx > model.max_context:
+        if not allow_overlong:
+            raise SpecError(
+                f"context {workload.n_ctx} is above {model.id}'s maximum of {model.max_context} tokens "
+                "(pass --allow-overlong to size it anyway)"
+            )
+        warnings.append(
+            f"context {workload.n_ctx} is above the model's maximum of {model.max_context} tokens"
+        )
+    for name in ("n_devices", "concurrency", "n_seq"):
+        if getattr(workload, name) < 1:
+            raise SpecError(f"{name.replace('_', ' ')} must be >= 1, got {getattr(workload, name)}")
+    if workload.split not in ("tp", "pp"):
+        raise SpecError(f"split must be tp or pp, got {workload.split!r}")
+    if workload.engine not in ENGINES:
+        raise SpecError(f"engine must be one of {', '.join(ENGINES)}, got {workload.engine!r}")
+    if workload.offload_bytes < 0 or workload.moe_offload_layers < 0:
+        raise SpecError("offload must be >= 0")
+    if workload.moe_offload_layers and model.moe is None:
+        raise SpecError(f"--n-cpu-moe needs a mixture-of-experts model; {model.id} is dense")
+    if workload.moe_offload_layers > model.n_layers:
+        raise SpecError(
+            f"--n-cpu-moe {workload.moe_offload_layers} is above the model's {model.n_layers} layers"
+        )
+    if not 0 < workload.gpu_memory_utilization <= 1:
+        raise SpecError(f"gpu memory utilization must be in (0, 1], got {workload.gpu_memory_utilization}")
+    return tuple(warnings)
+
+
+def make_workload(
+    engine: str = "llama.cpp",
+    kv_dtype: str = "f16",
+    ctx: int = DEFAULT_CTX,
+    devices: int = 1,
+    split: str | None = None,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    **extra,
+) -> Workload:
+    """A Workload from user options: KV dtype lower-cased, the engine profile's split when none is given."""
+    return Workload(
+        n_ctx=ctx,
+        kv_dtype=kv_dtype.lower(),
+        engine=engine,
+        n_devices=devices,
+        split=split or get_engine(engine).default_split,
+        gpu_memory_utilization=gpu_memory_utilization,
+        **extra,
+    )
+
+
+def resolve_device(
+    hardware: str,
+    memory_gib: float | None = None,
+    bandwidth_gbs: float | None = None,
+    tflops: float | None = None,
+    family: str | None = None,
+) -> HardwareSpec:
+    """A catalog device, or ``custom`` from the given figures (GiB, 10^9 B/s, 10^12 FLOP/s)."""
+    from estimator.catalog.resolve import resolve_hardware
+
+    return resolve_hardware(
+        hardware, memory_gib=memory_gib, bandwidth_gbs=bandwidth_gbs, tflops=tflops, family=family
+    )
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """A report request as the user typed it (``python -m estimator report`` options, the page's parameters).
+
+    quant / split: None = the engine's default (its profile's ``default_quant`` / ``default_split``);
+    offload_gib in GiB (2^30 B); the custom-hardware figures apply with ``hardware="custom"``.
+    """
+
+    model: str
+    hardware: str
+    quant: str | None = None
+    engine: str = "llama.cpp"
+    kv_dtype: str = "f16"
+    ctx: int = DEFAULT_CTX
+    devices: int = 1
+    split: str | None = None
+    concurrency: int = 1
+    offload_gib: float = 0.0
+    n_cpu_moe: int = 0
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    memory_gib: float | None = None
+    bandwidth_gbs: float | None = None
+    tflops: float | None = None
+    family: str | None = None
+    usd_per_hour: float | None = None
+    hours_per_day: float = 4.0
+    kwh_price: float = 0.15
+    purchase_usd: float | None = None
+    ft_rank: int = 16
+    ft_seq_len: int = 2048
+    ft_micro_batch: int = 1
+    allow_overlong: bool = False
+    coefficients: str | None = None
+
+    def workload(self) -> Workload:
+        """The Workload of the request; SpecError for what the engine cannot run (its profile's check)."""
+        if self.offload_gib < 0:
+            raise SpecError(f"--offload-gib must be >= 0, got {self.offload_gib}")
+        if self.engine not in ENGINES:
+            raise SpecError(f"unknown engine {self.engine!r}; one of {', '.join(ENGINES)}")
+        wl = make_workload(
+            self.engine,
+            self.kv_dtype,
+            self.ctx,
+            self.devices,
+            self.split,
+            self.gpu_memory_utilization,
+            concurrency=self.concurrency,
+            offload_bytes=int(round(self.offload_gib * GIB)),
+            moe_offload_layers=self.n_cpu_moe,
+        )
+        get_engine(self.engine).check(wl)  # refuse what the engine cannot run rather than size it
+        return wl
+
+
+def make_report(req: ReportRequest, table=None):
+    """Validate, resolve and build the report of ``req`` (an ``estimator.report.document.Report``).
+
+    ``table``: a loaded coefficient table (default: ``req.coefficients``, else results/coefficients.json, else
+    the shipped prior).  Raises SpecError (one line) for bad input.
+    """
+    from estimator.catalog.data import all_hardware
+    from estimator.catalog.rates import load_cloud_rates
+    from estimator.catalog.resolve import resolve_model
+    from estimator.physics.coefficients import load_coefficients
+    from estimator.physics.finetune import FinetuneConfig
+    from estimator.physics.quant import get_quant
+    from estimator.report.document import build_report
+    from estimator.report.units import ReportOptions
+
+    wl = req.workload()
+    model = resolve_model(req.model)
+    hw = resolve_device(req.hardware, req.memory_gib, req.bandwidth_gbs, req.tflops, req.family)
+    quant = get_quant(req.quant or get_engine(req.engine).default_quant)
+    options = ReportOptions(
+        usd_per_hour=req.usd_per_hour,
+        hours_per_day=req.hours_per_day,
+        kwh_price_usd=req.kwh_price,
+        purchase_usd=req.purchase_usd,
+        allow_overlong=req.allow_overlong,
+        finetune=FinetuneConfig(rank=req.ft_rank, seq_len=req.ft_seq_len, micro_batch=req.ft_micro_batch),
+        hardware_catalog=tuple(all_hardware()),
+        rates=load_cloud_rates(),
+    )
+    table = table if table is not None else load_coefficients(req.coefficients)
+    return build_report(model, hw, quant, wl, table, options)

@@ -1,0 +1,215 @@
+"""Memory: weights, KV cache and state, engine buffers and device context overhead per device, against
+usable memory, with the verdict (fits / fits with offload / does not fit) and, for an engine that reserves
+memory, the KV pool's capacity (estimator.physics.memory)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from estimator.render import charts
+from estimator.render.blocks import Block, Table, both, gb, gib, pct
+from estimator.render.htmlkit import Ctx, card, figure, section, table, verdict
+from estimator.render.i18n import t
+from estimator.report.recommend import device_notes
+from estimator.report.units import Build, Unit
+
+MEMORY_BASIS = (
+    "estimated: architecture formulas (weights per tensor class, KV per layer kind, engine buffers)"
+)
+
+
+@dataclass(frozen=True)
+class DeviceRow:
+    """One device's share (bytes) and its utilisation of usable memory."""
+
+    index: int
+    weights_bytes: int
+    kv_bytes: int
+    runtime_bytes: int
+    overhead_bytes: int
+    total_bytes: int
+    usable_bytes: int
+    headroom_bytes: int
+    utilization: float
+
+
+@dataclass(frozen=True)
+class MemorySection:
+    """Memory of the sized configuration; totals over all devices (bytes)."""
+
+    weights_bytes: int
+    kv_bytes: int
+    runtime_bytes: int
+    overhead_bytes: int
+    total_bytes: int
+    physical_bytes: int  # n_devices x device memory
+    usable_bytes: int
+    headroom_bytes: int
+    utilization: float
+    verdict: str  # fits | fits with offload | does not fit
+    host_bytes: int
+    kv_capacity_tokens: int | None
+    max_concurrency: int | None
+    min_offload_bytes: int  # least host offload that would make it fit (0 when it fits)
+    per_device: tuple[DeviceRow, ...]
+    basis: str
+    notes: tuple[str, ...]
+
+
+def runtime_basis(label: str, table, engine: str) -> str:
+    """Where the runtime-buffer coefficients came from, honestly: the shipped prior (uncalibrated) or the
+    calibrated coefficients file (its path), from ``RuntimeEstimate.coefficients`` ("prior" / "custom")."""
+    if label == "prior":
+        return "prior (uncalibrated)"
+    path = getattr(table, "path", None)
+    if path and table.memory_for(engine):
+        rel = os.path.relpath(path)
+        return f"calibrated ({path if rel.startswith('..') else rel})"
+    return "custom (not from the coefficients file)"
+
+
+def build(b: Build) -> MemorySection:
+    m, hw = b.memory, b.hardware
+    rows = tuple(
+        DeviceRow(
+            index=d.index,
+            weights_bytes=int(d.weights_bytes),
+            kv_bytes=int(d.kv_bytes),
+            runtime_bytes=int(d.runtime_bytes),
+            overhead_bytes=int(d.overhead_bytes),
+            total_bytes=int(d.total_bytes),
+            usable_bytes=int(d.usable_bytes),
+            headroom_bytes=int(d.headroom_bytes),
+            utilization=float(d.utilization),
+        )
+        for d in m.per_device
+    )
+    runtime = runtime_basis(m.coefficients, b.table, b.workload.engine) if m.coefficients else ""
+    return MemorySection(
+        weights_bytes=int(m.weights_bytes),
+        kv_bytes=int(m.kv_bytes),
+        runtime_bytes=int(m.runtime_bytes),
+        overhead_bytes=int(m.overhead_bytes),
+        total_bytes=int(m.total_bytes),
+        physical_bytes=int((hw.memory_bytes or 0) * b.workload.n_devices),
+        usable_bytes=int(m.usable_bytes),
+        headroom_bytes=int(m.headroom_bytes),
+        utilization=float(m.utilization),
+        verdict=m.verdict,
+        host_bytes=int(m.host_bytes or 0),
+        kv_capacity_tokens=None if m.kv_capacity_tokens is None else int(m.kv_capacity_tokens),
+        max_concurrency=None if m.max_concurrency is None else int(m.max_concurrency),
+        min_offload_bytes=int(m.min_offload_bytes or 0),
+        per_device=rows,
+        basis=MEMORY_BASIS + (f"; runtime coefficients: {runtime}" if runtime else ""),
+        notes=tuple(m.notes) + tuple(device_notes([hw.id])),
+    )
+
+
+def text(d: dict) -> Block:
+    mem, w, hw = d["memory"], d["workload"], d["hardware"]
+    s = Block("memory", f"Memory ({w['n_devices']} x {hw['id']})")
+    s.lines.append(f"Basis: {mem['basis']}.")
+    rows = [
+        ["Weights", gib(mem["weights_bytes"]), gb(mem["weights_bytes"])],
+        ["KV cache and state", gib(mem["kv_bytes"]), gb(mem["kv_bytes"])],
+        ["Engine runtime / compute buffers", gib(mem["runtime_bytes"]), gb(mem["runtime_bytes"])],
+        ["Device context overhead", gib(mem["overhead_bytes"]), gb(mem["overhead_bytes"])],
+        ["Total on device(s)", gib(mem["total_bytes"]), gb(mem["total_bytes"])],
+        ["Physical device memory", gib(mem["physical_bytes"]), gb(mem["physical_bytes"])],
+        ["Usable device memory", gib(mem["usable_bytes"]), gb(mem["usable_bytes"])],
+        ["Headroom", gib(mem["headroom_bytes"]), gb(mem["headroom_bytes"])],
+    ]
+    if mem["host_bytes"]:
+        h = mem["host_bytes"]
+        rows.append(["Host RAM (offloaded weights, host buffers)", gib(h), gb(h)])
+    s.tables.append(Table(["component", "GiB", "GB"], rows))
+    s.lines.append(f"Utilisation {pct(mem['utilization'])}; verdict: **{mem['verdict']}**.")
+    if mem["min_offload_bytes"]:
+        s.lines.append(f"Least host offload that would make it fit: {both(mem['min_offload_bytes'])}.")
+    s.notes += [f"note: {n}" for n in mem["notes"]]
+    if mem["kv_capacity_tokens"] is not None:
+        s.lines.append(
+            f"KV capacity {mem['kv_capacity_tokens']:,} tokens; max concurrency at {w['n_ctx']:,} tokens: "
+            f"{mem['max_concurrency']}."
+        )
+    if len(mem["per_device"]) > 1:
+        keys = ("weights", "kv", "runtime", "overhead", "total", "usable", "headroom")
+        rows = [
+            [str(r["index"]), *(gib(r[f"{k}_bytes"]) for k in keys), pct(r["utilization"])]
+            for r in mem["per_device"]
+        ]
+        heads = ["device", *(f"{'KV' if k == 'kv' else k} GiB" for k in keys), "used"]
+        s.tables.append(Table(heads, rows, "per device"))
+    return s
+
+
+_COMPONENTS = ("weights", "kv", "runtime", "overhead")
+
+
+def html(ctx: Ctx) -> str:
+    cards = "".join(
+        [
+            card(
+                ctx.t("required"), ctx.num("memory.total_bytes", "gib"), ctx.num("memory.total_bytes", "gb")
+            ),
+            card(
+                ctx.t("usable"),
+                ctx.num("memory.usable_bytes", "gib"),
+                f"{ctx.num('memory.physical_bytes', 'gib')} ({ctx.num('memory.physical_bytes', 'gb')})",
+            ),
+            card(
+                ctx.t("headroom"),
+                ctx.num("memory.headroom_bytes", "gib"),
+                f"{ctx.num('memory.utilization', 'pct')} {ctx.t('utilization').lower()}",
+            ),
+            card(
+                ctx.t("sec_verdict"),
+                verdict(ctx, "memory.verdict"),
+                f"{ctx.t('kv_capacity')}: {ctx.num('memory.kv_capacity_tokens', 'int')}",
+            ),
+        ]
+    )
+    head = [ctx.t("component"), ctx.t("total") + " (GiB)", ctx.t("total") + " (GB)"]
+    devices = ctx.get("memory.per_device") or []
+    for d in devices:
+        head.append(f"{ctx.t('device')} {d.get('index', 0)} (GiB)")
+    rows = []
+    for comp in (*_COMPONENTS, "total"):
+        row = [ctx.t(comp), ctx.num(f"memory.{comp}_bytes", "gib"), ctx.num(f"memory.{comp}_bytes", "gb")]
+        row += [ctx.num(f"memory.per_device.{i}.{comp}_bytes", "gib") for i in range(len(devices))]
+        rows.append(row)
+    usable_row = [
+        ctx.t("usable"),
+        ctx.num("memory.usable_bytes", "gib"),
+        ctx.num("memory.usable_bytes", "gb"),
+    ]
+    usable_row += [ctx.num(f"memory.per_device.{i}.usable_bytes", "gib") for i in range(len(devices))]
+    rows.append(usable_row)
+    if ctx.get("memory.host_bytes"):
+        rows.append(
+            [ctx.t("host"), ctx.num("memory.host_bytes", "gib"), ctx.num("memory.host_bytes", "gb")]
+            + [""] * len(devices)
+        )
+    tbl = table(head, rows, set(range(1, len(head))))
+    bars = [
+        (
+            f"{ctx.t('device')} {d.get('index', i)}",
+            [(c, t(c, ctx.lang), d.get(f"{c}_bytes", 0) or 0) for c in _COMPONENTS],
+            d.get("usable_bytes"),
+        )
+        for i, d in enumerate(devices)
+    ]
+    if ctx.get("memory.host_bytes"):
+        bars.append(
+            (t("host", ctx.lang), [("host", t("host", ctx.lang), ctx.get("memory.host_bytes"))], None)
+        )
+    chart = figure(
+        charts.memory_stack_chart(bars, ctx.lang, t("chart_memory", ctx.lang), t("usable_limit", ctx.lang)),
+        ctx.get("memory.basis", ""),
+    )
+    return section("memory", ctx.t("sec_memory"), f'<div class="cards">{cards}</div>{chart}{tbl}')
+
+
+UNIT = Unit(key="memory", type=MemorySection, build=build, text=text, html=html)

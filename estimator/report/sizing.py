@@ -1,0 +1,124 @@
+"""Memoised physics calls for one report: the quant matrix, the context table, the multi-device table, the
+charts and the recommendations ask for overlapping configurations, so memory and speed are computed once per
+(quant, device, workload).  Scalar calls only (no numpy / scipy / pandas), so ``python -m estimator report``
+starts fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from estimator.physics import speed as speed_mod
+from estimator.physics.memory import estimate_memory
+from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
+
+# what the physics raises for a configuration it cannot size (missing figures, impossible sizes)
+SIZING_ERRORS = (SpecError, ValueError, ArithmeticError)
+
+
+@dataclass(frozen=True)
+class SpeedFigure:
+    """One estimated speed: tok/s with its interval and the coefficient set it came from (label, calibrated,
+    number of runs behind it)."""
+
+    tok_s: float
+    lo_tok_s: float
+    hi_tok_s: float
+    coefficients: str
+    calibrated: bool
+    n_points: int
+
+
+class Sizing:
+    """Memoised memory / speed calls for one model and coefficient table.
+
+    Decode: the features of tg{n_gen} (``speed.tg_features``) do not depend on the device, so they are built
+    once per (quant, workload) and every device applies ``speed.decode_step_s`` to them: the same numbers as
+    ``speed.estimate_speed`` at a fraction of the cost when many devices are sized.
+    """
+
+    def __init__(self, model: ModelSpec, table):
+        self.model, self.table = model, table
+        self._mem: dict = {}
+        self._params: dict = {}
+        self._feats: dict = {}
+        self._decode: dict = {}
+
+    def memory(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload):
+        """Memory with the KV cache of ``memory_sequences(wl)`` sequences (what the launch commands
+        allocate: llama-server ``-c n_ctx x -np``, vLLM ``--max-num-seqs``)."""
+        wl = replace(wl, n_seq=memory_sequences(wl))
+        key = (quant.name, hw, wl)
+        if key not in self._mem:
+            self._mem[key] = estimate_memory(self.model, quant, hw, wl, self.table.memory_for(wl.engine))
+        return self._mem[key]
+
+    def params(self, hw: HardwareSpec, engine: str):
+        """(decode set, prefill set, decode params, prefill params) of a device (speed.merged_params)."""
+        key = (hw, engine)
+        if key not in self._params:
+            self._params[key] = speed_mod.merged_params(self.table, hw, engine)
+        return self._params[key]
+
+    def _decode_features(self, quant: QuantSpec, wl: Workload) -> list:
+        key = (quant.name, wl)
+        if key not in self._feats:
+            n_gen = max(int(wl.n_gen), 1)
+            self._feats[key] = speed_mod.tg_features(self.model, quant, wl, int(wl.n_depth), n_gen)
+        return self._feats[key]
+
+    def decode(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload) -> SpeedFigure:
+        """Mean single-stream decode speed over wl.n_gen tokens from wl.n_depth (tg{n_gen})."""
+        key = (quant.name, hw, wl)
+        if key not in self._decode:
+            dec, _, dparams, _ = self.params(hw, wl.engine)
+            feats = self._decode_features(quant, wl)
+            step = speed_mod.decode_step_s(feats, hw, dparams)
+            self._decode[key] = figure(1.0 / step, dec)
+        return self._decode[key]
+
+    def decode_tok_s(self, model: ModelSpec, quant: QuantSpec, hw: HardwareSpec, wl: Workload) -> float:
+        """Single-stream decode tok/s (the speed function the recommendations take)."""
+        return self.decode(quant, hw, wl).tok_s
+
+    def prefill(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload) -> SpeedFigure:
+        """Prefill tok/s of B x n_prompt tokens (pp{n_prompt}, 512 if unset), as ``speed.estimate_speed``."""
+        _, pre, _, pparams = self.params(hw, wl.engine)
+        return from_estimate(speed_mod.pp_estimate(self.model, quant, hw, wl, pre, pparams))
+
+    def aggregate_tok_s(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload) -> float:
+        """Total decode tok/s of wl.concurrency sequences with the KV cache at half of n_ctx."""
+        _, _, dparams, _ = self.params(hw, wl.engine)
+        return max(int(wl.concurrency), 1) / speed_mod.aggregate_step_s(self.model, quant, hw, wl, dparams)
+
+
+def memory_sequences(wl: Workload) -> int:
+    """Sequences the memory is sized for: ``max(n_seq, concurrency)``.  ``--concurrency N`` starts N slots
+    (llama-server ``-np N`` with ``-c n_ctx x N``; vLLM ``--max-num-seqs N``), so the KV cache holds N
+    sequences of n_ctx tokens each; speed keeps ``n_seq`` as the batch of its single-stream figures."""
+    return max(int(wl.n_seq), int(wl.concurrency), 1)
+
+
+def figure(tok_s: float, cset) -> SpeedFigure:
+    """A tok/s figure with the interval and label of coefficient set ``cset``."""
+    lo, hi = cset.interval(tok_s)
+    return SpeedFigure(
+        tok_s=tok_s,
+        lo_tok_s=lo,
+        hi_tok_s=hi,
+        coefficients=cset.label,
+        calibrated=bool(cset.calibrated),
+        n_points=int(cset.n_points),
+    )
+
+
+def from_estimate(e) -> SpeedFigure:
+    """The SpeedFigure of a physics SpeedEstimate."""
+    return SpeedFigure(
+        tok_s=e.tok_s,
+        lo_tok_s=e.lo_tok_s,
+        hi_tok_s=e.hi_tok_s,
+        coefficients=e.coefficients,
+        calibrated=bool(e.calibrated),
+        n_points=int(e.n_points),
+    )

@@ -1,0 +1,100 @@
+"""What a report section is (``Unit``) and what its builder gets (``Build``).
+
+A section is one unit: the JSON key it fills, the type of that value (the JSON schema is generated from it),
+a builder that computes it from the physics, and its renderings — ``text`` (one ``Block`` for the terminal and
+Markdown) and ``html`` (a fragment).  Renderings read the report *dict* (the JSON form), so every format shows
+the numbers the JSON holds.  A unit may be data only (no rendering: the configuration facts, the chart
+series) or rendering only (no key: the summary at the top).
+
+``Build`` holds the specs, the options, the memoised physics (``estimator.report.sizing.Sizing``) and the
+sections built so far; ``Build.get(key)`` builds a section on first use, so a builder simply asks for the
+sections it needs.  Physics results go into section records by keyword.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from estimator.physics.finetune import FinetuneConfig
+from estimator.physics.weights import weight_breakdown
+from estimator.render.blocks import Block
+from estimator.render.htmlkit import Ctx
+from estimator.report.sizing import Sizing
+from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
+
+CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """Everything a report needs beyond the specs: money, fine-tuning settings and the catalogs to search."""
+
+    usd_per_hour: float | None = None
+    hours_per_day: float = 4.0
+    kwh_price_usd: float = 0.15
+    purchase_usd: float | None = None
+    allow_overlong: bool = False
+    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+    hardware_catalog: tuple[HardwareSpec, ...] = ()
+    rates: tuple = ()  # tuple[CloudRate, ...]
+    contexts: tuple[int, ...] = CONTEXTS
+    quants: tuple[str, ...] = ()  # quant-matrix rows; () = every known format
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One report section (see module doc).  ``key`` None: rendered only; ``build`` None: nothing to build
+    (the value comes from ``Build`` directly)."""
+
+    key: str | None
+    type: Any = None
+    build: Callable[[Build], Any] | None = None
+    text: Callable[[dict], Block | None] | None = None
+    html: Callable[[Ctx], str] | None = None
+
+
+class Build:
+    """The inputs of one report and the sections built so far (built on first ``get``)."""
+
+    def __init__(
+        self,
+        model: ModelSpec,
+        hardware: HardwareSpec,
+        quant: QuantSpec,
+        workload: Workload,
+        table,
+        options: ReportOptions,
+        units: tuple[Unit, ...],
+        request_warnings: tuple[str, ...] = (),
+    ):
+        self.model, self.hardware, self.quant, self.workload = model, hardware, quant, workload
+        self.table, self.options = table, options
+        self.request_warnings = request_warnings
+        self.sizing = Sizing(model, table)
+        self.speed_error: str | None = None  # why the speed section is empty, when it is
+        self._units = {u.key: u for u in units if u.key is not None}
+        self._built: dict[str, Any] = {}
+
+    def get(self, key: str) -> Any:
+        """The value of section ``key``, built on first use."""
+        if key not in self._built:
+            self._built[key] = self._units[key].build(self)
+        return self._built[key]
+
+    @cached_property
+    def weights(self):
+        """Weight breakdown of the sized configuration (estimator.physics.weights.WeightBreakdown)."""
+        return weight_breakdown(self.model, self.quant)
+
+    @cached_property
+    def memory(self):
+        """MemoryEstimate of the sized configuration (KV for ``sizing.memory_sequences`` sequences)."""
+        return self.sizing.memory(self.quant, self.hardware, self.workload)
+
+    @property
+    def floor_bytes(self) -> int:
+        """Weights + KV of the sized configuration: no configuration with less memory can hold it."""
+        return int(self.memory.weights_bytes + self.memory.kv_bytes)
