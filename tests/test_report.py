@@ -5,10 +5,10 @@ import pytest
 from estimator.catalog.data import all_hardware, get_hardware, get_model
 from estimator.catalog.rates import load_cloud_rates
 from estimator.physics.coefficients import load_coefficients
+from estimator.physics.limits import validate_workload
 from estimator.physics.quant import get_quant
 from estimator.render.json import render_json
 from estimator.report.document import blocks, build_report, report_to_dict, to_markdown, to_text
-from estimator.report.request import validate_workload
 from estimator.report.units import ReportOptions
 from estimator.specs import GIB, SpecError, Workload
 

@@ -70,7 +70,13 @@ def _add_workload_args(p: argparse.ArgumentParser, ctx_default: int = 8192) -> N
         help="tp = tensor parallel (llama.cpp -sm row), pp = pipeline / layer split (llama.cpp -sm layer); "
         "default: the engine's own (llama.cpp pp, vLLM tp)",
     )
-    p.add_argument("--gpu-memory-utilization", type=_float, default=0.92, help="vLLM reservation fraction")
+    p.add_argument(
+        "--gpu-memory-utilization",
+        type=_float,
+        default=None,
+        help="fraction of device memory an engine that reserves memory takes (vLLM --gpu-memory-utilization, "
+        "SGLang --mem-fraction-static); default: the engine's own",
+    )
     p.add_argument(
         "--coefficients", help="coefficients JSON (default: results/coefficients.json, else the prior)"
     )

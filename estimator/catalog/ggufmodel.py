@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from estimator.physics.quant import TYPE_SIZES
 from estimator.specs import (
     CHUNKED,
     FULL,
@@ -35,7 +34,6 @@ from estimator.specs import (
     StateSpec,
 )
 
-_CANON = {k.lower(): k for k in TYPE_SIZES}
 # GGUF architecture names -> HF model_type used elsewhere in the estimator
 _ARCH_MAP = {
     "qwen3moe": "qwen3_moe",
@@ -54,6 +52,13 @@ _ARCH_MAP = {
     "minimax-m2": "minimax_m2",
     "phi3": "phi3",
 }
+
+
+def ggml_type_name(enum_name: str) -> str:
+    """ggml's spelling of a tensor type (``ggml_type_name``) from gguf's enum name: lower case, k-quants with
+    an upper-case K (``Q4_K`` -> ``q4_K``, ``IQ4_XS`` -> ``iq4_xs``, ``BF16`` -> ``bf16``)."""
+    n = enum_name.lower()
+    return n[:-2] + "_K" if n.endswith("_k") else n
 
 
 def _val(reader, key: str, default=None):
@@ -95,7 +100,7 @@ def load_gguf(path: str | Path) -> ModelSpec:
         end = int(t.data_offset) + int(t.n_bytes)  # data_offset is absolute in the file
         if end > size:
             raise SpecError(f"{p}: truncated GGUF (tensor {t.name} ends at byte {end}, file has {size})")
-        tname = _CANON.get(t.tensor_type.name.lower(), t.tensor_type.name.lower())
+        tname = ggml_type_name(t.tensor_type.name)
         tensors.append((t.name, tname, int(t.n_elements), int(t.n_bytes)))
     arch = _val(reader, "general.architecture")
     if not arch:

@@ -97,6 +97,7 @@ class EngineProfile:
     state_conv_bytes: int = 2  # bytes per conv-state element of linear-attention / SSM layers
     embedding_on_host: bool = False  # discrete devices keep token_embd in host RAM
     reserves_memory: bool = False  # pre-allocates Workload.gpu_memory_utilization x device memory
+    memory_fraction: float = 0.92  # that fraction when the user does not give one (Workload's default)
     reservation_flag: str = ""  # its command-line name, for messages
     runtime_model: str = "torch"  # "ggml" | "torch" (estimator.physics.runtime)
     memory_prior: str = ""  # key of estimator/data/memory_prior.json and coefficients "memory"

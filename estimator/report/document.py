@@ -52,7 +52,7 @@ def build_report(
 
     Raises SpecError for a workload the model cannot take (``validate_workload``).
     """
-    from estimator.report.request import validate_workload
+    from estimator.physics.limits import validate_workload
 
     options = options or ReportOptions()
     request_warnings = validate_workload(model, workload, options.allow_overlong)

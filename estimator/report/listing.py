@@ -113,9 +113,9 @@ def fit_rows(hw, workload, table, quants: tuple[str, ...]) -> tuple[list[str], l
     """Sorted rows: fitting models by decode speed (fastest first), then the rest by name."""
     from estimator.catalog.data import all_models
     from estimator.engines import get_engine
+    from estimator.physics.limits import validate_workload
     from estimator.physics.quant import get_quant, kv_type
     from estimator.physics.weights import weight_breakdown
-    from estimator.report.request import validate_workload
     from estimator.report.sizing import Sizing
 
     kv_type(workload.kv_dtype)  # an unknown KV dtype is bad input (SpecError), not "does not fit" for all

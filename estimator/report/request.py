@@ -2,8 +2,8 @@
 
 ``ReportRequest`` holds a report request as typed (ids, numbers, flags); ``make_report`` validates it, applies
 the engine's defaults (its profile's quant and split), resolves the model and the hardware (a catalog id or
-``custom`` figures) and builds the report.  ``validate_workload`` refuses a workload the model cannot take and
-returns warnings for one it takes oddly.  Every refusal is a one-line SpecError (the CLI exits 2 with it, the
+``custom`` figures) and builds the report (``estimator.physics.limits.validate_workload`` refuses a workload
+the model cannot take).  Every refusal is a one-line SpecError (the CLI exits 2 with it, the
 page answers 400).
 """
 
@@ -12,44 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.engines import ENGINES, get_engine
-from estimator.specs import GIB, HardwareSpec, ModelSpec, SpecError, Workload
+from estimator.specs import GIB, HardwareSpec, SpecError, Workload
 
 DEFAULT_CTX = 8192
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
-
-
-def validate_workload(model: ModelSpec, workload: Workload, allow_overlong: bool = False) -> tuple[str, ...]:
-    """SpecError for an impossible workload; warnings (tuple of lines) for an allowed but odd one."""
-    warnings: list[str] = []
-    if workload.n_ctx <= 0:
-        raise SpecError(f"context must be a positive number of tokens, got {workload.n_ctx}")
-    if workload.n_ctx > model.max_context:
-        if not allow_overlong:
-            raise SpecError(
-                f"context {workload.n_ctx} is above {model.id}'s maximum of {model.max_context} tokens "
-                "(pass --allow-overlong to size it anyway)"
-            )
-        warnings.append(
-            f"context {workload.n_ctx} is above the model's maximum of {model.max_context} tokens"
-        )
-    for name in ("n_devices", "concurrency", "n_seq"):
-        if getattr(workload, name) < 1:
-            raise SpecError(f"{name.replace('_', ' ')} must be >= 1, got {getattr(workload, name)}")
-    if workload.split not in ("tp", "pp"):
-        raise SpecError(f"split must be tp or pp, got {workload.split!r}")
-    if workload.engine not in ENGINES:
-        raise SpecError(f"engine must be one of {', '.join(ENGINES)}, got {workload.engine!r}")
-    if workload.offload_bytes < 0 or workload.moe_offload_layers < 0:
-        raise SpecError("offload must be >= 0")
-    if workload.moe_offload_layers and model.moe is None:
-        raise SpecError(f"--n-cpu-moe needs a mixture-of-experts model; {model.id} is dense")
-    if workload.moe_offload_layers > model.n_layers:
-        raise SpecError(
-            f"--n-cpu-moe {workload.moe_offload_layers} is above the model's {model.n_layers} layers"
-        )
-    if not 0 < workload.gpu_memory_utilization <= 1:
-        raise SpecError(f"gpu memory utilization must be in (0, 1], got {workload.gpu_memory_utilization}")
-    return tuple(warnings)
 
 
 def make_workload(
@@ -58,17 +23,20 @@ def make_workload(
     ctx: int = DEFAULT_CTX,
     devices: int = 1,
     split: str | None = None,
-    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    gpu_memory_utilization: float | None = None,
     **extra,
 ) -> Workload:
-    """A Workload from user options: KV dtype lower-cased, the engine profile's split when none is given."""
+    """A Workload from user options: KV dtype lower-cased; the engine profile's split and reserved memory
+    fraction when none is given."""
+    profile = get_engine(engine)
+    fraction = profile.memory_fraction if gpu_memory_utilization is None else gpu_memory_utilization
     return Workload(
         n_ctx=ctx,
         kv_dtype=kv_dtype.lower(),
         engine=engine,
         n_devices=devices,
-        split=split or get_engine(engine).default_split,
-        gpu_memory_utilization=gpu_memory_utilization,
+        split=split or profile.default_split,
+        gpu_memory_utilization=fraction,
         **extra,
     )
 
@@ -92,7 +60,8 @@ def resolve_device(
 class ReportRequest:
     """A report request as the user typed it (``python -m estimator report`` options, the page's parameters).
 
-    quant / split: None = the engine's default (its profile's ``default_quant`` / ``default_split``);
+    quant / split / gpu_memory_utilization: None = the engine's default (its profile's ``default_quant`` /
+    ``default_split`` / ``memory_fraction``);
     offload_gib in GiB (2^30 B); the custom-hardware figures apply with ``hardware="custom"``.
     """
 
@@ -107,7 +76,7 @@ class ReportRequest:
     concurrency: int = 1
     offload_gib: float = 0.0
     n_cpu_moe: int = 0
-    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    gpu_memory_utilization: float | None = None
     memory_gib: float | None = None
     bandwidth_gbs: float | None = None
     tflops: float | None = None
