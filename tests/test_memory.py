@@ -95,7 +95,7 @@ def test_runtime_terms():
     assert cpu.context_overhead_bytes == 0 and cpu.host_compute_bytes == 0
     custom = runtime_buffers(m, None, hw, Workload(), {"logits_factor": 2.0})
     assert custom.compute_bytes == 8 * 2**20 + 2 * 4 * 128256 * 512 and custom.coefficients == "custom"
-    assert set(DEFAULT_MEMORY_COEFFICIENTS) == {"llama.cpp", "vllm"}
+    assert set(DEFAULT_MEMORY_COEFFICIENTS) == {"llama.cpp", "vllm", "sglang"}  # one per engine profile
     assert MemoryCoefficients.from_dict({"bogus": 1.0}) == MemoryCoefficients.from_dict(None)
 
 

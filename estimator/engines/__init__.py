@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 ENGINES: dict[str, str] = {
     "llama.cpp": "estimator.engines.llama_cpp:PROFILE",
     "vllm": "estimator.engines.vllm:PROFILE",
+    "sglang": "estimator.engines.sglang:PROFILE",
 }
 
 

@@ -131,6 +131,11 @@ class EngineProfile:
         """True when the engine's command line takes this KV dtype name (``kv_flags``)."""
         return kv_dtype.lower() in self.kv_flags
 
+    def reserved_fraction(self, workload: Workload) -> float:
+        """The memory fraction a command of this engine asks for: the sized one when the workload runs on this
+        engine, else the engine's own default (the workload's value belongs to another engine)."""
+        return workload.gpu_memory_utilization if workload.engine == self.name else self.memory_fraction
+
     def check_cache(self, kv_dtype: str, flash_attn: bool) -> None:
         """SpecError when the engine cannot allocate this KV cache at all (raised while sizing it)."""
 

@@ -96,7 +96,7 @@ class VLLM(EngineProfile):
             "--max-model-len",
             str(workload.n_ctx),
             "--gpu-memory-utilization",
-            f"{workload.gpu_memory_utilization:g}",
+            f"{self.reserved_fraction(workload):g}",
             *extra,
         ]
         if workload.n_devices > 1:

@@ -1,0 +1,76 @@
+"""SGLang, the third engine profile: sized end to end (memory reservation, token-level KV pool with the hybrid
+sliding-window pool, launch command, request checks) with speed from the prior until calibrated."""
+
+import math
+
+import pytest
+
+from estimator.catalog.data import get_hardware, get_model
+from estimator.engines import ENGINES, engines_for, engines_with_kv, get_engine
+from estimator.physics.coefficients import prior_table
+from estimator.physics.kv import kv_cache
+from estimator.physics.memory import estimate_memory
+from estimator.physics.quant import get_quant
+from estimator.report.document import report_to_dict
+from estimator.report.request import ReportRequest, make_report
+from estimator.specs import GIB, SpecError, Workload
+
+SG = get_engine("sglang")
+
+
+def test_registered_and_runs_checkpoint_formats_only():
+    assert "sglang" in ENGINES
+    assert "sglang" in engines_for(get_quant("FP8")) and "sglang" not in engines_for(get_quant("Q4_K_M"))
+    assert "sglang" in engines_with_kv("fp8") and "sglang" not in engines_with_kv("q8_0")
+
+
+def test_token_pool_and_hybrid_swa_ratio():
+    full = get_model("llama-3.1-8b")
+    kv = kv_cache(full, 1000, "f16", 3, "sglang")
+    assert kv.n_cells == 3000  # page size 1: no padding
+    gemma = get_model("gemma-3-27b")
+    cells, swa = SG.kv_cells(gemma, 8192, 2, 512)
+    assert cells == 16384 and swa == math.ceil(0.8 * 16384)
+    assert SG.kv_cells(gemma, 8192, 2, 512, swa_full=True) == (16384, 16384)
+
+
+def test_reserves_its_own_fraction_and_reports_capacity():
+    m, hw = get_model("qwen3-8b"), get_hardware("h100-80gb-sxm")
+    wl = Workload(n_ctx=8192, engine="sglang", gpu_memory_utilization=SG.memory_fraction)
+    mem = estimate_memory(m, get_quant("BF16"), hw, wl, prior_table().memory_for("sglang"))
+    assert mem.usable_bytes == int(0.88 * hw.memory_bytes)
+    assert mem.kv_capacity_tokens and mem.kv_capacity_tokens > 8192 and mem.verdict == "fits"
+
+
+def test_report_end_to_end_with_prior_speed_and_its_own_command():
+    req = ReportRequest("qwen3-32b", "h200-141gb-sxm", engine="sglang", concurrency=8)
+    d = report_to_dict(make_report(req, prior_table()))
+    assert d["workload"]["engine"] == "sglang" and d["workload"]["gpu_memory_utilization"] == 0.88
+    assert d["quant"] == "BF16" and d["speed"]["decode"]["tok_s"] > 0 and not d["speed"]["calibrated"]
+    cmd = next(c for c in d["launch"] if c["engine"] == "sglang")
+    argv = cmd["argv"]
+    assert cmd["exact"] and argv[:3] == ["python", "-m", "sglang.launch_server"]
+    assert argv[argv.index("--max-running-requests") + 1] == "8"
+    assert argv[argv.index("--mem-fraction-static") + 1] == "0.88"
+    assert any("uncalibrated" in w or "pooled prior" in w for w in d["warnings"])
+
+
+def test_other_engines_commands_use_their_own_fraction():
+    d = report_to_dict(make_report(ReportRequest("qwen3-8b", "rtx-4090"), prior_table()))
+    sg = next(c for c in d["launch"] if c["engine"] == "sglang")
+    assert not sg["exact"] and sg["argv"][sg["argv"].index("--mem-fraction-static") + 1] == "0.88"
+
+
+def test_refuses_what_sglang_cannot_run():
+    with pytest.raises(SpecError, match="SGLang has no q8_0 KV cache"):
+        make_report(ReportRequest("qwen3-8b", "h100-80gb-sxm", engine="sglang", kv_dtype="q8_0"))
+    with pytest.raises(SpecError, match="--n-cpu-moe is a llama.cpp option; for SGLang"):
+        make_report(ReportRequest("qwen3-30b-a3b", "h100-80gb-sxm", engine="sglang", n_cpu_moe=4))
+
+
+def test_offload_maps_to_cpu_offload_gb():
+    d = report_to_dict(
+        make_report(ReportRequest("qwen3-32b", "rtx-4090", engine="sglang", offload_gib=40), prior_table())
+    )
+    argv = next(c for c in d["launch"] if c["engine"] == "sglang")["argv"]
+    assert float(argv[argv.index("--cpu-offload-gb") + 1]) == pytest.approx(40 * GIB / GIB)
