@@ -1,4 +1,6 @@
-"""The physics layer: quant recipes, weights, KV cache, runtime buffers, memory, speed, cost, fine-tuning.
+"""The physics layer: quant recipes, weights, KV cache, runtime buffers, memory, workload limits, speed,
+cost, fine-tuning.
 
-Pure functions of the specs and coefficients; imports estimator.specs and estimator.catalog only.
+Pure functions of the specs and coefficients; imports estimator.specs, estimator.catalog and the engine
+profiles (estimator.engines) only.
 """

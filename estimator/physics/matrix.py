@@ -1,8 +1,8 @@
 """Vectorised sizing matrix: every model x device x quant x context at once (numpy).
 
-Numbers equal the scalar path (estimator.physics.memory.estimate_memory and
-estimator.physics.speed.mean_decode_step_s) point
-for point; tests/test_matrix.py checks that on random samples.  The scalar physics is evaluated once per axis
+Numbers equal the scalar path (estimator.physics.memory.estimate_memory and estimator.physics.speed's
+decode_step_s of tg_features) point for point; tests/test_matrix.py checks that on random samples.  The
+scalar physics is evaluated once per axis
 combination that it depends on, then broadcast:
 
 * weights per (model, quant): ``weight_breakdown`` -> bytes on each device (token embedding in host RAM on
@@ -11,16 +11,17 @@ combination that it depends on, then broadcast:
   else min(N, n_kv_heads));
 * runtime per (model, context, device kind): ``runtime_buffers`` (compute buffer, and the output buffer on
   unified / CPU devices) + the device context overhead;
-* usable per device: usable_fraction(kind) x memory (vLLM: gpu_memory_utilization x memory x
-  min(1, fraction)).
+* usable per device: usable_fraction(kind) x memory (an engine that reserves memory, vLLM / SGLang:
+  gpu_memory_utilization x memory x min(1, fraction)).
 
 total_bytes = N x (floor(weights/dev) + floor(KV/dev) + runtime + overhead);
 fits = per-device total <= usable.
 
 decode_tok_s: 1 / mean decode step time of one sequence (tg{n_gen}) from ``workload.n_depth`` (or from the
 context itself with ``decode_at_context=True``), using each device's decode coefficient set:
-step = t_fixed_s + t_layer_s L + moe_route_s L_moe + max(bytes / (N bw bw_eff), compute roof when n_seq > 1)
-+ tensor-parallel all-reduces (see estimator.physics.speed).  Devices without bandwidth get NaN; devices
+the step time is ``speed.step_s`` itself, applied to array features and the devices' stacked
+``speed.DecodeRates`` (one formula for the scalar and the vectorised path).  Devices without bandwidth get
+NaN; devices
 without a
 memory size never fit.  Only ``split="tp"`` (or one device) and no offload are supported here.
 
