@@ -160,6 +160,25 @@ class EngineProfile:
         raise NotImplementedError
 
 
+_DENSE_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+
+
+def checkpoint_args(model: ModelSpec, quant: QuantSpec) -> tuple[str, list[str], list[str]] | None:
+    """(model argument, extra flags, notes) of a Hugging Face checkpoint engine (vLLM, SGLang) for a dense
+    dtype (``--dtype``) or FP8 (``--quantization fp8`` quantizes a bf16 checkpoint at load time); None for
+    any other format (the engine decides)."""
+    q = quant.name.upper()
+    repo = model.hf_id or model.id
+    if q in _DENSE_DTYPES:
+        return repo, ["--dtype", _DENSE_DTYPES[q]], []
+    if q == "FP8":
+        if model.native_dtype == "fp8":
+            return repo, [], []
+        note = "--quantization fp8 quantizes the bf16 checkpoint to FP8 at load time"
+        return repo, ["--quantization", "fp8"], [note]
+    return None
+
+
 def gpu_layers(model: ModelSpec, workload: Workload, weights_bytes: int) -> int:
     """Layers kept on the device: all (999) unless ``offload_bytes`` moves whole layers to host RAM; then
     ``n_layers - ceil(offload_bytes / (weights_bytes / n_layers))`` (at least 0)."""

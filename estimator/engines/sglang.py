@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from estimator.engines.base import EngineProfile, LaunchCommand, slug
+from estimator.engines.base import EngineProfile, LaunchCommand, checkpoint_args, slug
 from estimator.specs import GIB, ModelSpec, QuantSpec, Workload
 
 SWA_FULL_TOKENS_RATIO = 0.8
@@ -37,7 +37,6 @@ KV_FLAGS = {
     "fp8_e4m3": "fp8_e4m3",
     "fp8_e5m2": "fp8_e5m2",
 }
-_DENSE_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 
 
 class SGLang(EngineProfile):
@@ -70,17 +69,11 @@ class SGLang(EngineProfile):
     ) -> LaunchCommand:
         notes: list[str] = []
         exact = workload.engine == self.name
-        q = quant.name.upper()
         repo = model.hf_id or model.id
         extra: list[str] = []
-        if q in _DENSE_DTYPES:
-            target = repo
-            extra += ["--dtype", _DENSE_DTYPES[q]]
-        elif q == "FP8":
-            target = repo
-            if model.native_dtype != "fp8":
-                extra += ["--quantization", "fp8"]
-                notes.append("--quantization fp8 quantizes the bf16 checkpoint to FP8 at load time")
+        checkpoint = checkpoint_args(model, quant)
+        if checkpoint is not None:
+            target, extra, notes = checkpoint[0], list(checkpoint[1]), list(checkpoint[2])
         elif self.runs(quant):
             target = f"<{quant.name} checkpoint of {repo}>"
             notes.append("SGLang reads the quantization settings from the quantized checkpoint's config")

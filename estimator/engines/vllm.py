@@ -18,7 +18,7 @@ concurrency; ``--cpu-offload-gb`` (GiB per GPU) for ``--offload-gib``.
 
 from __future__ import annotations
 
-from estimator.engines.base import EngineProfile, LaunchCommand, pad, slug
+from estimator.engines.base import EngineProfile, LaunchCommand, checkpoint_args, pad, slug
 from estimator.specs import GIB, ModelSpec, QuantSpec, Workload
 
 BLOCK = 16  # default GPU block size (tokens)
@@ -33,7 +33,6 @@ KV_FLAGS = {
     "fp8_e4m3": "fp8_e4m3",
     "fp8_e5m2": "fp8_e5m2",
 }
-_DENSE_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 
 
 class VLLM(EngineProfile):
@@ -69,14 +68,9 @@ class VLLM(EngineProfile):
         q = quant.name.upper()
         repo = model.hf_id or model.id
         extra: list[str] = []
-        if q in _DENSE_DTYPES:
-            target = repo
-            extra += ["--dtype", _DENSE_DTYPES[q]]
-        elif q == "FP8":
-            target = repo
-            if model.native_dtype != "fp8":
-                extra += ["--quantization", "fp8"]
-                notes.append("--quantization fp8 quantizes the bf16 checkpoint to FP8 at load time")
+        checkpoint = checkpoint_args(model, quant)
+        if checkpoint is not None:
+            target, extra, notes = checkpoint[0], list(checkpoint[1]), list(checkpoint[2])
         elif q == "MXFP4":
             target = repo
             if model.native_dtype != "mxfp4":

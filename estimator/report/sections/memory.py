@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from estimator.physics.memory import DeviceMemory
 from estimator.render import charts
 from estimator.render.blocks import Block, Table, both, gb, gib, pct
 from estimator.render.htmlkit import Ctx, card, figure, section, table, verdict
@@ -17,21 +18,6 @@ from estimator.report.units import Build, Unit
 MEMORY_BASIS = (
     "estimated: architecture formulas (weights per tensor class, KV per layer kind, engine buffers)"
 )
-
-
-@dataclass(frozen=True)
-class DeviceRow:
-    """One device's share (bytes) and its utilisation of usable memory."""
-
-    index: int
-    weights_bytes: int
-    kv_bytes: int
-    runtime_bytes: int
-    overhead_bytes: int
-    total_bytes: int
-    usable_bytes: int
-    headroom_bytes: int
-    utilization: float
 
 
 @dataclass(frozen=True)
@@ -52,7 +38,7 @@ class MemorySection:
     kv_capacity_tokens: int | None
     max_concurrency: int | None
     min_offload_bytes: int  # least host offload that would make it fit (0 when it fits)
-    per_device: tuple[DeviceRow, ...]
+    per_device: tuple[DeviceMemory, ...]
     basis: str
     notes: tuple[str, ...]
 
@@ -71,20 +57,6 @@ def runtime_basis(label: str, table, engine: str) -> str:
 
 def build(b: Build) -> MemorySection:
     m, hw = b.memory, b.hardware
-    rows = tuple(
-        DeviceRow(
-            index=d.index,
-            weights_bytes=int(d.weights_bytes),
-            kv_bytes=int(d.kv_bytes),
-            runtime_bytes=int(d.runtime_bytes),
-            overhead_bytes=int(d.overhead_bytes),
-            total_bytes=int(d.total_bytes),
-            usable_bytes=int(d.usable_bytes),
-            headroom_bytes=int(d.headroom_bytes),
-            utilization=float(d.utilization),
-        )
-        for d in m.per_device
-    )
     runtime = runtime_basis(m.coefficients, b.table, b.workload.engine) if m.coefficients else ""
     return MemorySection(
         weights_bytes=int(m.weights_bytes),
@@ -101,7 +73,7 @@ def build(b: Build) -> MemorySection:
         kv_capacity_tokens=None if m.kv_capacity_tokens is None else int(m.kv_capacity_tokens),
         max_concurrency=None if m.max_concurrency is None else int(m.max_concurrency),
         min_offload_bytes=int(m.min_offload_bytes or 0),
-        per_device=rows,
+        per_device=tuple(m.per_device),
         basis=MEMORY_BASIS + (f"; runtime coefficients: {runtime}" if runtime else ""),
         notes=tuple(m.notes) + tuple(device_notes([hw.id])),
     )
