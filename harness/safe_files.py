@@ -107,6 +107,11 @@ def atomic_write(path: str | os.PathLike, content: bytes | Callable[[BinaryIO], 
         _copy_mode(real, tmp)
         write_target(path)  # checked again right before the rename: the target may have changed meanwhile
         os.replace(tmp, real)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None and exc.errno is not None:  # a failed write names no file: name the target
+            raise OSError(exc.errno, exc.strerror, str(real)) from exc
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
