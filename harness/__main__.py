@@ -10,12 +10,14 @@
     python -m harness consistency [--results results] [--format table|json] [--tolerance 0.01]
                                   [--coefficients FILE]   (engine memory vs estimator; 1 = out of tolerance)
 
-Bad input exits 2 with one line on stderr; an interrupted sweep exits 130 (resume with --resume).
+Bad input exits 2 with one line on stderr (a target that is not a regular file, a damaged record naming its
+FILE:LINE, a full disk); Ctrl-C or SIGTERM exits 130 (an interrupted sweep resumes with --resume).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -68,6 +70,12 @@ def cmd_measure(args: argparse.Namespace) -> int:
         return 130
     except RecordError as exc:
         return _fail(f"results store is damaged: {exc}")
+    except OSError as exc:  # a full disk or a vanished folder while storing a point
+        where = f" in {exc.filename}" if exc.filename else ""
+        return _fail(
+            f"cannot store records{where}: {exc.strerror or exc}; the points stored before are kept "
+            "(free space, then re-run with --resume)"
+        )
     status = ", ".join(f"{n} {k}" for k, n in sorted(s.record_status.items())) or "no new records"
     console.print(
         f"{s.points_run} points run, {s.points_resumed} already recorded, {s.elapsed_s:.0f} s; "
@@ -96,7 +104,15 @@ def cmd_check_plan(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from estimator.specs import SpecError
     from harness.importers import ImportContext, ImportFormatError, import_file
+    from harness.records import parse_timestamp
+    from harness.safe_files import FileRefused
     from harness.store import PUBLISHED_FILE, append_new, runs_dir, safe_name
+
+    if args.timestamp is not None:
+        try:
+            parse_timestamp(args.timestamp)
+        except ValueError as exc:
+            return _fail(f"--timestamp {exc}")
 
     try:
         from estimator.catalog.resolve import resolve_hardware, resolve_model
@@ -143,11 +159,19 @@ def cmd_import(args: argparse.Namespace) -> int:
         target = runs_dir(args.results) / f"imported-{safe_name(Path(args.file).stem)}.jsonl"
     try:
         added, present = append_new(target, records)
+    except FileRefused as exc:
+        return _fail(f"cannot write {exc}")
     except RecordError as exc:
         return _fail(f"{target}: {exc}")
     except OSError as exc:
         return _fail(f"cannot write {target}: {exc.strerror or exc}")
     print(f"imported {added} {fmt} records into {target} ({present} already present)")
+    no_family = sum(1 for r in records if not r.hardware_family)
+    if no_family:
+        sys.stderr.write(
+            f"warning: {no_family} of {len(records)} records have no hardware family (no catalog "
+            "hardware_id; pass --hardware ID or add it to the catalog): calibration cannot use them\n"
+        )
     return 0
 
 
@@ -250,9 +274,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+EXIT_INTERRUPTED = 130  # Ctrl-C and SIGTERM alike (128 + SIGINT)
+
+
+def _raise_interrupt(signum, frame) -> None:  # noqa: ARG001
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand.  SIGTERM is turned into KeyboardInterrupt, so it unwinds like Ctrl-C (temporary
+    files removed, children killed) and every command exits 130 on either, without a traceback."""
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
 
 
 if __name__ == "__main__":

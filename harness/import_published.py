@@ -58,15 +58,21 @@ class _Lookups:
         self.ctx, self.hw, self.models = ctx, {}, {}
 
     def family(self, hw_id: str) -> tuple[str, str]:
+        """(family, kind) of a catalog hardware id; ("", "") for an empty id (hardware not stated).
+        SpecError for an id the catalog does not know (its message suggests the nearest ids)."""
         if hw_id not in self.hw:
             spec = None
             if hw_id and self.ctx.resolve_hardware is not None:
                 try:
                     spec = self.ctx.resolve_hardware(hw_id)
-                except (SpecError, KeyError, ValueError):
-                    spec = None
-            self.hw[hw_id] = (spec.family, spec.kind) if spec else ("", "")
-        return self.hw[hw_id]
+                except (KeyError, ValueError) as exc:  # SpecError is a ValueError
+                    self.hw[hw_id] = exc
+            if hw_id not in self.hw:
+                self.hw[hw_id] = (spec.family, spec.kind) if spec else ("", "")
+        found = self.hw[hw_id]
+        if isinstance(found, Exception):
+            raise SpecError(str(found).splitlines()[0] if str(found) else f"unknown hardware_id {hw_id!r}")
+        return found
 
     def model(self, model_id: str) -> ModelSpec | None:
         if model_id not in self.models:
@@ -112,7 +118,10 @@ def published_record(
     if not r["source_url"].strip():
         raise _err(path, line, "empty source_url")
     hw_id, model_id = r["hardware_id"].strip(), r["model_id"].strip()
-    family, _ = look.family(hw_id)
+    try:
+        family, _ = look.family(hw_id)
+    except SpecError as exc:
+        raise _err(path, line, f"hardware_id: {exc}") from None
     model = look.model(model_id)
     fa = r["flash_attn"].strip()
     n_ctx_match = re.search(r"n_ctx\s*=\s*(\d+)", r.get("notes", "") + " " + r.get("test", ""))
