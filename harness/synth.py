@@ -44,6 +44,7 @@ from harness.hfconfig_writer import (  # noqa: F401  (re-exported: harness.synth
     proxy_layers,
     write_hf_config_dir,
 )
+from harness.safe_files import remove_stale_temps, temp_path_prefix
 
 # Bump when the files this module writes change (invalidates the cache).  3: shared experts are
 # n_shared_experts x shared_ff wide (MoESpec semantics, llama.cpp's n_ff_exp * n_expert_shared); version 2
@@ -300,7 +301,7 @@ def write_gguf(model: ModelSpec, path: str | os.PathLike, n_layers: int | None =
     plan = tensor_plan(model, n)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".part", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=temp_path_prefix(path), suffix=".part", dir=path.parent)
     os.close(fd)
     try:
         w = gguf.GGUFWriter(tmp, arch)
@@ -358,15 +359,18 @@ def quantize(
         raise SpecError(f"llama.cpp has no quantization {name!r}; known: {', '.join(known)}")
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(out_path.name + f".{os.getpid()}.part")
+    tmp = out_path.parent / f"{temp_path_prefix(out_path)}quant.part"
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
     params.nthread = n_threads or (os.cpu_count() or 1)
-    rc = llama_cpp.llama_model_quantize(str(f16_path).encode(), str(tmp).encode(), ctypes.byref(params))
-    if rc != 0 or not tmp.exists():
+    try:
+        rc = llama_cpp.llama_model_quantize(str(f16_path).encode(), str(tmp).encode(), ctypes.byref(params))
+        if rc != 0 or not tmp.exists():
+            raise RuntimeError(f"llama_model_quantize({f16_path} -> {name}) failed with rc={rc}")
+        os.replace(tmp, out_path)
+    except BaseException:  # a failure or an interrupt (SIGTERM arrives once the C call returns)
         tmp.unlink(missing_ok=True)
-        raise RuntimeError(f"llama_model_quantize({f16_path} -> {name}) failed with rc={rc}")
-    os.replace(tmp, out_path)
+        raise
     return out_path
 
 
@@ -409,6 +413,7 @@ def synthetic_model(
     so ``quant`` only selects a vLLM quantization when the engine supports it; F16/BF16 give the same folder).
     """
     root = cache_dir(cache_dir_path)
+    remove_stale_temps(root)  # *.part files of builds that were killed (timeout, kill -9)
     n = proxy_layers(model, n_layers)
     key = spec_hash(model, n, seed)
     stem = f"{model.architecture}-{key}-L{n}"
