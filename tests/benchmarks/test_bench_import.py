@@ -5,8 +5,9 @@ Run: ``python -m pytest tests/benchmarks/test_bench_import.py --benchmark-enable
 default ``--benchmark-disable`` the same code runs once on 5,000 rows, as a plain test (the 120 MB file of the
 real benchmark is generated only when benchmarks are enabled).  Nothing here asserts a time; ``extra_info``
 keeps the row count and the input size.  Measured on the 2-core development VM (shared, not quiet): 100k rows
-(120 MB) in 10.5-11.0 s per round (3 rounds), about 9,500 rows/s.  Before the fix the importer was quadratic (a ``str.count`` from the start
-of the file per row): 4k rows 3.1 s, 8k rows 10 s, 100k rows did not finish in 15 minutes.
+(120 MB) in 10.5-11.0 s per round (3 rounds), about 9,500 rows/s.  Before the fix the importer was quadratic
+(a ``str.count`` from the start of the file per row): 4k rows 3.1 s, 8k rows 10 s, 100k rows did not finish in
+15 minutes (the audit's figures, issue 17).
 """
 
 from __future__ import annotations
