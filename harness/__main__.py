@@ -196,6 +196,7 @@ def cmd_build_model(args: argparse.Namespace) -> int:
     """Build (or find in the cache) a synthetic model and print its path on the last stdout line."""
     from estimator.catalog.resolve import resolve_model
     from estimator.specs import SpecError
+    from harness.safe_files import FileRefused
     from harness.synth import synthetic_model
 
     try:
@@ -203,8 +204,10 @@ def cmd_build_model(args: argparse.Namespace) -> int:
         path = synthetic_model(
             model, args.quant, args.engine, args.layers or None, args.cache, seed=args.seed
         )
-    except SpecError as exc:
+    except (SpecError, FileRefused) as exc:
         return _fail(str(exc))
+    except OSError as exc:  # a full disk: the .part file is already removed
+        return _fail(f"cannot write the model {exc.filename or ''}: {exc.strerror or exc}")
     print(path)
     return 0
 

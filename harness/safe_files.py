@@ -83,6 +83,16 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def fsync_file(path: str | os.PathLike) -> None:
+    """Flush a file written by someone else's writer (gguf, llama.cpp's quantizer) to the disk before it is
+    renamed into place."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def temp_path_prefix(target: Path) -> str:
     """Prefix of this process's temporary files for ``target``: ``.<name>.<pid>.``."""
     return f".{target.name}.{os.getpid()}."

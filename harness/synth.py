@@ -44,7 +44,7 @@ from harness.hfconfig_writer import (  # noqa: F401  (re-exported: harness.synth
     proxy_layers,
     write_hf_config_dir,
 )
-from harness.safe_files import remove_stale_temps, temp_path_prefix
+from harness.safe_files import fsync_file, remove_stale_temps, temp_path_prefix, write_target
 
 # Bump when the files this module writes change (invalidates the cache).  3: shared experts are
 # n_shared_experts x shared_ff wide (MoESpec semantics, llama.cpp's n_ff_exp * n_expert_shared); version 2
@@ -300,8 +300,9 @@ def write_gguf(model: ModelSpec, path: str | os.PathLike, n_layers: int | None =
     n = proxy_layers(model, n_layers)
     plan = tensor_plan(model, n)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=temp_path_prefix(path), suffix=".part", dir=path.parent)
+    real = write_target(path)  # a device / FIFO / folder there is refused; a symlink is written through
+    real.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=temp_path_prefix(real), suffix=".part", dir=real.parent)
     os.close(fd)
     try:
         w = gguf.GGUFWriter(tmp, arch)
@@ -324,7 +325,8 @@ def write_gguf(model: ModelSpec, path: str | os.PathLike, n_layers: int | None =
             else:  # norm weights and biases
                 w.write_tensor_data(np.ones(t.shape, dtype=np.float32))
         w.close()
-        os.replace(tmp, path)
+        fsync_file(tmp)
+        os.replace(tmp, real)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -358,8 +360,9 @@ def quantize(
         )
         raise SpecError(f"llama.cpp has no quantization {name!r}; known: {', '.join(known)}")
     out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.parent / f"{temp_path_prefix(out_path)}quant.part"
+    real = write_target(out_path)
+    real.parent.mkdir(parents=True, exist_ok=True)
+    tmp = real.parent / f"{temp_path_prefix(real)}quant.part"
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
     params.nthread = n_threads or (os.cpu_count() or 1)
@@ -367,7 +370,8 @@ def quantize(
         rc = llama_cpp.llama_model_quantize(str(f16_path).encode(), str(tmp).encode(), ctypes.byref(params))
         if rc != 0 or not tmp.exists():
             raise RuntimeError(f"llama_model_quantize({f16_path} -> {name}) failed with rc={rc}")
-        os.replace(tmp, out_path)
+        fsync_file(tmp)
+        os.replace(tmp, real)
     except BaseException:  # a failure or an interrupt (SIGTERM arrives once the C call returns)
         tmp.unlink(missing_ok=True)
         raise
