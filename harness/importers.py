@@ -22,7 +22,7 @@ from harness.import_common import ImportContext, ImportFormatError, _base, _err,
 from harness.import_published import PUBLISHED_COLUMNS, PUBLISHED_METRICS, PUBLISHED_QUALITY, import_published
 from harness.provenance import git_sha
 from harness.records import RunRecord
-from harness.safe_files import FileRefused, read_regular_bytes
+from harness.safe_files import read_or_raise
 from harness.store import short_hash
 
 __all__ = [
@@ -343,12 +343,7 @@ def import_file(
     path = Path(path)
     if fmt not in FORMATS:
         raise ImportFormatError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
-    try:
-        data = read_regular_bytes(path)
-    except FileRefused as exc:
-        raise ImportFormatError(str(exc)) from None
-    except OSError as exc:
-        raise ImportFormatError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    data = read_or_raise(path, ImportFormatError)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -28,7 +28,13 @@ from pathlib import Path
 from typing import get_args, get_origin, get_type_hints
 
 from harness.locks import exclusive
-from harness.safe_files import FileRefused, atomic_write, read_regular_bytes, remove_stale_temps, write_target
+from harness.safe_files import (
+    atomic_write,
+    read_or_raise,
+    read_regular_bytes,
+    remove_stale_temps,
+    write_target,
+)
 
 SCHEMA_VERSION = 1
 
@@ -357,12 +363,7 @@ def scan_records(path: str | Path) -> Iterator[RecordLine]:
     """Every non-empty line of one JSONL file as a RecordLine; a bad line (not UTF-8, not JSON, not a valid
     record) is a RecordLine with an error and reading goes on.  RecordError when the file itself cannot be
     read (missing, unreadable, or not a regular file: a FIFO or device is never read)."""
-    try:
-        data = read_regular_bytes(path)
-    except FileRefused as exc:
-        raise RecordError(str(exc)) from None
-    except OSError as exc:
-        raise RecordError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    data = read_or_raise(path, RecordError)
     for lineno, raw_line in enumerate(data.split(b"\n"), 1):
         if not raw_line.strip():
             continue

@@ -170,6 +170,17 @@ def read_regular_bytes(path: str | os.PathLike) -> bytes:
         os.close(fd)
 
 
+def read_or_raise(path: str | os.PathLike, error: type[Exception]) -> bytes:
+    """``read_regular_bytes``, with every failure (not a regular file, missing, unreadable) raised as
+    ``error`` with a one-line message naming the path."""
+    try:
+        return read_regular_bytes(path)
+    except FileRefused as exc:
+        raise error(str(exc)) from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
 def temp_owner_pid(name: str) -> int | None:
     """The pid in a temporary file name written by this module (``.<name>.<pid>.<random>.tmp|.part``)."""
     m = _TEMP_PID.search(name)

@@ -17,7 +17,7 @@ from calibration.__main__ import main
 from calibration.dataset import load_dataset
 from harness.records import record_to_dict
 from tests.calibration_gen import base_record, generate, write_records
-from tests.test_safe_files import FULL_DEV, make_device
+from tests.test_safe_files import special
 
 REPO = Path(__file__).resolve().parents[1]
 DEC = {"nvidia-ampere": {"bw_eff": 0.62, "t_layer_s": 2e-5, "t_fixed_s": 4e-4}}
@@ -38,13 +38,7 @@ def _one_error_line(capsys) -> str:
 
 @pytest.mark.parametrize("kind", ["fifo", "folder", "device"])
 def test_fit_out_that_is_not_a_regular_file_is_refused_and_left_alone(results, capsys, kind):
-    out = results / "target"
-    if kind == "fifo":
-        os.mkfifo(out)
-    elif kind == "folder":
-        out.mkdir()
-    else:
-        make_device(out, FULL_DEV)  # /dev/full's node: the bug replaced it with a regular file
+    out = special(results, kind)  # a device: /dev/full's node, which the bug replaced with a regular file
     before = os.lstat(out)
     assert main(["fit", "--results", str(results), "--out", str(out)]) == 2
     assert "not a regular file; refusing to replace it" in _one_error_line(capsys)

@@ -16,7 +16,7 @@ import pytest
 
 from harness.importers import ImportFormatError, _json_values_with_lines, import_file
 from harness.records import read_records
-from tests.test_safe_files import FULL_DEV, NULL_DEV, ZERO_DEV, make_device
+from tests.test_safe_files import FULL_DEV, NULL_DEV, ZERO_DEV, special
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "reference"
@@ -41,11 +41,8 @@ def _one_error(res: subprocess.CompletedProcess) -> str:
 @pytest.mark.parametrize("kind", ["fifo", "null-device", "full-device"])
 def test_out_that_is_not_a_regular_file_is_refused_quickly_and_left_alone(tmp_path, kind):
     """`--out /dev/null` as root would have destroyed /dev/null; `--out /dev/full` hung reading zeros."""
-    out = tmp_path / "out.jsonl"
-    if kind == "fifo":
-        os.mkfifo(out)  # the old writer blocked opening it for reading
-    else:
-        make_device(out, NULL_DEV if kind == "null-device" else FULL_DEV)
+    # a FIFO blocked the old writer reading it; devices were replaced by a regular file (or read forever)
+    out = special(tmp_path, kind.split("-")[-1], "out.jsonl", NULL_DEV if kind == "null-device" else FULL_DEV)
     before = os.lstat(out)
     res = harness_import(str(LB_JSON), "--out", str(out))
     assert "not a regular file; refusing to replace it" in _one_error(res)
@@ -69,11 +66,7 @@ def test_out_symlink_appends_to_the_real_file(tmp_path):
 
 @pytest.mark.parametrize("kind", ["fifo", "device"])
 def test_input_that_is_a_fifo_or_device_is_refused_without_reading(tmp_path, kind):
-    src = tmp_path / "in.json"
-    if kind == "fifo":
-        os.mkfifo(src)
-    else:
-        make_device(src, ZERO_DEV)
+    src = special(tmp_path, kind, "in.json", ZERO_DEV)
     res = harness_import(str(src), "--results", str(tmp_path / "r"))
     assert "refusing to read it" in _one_error(res)
 

@@ -42,15 +42,15 @@ def make_device(path: Path, dev: int = NULL_DEV) -> Path:
     return path
 
 
-def special(tmp_path: Path, kind: str) -> Path:
-    """A non-regular file of ``kind`` (fifo | folder | device) at tmp_path/target."""
-    path = tmp_path / "target"
+def special(folder: Path, kind: str, name: str = "target", dev: int = FULL_DEV) -> Path:
+    """A non-regular file of ``kind`` (fifo | folder | device, the device ``dev``) at folder/name."""
+    path = folder / name
     if kind == "fifo":
         os.mkfifo(path)
     elif kind == "folder":
         path.mkdir()
     else:
-        make_device(path, FULL_DEV)
+        make_device(path, dev)
     return path
 
 
@@ -135,11 +135,7 @@ def test_a_write_beyond_the_file_size_limit_leaves_the_old_file(tmp_path):
 
 @pytest.mark.parametrize("kind", ["fifo", "device"])
 def test_reader_refuses_fifo_and_device_without_blocking(tmp_path, kind):
-    path = tmp_path / "in.json"
-    if kind == "fifo":
-        os.mkfifo(path)
-    else:
-        make_device(path, ZERO_DEV)  # endless zeros: reading it would never end
+    path = special(tmp_path, kind, "in.json", ZERO_DEV)  # endless zeros: reading it would never end
     t0 = time.monotonic()
     with pytest.raises(FileRefused, match="refusing to read it"):
         read_regular_bytes(path)
