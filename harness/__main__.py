@@ -160,7 +160,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     try:
         added, present = append_new(target, records)
     except FileRefused as exc:
-        return _fail(f"cannot write {exc}")
+        return _fail(f"cannot write: {exc}")
     except RecordError as exc:
         return _fail(f"{target}: {exc}")
     except OSError as exc:

@@ -161,7 +161,7 @@ def _take_sweep_lock(out_path: Path, plan_name: str) -> HeldLock:
             f"[{exc.holder}]; wait for it to finish or stop it, then re-run with --resume"
         ) from None
     except FileRefused as exc:
-        raise SweepRefused(f"cannot write records to {exc}") from None
+        raise SweepRefused(f"cannot write records: {exc}") from None
 
 
 def _plan_source(plan: Plan) -> str:

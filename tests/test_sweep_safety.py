@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -199,3 +200,18 @@ def test_killed_model_build_leaves_no_part_file(tmp_path, sig):
                            capture_output=True, text=True, timeout=120)  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert not list(cache.glob("*.part")) and Path(again.stdout.strip().splitlines()[-1]).is_file()
+
+
+def test_a_records_path_that_is_a_fifo_is_refused_before_measuring(tmp_path, env, monkeypatch):
+    from harness.store import measured_path
+    from harness.sweep import SweepRefused
+    from tests.test_sweep import HOST
+
+    results = tmp_path / "results"
+    target = measured_path(results, "double", HOST.hardware_family, HOST.host)
+    target.parent.mkdir(parents=True)
+    os.mkfifo(target)
+    monkeypatch.setenv("DOUBLE_PID_FILE", str(tmp_path / "pid"))
+    with pytest.raises(SweepRefused, match=r"cannot write records: .* is a FIFO, not a regular file"):
+        _sweep(_plan(tmp_path, ["ok"]), results).run()
+    assert not (tmp_path / "pid").exists() and stat.S_ISFIFO(os.lstat(target).st_mode)
