@@ -3,31 +3,26 @@
 fit     refit from every record under DIR/runs and write DIR/coefficients.json (atomically)
 check   the CI gate (calibration.check): held-out errors vs thresholds, stale coefficients -> exit 1
 report  Markdown + PNG plots into DIR/calibration/ (calibration.report)
-Bad input (missing folder, unknown quality flag, unreadable coefficients file): exit 2 with one line.
+Bad input (missing folder, unknown quality flag, unreadable coefficients file, no usable record for fit or
+check, an output that is a device / FIFO / folder, a full disk): exit 2 with one line; nothing is replaced.
+Ctrl-C or SIGTERM: exit 130.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
+import signal
 import sys
-import tempfile
 from pathlib import Path
 
+from harness.safe_files import atomic_write_text, write_target
 
-def _write_json_atomic(path: Path, doc: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1, sort_keys=False)
-            fh.write("\n")
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; the committed file must be readable like the records
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+def _write_json_atomic(path: Path, doc: dict) -> Path:
+    """coefficients.json through harness.safe_files.atomic_write (temp + fsync + rename; a symlink is written
+    through; a device, FIFO or folder at ``path`` is refused: FileRefused, a ValueError)."""
+    return atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=False) + "\n")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -57,13 +52,34 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _raise_interrupt(signum, frame) -> None:  # noqa: ARG001
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         return _run(args)
     except (FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full disk, a read-only folder: nothing was replaced
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"error: cannot write{where}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+
+
+def _no_records(results: Path, n_left_out: int, what: str) -> ValueError:
+    return ValueError(
+        f"no usable records under {results / 'runs'} ({n_left_out} left out): {what} "
+        "(measure or import records first; `python -m calibration report` lists what was left out)"
+    )
 
 
 def _run(args) -> int:
@@ -80,15 +96,20 @@ def _run(args) -> int:
         raise FileNotFoundError(f"{results} is not a results folder: it has no runs/ folder of records")
     if args.cmd == "check":
         res = check.run_check(results, args.coefficients)
+        if res.n_records == 0:
+            raise _no_records(results, res.n_rejected, "nothing to check")
         check.render(res, console)
         return 0 if res.ok else 1
     if args.cmd == "fit":
         qualities = tuple(args.quality) if args.quality else DEFAULT_QUALITIES
+        out = Path(args.out) if args.out else results / "coefficients.json"
+        write_target(out)  # a device / FIFO / folder there is refused before minutes of fitting
         ds = load_dataset(results, qualities)
+        if not ds.records:
+            raise _no_records(results, len(ds.rejected), f"nothing to fit, {out} left as it was")
         with console.status("fitting and cross-validating"):
             cal = pipeline.calibrate(ds)
         doc = pipeline.coefficients_document(cal)
-        out = Path(args.out) if args.out else results / "coefficients.json"
         _write_json_atomic(out, doc)
         console.print(
             f"wrote {out}: {len(doc['groups'])} group(s), {len(doc['pooled'])} pooled set(s), "

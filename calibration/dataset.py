@@ -1,6 +1,8 @@
 """RunRecords on disk -> one clean table for calibration.
 
-Every JSONL file under ``<results>/runs/`` is read line by line.  A line that is not a valid RunRecord, and
+Every JSONL file under ``<results>/runs/`` is read line by line (``harness.records.scan_records``: each record
+validated for types, finite numbers and ranges).  Exact duplicate records (same record_id and content) are
+counted once, the repeats reported.  A line that is not a valid RunRecord, and
 an ``ok`` record carrying missing or impossible values (negative or zero speed, zero memory, a speed for a
 phase the workload did not run, ...), is *reported* with its file and line and left out; nothing is
 zero-filled.
@@ -28,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.records import RecordError, RunRecord, record_from_dict, record_to_dict
+from harness.records import Deduplicator, RecordError, RunRecord, record_to_dict, scan_records
 
 DEFAULT_QUALITIES: tuple[str, ...] = ("ok",)
 KNOWN_QUALITIES: tuple[str, ...] = ("ok", "legacy", "rounded", "suspect", "aggregate", "approximate")
@@ -155,35 +157,36 @@ def validate_record(rec: RunRecord) -> list[str]:
 
 
 def iter_result_files(results: str | Path) -> list[Path]:
-    """JSONL files under ``results/runs`` (recursively), sorted; ``results`` may also be the runs folder."""
+    """``*.jsonl`` entries under ``results/runs`` (recursively; folders aside), sorted; ``results`` may also
+    be the runs folder.  A FIFO or device named ``*.jsonl`` is listed too: reading refuses it (a Rejection)
+    instead of skipping it silently or blocking on it."""
     root = Path(results)
     runs = root / "runs" if (root / "runs").is_dir() else root
     if not runs.is_dir():
         raise FileNotFoundError(f"no results folder at {runs}")
-    return sorted(p for p in runs.rglob("*.jsonl") if p.is_file())
+    return sorted(p for p in runs.rglob("*.jsonl") if not p.is_dir())
 
 
 def read_all(files: Iterable[Path]) -> tuple[list[LoadedRecord], list[Rejection]]:
-    """Parse every line; an unparsable line is a Rejection (file, line), reading goes on."""
+    """Parse every line (``harness.records.scan_records``); a line that is not UTF-8, not JSON or not a valid
+    record is a Rejection (file, line) and reading goes on; so is a file that cannot be read (line 0).
+    Exact duplicates (same record_id and content, in any file) are counted once: each repeat is a Rejection
+    naming the line it repeats; a record_id reused with other content is a Rejection too."""
     loaded: list[LoadedRecord] = []
     rejected: list[Rejection] = []
+    dedup = Deduplicator()
     for path in files:
-        with Path(path).open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    raw = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    rejected.append(Rejection(str(path), lineno, "", f"not valid JSON ({exc.msg})"))
-                    continue
-                try:
-                    rec = record_from_dict(raw)
-                except (RecordError, TypeError) as exc:
-                    rid = raw.get("record_id", "") if isinstance(raw, dict) else ""
-                    rejected.append(Rejection(str(path), lineno, str(rid), str(exc)))
-                    continue
-                loaded.append(LoadedRecord(rec, str(path), lineno))
+        try:
+            for ln in dedup(scan_records(path)):
+                if ln.record is None:
+                    rejected.append(Rejection(str(path), ln.line, ln.record_id, ln.error))
+                else:
+                    loaded.append(LoadedRecord(ln.record, str(path), ln.line))
+        except RecordError as exc:
+            rejected.append(Rejection(str(path), 0, "", str(exc)))
+    for where, first, rid in dedup.duplicates:
+        file, _, line = where.rpartition(":")
+        rejected.append(Rejection(file, int(line), rid, f"duplicate of {first} (same record_id and content)"))
     return loaded, rejected
 
 

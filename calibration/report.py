@@ -15,6 +15,7 @@ import pandas as pd
 
 from calibration.pipeline import Calibration, coefficients_document
 from calibration.validate import ape_stats
+from harness.safe_files import atomic_write, atomic_write_text
 
 GIB = 2**30
 
@@ -82,7 +83,7 @@ def _plots(df: pd.DataFrame, out: Path) -> list[str]:
             )
             ax.legend(fontsize=6, ncol=2)
             name = f"pred_vs_meas_{phase}.png"
-            fig.savefig(out / name, dpi=80)
+            _save_png(fig, out / name)
             plt.close(fig)
             names.append(name)
             fig, ax = plt.subplots(figsize=(7, 4))
@@ -96,10 +97,15 @@ def _plots(df: pd.DataFrame, out: Path) -> list[str]:
                 title=f"{phase}: held-out residuals vs model size",
             )
             name = f"residuals_{phase}.png"
-            fig.savefig(out / name, dpi=80)
+            _save_png(fig, out / name)
             plt.close(fig)
             names.append(name)
     return names
+
+
+def _save_png(fig, path: Path) -> None:
+    """One plot, written like every output (harness.safe_files.atomic_write: whole or not at all)."""
+    atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=80))
 
 
 def _pct(x) -> str:
@@ -180,5 +186,5 @@ def write_report(cal: Calibration, out: str | Path) -> Path:
     df = _held_frame(cal)
     plots = _plots(df, out) if not df.empty else []
     path = out / "calibration.md"
-    path.write_text(render_markdown(cal, doc, df, plots), encoding="utf-8")
+    atomic_write_text(path, render_markdown(cal, doc, df, plots))
     return path

@@ -11,12 +11,14 @@
     python -m harness consistency [--results results] [--format table|json] [--tolerance 0.01]
                                   [--coefficients FILE]   (engine memory vs estimator; 1 = out of tolerance)
 
-Bad input exits 2 with one line on stderr; an interrupted sweep exits 130 (resume with --resume).
+Bad input exits 2 with one line on stderr (a target that is not a regular file, a damaged record naming its
+FILE:LINE, a full disk); Ctrl-C or SIGTERM exits 130 (an interrupted sweep resumes with --resume).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -70,6 +72,12 @@ def cmd_measure(args: argparse.Namespace) -> int:
         return 130
     except RecordError as exc:
         return _fail(f"results store is damaged: {exc}")
+    except OSError as exc:  # a full disk or a vanished folder while storing a point
+        where = f" in {exc.filename}" if exc.filename else ""
+        return _fail(
+            f"cannot store records{where}: {exc.strerror or exc}; the points stored before are kept "
+            "(free space, then re-run with --resume)"
+        )
     status = ", ".join(f"{n} {k}" for k, n in sorted(s.record_status.items())) or "no new records"
     console.print(
         f"{s.points_run} points run, {s.points_resumed} already recorded, {s.elapsed_s:.0f} s; "
@@ -98,7 +106,15 @@ def cmd_check_plan(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from estimator.specs import SpecError
     from harness.importers import ImportContext, ImportFormatError, import_file
+    from harness.records import parse_timestamp
+    from harness.safe_files import FileRefused
     from harness.store import append_new, import_target
+
+    if args.timestamp is not None:
+        try:
+            parse_timestamp(args.timestamp)
+        except ValueError as exc:
+            return _fail(f"--timestamp {exc}")
 
     try:
         from estimator.catalog.resolve import resolve_hardware, resolve_model
@@ -140,11 +156,19 @@ def cmd_import(args: argparse.Namespace) -> int:
     target = Path(args.out) if args.out else import_target(args.results, fmt, args.file)
     try:
         added, present = append_new(target, records)
+    except FileRefused as exc:
+        return _fail(f"cannot write: {exc}")
     except RecordError as exc:
         return _fail(f"{target}: {exc}")
     except OSError as exc:
         return _fail(f"cannot write {target}: {exc.strerror or exc}")
     print(f"imported {added} {fmt} records into {target} ({present} already present)")
+    no_family = sum(1 for r in records if not r.hardware_family)
+    if no_family:
+        sys.stderr.write(
+            f"warning: {no_family} of {len(records)} records have no hardware family (no catalog "
+            "hardware_id; pass --hardware ID or add it to the catalog): calibration cannot use them\n"
+        )
     return 0
 
 
@@ -169,6 +193,7 @@ def cmd_build_model(args: argparse.Namespace) -> int:
     """Build (or find in the cache) a synthetic model and print its path on the last stdout line."""
     from estimator.catalog.resolve import resolve_model
     from estimator.specs import SpecError
+    from harness.safe_files import FileRefused
     from harness.synth import synthetic_model
 
     try:
@@ -176,8 +201,10 @@ def cmd_build_model(args: argparse.Namespace) -> int:
         path = synthetic_model(
             model, args.quant, args.engine, args.layers or None, args.cache, seed=args.seed
         )
-    except SpecError as exc:
+    except (SpecError, FileRefused) as exc:
         return _fail(str(exc))
+    except OSError as exc:  # a full disk: the .part file is already removed
+        return _fail(f"cannot write the model {exc.filename or ''}: {exc.strerror or exc}")
     print(path)
     return 0
 
@@ -249,9 +276,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+EXIT_INTERRUPTED = 130  # Ctrl-C and SIGTERM alike (128 + SIGINT)
+
+
+def _raise_interrupt(signum, frame) -> None:  # noqa: ARG001
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand.  SIGTERM is turned into KeyboardInterrupt, so it unwinds like Ctrl-C (temporary
+    files removed, children killed) and every command exits 130 on either, without a traceback."""
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
 
 
 if __name__ == "__main__":

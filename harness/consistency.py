@@ -123,25 +123,11 @@ def is_engine_run(rec: RunRecord) -> bool:
 
 
 def load_runs(results: str | Path) -> list[tuple[str, RunRecord]]:
-    """(file:line, record) of every own llama.cpp ok record under ``results/runs/*.jsonl``; a bad line raises
-    RecordError naming it."""
-    from harness.records import RecordError, record_from_dict
-    from harness.store import record_files
+    """(file:line, record) of every own llama.cpp ok record under ``results/runs/*.jsonl``, exact duplicates
+    counted once; a bad line (not UTF-8, not JSON, not a valid record) raises RecordError naming it."""
+    from harness.store import iter_record_lines
 
-    out = []
-    for path in record_files(results):
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                where = f"{path}:{lineno}"
-                try:
-                    rec = record_from_dict(json.loads(line), where)
-                except json.JSONDecodeError as exc:
-                    raise RecordError(f"{where}: not valid JSON ({exc.msg})") from None
-                if is_engine_run(rec):
-                    out.append((where, rec))
-    return out
+    return [(ln.where, ln.record) for ln in iter_record_lines(results) if is_engine_run(ln.record)]
 
 
 def _run_key(rec: RunRecord) -> str:

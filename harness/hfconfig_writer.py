@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 from estimator.specs import SLIDING, ModelSpec, SpecError
+from harness.safe_files import atomic_write_text
 
 RMS_EPS = 1e-6
 ROPE_THETA = 10000.0
@@ -122,9 +123,5 @@ def write_hf_config_dir(model: ModelSpec, directory: str | os.PathLike, n_layers
     """Write ``directory/config.json`` (only that file) for vLLM ``load_format="dummy"``; returns the
     folder."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    target = directory / "config.json"
-    tmp = directory / f".config.json.{os.getpid()}.part"
-    tmp.write_text(json.dumps(hf_config(model, n_layers), indent=2) + "\n")
-    os.replace(tmp, target)
+    atomic_write_text(directory / "config.json", json.dumps(hf_config(model, n_layers), indent=2) + "\n")
     return directory

@@ -91,15 +91,21 @@ class _Lookups:
         return next((a for a in entry.get("aliases") or () if a["alias"].lower() == name.lower()), None)
 
     def family(self, hw_id: str) -> tuple[str, str]:
+        """(family, kind) of a catalog hardware id; ("", "") for an empty id (hardware not stated).
+        SpecError for an id the catalog does not know (its message suggests the nearest ids)."""
         if hw_id not in self.hw:
             spec = None
             if hw_id and self.ctx.resolve_hardware is not None:
                 try:
                     spec = self.ctx.resolve_hardware(hw_id)
-                except (SpecError, KeyError, ValueError):
-                    spec = None
-            self.hw[hw_id] = (spec.family, spec.kind) if spec else ("", "")
-        return self.hw[hw_id]
+                except (KeyError, ValueError) as exc:  # SpecError is a ValueError
+                    self.hw[hw_id] = exc
+            if hw_id not in self.hw:
+                self.hw[hw_id] = (spec.family, spec.kind) if spec else ("", "")
+        found = self.hw[hw_id]
+        if isinstance(found, Exception):
+            raise SpecError(str(found).splitlines()[0] if str(found) else f"unknown hardware_id {hw_id!r}")
+        return found
 
     def model(self, model_id: str) -> ModelSpec | None:
         if model_id not in self.models:
@@ -158,7 +164,10 @@ def published_record(
     elif not model_id and look.model_alias(r.get("model_name", "").strip()) is not None:
         model_id = look.model(r["model_name"].strip()).hf_id
         mapped["model_id"] = f"catalog alias of model_name {r['model_name'].strip()!r}"
-    family, _ = look.family(hw_id)
+    try:
+        family, _ = look.family(hw_id)
+    except SpecError as exc:
+        raise _err(path, line, f"hardware_id: {exc}") from None
     model = look.model(model_id)
     fa = r["flash_attn"].strip()
     n_ctx_match = re.search(r"n_ctx\s*=\s*(\d+)", r.get("notes", "") + " " + r.get("test", ""))

@@ -215,8 +215,10 @@ def serving_record(
 
 
 def _iso(measured: str) -> str:
-    """"2026-04-22T00:00:00.000Z" -> "2026-04-22T00:00:00Z" ("" stays "")."""
-    return re.sub(r"\.\d+Z$", "Z", measured.strip())
+    """"2026-04-22T00:00:00.000Z" -> "2026-04-22T00:00:00Z"; a bare date "2026-03-17" (some rows give only the
+    day) -> "2026-03-17T00:00:00Z"; "" stays ""."""
+    text = re.sub(r"\.\d+Z$", "Z", measured.strip())
+    return f"{text}T00:00:00Z" if re.fullmatch(r"\d{4}-\d\d-\d\d", text) else text
 
 
 def import_serving_silicon(path: Path, text: str, ctx: ImportContext) -> list[RunRecord]:

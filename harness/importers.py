@@ -24,6 +24,7 @@ from harness.import_published import PUBLISHED_COLUMNS, PUBLISHED_METRICS, PUBLI
 from harness.import_serving import import_serving_silicon
 from harness.provenance import git_sha
 from harness.records import RunRecord
+from harness.safe_files import read_or_raise
 from harness.store import short_hash
 
 __all__ = [
@@ -178,11 +179,27 @@ def llama_bench_record(obj: dict, path: Path, line: int, ctx: ImportContext, sha
     return _finish(row, path, line)
 
 
+class _LineCounter:
+    """Line number of a position in ``text``, for positions visited in increasing order: each call counts
+    only the newlines since the previous one, so numbering every row of a file is linear in its length
+    (a ``text.count`` from the start per row made a 100k-row file quadratic)."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.pos, self.line = text, 0, 1
+
+    def __call__(self, pos: int) -> int:
+        if pos < self.pos:  # out of order (not used by the parser): count from the start
+            self.pos, self.line = 0, 1
+        self.line += self.text.count("\n", self.pos, pos)
+        self.pos = pos
+        return self.line
+
+
 def _json_values_with_lines(text: str, path: Path) -> list[tuple[int, object]]:
-    """Elements of a top-level JSON array (or the single value) with the line each starts on."""
+    """Elements of a top-level JSON array (or the single value) with the line each starts on (linear time)."""
     dec = json.JSONDecoder()
     i = len(text) - len(text.lstrip())
-    line_of = lambda pos: text.count("\n", 0, pos) + 1  # noqa: E731
+    line_of = _LineCounter(text)
     if not text[i : i + 1] == "[":
         try:
             value, _ = dec.raw_decode(text, i)
@@ -333,10 +350,12 @@ def import_file(
     path = Path(path)
     if fmt not in FORMATS:
         raise ImportFormatError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
+    data = read_or_raise(path, ImportFormatError)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ImportFormatError(f"{path}: cannot read ({exc})") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise _err(path, line, f"not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
     if not text.strip():
         raise _err(path, 1, "empty file")
     ctx = ctx or ImportContext(source=str(path))

@@ -58,6 +58,7 @@ class ChildResult:
     elapsed_s: float
     stdout_tail: str
     stderr_tail: str
+    timeout_s: float | None = None  # the limit it ran under
 
     @property
     def ok(self) -> bool:
@@ -75,7 +76,8 @@ class ChildResult:
     def describe(self) -> str:
         """One error text: how it ended, then the stderr tail (what a failed RunRecord stores)."""
         if self.timed_out:
-            head = f"timed out after {self.elapsed_s:.0f} s (child process group killed)"
+            limit = f", limit {format_seconds(self.timeout_s)}" if self.timeout_s is not None else ""
+            head = f"timed out after {format_seconds(self.elapsed_s)}{limit} (child process group killed)"
         elif self.signal_name == "SIGKILL":
             head = "killed by SIGKILL (likely out of memory: the kernel OOM killer sends SIGKILL)"
         elif self.signal_name:
@@ -84,6 +86,13 @@ class ChildResult:
             head = f"exited with status {self.returncode}"
         tail = self.stderr_tail.strip() or self.stdout_tail.strip()
         return f"{head}\n--- stderr tail ---\n{tail}" if tail else head
+
+
+def format_seconds(seconds: float) -> str:
+    """Seconds for a message, never rounded to zero: "0.4 s", "12.5 s", "431 s"."""
+    if seconds < 0.1:
+        return f"{seconds:.2g} s"
+    return f"{seconds:.1f} s" if seconds < 100 else f"{seconds:.0f} s"
 
 
 def _tail(path: Path, n: int = TAIL_CHARS) -> str:
@@ -178,6 +187,7 @@ def run_child(
         elapsed_s=time.monotonic() - t0,
         stdout_tail=_tail(out_path),
         stderr_tail=_tail(err_path),
+        timeout_s=timeout_s,
     )
     if own_dir:
         for p in (out_path, err_path):

