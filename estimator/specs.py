@@ -190,6 +190,9 @@ class Workload:
     # fraction of device memory an engine that reserves memory up front takes (vLLM --gpu-memory-utilization)
     gpu_memory_utilization: float = 0.92
     concurrency: int = 1
+    # the engine's backend (CUDA, ROCm, Metal, Vulkan, SYCL, CANN, CPU, ...); "" = the engine profile's
+    # default for the device (EngineProfile.backend_for); what runs where is estimator/data/support.csv
+    backend: str = ""
 
 
 @dataclass(frozen=True)

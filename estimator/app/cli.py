@@ -78,6 +78,12 @@ def _add_workload_args(p: argparse.ArgumentParser, ctx_default: int = 8192) -> N
         "SGLang --mem-fraction-static); default: the engine's own",
     )
     p.add_argument(
+        "--backend",
+        default="",
+        help="the engine's backend (llama.cpp: CUDA, ROCm, Metal, Vulkan, SYCL, CANN, CPU, ...); default: "
+        "the engine's own for the device (estimator/data/support.csv says what runs where)",
+    )
+    p.add_argument(
         "--coefficients", help="coefficients JSON (default: results/coefficients.json, else the prior)"
     )
 
@@ -160,8 +166,9 @@ def _workload(args, **extra):
     from estimator.report.request import make_workload
 
     wl = make_workload(
-        args.engine, args.kv_dtype, args.ctx, args.devices, args.split, args.gpu_memory_utilization, **extra
-    )
+        args.engine, args.kv_dtype, args.ctx, args.devices, args.split, args.gpu_memory_utilization,
+        backend=args.backend, **extra,
+    )  # fmt: skip
     return wl
 
 
@@ -202,6 +209,7 @@ def report_request(args):
         ft_micro_batch=args.ft_micro_batch,
         allow_overlong=args.allow_overlong,
         coefficients=args.coefficients,
+        backend=args.backend,
     )
 
 

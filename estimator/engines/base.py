@@ -32,7 +32,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from estimator.specs import ModelSpec, QuantSpec, SpecError, Workload
+from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
 
 CONTAINERS = ("gguf", "safetensors")
 
@@ -109,11 +109,43 @@ class EngineProfile:
     flash_attn_option: bool = False  # flash attention is a user switch (llama.cpp -fa), not the engine's pick
     offload_flag: str = ""  # the flag that keeps weight bytes in host RAM
     kv_dtype_hint: str = ""  # appended to the unknown-KV-dtype message
+    # backend the engine runs on a device: ((vendor or "*", kind or "*", backend), ...), first match wins;
+    # "none" = the engine has no backend for such devices.  What each backend runs is
+    # estimator/data/support.csv (estimator.physics.support judges it).
+    backends: tuple[tuple[str, str, str], ...] = ()
+    other_backends: tuple[str, ...] = ()  # further backends a user may choose (Workload.backend)
 
     # ------------------------------------------------------------------------------------------- weights
     def runs(self, quant: QuantSpec) -> bool:
         """True when the engine loads weights in this format (its container holds the format)."""
         return self.container in quant.containers
+
+    # ------------------------------------------------------------------------------------------ backends
+    def backend_names(self) -> tuple[str, ...]:
+        """Every backend name this engine knows (its device map and ``other_backends``), in order."""
+        names = [b for _, _, b in self.backends if b != "none"] + list(self.other_backends)
+        return tuple(dict.fromkeys(names))
+
+    def backend_name(self, requested: str) -> str:
+        """``requested`` as the engine spells it (case-insensitive); SpecError for a backend it does not
+        know."""
+        names = {b.lower(): b for b in self.backend_names()}
+        if requested.lower() not in names:
+            raise SpecError(
+                f"{self.label} has no {requested!r} backend; one of {', '.join(self.backend_names())}"
+            )
+        return names[requested.lower()]
+
+    def backend_for(self, hardware: HardwareSpec, requested: str = "") -> str:
+        """The backend on ``hardware``: ``requested`` when given (``backend_name``), else the first
+        ``backends`` entry matching the device's vendor and kind ("" when none does)."""
+        if requested:
+            return self.backend_name(requested)
+        vendor = (hardware.vendor or "").lower()
+        for v, kind, backend in self.backends:
+            if v in ("*", vendor) and kind in ("*", hardware.kind):
+                return backend
+        return ""
 
     # ------------------------------------------------------------------------------------------------ KV
     def layer_kind(self, model: ModelSpec, kind: str) -> str:

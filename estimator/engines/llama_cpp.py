@@ -63,6 +63,24 @@ class LlamaCpp(EngineProfile):
     pipelines_layer_split = True
     moe_cpu_offload = True
     offload_flag = "-ngl"
+    # the build a user of this device runs by default (README's backend table); Intel GPUs: Vulkan, the
+    # prebuilt release builds (the measured Intel rows are Vulkan), SYCL on request
+    backends = (
+        ("nvidia", "*", "CUDA"),
+        ("amd", "gpu", "ROCm"),
+        ("amd", "unified", "Vulkan"),
+        ("intel", "gpu", "Vulkan"),
+        ("intel", "unified", "Vulkan"),
+        ("apple", "unified", "Metal"),
+        ("huawei", "npu", "CANN"),
+        ("qualcomm", "unified", "OpenCL"),
+        ("moore threads", "gpu", "MUSA"),
+        ("cambricon", "npu", "none"),
+        ("kunlunxin (baidu)", "npu", "none"),
+        ("intel", "npu", "none"),
+        ("*", "cpu", "CPU"),
+    )
+    other_backends = ("SYCL", "CPU")
 
     def check(self, workload: Workload) -> None:
         """llama.cpp accepts every KV dtype name a report compares; the quantized-V rule is

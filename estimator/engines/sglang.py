@@ -57,6 +57,8 @@ class SGLang(EngineProfile):
     memory_prior = "vllm"
     max_batched_tokens = 8192
     offload_flag = "--cpu-offload-gb"
+    # the platforms of SGLang's quantization compatibility table (NVIDIA, AMD Instinct, Ascend A2/A3)
+    backends = (("nvidia", "*", "CUDA"), ("amd", "gpu", "ROCm"), ("huawei", "npu", "Ascend"))
 
     def kv_cells(
         self, model: ModelSpec, n_ctx: int, n_seq: int, n_ubatch: int, swa_full: bool = False

@@ -52,6 +52,17 @@ class VLLM(EngineProfile):
     memory_prior = "vllm"
     max_batched_tokens = 8192
     offload_flag = "--cpu-offload-gb"
+    # platforms of vllm-project/vllm (CUDA, ROCm, XPU, CPU; the macOS build is CPU-only) and the vllm-ascend
+    # plugin
+    backends = (
+        ("nvidia", "*", "CUDA"),
+        ("amd", "gpu", "ROCm"),
+        ("amd", "unified", "ROCm"),
+        ("intel", "gpu", "XPU"),
+        ("huawei", "npu", "Ascend"),
+        ("apple", "unified", "CPU"),
+        ("*", "cpu", "CPU"),
+    )
 
     def kv_cells(
         self, model: ModelSpec, n_ctx: int, n_seq: int, n_ubatch: int, swa_full: bool = False

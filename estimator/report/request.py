@@ -17,6 +17,11 @@ from estimator.specs import GIB, HardwareSpec, SpecError, Workload
 DEFAULT_CTX = 8192
 
 
+def check_backend(engine: str, backend: str | None) -> str:
+    """The backend name as the engine spells it ("" = its default); SpecError for one it does not know."""
+    return get_engine(engine).backend_name(backend) if backend else ""
+
+
 def make_workload(
     engine: str = "llama.cpp",
     kv_dtype: str = "f16",
@@ -30,6 +35,8 @@ def make_workload(
     fraction when none is given."""
     profile = get_engine(engine)
     fraction = profile.memory_fraction if gpu_memory_utilization is None else gpu_memory_utilization
+    if "backend" in extra:
+        extra["backend"] = check_backend(engine, extra["backend"])
     return Workload(
         n_ctx=ctx,
         kv_dtype=kv_dtype.lower(),
@@ -90,6 +97,7 @@ class ReportRequest:
     ft_micro_batch: int = 1
     allow_overlong: bool = False
     coefficients: str | None = None
+    backend: str = ""  # the engine's backend; "" = the profile's default for the device
 
     def workload(self) -> Workload:
         """The Workload of the request; SpecError for what the engine cannot run (its profile's check)."""
@@ -107,6 +115,7 @@ class ReportRequest:
             concurrency=self.concurrency,
             offload_bytes=int(round(self.offload_gib * GIB)),
             moe_offload_layers=self.n_cpu_moe,
+            backend=check_backend(self.engine, self.backend),
         )
         get_engine(self.engine).check(wl)  # refuse what the engine cannot run rather than size it
         return wl
