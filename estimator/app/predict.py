@@ -21,7 +21,10 @@ Output adds OUTPUT_COLUMNS:
   (tg{n_gen}; with batch > 1 this is the aggregate over all sequences).
 * ttft_s (n_prompt > 0): prefill time + one decode step.
 * *_lo / *_hi: the coefficient set's interval; coefficients: the set label(s); calibrated: every set used was
-  calibrated.  error: empty, or why this row could not be predicted (its other outputs are then empty).
+  calibrated.  support: native | fallback | unsupported | unlisted (estimator.physics.support; a fallback is
+  predicted on its fallback path, an unsupported row is predicted on the device's native path and says so
+  here).  error: empty, or why this row could not be predicted (its other outputs are then empty).
+* optional input ``backend``: the engine's backend (default: the engine profile's for the device).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from estimator.engines import ENGINES, engines_for, get_engine
-from estimator.physics import speed
+from estimator.physics import speed, support
 from estimator.physics.coefficients import CoefficientTable, load_coefficients
 from estimator.specs import HardwareSpec, QuantSpec, SpecError, Workload
 
@@ -53,6 +56,7 @@ OUTPUT_COLUMNS = (
     "decode_tok_s_hi",
     "coefficients",
     "calibrated",
+    "support",
     "error",
 )
 REQUIRED_COLUMNS = ("model", "hardware", "n_prompt", "n_gen")
@@ -182,6 +186,7 @@ def row_workload(row: dict) -> Workload:
         offload_bytes=_int(row, "offload_bytes", 0),
         moe_offload_layers=_int(row, "moe_offload_layers", 0),
         concurrency=_int(row, "batch", 1, minimum=1),
+        backend=_text(row, "backend", ""),
     )
 
 
@@ -219,30 +224,31 @@ def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None =
         total_bytes=str(int(mem.total_bytes)),
         fits="false" if mem.verdict == "does not fit" else "true",
     )
-    dec, pre, dparams, pparams = speed.merged_params(table, hardware, wl.engine)
+    sets = speed.speed_sets(table, model, mem_quant, hardware, wl)
+    swl = sets.workload(wl)
     used = []
     if wl.n_prompt > 0:
-        t_pre = speed.prefill_s(speed.prefill_features(model, quant, wl), hardware, pparams)
-        tok_s = wl.n_seq * wl.n_prompt / t_pre
-        lo, hi = pre.interval(tok_s)
+        pre = speed.prefill_estimate(speed.prefill_features(model, quant, swl), hardware, sets)
         depth = wl.n_depth + wl.n_prompt
-        first = speed.decode_features(model, quant, replace(wl, n_seq=1), depth)
-        t_first = speed.decode_step_s(first, hardware, dparams)
-        out.update(prefill_tok_s=_num(tok_s), prefill_tok_s_lo=_num(lo), prefill_tok_s_hi=_num(hi))
-        out["ttft_s"] = _num(t_pre + t_first)
+        first = speed.decode_features(model, quant, replace(swl, n_seq=1), depth)
+        t_first = speed.decode_estimate(first, hardware, sets).time_s
+        out.update(prefill_tok_s=_num(pre.tok_s), prefill_tok_s_lo=_num(pre.lo_tok_s))
+        out.update(prefill_tok_s_hi=_num(pre.hi_tok_s), ttft_s=_num(pre.time_s + t_first))
         used.append(("prefill", pre))
     if wl.n_gen > 0:
         depth = wl.n_depth + wl.n_prompt
-        step = speed.decode_step_s(speed.tg_features(model, quant, wl, depth, wl.n_gen), hardware, dparams)
-        tok_s = wl.n_seq / step
-        lo, hi = dec.interval(tok_s)
-        out.update(decode_tok_s=_num(tok_s), decode_tok_s_lo=_num(lo), decode_tok_s_hi=_num(hi))
+        feats = speed.tg_features(model, quant, swl, depth, wl.n_gen)
+        dec = speed.decode_estimate(feats, hardware, sets, wl.n_seq)
+        out.update(decode_tok_s=_num(dec.tok_s), decode_tok_s_lo=_num(dec.lo_tok_s))
+        out.update(decode_tok_s_hi=_num(dec.hi_tok_s))
         used.append(("decode", dec))
-    labels = {s.label for _, s in used}
+    labels = {e.coefficients for _, e in used}
     out["coefficients"] = (
-        labels.pop() if len(labels) == 1 else "; ".join(f"{phase}: {s.label}" for phase, s in used)
+        labels.pop() if len(labels) == 1 else "; ".join(f"{phase}: {e.coefficients}" for phase, e in used)
     )
-    out["calibrated"] = "true" if all(s.calibrated for _, s in used) else "false"
+    out["calibrated"] = "true" if all(e.calibrated for _, e in used) else "false"
+    verdict = sets.path.verdict if sets.path is not None else support.judge(model, mem_quant, hardware, wl)
+    out["support"] = verdict.status
     return out
 
 

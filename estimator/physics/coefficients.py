@@ -14,7 +14,10 @@ it when used, so the interval always contains the point estimate.
 
 Lookup order (``CoefficientTable.lookup``): exact calibrated (family, engine[, backend]) -> calibrated
 pooled set of the same vendor and kind -> same kind -> any (each widened by ``POOLED_WIDEN``) -> the shipped
-prior for the device kind.  Missing optional params of a calibrated set are filled from the prior.
+prior for the device kind.  When a backend is asked for and the family is calibrated on other backends only,
+that group is used as an uncalibrated set (``source`` "other-backend", widened like a pooled set): the same
+card runs at a different speed under Vulkan / SYCL than under CUDA / ROCm.  Missing optional params of a
+calibrated set are filled from the prior.
 
 File format (schema_version 1, JSON)::
 
@@ -89,6 +92,8 @@ PARAMS: tuple[Param, ...] = (
           doc="fraction of host RAM bandwidth reached streaming offloaded weights (assumption)"),
     Param("t_allreduce_s", "decode", TIME, 2e-5, 0.0, 1e-2,
           doc="latency of one small tensor-parallel all-reduce (assumption: tens of microseconds)"),
+    Param("t_split_s", "decode", TIME, 5e-4, 0.0, 1e-1,
+          doc="one device<->host switch of a fallback path, s (assumption, estimator.physics.fallback)"),
     Param("flops_eff", "decode", EFF, 1.0, 1e-3, 1.0, doc="compute roof of batched decode (from prefill)"),
     Param("flops_abs_tflops", "decode", RATE, 0.5, 1e-4, 1e4, doc="effective TFLOPS (from prefill, CPUs)"),
     # prefill
@@ -155,7 +160,7 @@ class CoefficientSet:
 
     label: one line saying where the numbers come from, e.g.
     ``"calibrated: cpu-x86-avx512/llama.cpp (40 runs, CV median 4%)"`` or ``"pooled prior (uncalibrated)"``.
-    source: "calibrated" | "pooled" | "prior".
+    source: "calibrated" | "other-backend" | "pooled" | "prior".
     """
 
     family: str
@@ -213,6 +218,9 @@ class CoefficientTable:
         if exact:
             same_backend = [g for g in exact if backend is not None and g.get("backend") == backend]
             g = max(same_backend or exact, key=lambda x: x.get("n_points", 0))
+            if backend is not None and not same_backend:  # the family is calibrated on other backends only
+                src, widen = "other-backend", POOLED_WIDEN
+                return _make_set(g, prior_params, hardware, engine, phase, src, widen, backend)
             return _make_set(g, prior_params, hardware, engine, phase, "calibrated", 1.0)
         pooled = _match_pooled(self.pooled, hardware, engine, phase)
         if pooled is not None:
@@ -257,6 +265,7 @@ def _make_set(
     phase: str,
     source: str,
     widen: float,
+    backend: str | None = None,
 ) -> CoefficientSet:
     params = {**prior_params, **entry["params"]}
     interval = entry.get("interval", {})
@@ -270,6 +279,11 @@ def _make_set(
         )
         cv_txt = f", CV median {med:.0%}" if med is not None else ""
         label = f"calibrated: {entry['family']}/{entry['engine']} ({n} runs{cv_txt})"
+    elif source == "other-backend":
+        label = (
+            f"calibrated on {entry.get('backend') or '?'}: {entry['family']}/{entry['engine']} ({n} runs; "
+            f"uncalibrated for {backend})"
+        )
     elif source == "pooled":
         scope = entry.get("scope", {})
         where = "/".join(str(scope[k]) for k in ("vendor", "kind") if k in scope) or "all devices"

@@ -53,6 +53,13 @@ layer (ring: 2 (N-1)/N x message / one-way link bandwidth, + ``t_allreduce_s`` l
 (layer split) serialises the devices for one decode stream: bytes at one device's rate plus N-1 activation
 hops (prefill micro-batches pipeline, see pipeline_factor).
 A device whose datasheet TFLOPS is unknown (CPUs) uses the coefficient set's ``flops_abs_tflops``.
+
+Support (estimator.physics.support / fallback): ``speed_sets`` looks up the coefficient sets of the backend
+the engine uses on the device and, when the configuration runs on a fallback (matmuls on the host CPU, CPU
+cores only, flash attention off, weight-only), the host CPU's sets and the ``SpeedPath``; ``decode_estimate``
+/ ``prefill_estimate`` time the device part and the host part with the two formulas above and add the
+device<->host switches (estimator.physics.fallback).  A native configuration gives exactly the numbers of
+``decode_step_s`` / ``prefill_s``.
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from estimator.engines import get_engine
+from estimator.physics import fallback as fallback_mod
 from estimator.physics import kv as kv_mod
 from estimator.physics import weights as weights_mod
 from estimator.physics.coefficients import CoefficientSet, CoefficientTable, param
@@ -121,6 +129,10 @@ class SpeedEstimate:
     calibrated: bool
     n_points: int
     family: str
+
+    def time_at(self, tok_s: float) -> float:
+        """The operation's time at another rate for the same tokens: time_s x tok_s / rate (s)."""
+        return self.time_s * self.tok_s / tok_s
 
 
 @dataclass(frozen=True)
@@ -571,56 +583,197 @@ def estimate(phase: str, tok_s: float, time_s: float, cset: CoefficientSet) -> S
 
 def tg_estimate(model, quant, hardware, workload, dec: CoefficientSet, params: dict) -> SpeedEstimate:
     """Decode tok/s of tg{n_gen} from n_depth for batch n_seq (the aggregate when n_seq > 1): n_seq / mean
-    step."""
+    step, on the device's native path (``decode_estimate`` applies support fallbacks)."""
     feats = tg_features(model, quant, workload, int(workload.n_depth), max(int(workload.n_gen), 1))
     step = decode_step_s(feats, hardware, params)
     return estimate("decode", max(int(workload.n_seq), 1) / step, step, dec)
 
 
 def pp_estimate(model, quant, hardware, workload, pre: CoefficientSet, params: dict) -> SpeedEstimate:
-    """Prefill tok/s of B x n_prompt tokens (pp{n_prompt}; 512 when unset) at n_depth."""
+    """Prefill tok/s of B x n_prompt tokens (pp{n_prompt}; 512 when unset) at n_depth, native path."""
     n_prompt = int(workload.n_prompt) if workload.n_prompt > 0 else 512
     t = prefill_s(prefill_features(model, quant, replace(workload, n_prompt=n_prompt)), hardware, params)
     return estimate("prefill", max(int(workload.n_seq), 1) * n_prompt / t, t, pre)
 
 
 def aggregate_step_s(model, quant, hardware, workload, params: dict) -> float:
-    """One decode step of ``concurrency`` sequences with the KV cache at half of n_ctx."""
+    """One decode step of ``concurrency`` sequences with the KV cache at half of n_ctx (native path)."""
     conc = max(int(workload.concurrency), 1)
     f = decode_features(model, quant, replace(workload, n_seq=conc), int(workload.n_ctx) // 2)
     return decode_step_s(f, hardware, params)
 
 
+# --------------------------------------------------------------------------------- support-aware estimates
+@dataclass(frozen=True)
+class SpeedSets:
+    """The coefficient sets one configuration's speed uses (module doc, "Support").
+
+    dec / pre / dparams / pparams: the device's sets for the engine's backend (``merged_params``); path: the
+    fallback SpeedPath (None = native); host_*: the host CPU's sets when part of the work runs there;
+    widen_lo: extra ln-units below an uncalibrated interval for the backend's maturity.
+    """
+
+    dec: CoefficientSet
+    pre: CoefficientSet
+    dparams: dict
+    pparams: dict
+    path: fallback_mod.SpeedPath | None = None
+    host_dec: CoefficientSet | None = None
+    host_pre: CoefficientSet | None = None
+    host_dparams: dict | None = None
+    host_pparams: dict | None = None
+    widen_lo: float = 0.0
+
+    def workload(self, wl: Workload) -> Workload:
+        """The workload the engine really runs on this path (flash attention off when it falls back)."""
+        return self.path.workload(wl) if self.path is not None else wl
+
+
+def speed_sets(table: CoefficientTable, model: ModelSpec, quant, hardware: HardwareSpec, workload: Workload):
+    """The SpeedSets of a configuration: the backend's device sets, and the host CPU's on a fallback path."""
+    engine = workload.engine
+    backend = get_engine(engine).backend_for(hardware, workload.backend) or None
+    dec, pre, dparams, pparams = merged_params(table, hardware, engine, backend)
+    path = fallback_mod.speed_path(model, quant, hardware, workload)
+    verdict = path.verdict if path is not None else fallback_mod.judge(model, quant, hardware, workload)
+    widen = fallback_mod.maturity_log_lo(verdict)
+    if path is None or path.host is None:
+        return SpeedSets(dec, pre, dparams, pparams, path, widen_lo=widen)
+    hdec, hpre, hdparams, hpparams = merged_params(table, path.host, engine)
+    return SpeedSets(dec, pre, dparams, pparams, path, hdec, hpre, hdparams, hpparams, widen)
+
+
+def _label(sets: SpeedSets, phase: str) -> str:
+    dev = sets.dec if phase == "decode" else sets.pre
+    if sets.path is None:
+        return dev.label
+    host = sets.host_dec if phase == "decode" else sets.host_pre
+    where = f"; host CPU: {host.label}" if host is not None else ""
+    return f"fallback path (uncalibrated): device {dev.label}{where}"
+
+
+def _composed(phase: str, n_tokens: float, parts, switches: float, t_split: float, sets: SpeedSets):
+    """SpeedEstimate of ``n_tokens`` tokens from (time, coefficient set) parts plus device<->host switches:
+    the point is the sum; the interval sums each part at its own set's bounds and the switches at
+    x1/SPLIT_FACTOR .. xSPLIT_FACTOR, then widens the lower bound for the backend's maturity."""
+    parts = [(t, c) for t, c in parts if t > 0]
+    t = sum(x for x, _ in parts) + switches * t_split
+    k = fallback_mod.SPLIT_FACTOR
+    fast = sum(x * math.exp(-c.log_hi) for x, c in parts) + switches * t_split / k
+    slow = sum(x * math.exp(-c.log_lo) for x, c in parts) + switches * t_split * k
+    dev = sets.dec if phase == "decode" else sets.pre
+    return SpeedEstimate(
+        phase=phase,
+        tok_s=n_tokens / t,
+        lo_tok_s=n_tokens / slow * math.exp(sets.widen_lo),
+        hi_tok_s=n_tokens / fast,
+        time_s=t,
+        coefficients=_label(sets, phase),
+        calibrated=False,
+        n_points=dev.n_points,
+        family=dev.family,
+    )
+
+
+def _native(phase: str, n_tokens: float, t: float, cset: CoefficientSet, sets: SpeedSets) -> SpeedEstimate:
+    e = estimate(phase, n_tokens / t, t, cset)
+    if cset.calibrated or not sets.widen_lo:
+        return e
+    return replace(e, lo_tok_s=e.lo_tok_s * math.exp(sets.widen_lo))
+
+
+def decode_estimate(feats, hardware: HardwareSpec, sets: SpeedSets, n_seq: int = 1) -> SpeedEstimate:
+    """Decode tok/s (n_seq / mean step) of decode features (one or a tg list) on the configuration's path."""
+    feats = [feats] if isinstance(feats, DecodeFeatures) else list(feats)
+    path = sets.path
+    if path is None or (path.host is None and path.device_part):
+        if path is not None:
+            feats = [fallback_mod.split_decode(f, path)[0] for f in feats]
+        return _native("decode", n_seq, decode_step_s(feats, hardware, sets.dparams), sets.dec, sets)
+    pairs = [fallback_mod.split_decode(f, path) for f in feats]
+    t_dev = decode_step_s([d for d, _ in pairs], hardware, sets.dparams) if path.device_part else 0.0
+    t_host = decode_step_s([h for _, h in pairs], path.host, sets.host_dparams)
+    switches = path.switches(feats[0].n_layers)
+    t_split = float(sets.dparams.get("t_split_s", fallback_mod.DEFAULT_T_SPLIT_S))
+    return _composed("decode", n_seq, [(t_dev, sets.dec), (t_host, sets.host_dec)], switches, t_split, sets)
+
+
+def prefill_estimate(f: PrefillFeatures, hardware: HardwareSpec, sets: SpeedSets) -> SpeedEstimate:
+    """Prefill tok/s (f.tokens / time) on the configuration's path."""
+    path = sets.path
+    if path is None or (path.host is None and path.device_part):
+        if path is not None:
+            f = fallback_mod.split_prefill(f, path)[0]
+        return _native("prefill", f.tokens, prefill_s(f, hardware, sets.pparams), sets.pre, sets)
+    dev, host = fallback_mod.split_prefill(f, path)
+    t_dev = prefill_s(dev, hardware, sets.pparams) if path.device_part else 0.0
+    t_host = prefill_s(host, path.host, sets.host_pparams)
+    switches = path.switches(f.n_layers) * max(int(f.n_passes), 1)
+    t_split = float(sets.dparams.get("t_split_s", fallback_mod.DEFAULT_T_SPLIT_S))
+    parts = [(t_dev, sets.pre), (t_host, sets.host_pre)]
+    return _composed("prefill", f.tokens, parts, switches, t_split, sets)
+
+
+def tg_path_estimate(model, quant, hardware, workload, sets: SpeedSets) -> SpeedEstimate:
+    """tg{n_gen} from n_depth (batch n_seq; n_seq / mean step) on the configuration's path."""
+    wl = sets.workload(workload)
+    feats = tg_features(model, quant, wl, int(wl.n_depth), max(int(wl.n_gen), 1))
+    return decode_estimate(feats, hardware, sets, max(int(wl.n_seq), 1))
+
+
+def pp_path_estimate(model, quant, hardware, workload, sets: SpeedSets) -> SpeedEstimate:
+    """pp{n_prompt} (512 when unset) at n_depth for n_seq sequences on the configuration's path."""
+    wl = sets.workload(workload)
+    n_prompt = int(wl.n_prompt) if wl.n_prompt > 0 else 512
+    return prefill_estimate(prefill_features(model, quant, replace(wl, n_prompt=n_prompt)), hardware, sets)
+
+
+def aggregate_path_estimate(model, quant, hardware, workload, sets: SpeedSets) -> SpeedEstimate:
+    """Total decode tok/s of ``concurrency`` sequences with the KV cache at half of n_ctx."""
+    wl = sets.workload(workload)
+    conc = max(int(wl.concurrency), 1)
+    f = decode_features(model, quant, replace(wl, n_seq=conc), int(wl.n_ctx) // 2)
+    return decode_estimate(f, hardware, sets, conc)
+
+
 def estimate_speed(
     model: ModelSpec, quant: QuantSpec, hardware: HardwareSpec, workload: Workload, table: CoefficientTable
 ) -> SpeedReport:
-    """Decode, prefill, TTFT (4K prompt) and aggregate throughput at workload.concurrency.
+    """Decode, prefill, TTFT (4K prompt) and aggregate throughput at workload.concurrency, on the path the
+    support table gives the configuration (native, or a fallback: ``speed_sets``).
 
     Raises ValueError when the device lacks the bandwidth (or TFLOPS with no fallback) the physics needs.
     """
-    dec, pre, dparams, pparams = merged_params(table, hardware, workload.engine)
+    sets = speed_sets(table, model, quant, hardware, workload)
     b = max(int(workload.n_seq), 1)
-    decode_b = tg_estimate(model, quant, hardware, workload, dec, dparams)
+    decode_b = tg_path_estimate(model, quant, hardware, workload, sets)
     step = decode_b.time_s
-    decode = estimate("decode", 1.0 / step, step, dec)
-    prefill = pp_estimate(model, quant, hardware, workload, pre, pparams)
+    decode = replace(
+        decode_b, tok_s=1.0 / step, lo_tok_s=decode_b.lo_tok_s / b, hi_tok_s=decode_b.hi_tok_s / b
+    )
+    prefill = pp_path_estimate(model, quant, hardware, workload, sets)
 
-    tw = replace(workload, n_prompt=TTFT_PROMPT_TOKENS, n_depth=0, n_seq=1)
-    t_p4 = prefill_s(prefill_features(model, quant, tw), hardware, pparams)
-    t_d1 = decode_step_s(decode_features(model, quant, tw, TTFT_PROMPT_TOKENS), hardware, dparams)
-    ttft = t_p4 + t_d1
-    ttft_lo = t_p4 * math.exp(-pre.log_hi) + t_d1 * math.exp(-dec.log_hi)
-    ttft_hi = t_p4 * math.exp(-pre.log_lo) + t_d1 * math.exp(-dec.log_lo)
+    tw = replace(sets.workload(workload), n_prompt=TTFT_PROMPT_TOKENS, n_depth=0, n_seq=1)
+    p4 = prefill_estimate(prefill_features(model, quant, tw), hardware, sets)
+    d1 = decode_estimate(decode_features(model, quant, tw, TTFT_PROMPT_TOKENS), hardware, sets)
+    ttft = p4.time_s + d1.time_s
+    ttft_lo = p4.time_at(p4.hi_tok_s) + d1.time_at(d1.hi_tok_s)
+    ttft_hi = p4.time_at(p4.lo_tok_s) + d1.time_at(d1.lo_tok_s)
 
     conc = max(int(workload.concurrency), 1)
-    t_c = aggregate_step_s(model, quant, hardware, workload, dparams)
-    aggregate = estimate("decode", conc / t_c, t_c, dec)
+    aggregate = aggregate_path_estimate(model, quant, hardware, workload, sets)
 
     notes: list[str] = []
     if workload.offload_bytes or workload.moe_offload_layers:
         notes.append("offloaded weights are read at host RAM bandwidth each step")
-    if not dec.calibrated or not pre.calibrated:
+    if sets.path is not None:
+        notes.append(fallback_note(sets))
+    if not sets.dec.calibrated or not sets.pre.calibrated:
         notes.append("speed from the pooled prior (uncalibrated): wide interval")
+    if sets.widen_lo and (sets.path is not None or not (sets.dec.calibrated and sets.pre.calibrated)):
+        v = sets.path.verdict if sets.path is not None else None
+        maturity = v.maturity if v is not None else "less mature"
+        notes.append(f"backend maturity ({maturity or 'not listed'}): the lower bound is widened")
     if b > 1:
         notes.append(f"decode is per sequence with {b} sequences decoding together")
     return SpeedReport(
@@ -632,6 +785,23 @@ def estimate_speed(
         ttft_prompt_tokens=TTFT_PROMPT_TOKENS,
         aggregate=aggregate,
         concurrency=conc,
-        per_sequence_tok_s=1.0 / t_c,
+        per_sequence_tok_s=aggregate.tok_s / conc,
         notes=tuple(notes),
     )
+
+
+def fallback_note(sets: SpeedSets) -> str:
+    """One line saying how a fallback path is estimated."""
+    p = sets.path
+    parts = []
+    if p.host is not None and p.device_part:
+        parts.append(f"{p.host_share:.0%} of the matmul bytes run on the host CPU ({p.host.name})")
+    elif p.host is not None:
+        parts.append(f"everything runs on the host CPU ({p.host.name})")
+    if p.switches_per_layer or p.switches_per_pass:
+        parts.append(f"{p.switches_per_layer} device<->host switches per layer")
+    if not p.flash_attn:
+        parts.append("attention without flash attention")
+    if p.weight_only:
+        parts.append("weight-only kernels (16-bit compute)")
+    return "fallback path: " + ", ".join(parts) if parts else "fallback path"

@@ -74,6 +74,10 @@ class WeightBreakdown(NamedTuple):
     per_layer_bytes: tuple[int, ...]  # bytes of each block (routed experts included)
     per_layer_routed_bytes: tuple[int, ...]
     exact: bool  # True when summed from a GGUF file's tensors
+    # bytes of the matmul weights one token reads, by storage type: every 2-D matrix (routed experts x
+    # n_experts_used / n_experts), without 1-D tensors and the embedding lookup (unless tied: then it is the
+    # output head); what estimator.physics.support splits between device and host
+    matmul_bytes_by_type: dict[str, int] = {}
 
 
 _QK_NORM_ARCHS = ("qwen3", "gemma3", "gemma4", "llama4", "hunyuan", "olmo2", "minimax_m2", "qwen3_5")
@@ -296,7 +300,9 @@ def _sum(items, n_layers: int, moe_frac: float, tied: bool, quant: str, exact: b
     per_layer_routed = [0] * n_layers
     total = routed = shared = embd = outb = 0
     n_total = n_routed = 0
+    matmul: dict[str, float] = {}
     for tclass, layer, group, ttype, n_el, nb in items:
+        _count_matmul(matmul, group, ttype, nb, moe_frac, tied)
         total += nb
         by_class[tclass] = by_class.get(tclass, 0) + nb
         by_type[ttype] = by_type.get(ttype, 0) + nb
@@ -317,7 +323,14 @@ def _sum(items, n_layers: int, moe_frac: float, tied: bool, quant: str, exact: b
     return _assemble(
         quant, total, by_class, by_type, routed, shared, embd, outb, n_total, n_routed, moe_frac, tied,
         per_layer, per_layer_routed, exact,
-    )  # fmt: skip
+    )._replace(matmul_bytes_by_type={t: round(b) for t, b in matmul.items()})  # fmt: skip
+
+
+def _count_matmul(acc: dict[str, float], group: str, ttype: str, nb: float, moe_frac: float, tied: bool):
+    """Add a tensor's per-token matmul bytes to ``acc`` (see ``WeightBreakdown.matmul_bytes_by_type``)."""
+    if group == "norm" or (group == "embd" and not tied):
+        return
+    acc[ttype] = acc.get(ttype, 0.0) + nb * (moe_frac if group == "routed" else 1.0)
 
 
 def _assemble(
@@ -418,6 +431,8 @@ def _breakdown(model: ModelSpec, q: QuantSpec) -> WeightBreakdown:
     per_layer = [0] * n_layers
     per_layer_routed = [0] * n_layers
     total = routed = shared = embd = outb = 0
+    matmul: dict[str, float] = {}
+    moe_frac = _moe_frac(m)
     if QUANTS.get(q.name) is q:  # catalog recipe: straight to the memoised llama.cpp rule
 
         def typ(tclass: str, layer: int, n: int, row_len: int, x3d: bool, wv: int) -> str:
@@ -442,6 +457,7 @@ def _breakdown(model: ModelSpec, q: QuantSpec) -> WeightBreakdown:
                 nb = _nbytes(t, n_el)
                 g_bytes += nb
                 by_type[t] = by_type.get(t, 0) + nb
+                _count_matmul(matmul, group, t, nb, moe_frac, tied)
                 if 0 <= layer < n_layers:
                     per_layer[layer] += nb
                     if is_routed:
@@ -451,6 +467,7 @@ def _breakdown(model: ModelSpec, q: QuantSpec) -> WeightBreakdown:
             nb = _nbytes(t, n_el)
             g_bytes = nb * len(layers)
             by_type[t] = by_type.get(t, 0) + g_bytes
+            _count_matmul(matmul, group, t, g_bytes, moe_frac, tied)
             for layer, _ in layers:
                 if 0 <= layer < n_layers:
                     per_layer[layer] += nb
@@ -468,8 +485,8 @@ def _breakdown(model: ModelSpec, q: QuantSpec) -> WeightBreakdown:
             outb += g_bytes
     return _assemble(
         q.name, total, by_class, by_type, routed, shared, embd, outb, p.n_params_total, p.n_params_routed,
-        _moe_frac(m), tied, per_layer, per_layer_routed, False,
-    )  # fmt: skip
+        moe_frac, tied, per_layer, per_layer_routed, False,
+    )._replace(matmul_bytes_by_type={t: round(b) for t, b in matmul.items()})  # fmt: skip
 
 
 @lru_cache(maxsize=256)

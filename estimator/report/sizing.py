@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from estimator.physics import speed as speed_mod
+from estimator.physics import support as support_mod
 from estimator.physics.memory import estimate_memory
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
 
@@ -33,8 +34,9 @@ class Sizing:
     """Memoised memory / speed calls for one model and coefficient table.
 
     Decode: the features of tg{n_gen} (``speed.tg_features``) do not depend on the device, so they are built
-    once per (quant, workload) and every device applies ``speed.decode_step_s`` to them: the same numbers as
-    ``speed.estimate_speed`` at a fraction of the cost when many devices are sized.
+    once per (quant, workload) and every device applies ``speed.decode_estimate`` to them (its native path or
+    its support fallback, ``sets``): the same numbers as ``speed.estimate_speed`` at a fraction of the cost
+    when many devices are sized.
     """
 
     def __init__(self, model: ModelSpec, table):
@@ -43,6 +45,7 @@ class Sizing:
         self._params: dict = {}
         self._feats: dict = {}
         self._decode: dict = {}
+        self._sets: dict = {}
 
     def memory(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload):
         """Memory with the KV cache of ``memory_sequences(wl)`` sequences (what the launch commands
@@ -60,6 +63,14 @@ class Sizing:
             self._params[key] = speed_mod.merged_params(self.table, hw, engine)
         return self._params[key]
 
+    def sets(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload):
+        """The configuration's ``speed.SpeedSets`` (the backend's sets; on a support fallback also the
+        host's)."""
+        key = (quant.name, hw, wl)
+        if key not in self._sets:
+            self._sets[key] = speed_mod.speed_sets(self.table, self.model, quant, hw, wl)
+        return self._sets[key]
+
     def _decode_features(self, quant: QuantSpec, wl: Workload) -> list:
         key = (quant.name, wl)
         if key not in self._feats:
@@ -68,13 +79,13 @@ class Sizing:
         return self._feats[key]
 
     def decode(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload) -> SpeedFigure:
-        """Mean single-stream decode speed over wl.n_gen tokens from wl.n_depth (tg{n_gen})."""
+        """Mean single-stream decode speed over wl.n_gen tokens from wl.n_depth (tg{n_gen}), on the path the
+        support table gives the configuration."""
         key = (quant.name, hw, wl)
         if key not in self._decode:
-            dec, _, dparams, _ = self.params(hw, wl.engine)
-            feats = self._decode_features(quant, wl)
-            step = speed_mod.decode_step_s(feats, hw, dparams)
-            self._decode[key] = figure(1.0 / step, dec)
+            sets = self.sets(quant, hw, wl)
+            feats = self._decode_features(quant, sets.workload(wl))
+            self._decode[key] = from_estimate(speed_mod.decode_estimate(feats, hw, sets))
         return self._decode[key]
 
     def decode_tok_s(self, model: ModelSpec, quant: QuantSpec, hw: HardwareSpec, wl: Workload) -> float:
@@ -83,13 +94,17 @@ class Sizing:
 
     def prefill(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload) -> SpeedFigure:
         """Prefill tok/s of B x n_prompt tokens (pp{n_prompt}, 512 if unset), as ``speed.estimate_speed``."""
-        _, pre, _, pparams = self.params(hw, wl.engine)
-        return from_estimate(speed_mod.pp_estimate(self.model, quant, hw, wl, pre, pparams))
+        sets = self.sets(quant, hw, wl)
+        return from_estimate(speed_mod.pp_path_estimate(self.model, quant, hw, wl, sets))
 
     def aggregate_tok_s(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload) -> float:
         """Total decode tok/s of wl.concurrency sequences with the KV cache at half of n_ctx."""
-        _, _, dparams, _ = self.params(hw, wl.engine)
-        return max(int(wl.concurrency), 1) / speed_mod.aggregate_step_s(self.model, quant, hw, wl, dparams)
+        sets = self.sets(quant, hw, wl)
+        return speed_mod.aggregate_path_estimate(self.model, quant, hw, wl, sets).tok_s
+
+    def support(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload):
+        """The support verdict of a configuration (estimator.physics.support.judge)."""
+        return support_mod.judge(self.model, quant, hw, wl)
 
 
 def memory_sequences(wl: Workload) -> int:

@@ -1,0 +1,261 @@
+"""Can the engine actually run it there?  The one decision, from the support table.
+
+``judge(model, quant, hardware, workload)`` asks ``estimator.catalog.support`` (estimator/data/support.csv)
+about every part of a configuration on the backend the engine uses for the device
+(``EngineProfile.backend_for``: the workload's ``backend``, else the profile's default for the vendor /
+kind) and returns a ``SupportVerdict``:
+
+* the device at all (``device`` rows: no backend, unsupported GPU generations, vLLM's CPU-only macOS build),
+  the backend's maturity (``backend`` rows) and the model family (``model`` rows);
+* every storage type of the weight matrices a token reads (``WeightBreakdown.matmul_bytes_by_type``):
+  native, ``weight_only`` (dequantized in the kernel), ``host_cpu`` (the matmuls run on the host CPU) or
+  unsupported;
+* the KV dtype (``kv``) and flash attention, multi-device (``feature``).
+
+``status``: ``unsupported`` when any part cannot run, else ``fallback`` when any part runs on a fallback,
+else ``native``; ``unlisted`` when the table has no backend for the device (the engine's native path is
+assumed and the report says so).  ``host_share`` is the share of the per-token matmul bytes whose matmuls run
+on the host CPU (1.0 for ``cpu_backend``); ``estimator.physics.fallback`` turns it into the speed path.
+
+``runs(...)`` is the predicate every judging caller uses (recommendations, the quant matrix, ``fit``, launch
+commands): False exactly when the verdict is ``unsupported``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from estimator.catalog import support as table
+from estimator.engines import get_engine
+from estimator.physics.weights import weight_breakdown
+from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
+
+NATIVE, FALLBACK, UNSUPPORTED, UNLISTED = "native", "fallback", "unsupported", "unlisted"
+# what each fallback means, in report words
+FALLBACK_WORDS = {
+    "host_cpu": "host CPU fallback",
+    "weight_only": "weight-only fallback (dequantized in the kernel, 16-bit compute)",
+    "flash_attn_off": "off (attention runs without it)",
+    "cpu_backend": "CPU cores only, not the accelerator",
+    "host_copy": "copies between devices go through host memory",
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One part of a configuration that is not simply native: what (subject, item), how (status,
+    fallback), the fact's note, confidence, since and source, and ``message`` (one line for the report)."""
+
+    subject: str
+    item: str
+    status: str
+    fallback: str
+    message: str
+    note: str
+    confidence: str
+    since: str
+    source: str
+
+
+@dataclass(frozen=True)
+class SupportVerdict:
+    """What the support table says about one configuration (see module doc).
+
+    host_types: weight storage types whose matmuls run on the host CPU; host_share: their share of the
+    per-token matmul bytes (0..1); host_kv: attention over the KV cache runs on the host CPU; cpu_backend: the
+    whole engine runs on the host's CPU cores; weight_only: some weights run weight-only; flash_attn: whether
+    flash attention runs (False when asked for but falling back).
+    """
+
+    engine: str
+    backend: str
+    family: str
+    status: str
+    maturity: str
+    findings: tuple[Finding, ...] = ()
+    host_types: tuple[str, ...] = ()
+    host_share: float = 0.0
+    host_kv: bool = False
+    cpu_backend: bool = False
+    weight_only: bool = False
+    flash_attn: bool = True
+
+    @property
+    def runs(self) -> bool:
+        """False when the engine cannot run the configuration on this device at all."""
+        return self.status != UNSUPPORTED
+
+    @property
+    def uses_host(self) -> bool:
+        """True when part of the work runs on the host CPU (the speed path changes)."""
+        return self.cpu_backend or self.host_kv or self.host_share > 0
+
+
+def describe(v: SupportVerdict, quant: str, device: str) -> str:
+    """One line for reports, e.g. 'Q4_K_M on <device> with llama.cpp (CANN) runs on a fallback: the q4_K and
+    q6_K matmuls (100% of the weight bytes read per token) run on the host CPU; flash attention is off'."""
+    label = get_engine(v.engine).label
+    backend = f" ({v.backend})" if v.backend and v.backend != "none" else ""
+    where = f"{quant} on {device} with {label}{backend}"
+    if v.status == NATIVE:
+        return f"{where}: runs natively"
+    if v.status == UNLISTED:
+        return f"{where}: no {label} backend for this device in the support table; native speed assumed"
+    clauses: list[str] = []
+    weights = [f for f in v.findings if f.subject == "weights"]
+    for status, fallback, words in (
+        (UNSUPPORTED, "", "have no kernels on this backend"),
+        (
+            FALLBACK,
+            "host_cpu",
+            f"({v.host_share:.0%} of the weight bytes read per token) run on the host CPU",
+        ),
+        (FALLBACK, "weight_only", "run weight-only (dequantized in the kernel, 16-bit compute)"),
+    ):
+        types = [f.item for f in weights if f.status == status and f.fallback == fallback]
+        if types:
+            clauses.append(f"the {' and '.join(types)} matmuls {words}")
+    for f in v.findings:
+        if f.subject != "weights":
+            clauses.append(f.message)
+    clauses.sort(key=lambda c: 0 if "not supported" in c or "no kernels" in c else 1)
+    verb = "runs on a fallback" if v.status == FALLBACK else "does not run"
+    return f"{where} {verb}: " + "; ".join(clauses)
+
+
+def _finding(fact: table.SupportFact, subject: str, item: str, what: str) -> Finding:
+    how = FALLBACK_WORDS.get(fact.fallback, "") if fact.status == FALLBACK else "not supported"
+    if fact.confidence == "uncertain":
+        how += " (uncertain)"
+    return Finding(
+        subject=subject,
+        item=item,
+        status=fact.status,
+        fallback=fact.fallback,
+        message=f"{what}: {how}",
+        note=fact.note,
+        confidence=fact.confidence,
+        since=fact.since,
+        source=fact.source,
+    )
+
+
+def _status(findings: list[Finding]) -> str:
+    if any(f.status == UNSUPPORTED for f in findings):
+        return UNSUPPORTED
+    return FALLBACK if findings else NATIVE
+
+
+def judge(
+    model: ModelSpec, quant: QuantSpec | None, hardware: HardwareSpec, workload: Workload
+) -> SupportVerdict:
+    """The SupportVerdict of a configuration (module doc); ``quant`` None = a GGUF file's own tensors."""
+    profile = get_engine(workload.engine)
+    backend = profile.backend_for(hardware, workload.backend)
+    types = _matmul_types(model, quant)
+    return _judge(
+        profile.name,
+        profile.label,
+        backend,
+        hardware.family,
+        hardware.vendor or "",
+        hardware.kind,
+        model.architecture,
+        types,
+        workload.kv_dtype.lower(),
+        bool(workload.flash_attn),
+        max(int(workload.n_devices), 1),
+    )
+
+
+def runs(model: ModelSpec, quant: QuantSpec | None, hardware: HardwareSpec, workload: Workload) -> bool:
+    """The predicate: can ``workload.engine`` run this model in this format on this device at all?"""
+    return judge(model, quant, hardware, workload).runs
+
+
+def _matmul_types(model: ModelSpec, quant: QuantSpec | None) -> tuple[tuple[str, float], ...]:
+    """(storage type, per-token matmul bytes) of the weights, largest first."""
+    wb = weight_breakdown(model, quant) if quant is not None else weight_breakdown(model, None)
+    return tuple(sorted(((t, float(b)) for t, b in wb.matmul_bytes_by_type.items() if b > 0),
+                        key=lambda x: -x[1]))  # fmt: skip
+
+
+@lru_cache(maxsize=4096)
+def _judge(
+    engine: str,
+    label: str,
+    backend: str,
+    family: str,
+    vendor: str,
+    kind: str,
+    architecture: str,
+    types: tuple[tuple[str, float], ...],
+    kv_dtype: str,
+    flash_attn: bool,
+    n_devices: int,
+) -> SupportVerdict:
+    if not backend:
+        return SupportVerdict(engine, "", family, UNLISTED, "")
+    findings: list[Finding] = []
+    device = table.find(engine, backend, family, "device")
+    if device is not None and device.status != NATIVE:
+        findings.append(_finding(device, "device", family, f"{label} on {family} ({backend})"))
+    if backend == "none":
+        if device is None:  # a profile says "none" but the table has no row: say so plainly
+            return SupportVerdict(engine, backend, family, UNSUPPORTED, "")
+        return SupportVerdict(engine, backend, family, UNSUPPORTED, "", tuple(findings))
+    back = table.find(engine, backend, family, "backend")
+    maturity = back.maturity if back is not None else ""
+    cpu_backend = device is not None and device.fallback == "cpu_backend"
+
+    fam = table.find(engine, backend, family, "model", architecture)
+    if fam is not None and fam.status != NATIVE:
+        findings.append(_finding(fam, "model", architecture, f"{architecture} models"))
+
+    total = sum(b for _, b in types) or 1.0
+    host_types, host_bytes, weight_only = [], 0.0, False
+    for t, nbytes in types:
+        fact = table.find(engine, backend, family, "weights", t)
+        if fact is None or fact.status == NATIVE:
+            continue
+        share = nbytes / total
+        what = f"{t} matmuls ({share:.0%} of the weight bytes read per token)"
+        findings.append(_finding(fact, "weights", t, what))
+        if fact.fallback == "host_cpu":
+            host_types.append(t)
+            host_bytes += nbytes
+        weight_only |= fact.fallback == "weight_only"
+
+    kv = table.find(engine, backend, family, "kv", kv_dtype)
+    host_kv = False
+    if kv is not None and kv.status != NATIVE:
+        findings.append(_finding(kv, "kv", kv_dtype, f"attention over the {kv_dtype} KV cache"))
+        host_kv = kv.fallback == "host_cpu"
+
+    fa_on = flash_attn
+    if flash_attn:
+        fa = table.find(engine, backend, family, "feature", "flash_attn")
+        if fa is not None and fa.status != NATIVE:
+            findings.append(_finding(fa, "feature", "flash_attn", "flash attention"))
+            fa_on = fa.fallback not in ("flash_attn_off", "host_cpu") and fa.status != UNSUPPORTED
+    if n_devices > 1:
+        md = table.find(engine, backend, family, "feature", "multi_device")
+        if md is not None and md.status != NATIVE:
+            findings.append(_finding(md, "feature", "multi_device", f"{n_devices} devices"))
+
+    share = 1.0 if cpu_backend else min(host_bytes / total, 1.0)
+    return SupportVerdict(
+        engine=engine,
+        backend=backend,
+        family=family,
+        status=_status(findings),
+        maturity=maturity,
+        findings=tuple(findings),
+        host_types=tuple(host_types),
+        host_share=share,
+        host_kv=host_kv,
+        cpu_backend=cpu_backend,
+        weight_only=weight_only,
+        flash_attn=fa_on,
+    )
