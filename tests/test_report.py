@@ -17,7 +17,8 @@ OPTS = ReportOptions(hardware_catalog=tuple(all_hardware()), rates=load_cloud_ra
 
 
 SECTION_KEYS = (
-    "summary", "model", "memory", "kv", "context", "quant", "speed", "multi_device", "cost", "finetune",
+    "summary", "model", "support", "memory", "kv", "context", "quant", "speed", "multi_device", "cost",
+    "finetune",
     "recommendations", "launch", "notes",
 )
 
@@ -211,7 +212,13 @@ def test_two_macs_get_a_warning():
 def test_atlas_duo_is_noted_as_two_chips():
     d = report("qwen3-30b-a3b", "atlas-300i-duo-96gb", "Q8_0", n_ctx=8192)
     assert any("two Ascend 310P chips with 48 GB" in n for n in d["memory"]["notes"])
-    glm = report("glm-4.5", "mi300x", "Q4_K_M", n_ctx=8192)  # the Duo is its cheapest quant-matrix fit
+    glm = report("glm-4.5", "mi300x", "Q4_K_M", n_ctx=8192)
+    # the Duo was the cheapest fit of the GGUF quants; its 310P chips run Q4/Q8 matmuls on the host CPU
+    # (support table), so a native configuration wins now and the Duo is only named, marked, where memory
+    # per dollar is the criterion
     fits = [r["cheapest_fit"]["hardware_id"] for r in glm["quant_matrix"] if r["cheapest_fit"]]
-    assert "atlas-300i-duo-96gb" in fits
+    assert "atlas-300i-duo-96gb" not in fits
+    per_dollar = glm["recommendations"]["most_memory_per_dollar"]
+    assert per_dollar["hardware_id"] == "atlas-300i-duo-96gb" and per_dollar["support"] == "fallback"
+    assert "host CPU" in per_dollar["reason"]
     assert any("48 GB" in n for n in glm["recommendations"]["notes"])

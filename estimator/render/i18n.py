@@ -64,6 +64,7 @@ STRINGS: dict[str, dict[str, str]] = {
     "sec_finetune": {"en": "Fine-tuning memory requirements", "es": "Requisitos de VRAM para fine-tuning"},
     "sec_recommend": {"en": "Recommended hardware", "es": "Hardware recomendado"},
     "sec_launch": {"en": "Launch commands", "es": "Comandos de lanzamiento"},
+    "sec_support": {"en": "Engine support", "es": "Soporte del motor"},
     "sec_hw_compare": {"en": "Hardware comparison", "es": "Comparativa de hardware"},
     "sec_notes": {"en": "Notes and warnings", "es": "Notas y advertencias"},
     # model facts

@@ -1,8 +1,10 @@
 """Row builders for ``python -m estimator list`` and ``fit`` (plain lists; the CLI renders text/JSON/CSV).
 
 ``fit_rows``: for every sizable catalog model, its parameter count (counted from the architecture, 10^9) and
-the first format of ``quants`` (best quality first) whose memory verdict on the device is ``"fits"``, with its
-total, headroom and estimated decode speed (single stream, the coefficient set's label alongside).  Models
+the first format of ``quants`` (best quality first) that the engine runs on the device (formats it cannot run
+there, estimator.physics.support, are left out; a fallback's speed is estimated on its path and labelled so)
+and whose memory verdict is ``"fits"``, with its total, headroom and estimated decode speed (single stream,
+the coefficient set's label alongside).  Models
 that fit in no format are listed last with verdict "does not fit".
 
 Scalar calls, one model at a time, stopping at the first format that fits.  The vectorised
@@ -113,6 +115,7 @@ def fit_rows(hw, workload, table, quants: tuple[str, ...]) -> tuple[list[str], l
     """Sorted rows: fitting models by decode speed (fastest first), then the rest by name."""
     from estimator.catalog.data import all_models
     from estimator.engines import get_engine
+    from estimator.physics import support
     from estimator.physics.limits import validate_workload
     from estimator.physics.quant import get_quant, kv_type
     from estimator.physics.weights import weight_breakdown
@@ -145,7 +148,7 @@ def fit_rows(hw, workload, table, quants: tuple[str, ...]) -> tuple[list[str], l
         params_b = None
         row = None
         for q in qspecs:
-            if not profile.runs(q):
+            if not profile.runs(q) or not support.runs(model, q, hw, wl):  # the engine cannot run it there
                 continue
             try:
                 m = ph.memory(q, hw, wl)

@@ -22,6 +22,12 @@ Picks (each a ``Candidate``, or ``None`` when nothing fits):
 
 For speed, configurations are first screened with a lower bound that needs no memory call: a configuration
 cannot fit when ``n x memory_bytes < weights_bytes + kv_bytes`` of the reference estimate.
+
+Support (estimator.physics.support, the one predicate): a configuration the engine cannot run there never
+fits; one that runs on a fallback (matmuls on the host CPU, weight-only kernels, ...) is marked
+(``Candidate.support`` and its reason), and the price-ranked picks (best value, multi-device, the quant
+matrix's cheapest fit) take the cheapest configuration that runs natively, a fallback only when nothing
+native fits.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from dataclasses import replace
 from typing import NamedTuple
 
 from estimator.catalog.rates import CloudRate
+from estimator.physics import support as support_mod
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
 
 COUNTS = (1, 2, 4, 8)
@@ -47,6 +54,7 @@ DEVICE_NOTES = {
 
 MemoryFn = Callable[[ModelSpec, QuantSpec, HardwareSpec, Workload], object]  # -> MemoryEstimate
 SpeedFn = Callable[[ModelSpec, QuantSpec, HardwareSpec, Workload], float | None]  # -> decode tok/s
+SupportFn = Callable[[ModelSpec, QuantSpec, HardwareSpec, Workload], object]  # -> support.SupportVerdict
 
 
 class Candidate(NamedTuple):
@@ -63,6 +71,7 @@ class Candidate(NamedTuple):
     rate_provider: str | None
     decode_tok_s: float | None
     reason: str
+    support: str = "native"  # native | fallback | unlisted (estimator.physics.support); never unsupported
 
 
 class Recommendations(NamedTuple):
@@ -101,12 +110,16 @@ class Sizer:
         memory_fn: MemoryFn,
         speed_fn: SpeedFn | None,
         floor_bytes: int,
+        support_fn: SupportFn = support_mod.judge,
     ):
         self.model, self.quant, self.memory_fn, self.speed_fn = model, quant, memory_fn, speed_fn
-        self.workload = replace(workload, offload_bytes=0, moe_offload_layers=0)
+        # every catalog device runs on its own default backend (a user's --backend names the sized device's)
+        self.workload = replace(workload, offload_bytes=0, moe_offload_layers=0, backend="")
         self.floor_bytes = floor_bytes
+        self.support_fn = support_fn
         self._mem: dict[tuple[str, int], object] = {}
         self._speed: dict[tuple[str, int], float | None] = {}
+        self._support: dict[tuple[str, int], object] = {}
 
     def _wl(self, n: int) -> Workload:
         return replace(self.workload, n_devices=n)
@@ -117,10 +130,23 @@ class Sizer:
             self._mem[key] = self.memory_fn(self.model, self.quant, hw, self._wl(n))
         return self._mem[key]
 
+    def support(self, hw: HardwareSpec, n: int):
+        """The support verdict of n x hw (estimator.physics.support)."""
+        key = (hw.id, n)
+        if key not in self._support:
+            self._support[key] = self.support_fn(self.model, self.quant, hw, self._wl(n))
+        return self._support[key]
+
+    def native(self, hw: HardwareSpec, n: int) -> bool:
+        """True unless the configuration runs on a fallback."""
+        return self.support(hw, n).status != support_mod.FALLBACK
+
     def fits(self, hw: HardwareSpec, n: int) -> bool:
         if n > MAX_DEVICES or (n > 1 and not can_combine(hw)):
             return False
         if not _lower_bound_ok(hw, n, self.floor_bytes):
+            return False
+        if not self.support(hw, n).runs:  # the engine cannot run it there: never a fit
             return False
         try:
             return self.memory(hw, n).verdict == "fits"
@@ -142,6 +168,10 @@ class Sizer:
         self, hw: HardwareSpec, n: int, reason: str, rate: CloudRate | None = None, with_speed: bool = True
     ) -> Candidate:
         m = self.memory(hw, n)
+        v = self.support(hw, n)
+        if v.status == support_mod.FALLBACK:
+            how = support_mod.describe(v, self.quant.name, hw.id).split(": ", 1)[1]
+            reason += "; runs on a fallback: " + how
         return Candidate(
             hw.id,
             hw.name,
@@ -154,13 +184,15 @@ class Sizer:
             rate.provider if rate else None,
             self.speed(hw, n) if with_speed else None,
             reason,
+            v.status,
         )
 
 
 def cheapest_fit(
     sizer: Sizer, hardware: list[HardwareSpec], counts: tuple[int, ...] = COUNTS, with_speed: bool = False
 ) -> Candidate | None:
-    """The fitting configuration with the lowest purchase price (devices without a price are skipped)."""
+    """The fitting configuration with the lowest purchase price (devices without a price are skipped) that
+    runs natively; the cheapest fallback only when no native configuration fits."""
     configs = sorted(
         (h.price_usd * n, -(h.bandwidth_gbs or 0) * n, h.id, n, h)
         for h in eligible(hardware)
@@ -168,11 +200,18 @@ def cheapest_fit(
         for n in counts
         if n == 1 or can_combine(h)
     )
+    first_fallback = None
     for price, _, _, n, hw in configs:
-        if sizer.fits(hw, n):
-            return sizer.candidate(
-                hw, n, f"lowest purchase price that fits (${price:,.0f})", with_speed=with_speed
-            )
+        if (first_fallback is None or sizer.native(hw, n)) and sizer.fits(hw, n):
+            if sizer.native(hw, n):
+                return sizer.candidate(
+                    hw, n, f"lowest purchase price that fits (${price:,.0f})", with_speed=with_speed
+                )
+            first_fallback = (price, hw, n)
+    if first_fallback is not None:
+        price, hw, n = first_fallback
+        reason = f"lowest purchase price that fits (${price:,.0f}); nothing native fits"
+        return sizer.candidate(hw, n, reason, with_speed=with_speed)
     return None
 
 

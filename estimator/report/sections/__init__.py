@@ -22,6 +22,7 @@ from estimator.report.sections import (
     recommendations,
     speed,
     summary,
+    support,
 )
 from estimator.report.units import Unit
 
@@ -31,6 +32,7 @@ UNITS: tuple[Unit, ...] = (
     configuration.QUANT,
     configuration.HARDWARE,
     configuration.WORKLOAD,
+    support.UNIT,
     memory.UNIT,
     kv.UNIT,
     context.UNIT,

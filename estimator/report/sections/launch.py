@@ -1,11 +1,14 @@
 """Launch commands: every engine profile's command line for the sized configuration
-(``EngineProfile.launch``); the chosen engine's is exact, the others say what they cannot reproduce."""
+(``EngineProfile.launch``); the chosen engine's is exact, the others say what they cannot reproduce.  A
+command is printed only where the engine runs the configuration on this device (estimator.physics.support:
+none for ``unsupported``, with the fallback said for ``fallback``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from estimator.engines import engine_names, get_engine
+from estimator.physics import support as support_mod
 from estimator.render.blocks import Block
 from estimator.render.htmlkit import Ctx, e, section
 from estimator.report.units import Build, Unit
@@ -20,14 +23,26 @@ class LaunchEntry:
     text: str
     exact: bool
     notes: tuple[str, ...]
+    support: str = "native"  # estimator.physics.support status of this engine on the device
 
 
 def build(b: Build) -> tuple[LaunchEntry, ...]:
     weights = int(b.memory.weights_bytes)
     out = []
     for name in engine_names():
-        c = get_engine(name).launch(b.model, b.quant, b.workload, weights)
-        out.append(LaunchEntry(engine=c.engine, argv=c.argv, text=c.text, exact=c.exact, notes=c.notes))
+        wl = b.workload if name == b.workload.engine else replace(b.workload, engine=name, backend="")
+        v = support_mod.judge(b.model, b.quant, b.hardware, wl)
+        if not v.runs:
+            line = support_mod.describe(v, b.quant.name, b.hardware.id)
+            out.append(LaunchEntry(name, (), "", False, (f"no command: {line}",), v.status))
+            continue
+        fa_off = b.workload.flash_attn and not v.flash_attn
+        run = replace(b.workload, flash_attn=False) if fa_off else b.workload
+        c = get_engine(name).launch(b.model, b.quant, run, weights)  # flash attention off where it falls back
+        notes = c.notes
+        if v.status == support_mod.FALLBACK:
+            notes = (support_mod.describe(v, b.quant.name, b.hardware.id), *notes)
+        out.append(LaunchEntry(c.engine, c.argv, c.text, c.exact, notes, v.status))
     return tuple(out)
 
 
@@ -35,7 +50,8 @@ def text(d: dict) -> Block:
     s = Block("launch", "Launch commands")
     for cmd in d["launch"]:
         label = cmd["engine"] + ("" if cmd["exact"] else " (not an exact match; see notes)")
-        s.code.append((label, cmd["text"]))
+        if cmd["text"]:
+            s.code.append((label, cmd["text"]))
         s.notes += [f"{cmd['engine']}: {n}" for n in cmd["notes"]]
     return s
 
@@ -44,11 +60,10 @@ def html(ctx: Ctx) -> str:
     out = []
     for cmd in ctx.get("launch") or []:
         notes = "".join(f"<li>{e(n)}</li>" for n in cmd.get("notes", []))
-        out.append(
-            f"<h3>{e(cmd.get('engine'))}</h3>"
-            f'<pre data-engine="{e(cmd.get("engine"))}">{e(cmd.get("text"))}</pre>'
-            f'<ul class="notes">{notes}</ul>'
+        pre = (
+            f'<pre data-engine="{e(cmd.get("engine"))}">{e(cmd.get("text"))}</pre>' if cmd.get("text") else ""
         )
+        out.append(f"<h3>{e(cmd.get('engine'))}</h3>{pre}" f'<ul class="notes">{notes}</ul>')
     return section("launch", ctx.t("sec_launch"), "".join(out))
 
 

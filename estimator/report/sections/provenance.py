@@ -35,13 +35,17 @@ def coefficients(b: Build) -> CoefficientsInfo:
 
 def warnings(b: Build) -> tuple[str, ...]:
     """The report's warnings, each once, in this order: the request's own, a weight format the engine does not
-    load, speed that could not be estimated or is uncalibrated, a configuration that does not fit, devices
+    load, a configuration that runs on a fallback or not at all (support), speed that could not be estimated
+    or is uncalibrated, a configuration that does not fit, devices
     that
     cannot be combined."""
     wl, quant, hw, m = b.workload, b.quant, b.hardware, b.memory
     out = list(b.request_warnings)
     if not get_engine(wl.engine).runs(quant):
         out.append(f"{quant.name} is not a {wl.engine} format (formats of {', '.join(engines_for(quant))})")
+    sup = b.get("support")
+    if sup.status in ("fallback", "unsupported"):
+        out.append(sup.headline)
     spd = b.get("speed")
     if spd is None:
         out.append(f"no speed estimate for {hw.id}: {b.speed_error}")

@@ -1,13 +1,16 @@
 """Quantization matrix: the configuration in every weight format (``ReportOptions.quants``, default all):
 weights,
-KV, total, verdict, estimated single-stream decode and the cheapest catalog configuration that holds it."""
+KV, total, verdict, whether the engine runs it on this device (``support``: native | fallback | unsupported |
+unlisted, estimator.physics.support), estimated single-stream decode (on its fallback path; none when it
+does not run) and the cheapest catalog configuration that holds it and runs (estimator.report.recommend)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from estimator.engines import engines_for
+from estimator.engines import engines_for, get_engine
 from estimator.physics.quant import QUANTS, get_quant
+from estimator.physics.support import judge
 from estimator.render.blocks import Block, Table, both, cand_cell, fit_cell, gib, speed_cell
 from estimator.render.htmlkit import Ctx, e, section, table, verdict
 from estimator.report.recommend import Candidate, Sizer, cheapest_fit, eligible
@@ -30,6 +33,12 @@ class QuantRow:
     cheapest_fit: Candidate | None
     selected: bool
     error: str | None = None
+    support: str = "native"
+
+
+def _judge_as(engine: str, backend: str):
+    """A support function judging with ``engine`` / ``backend`` (the engine that loads the format)."""
+    return lambda m, q, h, w: judge(m, q, h, replace(w, engine=engine, backend=backend))
 
 
 def build(b: Build) -> tuple[QuantRow, ...]:
@@ -40,7 +49,10 @@ def build(b: Build) -> tuple[QuantRow, ...]:
         selected = q.name == b.quant.name
         try:
             m = b.sizing.memory(q, hw, wl)
-            dec = b.sizing.decode(q, hw, wl)
+            # support is judged with the engine that loads the format (the selected one when it does)
+            wl_q = wl if get_engine(wl.engine).runs(q) else replace(wl, engine=engines_for(q)[0], backend="")
+            sup = b.sizing.support(q, hw, wl_q).status
+            dec = b.sizing.decode(q, hw, wl) if sup != "unsupported" else None
         except SIZING_ERRORS as exc:
             rows.append(
                 QuantRow(
@@ -53,7 +65,10 @@ def build(b: Build) -> tuple[QuantRow, ...]:
         cheapest = None
         if options.hardware_catalog:
             floor = int(m.weights_bytes + m.kv_bytes)
-            sizer = Sizer(b.model, q, wl, lambda mm, qq, hh, ww: b.sizing.memory(qq, hh, ww), None, floor)
+            sizer = Sizer(
+                b.model, q, wl, lambda mm, qq, hh, ww: b.sizing.memory(qq, hh, ww), None, floor,
+                _judge_as(wl_q.engine, wl_q.backend),
+            )  # fmt: skip
             cheapest = cheapest_fit(sizer, eligible(options.hardware_catalog))
         rows.append(
             QuantRow(
@@ -67,6 +82,7 @@ def build(b: Build) -> tuple[QuantRow, ...]:
                 decode=dec,
                 cheapest_fit=cheapest,
                 selected=selected,
+                support=sup,
             )
         )
     return tuple(rows)
@@ -88,9 +104,13 @@ def text(d: dict) -> Block:
             s.notes.append(f"{r['quant']}: {r['error']}")
             continue
         kv = [] if kv_same else [gib(r["kv_bytes"])]
+        if r["support"] == "unsupported":
+            dec = "does not run"
+        else:
+            dec = speed_cell(r["decode"]) + (" fb" if r["support"] == "fallback" else "")
         rows.append(
             [name, gib(r["weights_bytes"]), *kv, gib(r["total_bytes"]), fit_cell(r["verdict"]),
-             speed_cell(r["decode"]), cand_cell(r["cheapest_fit"]), ", ".join(r["engines"])]
+             dec, cand_cell(r["cheapest_fit"]), ", ".join(r["engines"])]
         )  # fmt: skip
     heads = ["quant", "weights GiB", *([] if kv_same else ["KV GiB"]), "total GiB", "fits"]
     heads += ["decode tok/s (est.)", "cheapest fit", "engines"]
@@ -98,8 +118,11 @@ def text(d: dict) -> Block:
     kv_line = f"KV cache {both(ok[0]['kv_bytes'])} in every row; " if kv_same and ok else ""
     s.lines.append(
         f"{kv_line}* = selected.  Decode speeds are estimated from the same coefficient set as the speed "
-        "section.  Cheapest fit: lowest purchase price of 1, 2, 4 or 8 catalog devices (several only of "
-        "GPUs / NPUs with an interconnect); device caveats are under Recommended hardware."
+        "section; fb = the engine runs the format here on a fallback (part of it on a slower path), "
+        "'does not run' = not at all (Engine support).  Cheapest fit: lowest purchase "
+        "price of 1, 2, 4 or 8 catalog devices that run it (several only of GPUs / NPUs with an "
+        "interconnect; a fallback only when nothing native fits); device caveats are under Recommended "
+        "hardware."
     )
     return s
 
@@ -134,6 +157,9 @@ def html(ctx: Ctx) -> str:
                 if r.get("decode")
                 else "—"
             )
+            if r.get("support") in ("fallback", "unsupported"):
+                dec += f' <span class="note">({e(r["support"])})</span>'
+
             rows.append(
                 [
                     f'<b>{e(r.get("quant"))}</b> <span class="note">{e(r.get("description"))}</span>',

@@ -38,6 +38,10 @@ def build(b: Build) -> SpeedSection | None:
     """The speed figures, or None (and ``b.speed_error``) when the device lacks the figures the physics
     needs."""
     wl = b.workload
+    support = b.get("support")
+    if support.status == "unsupported":  # no speed for what does not run (the support section says why)
+        b.speed_error = f"it does not run: {support.headline}"
+        return None
     try:
         s = speed_mod.estimate_speed(b.model, b.quant, b.hardware, wl, b.table)
     except SIZING_ERRORS as exc:
@@ -49,6 +53,8 @@ def build(b: Build) -> SpeedSection | None:
         if calibrated
         else "estimated from the pooled prior (UNCALIBRATED for this hardware family): wide interval"
     )
+    if support.speed_path:
+        basis = f"estimated on the {support.speed_path} (UNCALIBRATED): wide interval"
     return SpeedSection(
         decode=from_estimate(s.decode),
         prefill=from_estimate(s.prefill),
@@ -70,7 +76,10 @@ def text(d: dict) -> Block:
     sp = d.get("speed")
     s = Block("speed", "Speed (estimated)")
     if not sp:
-        s.lines.append("No speed estimate for this device (missing bandwidth or TFLOPS).")
+        if d.get("support", {}).get("status") == "unsupported":
+            s.lines.append("No speed estimate: the configuration does not run (see Engine support).")
+        else:
+            s.lines.append("No speed estimate for this device (missing bandwidth or TFLOPS).")
         return s
     s.lines.append(("" if sp["calibrated"] else "**UNCALIBRATED** — ") + sp["basis"] + ".")
     ttft = f"{sp['ttft_s'] * 1000:,.0f} ms ({sp['ttft_lo_s'] * 1000:,.0f}–{sp['ttft_hi_s'] * 1000:,.0f})"

@@ -26,6 +26,9 @@ def text(d: dict) -> Block:
         s.lines.append(
             f"Decode ~{tok(sp['decode']['tok_s'])} tok/s (estimated; {sp['decode']['coefficients']})."
         )
+    sup = d.get("support") or {}
+    if sup.get("status") in ("fallback", "unsupported"):
+        s.lines.append(f"Support: {sup['headline']}.")
     return s
 
 
