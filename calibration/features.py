@@ -147,6 +147,10 @@ def workload_for(rec) -> Workload:
     # n_batch not stated: llama-bench's 2048, or the stated n_ubatch when larger (llama.cpp caps n_ubatch at
     # n_batch, so a stated larger ubatch implies n_batch >= n_ubatch).
     n_batch = rec.n_batch or max(2048, rec.n_ubatch or 0)
+    backend = ""  # the record's backend when the engine knows it (else the profile's default for the device)
+    if rec.engine in ENGINES and rec.backend:
+        names = {b.lower(): b for b in get_engine(rec.engine).backend_names()}
+        backend = names.get(rec.backend.lower(), "")
     return Workload(
         n_ctx=n_ctx,
         kv_dtype=rec.kv_dtype or "f16",
@@ -160,6 +164,7 @@ def workload_for(rec) -> Workload:
         engine=rec.engine,
         n_devices=rec.n_devices,
         split=split,
+        backend=backend,
     )
 
 
@@ -210,6 +215,22 @@ def _point(lr: LoadedRecord, phase: str, features, hw: HardwareSpec, measured_s:
     )
 
 
+def fallback_on_host(model, quant, hw: HardwareSpec, wl: Workload) -> str:
+    """Why a record is left out of the device fits: its configuration runs (partly) on the host CPU by the
+    support table (estimator.physics.support / fallback), so its speed measures that fallback, not the
+    device's efficiencies; "" for a record of the device's own path.  Such records are evidence for the
+    support table and its fallback intervals (tests/test_support.py), not points of the family's fit."""
+    if wl.engine not in ENGINES:
+        return ""
+    from estimator.physics import fallback, support
+
+    path = fallback.speed_path(model, quant, hw, wl)
+    if path is None or path.host is None:
+        return ""
+    line = support.describe(path.verdict, quant.name, hw.id)
+    return f"runs on a support fallback ({line}): evidence for the support table, not for {hw.family}"
+
+
 def _device(r) -> str:
     from calibration.dataset import device_key
 
@@ -231,6 +252,10 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
             if not hw.bandwidth_gbs:
                 raise SpecError(f"device {hw.id!r} has no bandwidth in the catalog")
             wl = workload_for(r)
+            on_host = fallback_on_host(model, quant, hw, wl)
+            if on_host:
+                rejected.append(Rejection(lr.file, lr.line, r.record_id, on_host))
+                continue
             for phase, samples in (("prefill", r.prefill_samples_tok_s), ("decode", r.decode_samples_tok_s)):
                 spread = sample_spread(samples)
                 if spread is not None and spread > MAX_SAMPLE_SPREAD:
