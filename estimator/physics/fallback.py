@@ -124,7 +124,7 @@ def _class_types(model: ModelSpec, quant: QuantSpec | None) -> dict[str, set[str
     q = quant
     if q is None:
         return out
-    for cls in [c for group in _SEGMENTS.values() for c in group] + ["output", "token_embd"]:
+    for cls in [c for group in _SEGMENTS.values() for c in group] + ["output"]:
         out[cls] = {q.types.get(cls, q.default_type).lower()}
     return out
 
@@ -134,8 +134,10 @@ def _segments(model: ModelSpec, quant: QuantSpec | None, host_types: tuple[str, 
     host = {t.lower() for t in host_types}
     types = _class_types(model, quant)
     per_layer = sum(1 for classes in _SEGMENTS.values() if any(types.get(c, set()) & host for c in classes))
-    head = "token_embd" if model.tie_embeddings else "output"
-    return per_layer, int(bool(types.get(head, set()) & host))
+    # the output head: a recipe types it as "output" (a tied embedding takes that type too); a GGUF file of a
+    # tied model has no output tensor, its token_embd is the head
+    head = types.get("output") or types.get("token_embd", set())
+    return per_layer, int(bool(head & host))
 
 
 def speed_path(model: ModelSpec, quant: QuantSpec | None, hardware: HardwareSpec, workload: Workload):
