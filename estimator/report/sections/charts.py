@@ -10,7 +10,9 @@ physics calls as the tables (``estimator.report.sizing.Sizing``).
 * ``hardware_comparison``: every catalog configuration that holds the model at the chosen quant, context and
   KV dtype (verdict "fits", no offload): each device alone when one fits, else, for devices that can be
   combined (``recommend.can_combine``), the smallest of 2, 4, 8 that fits; plus the chosen configuration.
-  Each with estimated single-stream decode tok/s, an hourly cost and USD per 1M output tokens at that speed.
+  Configurations the engine cannot run on the device (estimator.physics.support) are left out; a fallback's
+  speed is its fallback path's.  Each with estimated single-stream decode tok/s, an hourly cost and USD per
+  1M output tokens at that speed.
 
 Hourly cost (``rate_origin``): the cheapest cloud-rate row for that device and count (``"cloud rate"``, or
 ``"cloud rate, scaled per device"`` from another count, as ``estimator.physics.cost.pick_rate``); otherwise
@@ -161,7 +163,9 @@ def hardware_comparison(
     def fits(h: HardwareSpec, n: int):
         if (h.memory_bytes or 0) * n < floor:  # cannot hold weights + KV: skip the memory call
             return None
-        w = replace(base, n_devices=n)
+        w = replace(base, n_devices=n, backend=base.backend if h.id == hw.id else "")
+        if not ph.support(quant, h, w).runs:  # the engine cannot run it on that device (support table)
+            return None
         try:
             m = ph.memory(quant, h, w)
         except SIZING_ERRORS:
