@@ -648,6 +648,8 @@ def _label(sets: SpeedSets, phase: str) -> str:
     if sets.path is None:
         return dev.label
     host = sets.host_dec if phase == "decode" else sets.host_pre
+    if host is not None and not sets.path.device_part:
+        return f"fallback path (uncalibrated): CPU cores only, {host.label}"
     where = f"; host CPU: {host.label}" if host is not None else ""
     return f"fallback path (uncalibrated): device {dev.label}{where}"
 
@@ -757,8 +759,15 @@ def estimate_speed(
     p4 = prefill_estimate(prefill_features(model, quant, tw), hardware, sets)
     d1 = decode_estimate(decode_features(model, quant, tw, TTFT_PROMPT_TOKENS), hardware, sets)
     ttft = p4.time_s + d1.time_s
-    ttft_lo = p4.time_at(p4.hi_tok_s) + d1.time_at(d1.hi_tok_s)
-    ttft_hi = p4.time_at(p4.lo_tok_s) + d1.time_at(d1.lo_tok_s)
+    if sets.path is None:  # the sets' own bounds (written as before, so native figures keep every digit)
+        w_pre = 0.0 if sets.pre.calibrated else sets.widen_lo
+        w_dec = 0.0 if sets.dec.calibrated else sets.widen_lo
+        ttft_lo = p4.time_s * math.exp(-sets.pre.log_hi) + d1.time_s * math.exp(-sets.dec.log_hi)
+        ttft_hi = p4.time_s * math.exp(-sets.pre.log_lo - w_pre)
+        ttft_hi += d1.time_s * math.exp(-sets.dec.log_lo - w_dec)
+    else:
+        ttft_lo = p4.time_at(p4.hi_tok_s) + d1.time_at(d1.hi_tok_s)
+        ttft_hi = p4.time_at(p4.lo_tok_s) + d1.time_at(d1.lo_tok_s)
 
     conc = max(int(workload.concurrency), 1)
     aggregate = aggregate_path_estimate(model, quant, hardware, workload, sets)

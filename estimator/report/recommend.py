@@ -26,8 +26,8 @@ cannot fit when ``n x memory_bytes < weights_bytes + kv_bytes`` of the reference
 Support (estimator.physics.support, the one predicate): a configuration the engine cannot run there never
 fits; one that runs on a fallback (matmuls on the host CPU, weight-only kernels, ...) is marked
 (``Candidate.support`` and its reason), and the price-ranked picks (best value, multi-device, the quant
-matrix's cheapest fit) take the cheapest configuration that runs natively, a fallback only when nothing
-native fits.
+matrix's cheapest fit) take the cheapest configuration that runs on the device, one whose work falls back to
+the host CPU only when nothing else fits.
 """
 
 from __future__ import annotations
@@ -71,7 +71,9 @@ class Candidate(NamedTuple):
     rate_provider: str | None
     decode_tok_s: float | None
     reason: str
-    support: str = "native"  # native | fallback | unlisted (estimator.physics.support); never unsupported
+    # native | fallback | unlisted (estimator.physics.support; never unsupported); "" = not judged
+    # (fine-tuning picks)
+    support: str = ""
 
 
 class Recommendations(NamedTuple):
@@ -137,9 +139,10 @@ class Sizer:
             self._support[key] = self.support_fn(self.model, self.quant, hw, self._wl(n))
         return self._support[key]
 
-    def native(self, hw: HardwareSpec, n: int) -> bool:
-        """True unless the configuration runs on a fallback."""
-        return self.support(hw, n).status != support_mod.FALLBACK
+    def on_device(self, hw: HardwareSpec, n: int) -> bool:
+        """True unless part of the work falls back to the host CPU (a weight-only or flash-attention fallback
+        stays on the device's path and only gets marked)."""
+        return not self.support(hw, n).uses_host
 
     def fits(self, hw: HardwareSpec, n: int) -> bool:
         if n > MAX_DEVICES or (n > 1 and not can_combine(hw)):
@@ -192,7 +195,8 @@ def cheapest_fit(
     sizer: Sizer, hardware: list[HardwareSpec], counts: tuple[int, ...] = COUNTS, with_speed: bool = False
 ) -> Candidate | None:
     """The fitting configuration with the lowest purchase price (devices without a price are skipped) that
-    runs natively; the cheapest fallback only when no native configuration fits."""
+    runs on the device (native, or a weight-only / flash-attention fallback, marked); one whose work falls
+    back to the host CPU only when nothing else fits."""
     configs = sorted(
         (h.price_usd * n, -(h.bandwidth_gbs or 0) * n, h.id, n, h)
         for h in eligible(hardware)
@@ -200,17 +204,17 @@ def cheapest_fit(
         for n in counts
         if n == 1 or can_combine(h)
     )
-    first_fallback = None
+    first_host = None
     for price, _, _, n, hw in configs:
-        if (first_fallback is None or sizer.native(hw, n)) and sizer.fits(hw, n):
-            if sizer.native(hw, n):
+        if (first_host is None or sizer.on_device(hw, n)) and sizer.fits(hw, n):
+            if sizer.on_device(hw, n):
                 return sizer.candidate(
                     hw, n, f"lowest purchase price that fits (${price:,.0f})", with_speed=with_speed
                 )
-            first_fallback = (price, hw, n)
-    if first_fallback is not None:
-        price, hw, n = first_fallback
-        reason = f"lowest purchase price that fits (${price:,.0f}); nothing native fits"
+            first_host = (price, hw, n)
+    if first_host is not None:
+        price, hw, n = first_host
+        reason = f"lowest purchase price that fits (${price:,.0f}); nothing fits without the host CPU"
         return sizer.candidate(hw, n, reason, with_speed=with_speed)
     return None
 
@@ -284,6 +288,11 @@ def recommend(
     picked = [c.hardware_id for c in (best_single, best_value, most_mem, multi, cloud) if c is not None]
     notes += device_notes(picked)
     return Recommendations(best_single, best_value, most_mem, multi, cloud, tuple(notes))
+
+
+def fb_mark(candidate: dict | None) -> str:
+    """' fb' after a rendered candidate (JSON form) that runs on a support fallback, else ""."""
+    return " fb" if candidate and candidate.get("support") == "fallback" else ""
 
 
 def device_notes(hardware_ids) -> list[str]:

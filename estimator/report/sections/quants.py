@@ -13,7 +13,7 @@ from estimator.physics.quant import QUANTS, get_quant
 from estimator.physics.support import judge
 from estimator.render.blocks import Block, Table, both, cand_cell, fit_cell, gib, speed_cell
 from estimator.render.htmlkit import Ctx, e, section, table, verdict
-from estimator.report.recommend import Candidate, Sizer, cheapest_fit, eligible
+from estimator.report.recommend import Candidate, Sizer, cheapest_fit, eligible, fb_mark
 from estimator.report.sizing import SIZING_ERRORS, SpeedFigure
 from estimator.report.units import Build, Unit
 
@@ -110,7 +110,7 @@ def text(d: dict) -> Block:
             dec = speed_cell(r["decode"]) + (" fb" if r["support"] == "fallback" else "")
         rows.append(
             [name, gib(r["weights_bytes"]), *kv, gib(r["total_bytes"]), fit_cell(r["verdict"]),
-             dec, cand_cell(r["cheapest_fit"]), ", ".join(r["engines"])]
+             dec, cand_cell(r["cheapest_fit"]) + fb_mark(r["cheapest_fit"]), ", ".join(r["engines"])]
         )  # fmt: skip
     heads = ["quant", "weights GiB", *([] if kv_same else ["KV GiB"]), "total GiB", "fits"]
     heads += ["decode tok/s (est.)", "cheapest fit", "engines"]
@@ -118,11 +118,11 @@ def text(d: dict) -> Block:
     kv_line = f"KV cache {both(ok[0]['kv_bytes'])} in every row; " if kv_same and ok else ""
     s.lines.append(
         f"{kv_line}* = selected.  Decode speeds are estimated from the same coefficient set as the speed "
-        "section; fb = the engine runs the format here on a fallback (part of it on a slower path), "
+        "section; fb = the engine runs the format there on a fallback (part of it on a slower path), "
         "'does not run' = not at all (Engine support).  Cheapest fit: lowest purchase "
         "price of 1, 2, 4 or 8 catalog devices that run it (several only of GPUs / NPUs with an "
-        "interconnect; a fallback only when nothing native fits); device caveats are under Recommended "
-        "hardware."
+        "interconnect; one that falls back to the host CPU only when nothing else fits); device caveats are "
+        "under Recommended hardware."
     )
     return s
 
@@ -148,7 +148,7 @@ def html(ctx: Ctx) -> str:
         else:
             cheap = r.get("cheapest_fit") or {}
             cheap_txt = (
-                f"{cheap.get('n_devices', 1)}× {e(cheap.get('hardware_name'))}"
+                f"{cheap.get('n_devices', 1)}× {e(cheap.get('hardware_name'))}" + e(fb_mark(cheap))
                 if cheap
                 else ctx.t("none_fits")
             )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from estimator.render.blocks import Block, Table, cand_cell, gib, tok, usd
 from estimator.render.htmlkit import Ctx, card, e, section
-from estimator.report.recommend import Recommendations, Sizer, device_notes, recommend
+from estimator.report.recommend import Recommendations, Sizer, device_notes, fb_mark, recommend
 from estimator.report.units import Build, Unit
 
 
@@ -40,10 +40,12 @@ def text(d: dict) -> Block:
             continue
         price = usd(c["usd_per_hour"]) + "/h" if c["usd_per_hour"] else usd(c["purchase_usd"], 0)
         mem, need = gib(c["memory_bytes"]), gib(c["required_bytes"])
-        rows.append([label, cand_cell(c), mem, need, price, tok(c["decode_tok_s"])])
+        rows.append([label, cand_cell(c) + fb_mark(c), mem, need, price, tok(c["decode_tok_s"])])
         s.notes.append(f"{label}: {c['n_devices']}× {c['hardware_name']} — {c['reason']}")
     heads = ["pick", "configuration", "memory GiB", "needs GiB", "price", "decode tok/s (est.)"]
     s.tables.append(Table(heads, rows))
+    if any(fb_mark(r[k]) for k, _ in picks):
+        s.lines.append("fb = runs on a support fallback there (what falls back: the pick's note).")
     s.notes += [f"note: {n}" for n in r["notes"]]
     return s
 
