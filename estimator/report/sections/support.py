@@ -7,25 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.physics import speed as speed_mod
-from estimator.physics.support import describe, judge
+from estimator.physics.support import Finding, describe, judge
 from estimator.render.blocks import Block
 from estimator.render.htmlkit import Ctx, e, link, section
 from estimator.report.units import Build, Unit
-
-
-@dataclass(frozen=True)
-class SupportFinding:
-    """One part that is not simply native (support.Finding): what, how, the fact behind it and its source."""
-
-    subject: str
-    item: str
-    status: str
-    fallback: str
-    message: str
-    note: str
-    confidence: str
-    since: str
-    source: str
 
 
 @dataclass(frozen=True)
@@ -42,7 +27,7 @@ class SupportSection:
     status: str
     maturity: str
     headline: str
-    findings: tuple[SupportFinding, ...]
+    findings: tuple[Finding, ...]  # estimator.physics.support.Finding, as judged
     speed_path: str
 
 
@@ -58,7 +43,7 @@ def build(b: Build) -> SupportSection:
         status=v.status,
         maturity=v.maturity,
         headline=describe(v, b.quant.name, b.hardware.name),
-        findings=tuple(SupportFinding(**vars(f)) for f in v.findings),
+        findings=v.findings,
         speed_path=path,
     )
 
