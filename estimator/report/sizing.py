@@ -42,7 +42,6 @@ class Sizing:
     def __init__(self, model: ModelSpec, table):
         self.model, self.table = model, table
         self._mem: dict = {}
-        self._params: dict = {}
         self._feats: dict = {}
         self._decode: dict = {}
         self._sets: dict = {}
@@ -55,13 +54,6 @@ class Sizing:
         if key not in self._mem:
             self._mem[key] = estimate_memory(self.model, quant, hw, wl, self.table.memory_for(wl.engine))
         return self._mem[key]
-
-    def params(self, hw: HardwareSpec, engine: str):
-        """(decode set, prefill set, decode params, prefill params) of a device (speed.merged_params)."""
-        key = (hw, engine)
-        if key not in self._params:
-            self._params[key] = speed_mod.merged_params(self.table, hw, engine)
-        return self._params[key]
 
     def sets(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload):
         """The configuration's ``speed.SpeedSets`` (the backend's sets; on a support fallback also the
@@ -112,19 +104,6 @@ def memory_sequences(wl: Workload) -> int:
     (llama-server ``-np N`` with ``-c n_ctx x N``; vLLM ``--max-num-seqs N``), so the KV cache holds N
     sequences of n_ctx tokens each; speed keeps ``n_seq`` as the batch of its single-stream figures."""
     return max(int(wl.n_seq), int(wl.concurrency), 1)
-
-
-def figure(tok_s: float, cset) -> SpeedFigure:
-    """A tok/s figure with the interval and label of coefficient set ``cset``."""
-    lo, hi = cset.interval(tok_s)
-    return SpeedFigure(
-        tok_s=tok_s,
-        lo_tok_s=lo,
-        hi_tok_s=hi,
-        coefficients=cset.label,
-        calibrated=bool(cset.calibrated),
-        n_points=int(cset.n_points),
-    )
 
 
 def from_estimate(e) -> SpeedFigure:
