@@ -168,8 +168,10 @@ def test_build_catalog_is_reproducible(tmp_path):
 
 def test_max_context_matches_the_reference_and_the_configs():
     """Every model's maximum context is its config's max_position_embeddings, and where the reference entry
-    gives one, the reference's (issue 13: Llama 2 was listed at 2048 from an early config copy; it is 4096)."""
-    ref = json.loads((REF / "models.json").read_text()) + json.loads((REF / "models_extra.json").read_text())
+    gives one, the reference's (issue 13: Llama 2 was listed at 2048 from an early config copy; it is
+    4096)."""
+    ref = [json.loads((REF / name).read_text()) for name in ("models.json", "models_extra.json")]
+    ref = ref[0] + ref[1]
     by_hf = {e["hf_id"]: e for e in ref}
     checked = 0
     for mid in catalog.model_ids():

@@ -119,6 +119,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "en": "Aggregate throughput at concurrency {n}",
         "es": "Rendimiento agregado con {n} secuencias",
     },
+    "empty_context": {"en": "empty context", "es": "contexto vacío"},
+    "kv_half_full": {"en": "KV half full at {n} tokens", "es": "caché KV a medias ({n} tokens)"},
     "interval": {"en": "interval", "es": "intervalo"},
     "coefficients": {"en": "Coefficients", "es": "Coeficientes"},
     "calibrated": {"en": "calibrated", "es": "calibrado"},

@@ -104,11 +104,20 @@ def to_text(d: dict, width: int | None = None) -> str:
     return lines_text(layout(blocks(d), width or DEFAULT_WIDTH))
 
 
-def print_text(d: dict, console: Console) -> None:
-    """The report through a rich console, at its width, with colours on a terminal."""
+def print_text(d: dict, console: Console, brief: bool = False) -> None:
+    """The report (``brief``: its summary only) through a rich console, at its width, with colours on a
+    terminal."""
     from estimator.render.text import layout, print_lines
 
-    print_lines(layout(blocks(d), console.width), console)
+    print_lines(layout(blocks(d)[:1] if brief else blocks(d), console.width), console)
+
+
+def to_brief(d: dict, width: int | None = None) -> str:
+    """The answer alone (``report --brief``): the summary panel — configuration, verdict, memory, decode,
+    prefill and TTFT, cost, notes and warnings — as plain text."""
+    from estimator.render.text import DEFAULT_WIDTH, layout, lines_text
+
+    return lines_text(layout(blocks(d)[:1], width or DEFAULT_WIDTH))
 
 
 def to_markdown(d: dict) -> str:

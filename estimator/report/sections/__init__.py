@@ -44,4 +44,5 @@ UNITS: tuple[Unit, ...] = (
     provenance.COEFFICIENTS,
     charts.UNIT,
     provenance.WARNINGS,
+    summary.NOTES,
 )

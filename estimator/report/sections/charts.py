@@ -29,7 +29,7 @@ from estimator.physics.cost import pick_rate, usd_per_million_tokens
 from estimator.report.recommend import COUNTS, can_combine, eligible
 from estimator.report.sections.context import ContextRow
 from estimator.report.sections.kv import KV_OPTIONS
-from estimator.report.sections.quants import QuantRow
+from estimator.report.sections.quants import QuantRow, row_quants
 from estimator.report.sizing import SIZING_ERRORS, SpeedFigure
 from estimator.report.units import Build, ReportOptions, Unit
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
@@ -95,17 +95,16 @@ def context_by_kv(ph, quant: QuantSpec, hw: HardwareSpec, wl: Workload, rows: tu
     return out
 
 
-def prefill_by_quant(ph, hw: HardwareSpec, wl: Workload, quant_rows: tuple[QuantRow, ...]) -> dict:
+def prefill_by_quant(b: Build, hw: HardwareSpec, wl: Workload, quant_rows: tuple[QuantRow, ...]) -> dict:
     """Prefill figure per quant-matrix row that has a decode figure (same device, workload, coefficients)."""
-    from estimator.physics.quant import QUANTS, get_quant
-
+    specs = {q.name: q for q in row_quants(b)}
     out = {}
     for r in quant_rows:
         if r.decode is None:
             continue
-        q = QUANTS.get(r.quant) or get_quant(r.quant)
+        q = specs[r.quant]
         try:
-            out[r.quant] = ph.prefill(q, hw, wl)
+            out[r.quant] = b.sizing_for(q).prefill(q, hw, wl)
         except SIZING_ERRORS:
             continue
     return out
@@ -197,7 +196,7 @@ def build(b: Build) -> ChartData:
     ph, quant, hw, wl = b.sizing, b.quant, b.hardware, b.workload
     return ChartData(
         context_by_kv=context_by_kv(ph, quant, hw, wl, b.get("context_scaling")),
-        prefill_by_quant=prefill_by_quant(ph, hw, wl, b.get("quant_matrix")),
+        prefill_by_quant=prefill_by_quant(b, hw, wl, b.get("quant_matrix")),
         hardware_comparison=hardware_comparison(ph, b.model, quant, hw, wl, options, b.floor_bytes),
         notes=tuple(notes),
     )

@@ -13,6 +13,7 @@ from estimator.render.htmlkit import Ctx, e, section, table, verdict
 from estimator.report.recommend import Candidate, Sizer, cheapest_fit, eligible
 from estimator.report.sizing import SIZING_ERRORS, SpeedFigure
 from estimator.report.units import Build, Unit
+from estimator.specs import QuantSpec
 
 
 @dataclass(frozen=True)
@@ -32,15 +33,27 @@ class QuantRow:
     error: str | None = None
 
 
+def _memory_fn(sizing):
+    """The memory function ``recommend.Sizer`` takes, bound to one Sizing."""
+    return lambda _model, quant, hw, wl: sizing.memory(quant, hw, wl)
+
+
+def row_quants(b: Build) -> tuple[QuantSpec, ...]:
+    """The formats of the matrix: a GGUF file's own format first (when it is the one sized), then every
+    catalog format of ``ReportOptions.quants`` (default all), sized from the architecture."""
+    own = (b.quant,) if b.quant.from_file else ()
+    return own + tuple(get_quant(name) for name in b.options.quants or tuple(QUANTS))
+
+
 def build(b: Build) -> tuple[QuantRow, ...]:
     hw, wl, options = b.hardware, b.workload, b.options
     rows = []
-    for name in options.quants or tuple(QUANTS):
-        q = get_quant(name)
+    for q in row_quants(b):
         selected = q.name == b.quant.name
+        sizing = b.sizing_for(q)
         try:
-            m = b.sizing.memory(q, hw, wl)
-            dec = b.sizing.decode(q, hw, wl)
+            m = sizing.memory(q, hw, wl)
+            dec = sizing.decode(q, hw, wl)
         except SIZING_ERRORS as exc:
             rows.append(
                 QuantRow(
@@ -53,7 +66,7 @@ def build(b: Build) -> tuple[QuantRow, ...]:
         cheapest = None
         if options.hardware_catalog:
             floor = int(m.weights_bytes + m.kv_bytes)
-            sizer = Sizer(b.model, q, wl, lambda mm, qq, hh, ww: b.sizing.memory(qq, hh, ww), None, floor)
+            sizer = Sizer(sizing.model, q, wl, _memory_fn(sizing), None, floor)
             cheapest = cheapest_fit(sizer, eligible(options.hardware_catalog))
         rows.append(
             QuantRow(
