@@ -50,7 +50,9 @@ class HardwareOption:
     headroom_bytes: int
     decode_tok_s: float | None  # single stream, estimated
     usd_per_hour: float | None
-    rate_origin: str  # cloud rate | cloud rate, scaled per device | amortised purchase + power | none
+    # cloud rate | cloud rate, scaled per device | amortised purchase + power | --usd-per-hour (the chosen
+    # configuration at the user's price) | none
+    rate_origin: str
     rate_provider: str | None
     purchase_usd: float | None
     power_w: float | None
@@ -131,7 +133,10 @@ def _option(
         tok_s: float | None = ph.decode(quant, hw, wl).tok_s
     except SIZING_ERRORS:
         tok_s = None
-    usd, origin, provider = hourly_cost(hw, n, options)
+    if selected and options.usd_per_hour is not None:  # the user's own price for the chosen configuration
+        usd, origin, provider = options.usd_per_hour, "--usd-per-hour", None
+    else:
+        usd, origin, provider = hourly_cost(hw, n, options)
     return HardwareOption(
         hardware_id=hw.id,
         hardware_name=hw.name,

@@ -32,13 +32,7 @@ def text(d: dict) -> Block:
     c = d["cost"]
     s = Block("cost", "Cost")
     if c["usd_per_hour"] is not None:
-        src = (
-            f"{c['rate_provider']} '{c['rate_instance']}', verified {c['rate_verified_date']}, "
-            f"{c['rate_source_url']}"
-            if c["rate_provider"]
-            else c["rate_origin"]
-        )
-        s.lines.append(f"Hourly rate {usd(c['usd_per_hour'])}/h ({c['rate_origin']}: {src}).")
+        s.lines.append(f"Hourly rate {usd(c['usd_per_hour'])}/h ({rate_label(c)}).")
     rows = [
         ["USD per 1M output tokens at the aggregate throughput", usd(c["usd_per_1m_output_tokens"])],
         ["USD per 1M output tokens, one stream", usd(c["usd_per_1m_output_tokens_single_stream"])],
@@ -61,6 +55,19 @@ def text(d: dict) -> Block:
     return s
 
 
+def rate_label(c: dict) -> str:
+    """Where the hourly rate came from, with its value when the user gave it (``--usd-per-hour 2.5``) and
+    provider, instance, date and source for a cloud rate."""
+    if c["rate_origin"] == "--usd-per-hour":
+        return f"set with --usd-per-hour {c['usd_per_hour']:g}"
+    if c["rate_provider"]:
+        return (
+            f"{c['rate_origin']}: {c['rate_provider']} '{c['rate_instance']}', verified "
+            f"{c['rate_verified_date']}, {c['rate_source_url']}"
+        )
+    return c["rate_origin"]
+
+
 def html(ctx: Ctx) -> str:
     c = "cost"
     src = ctx.get("cost.rate_source_url")
@@ -74,6 +81,8 @@ def html(ctx: Ctx) -> str:
         )
         if x
     )
+    if ctx.get("cost.rate_origin") == "--usd-per-hour":
+        rate_src = f"--usd-per-hour {ctx.num('cost.usd_per_hour', 'usd')}"
     if src:
         rate_src += f' · <a href="{e(src)}" rel="noreferrer">{e(src)}</a>'
     cards = "".join(

@@ -50,7 +50,9 @@ def cost_line(d: dict) -> str:
     c = d.get("cost") or {}
     if c.get("usd_per_hour") is None:
         return "Cost: no hourly rate for this device (--usd-per-hour sets one)."
-    if c.get("rate_provider"):
+    if c["rate_origin"] == "--usd-per-hour":
+        src = f"set with --usd-per-hour {c['usd_per_hour']:g}"
+    elif c.get("rate_provider"):
         src = (
             f"{c['rate_provider']} {c['rate_instance']}, {c['rate_origin']}, verified "
             f"{c['rate_verified_date']}"
