@@ -144,7 +144,9 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
         help="text: the answer only (verdict, memory, decode / prefill / TTFT, cost, notes), ~10 lines",
     )
     r.add_argument("-o", "--output", help="write the report to this file")
-    r.add_argument("--lang", choices=("en", "es"), default="en", help="language of the html report")
+    r.add_argument(
+        "--lang", choices=("en", "es"), default="en", help="language of the report (text, Markdown, HTML)"
+    )
     r.add_argument("--results", default="results/runs", help="measured runs shown beside estimates (html)")
 
     p = sub.add_parser("predict", help="predict a CSV of cases (llama-bench semantics)")
@@ -265,19 +267,19 @@ def cmd_report(args) -> int:
         for w in d["warnings"]:
             print(f"warning: {w}", file=sys.stderr)
     if args.brief and (args.output or not sys.stdout.isatty()):
-        _write(document.to_brief(d, _text_width(args.output)), args.output)
+        _write(document.to_brief(d, _text_width(args.output), args.lang), args.output)
     elif args.format == "json":
         _write(document.to_json(d), args.output)
     elif args.format == "markdown":
-        _write(document.to_markdown(d), args.output)
+        _write(document.to_markdown(d, args.lang), args.output)
     elif args.format == "html":
         _write(document.to_html(d, args.lang, results_dir=args.results), args.output)
     elif args.output or not sys.stdout.isatty():
-        _write(document.to_text(d, _text_width(args.output)), args.output)
+        _write(document.to_text(d, _text_width(args.output), args.lang), args.output)
     else:  # an interactive terminal: rich for colour and the real width
         from rich.console import Console
 
-        document.print_text(d, Console(), brief=args.brief)
+        document.print_text(d, Console(), brief=args.brief, lang=args.lang)
     return 0
 
 
