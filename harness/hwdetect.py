@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +40,8 @@ from estimator.catalog.detect import (  # noqa: F401 - the detection core, re-ex
     cpu_catalog_candidates,
     cpu_family,
     detect_cpu,
+    detected_cpu_spec,
+    detected_gpu_spec,
     gpu_catalog_candidates,
     gpu_family_from_cc,
     isa_features,
@@ -184,34 +185,10 @@ def hardware_spec_for(info: HostInfo, resolver: HardwareResolver | None = None) 
         spec = _try_resolve(resolver, [info.hardware_id])
         if spec is not None:
             return spec
-    source = f"detected on {info.host} by fitbench harness.hwdetect (bandwidth = numpy copy probe)"
+    source = f"detected on {info.host} by fitbench harness.hwdetect (bandwidth = {PROBE_DESCRIPTION})"
     if info.gpus:
-        g = info.gpus[0]
-        return HardwareSpec(
-            id=f"detected-{re.sub(r'[^a-z0-9]+', '-', g.name.lower()).strip('-')}",
-            name=g.name,
-            vendor="NVIDIA",
-            family=info.hardware_family,
-            kind="gpu",
-            memory_bytes=g.memory_bytes,
-            bandwidth_gbs=None,
-            bf16_tflops=None,
-            host_bandwidth_gbs=info.bandwidth_gbs,
-            source=source,
-        )
-    vendor = "AMD" if "AMD" in info.cpu.model_name else "Intel" if "Intel" in info.cpu.model_name else ""
-    return HardwareSpec(
-        id="detected-cpu",
-        name=info.cpu.model_name,
-        vendor=vendor,
-        family=info.hardware_family,
-        kind="cpu",
-        memory_bytes=info.cpu.ram_bytes,
-        bandwidth_gbs=info.bandwidth_gbs,
-        bf16_tflops=None,
-        host_bandwidth_gbs=info.bandwidth_gbs,
-        source=source,
-    )
+        return detected_gpu_spec(info.gpus[0], info.hardware_family, info.bandwidth_gbs, source=source)
+    return detected_cpu_spec(info.cpu, info.bandwidth_gbs, info.hardware_family, source=source)
 
 
 def detected_hardware_spec(probe_bandwidth: bool = True) -> HardwareSpec:

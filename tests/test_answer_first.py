@@ -6,27 +6,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from estimator.catalog.rates import RATES_PATH, load_cloud_rates
+from tests.estimator_cli import run
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def run(*args, columns: int = 100):
-    env = {**os.environ, "COLUMNS": str(columns)}
-    return subprocess.run(
-        [sys.executable, "-m", "estimator", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        env=env,
-    )
 
 
 def test_brief_is_the_answer_in_about_ten_lines():

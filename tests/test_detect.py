@@ -7,7 +7,6 @@ calls NVML answers), Apple silicon from a fake ``sysctl``; the real NVML path is
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import types
@@ -18,6 +17,7 @@ from estimator.catalog import detect
 from estimator.report.document import report_to_dict
 from estimator.report.request import ReportRequest, make_report, resolve_device
 from estimator.specs import GIB
+from tests.estimator_cli import cli, cli_json
 
 
 def fake_nvml(names: list[str], memory: int = 24 * GIB, cc=(8, 9)) -> types.ModuleType:
@@ -93,32 +93,9 @@ def test_this_cpu(fresh):
 
 
 def test_report_and_fit_start_from_this_machine():
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "estimator",
-            "report",
-            "--model",
-            "qwen3-0.6b",
-            "--hardware",
-            "auto",
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert p.returncode == 0, p.stderr
-    d = json.loads(p.stdout)
+    d = cli_json("report --model qwen3-0.6b --hardware auto --format json")
     assert any(n.startswith("detected") for n in d["notes"]) and d["memory"]["usable_bytes"] > 0
-    p = subprocess.run(
-        [sys.executable, "-m", "estimator", "fit", "--hardware", "auto", "--top", "3"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    p = cli("fit --hardware auto --top 3")
     assert p.returncode == 0, p.stderr
     assert "note: detected" in p.stdout
 

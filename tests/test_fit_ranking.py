@@ -5,22 +5,16 @@ context is below --ctx left out."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from estimator.catalog.data import get_model
 from estimator.report.document import report_to_dict
 from estimator.report.fit import FIT_QUANTS
 from estimator.report.request import ReportRequest, make_report
+from tests.estimator_cli import run
 
 
 def fit(*args) -> tuple[list[dict], str]:
-    p = subprocess.run(
-        [sys.executable, "-m", "estimator", "fit", *args, "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    p = run("fit", *args, "--format", "json")
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout), p.stderr
 

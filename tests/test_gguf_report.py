@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,15 +18,10 @@ from estimator.physics.quant import file_quant
 from estimator.physics.weights import weight_breakdown
 from estimator.report.request import ReportRequest, make_report
 from estimator.specs import SpecError
+from tests.estimator_cli import run
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "tests" / "golden" / "tiny-llama.gguf"  # llama, 2 layers, general.file_type 7 = MOSTLY_Q8_0
-
-
-def run(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "estimator", *args], capture_output=True, text=True, timeout=120, cwd=ROOT
-    )
 
 
 @pytest.fixture()

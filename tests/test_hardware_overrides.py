@@ -5,8 +5,6 @@ memory; a device without TFLOPS warns before its prefill figure; an unknown fami
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -15,12 +13,7 @@ from estimator.catalog.resolve import resolve_hardware
 from estimator.report.document import report_to_dict
 from estimator.report.request import ReportRequest, make_report
 from estimator.specs import GIB, SpecError
-
-
-def run(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "estimator", *args], capture_output=True, text=True, timeout=120
-    )
+from tests.estimator_cli import cli, cli_json, run
 
 
 def report(**kw) -> dict:
@@ -84,34 +77,8 @@ def test_custom_device_without_tflops_warns_about_prefill():
 
 
 def test_unknown_family_is_an_error_naming_the_known_ones():
-    p = run(
-        "report",
-        "--model",
-        "qwen3-0.6b",
-        "--hardware",
-        "custom",
-        "--memory-gib",
-        "8",
-        "--bandwidth-gbs",
-        "100",
-        "--family",
-        "nvidia-adda",
-    )
+    custom = "report --model qwen3-0.6b --hardware custom --memory-gib 8 --bandwidth-gbs 100 --family"
+    p = cli(custom, "nvidia-adda")
     assert p.returncode == 2 and p.stderr.count("\n") == 1
     assert "unknown hardware family 'nvidia-adda'" in p.stderr and "nvidia-ada" in p.stderr
-    ok = run(
-        "report",
-        "--model",
-        "qwen3-0.6b",
-        "--hardware",
-        "custom",
-        "--memory-gib",
-        "8",
-        "--bandwidth-gbs",
-        "100",
-        "--family",
-        "nvidia-ada",
-        "--format",
-        "json",
-    )
-    assert ok.returncode == 0 and json.loads(ok.stdout)["hardware"]["family"] == "nvidia-ada"
+    assert cli_json(custom, "nvidia-ada", "--format", "json")["hardware"]["family"] == "nvidia-ada"

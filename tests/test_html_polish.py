@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import html
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from estimator.render import charts, style
 from estimator.render.translate import es_numbers, tr
 from estimator.report.document import report_to_dict, to_fragment, to_text
 from estimator.report.request import ReportRequest, make_report
+from tests.estimator_cli import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -123,24 +122,7 @@ def test_spanish_text_report():
     ):
         assert es in text, es
     assert "Verdict:" not in text and "42.83 GiB" not in text
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "estimator",
-            "report",
-            "--model",
-            "qwen3-0.6b",
-            "--hardware",
-            "rtx-4090",
-            "--lang",
-            "es",
-            "--brief",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    p = cli("report --model qwen3-0.6b --hardware rtx-4090 --lang es --brief")
     assert p.returncode == 0 and "Veredicto:" in p.stdout and "Decode:" in p.stdout
 
 

@@ -3,22 +3,13 @@ ambiguous name asks which, and the report says how a name was mapped."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
 
 from estimator.catalog import data as catalog
 from estimator.catalog.names import tokens
 from estimator.catalog.resolve import resolve_hardware, resolve_model_noted
 from estimator.specs import SpecError
-
-
-def run(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "estimator", *args], capture_output=True, text=True, timeout=120
-    )
+from tests.estimator_cli import cli, cli_json
 
 
 @pytest.mark.parametrize(
@@ -52,7 +43,7 @@ def test_ambiguous_device_asks_which(typed, some):
 
 
 def test_h100_from_the_command_line_names_every_variant():
-    p = run("report", "--model", "qwen3-30b-a3b", "--hardware", "h100")
+    p = cli("report --model qwen3-30b-a3b --hardware h100")
     assert p.returncode == 2 and p.stderr.count("\n") == 1
     for hid in ("h100-80gb-sxm", "h100-80gb-pcie", "h100-nvl-94gb"):
         assert hid in p.stderr
@@ -103,37 +94,13 @@ def test_tokens():
 
 def test_the_users_questions_are_answered():
     # "Qwen3-30B-A3B at 32K on my 4090?"
-    p = run(
-        "report",
-        "--model",
-        "Qwen/Qwen3-30B-A3B-Instruct-2507",
-        "--hardware",
-        "4090",
-        "--ctx",
-        "32768",
-        "--format",
-        "json",
-    )
-    assert p.returncode == 0, p.stderr
-    d = json.loads(p.stdout)
+    d = cli_json("report --model Qwen/Qwen3-30B-A3B-Instruct-2507 --hardware 4090 --ctx 32768 --format json")
     assert d["model"]["id"] == "qwen3-30b-a3b" and d["hardware"]["id"] == "rtx-4090"
     assert d["workload"]["n_ctx"] == 32768
     assert any("Qwen/Qwen3-30B-A3B-Instruct-2507" in n for n in d["notes"])
     assert any("'4090' is catalog device rtx-4090" in n for n in d["notes"])
     # "which Llama-3.1-70B quant fits two 3090s?"
-    p = run(
-        "report",
-        "--model",
-        "meta-llama/Llama-3.1-70B-Instruct",
-        "--hardware",
-        "3090",
-        "--devices",
-        "2",
-        "--format",
-        "json",
-    )
-    assert p.returncode == 0, p.stderr
-    d = json.loads(p.stdout)
+    d = cli_json("report --model meta-llama/Llama-3.1-70B-Instruct --hardware 3090 --devices 2 --format json")
     assert d["model"]["id"] == "llama-3.1-70b" and d["hardware"]["id"] == "rtx-3090"
     assert any(r["verdict"] == "fits" for r in d["quant_matrix"])
     assert any("instruct fine-tune" in n for n in d["notes"])

@@ -359,6 +359,49 @@ def apple_spec(info: AppleInfo) -> tuple[HardwareSpec, tuple[str, ...]]:
     return spec, (f"detected {info.chip} with {mem_gib:g} GiB (catalog {spec.id})",)
 
 
+def detected_gpu_spec(
+    g: GpuInfo,
+    family: str,
+    host_bandwidth_gbs: float | None = None,
+    status: str = "unverified",
+    source: str = "",
+) -> HardwareSpec:
+    """A spec of a GPU outside the catalog, from what NVML says: its memory; no bandwidth or TFLOPS."""
+    return HardwareSpec(
+        id=f"detected-{re.sub(r'[^a-z0-9]+', '-', g.name.lower()).strip('-')}",
+        name=g.name,
+        vendor="NVIDIA",
+        family=family,
+        kind="gpu",
+        memory_bytes=g.memory_bytes,
+        bandwidth_gbs=None,
+        bf16_tflops=None,
+        host_bandwidth_gbs=host_bandwidth_gbs,
+        status=status,
+        source=source,
+    )
+
+
+def detected_cpu_spec(
+    cpu: CpuInfo, bandwidth_gbs: float | None, family: str, status: str = "unverified", source: str = ""
+) -> HardwareSpec:
+    """A spec of a CPU outside the catalog: memory = RAM, bandwidth = the copy probe (GB/s), no TFLOPS."""
+    name = cpu.model_name
+    return HardwareSpec(
+        id="detected-cpu",
+        name=name,
+        vendor="AMD" if "AMD" in name else "Intel" if "Intel" in name else "",
+        family=family,
+        kind="cpu",
+        memory_bytes=cpu.ram_bytes,
+        bandwidth_gbs=bandwidth_gbs,
+        bf16_tflops=None,
+        host_bandwidth_gbs=bandwidth_gbs,
+        status=status,
+        source=source,
+    )
+
+
 def gpu_spec(gpus: tuple[GpuInfo, ...]) -> tuple[HardwareSpec, tuple[str, ...]]:
     """The catalog entry of GPU 0, else a spec of what NVML says (no bandwidth or TFLOPS)."""
     g = gpus[0]
@@ -367,18 +410,7 @@ def gpu_spec(gpus: tuple[GpuInfo, ...]) -> tuple[HardwareSpec, tuple[str, ...]]:
     spec = _catalog(gpu_catalog_candidates(g.name, g.memory_bytes))
     if spec is not None:
         return spec, (f"detected {what} (catalog {spec.id}); driver {g.driver}",)
-    spec = HardwareSpec(
-        id=f"detected-{re.sub(r'[^a-z0-9]+', '-', g.name.lower()).strip('-')}",
-        name=g.name,
-        vendor="NVIDIA",
-        family=g.family,
-        kind="gpu",
-        memory_bytes=g.memory_bytes,
-        bandwidth_gbs=None,
-        bf16_tflops=None,
-        status="detected",
-        source="detected by fitbench (NVML)",
-    )
+    spec = detected_gpu_spec(g, g.family, status="detected", source="detected by fitbench (NVML)")
     return spec, (
         f"detected {what}, not in the hardware catalog: memory from NVML; no bandwidth or TFLOPS figure "
         "(--bandwidth-gbs and --tflops give them)",
@@ -392,18 +424,8 @@ def cpu_spec(cpu: CpuInfo, bandwidth_gbs: float | None) -> tuple[HardwareSpec, t
     if spec is not None:
         return spec, (f"detected CPU {cpu.model_name} (catalog {spec.id}); copy bandwidth {probe}",)
     ram = (cpu.ram_bytes or 0) / GIB
-    spec = HardwareSpec(
-        id="detected-cpu",
-        name=cpu.model_name,
-        vendor="AMD" if "AMD" in cpu.model_name else "Intel" if "Intel" in cpu.model_name else "",
-        family=cpu.family,
-        kind="cpu",
-        memory_bytes=cpu.ram_bytes,
-        bandwidth_gbs=bandwidth_gbs,
-        bf16_tflops=None,
-        host_bandwidth_gbs=bandwidth_gbs,
-        status="detected",
-        source="detected by fitbench (/proc/cpuinfo, psutil, copy probe)",
+    spec = detected_cpu_spec(
+        cpu, bandwidth_gbs, cpu.family, "detected", "detected by fitbench (/proc/cpuinfo, psutil, copy probe)"
     )
     return spec, (
         f"detected CPU {cpu.model_name} ({cpu.family}, {ram:.1f} GiB RAM), not in the hardware catalog; "
