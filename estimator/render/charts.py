@@ -80,8 +80,10 @@ def _el(tag: str, text: str | None = None, **attrs: object) -> str:
 
 
 def _label_width(labels: Sequence[str], lo: int = 60, hi: int = 240) -> float:
+    """Width of a label column: the longest label with the 10 % glyph margin ``_truncate`` allows, so a label
+    that fits the column is never cut (only those longer than ``hi`` are)."""
     longest = max((len(s) for s in labels), default=0)
-    return float(min(hi, max(lo, longest * CHAR_PX + 10)))
+    return float(min(hi, max(lo, (longest + 2) * CHAR_PX * 1.1 + 6)))
 
 
 def _truncate(label: str, width_px: float) -> str:
