@@ -158,6 +158,12 @@ class HardwareSpec:
     memory_type: str | None = None
     status: str = "unverified"  # verified | derived | partial | unverified (from the catalog's notes)
     source: str = ""
+    # the most memory the GPU may use when less than usable_fraction x memory_bytes says: Apple's Metal
+    # working set (macOS default about 2/3 to 3/4 of RAM, ``iogpu.wired_limit_mb`` when raised); None: the
+    # usable fraction applies
+    gpu_working_set_bytes: int | None = None
+    # how this spec differs from the catalog row (figures overridden by the user, detected on this machine)
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -211,3 +217,6 @@ class QuantSpec:
     # weight containers the format exists in: "gguf" (llama.cpp) and / or "safetensors" (HF checkpoints that
     # vLLM / SGLang load); an engine profile runs the formats of its container
     containers: tuple[str, ...] = ("gguf",)
+    # the weights of one GGUF file as stored (ModelSpec.gguf_tensors: exact bytes per tensor), not a recipe;
+    # ``estimator.physics.quant.file_quant`` builds it, named after the file's own type ("Q8_0 (GGUF file)")
+    from_file: bool = False

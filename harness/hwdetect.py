@@ -1,5 +1,10 @@
 """Detect the machine a sweep runs on: NVIDIA GPUs through NVML (pynvml), else the CPU.
 
+The detection core (CPU, NVML, families, the bandwidth probe, catalog candidates) is the estimator's
+(``estimator.catalog.detect``, which ``python -m estimator report --hardware auto`` also uses); this module
+adds what a sweep records: HostInfo, the CUDA_VISIBLE_DEVICES rule for which GPUs count, and specs for
+hosts the catalog lacks.
+
 What a record gets from here: device name, count, driver, backend, the calibration family and the hardware
 catalog id when one matches.  A CPU that is not in the catalog gets hardware_id "" and a detected spec
 (bandwidth probe, cores, ISA, RAM) that the sweep stores in each record's ``extra["detected"]``.
@@ -12,81 +17,38 @@ Families (the ``family`` column of the hardware catalog, reference/hardware_extr
         10.x/12.x nvidia-blackwell (10.3 nvidia-blackwell-ultra).
 A catalog match overrides the computed family for GPUs (the catalog is the calibration's grouping).
 
-Bandwidth probe: numpy ``copyto`` of a float64 array of ``probe_bytes`` (default 256 MiB) into another;
-one copy moves 2 x probe_bytes (read + write); best of ``repeats``; reported in GB/s = 10^9 B/s.
-It is a measured lower bound of what a streaming kernel sees, not the datasheet peak.
+Bandwidth probe: a copy of a ``probe_bytes`` buffer (default 256 MiB) into another (stdlib memoryview;
+within a few percent of a numpy copy); one copy moves 2 x probe_bytes (read + write); best of ``repeats``;
+reported in GB/s = 10^9 B/s.  It is a measured lower bound of what a streaming kernel sees, not the datasheet
+peak.
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import re
 import socket
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from estimator.specs import GIB, HardwareSpec, SpecError
-
-# NVML name (as nvidia-smi prints it) -> hardware catalog id.  Names are exact strings NVML reports;
-# the catalog ids are those of reference/hardware.csv.  Unlisted names fall back to pattern matching below.
-NVML_NAME_TO_ID: dict[str, str] = {
-    "NVIDIA H200": "h200-141gb-sxm",
-    "NVIDIA H100 80GB HBM3": "h100-80gb-sxm",
-    "NVIDIA H100 PCIe": "h100-80gb-pcie",
-    "NVIDIA H100 NVL": "h100-nvl-94gb",
-    "NVIDIA A100-SXM4-80GB": "a100-80gb-sxm",
-    "NVIDIA A100-SXM4-40GB": "a100-40gb-sxm",
-    "NVIDIA A100 80GB PCIe": "a100-80gb-pcie",
-    "NVIDIA A100-PCIE-40GB": "a100-40gb-pcie",
-    "NVIDIA L40S": "l40s",
-    "NVIDIA L4": "l4",
-    "NVIDIA B200": "b200",
-    "NVIDIA GeForce RTX 4090": "rtx-4090",
-    "NVIDIA GeForce RTX 3090": "rtx-3090",
-    "NVIDIA GeForce RTX 5090": "rtx-5090",
-    "NVIDIA H20": "h20-96gb",
-}
-
-_CC_FAMILY = {
-    (6,): "nvidia-pascal",
-    (7, 0): "nvidia-volta",
-    (7, 2): "nvidia-volta",
-    (7, 5): "nvidia-turing",
-    (8, 0): "nvidia-ampere",
-    (8, 6): "nvidia-ampere",
-    (8, 7): "nvidia-ampere-embedded",
-    (8, 9): "nvidia-ada",
-    (9,): "nvidia-hopper",
-    (10, 3): "nvidia-blackwell-ultra",
-    (10,): "nvidia-blackwell",
-    (12,): "nvidia-blackwell",
-}
-
-
-@dataclass(frozen=True)
-class CpuInfo:
-    model_name: str
-    machine: str  # platform.machine(): x86_64, aarch64, ...
-    physical_cores: int | None
-    logical_cpus: int | None
-    ram_bytes: int | None
-    isa: tuple[str, ...]  # sorted subset of: amx, avx2, avx512, avx512_bf16, fma, f16c, neon, sve, ...
-    family: str
-
-
-@dataclass(frozen=True)
-class GpuInfo:
-    index: int
-    name: str
-    uuid: str
-    memory_bytes: int | None
-    driver: str
-    compute_capability: tuple[int, int] | None
-    max_sm_clock_mhz: int | None
-    max_mem_clock_mhz: int | None
-    family: str
+from estimator.catalog.detect import (  # noqa: F401 - the detection core, re-exported for the harness
+    NVML_NAME_TO_ID,
+    PROBE_DESCRIPTION,
+    CpuInfo,
+    GpuInfo,
+    bandwidth_probe_gbs,
+    cpu_catalog_candidates,
+    cpu_family,
+    detect_cpu,
+    detected_cpu_spec,
+    detected_gpu_spec,
+    gpu_catalog_candidates,
+    gpu_family_from_cc,
+    isa_features,
+    parse_cpuinfo,
+)
+from estimator.catalog.detect import detect_gpus as _detect_gpus
+from estimator.specs import HardwareSpec, SpecError
 
 
 @dataclass(frozen=True)
@@ -106,191 +68,13 @@ class HostInfo:
     detected: dict = field(default_factory=dict)  # spec stored in RunRecord.extra["detected"]
 
 
-# --- CPU ------------------------------------------------------------------------------------------------
-def _read_text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return ""
-
-
-def parse_cpuinfo(text: str) -> tuple[str, set[str]]:
-    """(model name, flag set) from /proc/cpuinfo text (x86 ``flags``, ARM ``Features``)."""
-    model, flags = "", set()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        key = key.strip().lower()
-        if not model and key in ("model name", "hardware", "cpu model", "uarch"):
-            model = value.strip()
-        elif not flags and key in ("flags", "features", "isa"):
-            flags = set(value.split())
-    return model, flags
-
-
-def isa_features(flags: set[str], machine: str) -> tuple[str, ...]:
-    """Normalized ISA feature names from cpuinfo flags."""
-    out = set()
-    if "avx2" in flags:
-        out.add("avx2")
-    if "avx512f" in flags:
-        out.add("avx512")
-    if "avx512_bf16" in flags:
-        out.add("avx512_bf16")
-    if "avx512_vnni" in flags:
-        out.add("avx512_vnni")
-    if {"amx_tile", "amx_bf16"} & flags:
-        out.add("amx")
-    for f in ("fma", "f16c", "sse4_2", "sve", "sve2"):
-        if f in flags:
-            out.add(f)
-    m = machine.lower()
-    if m in ("aarch64", "arm64") or "asimd" in flags or "neon" in flags:
-        out.add("neon")
-    if "dotprod" in flags or "asimddp" in flags:
-        out.add("dotprod")
-    return tuple(sorted(out))
-
-
-def cpu_family(machine: str, isa: tuple[str, ...] | set[str]) -> str:
-    """Calibration family of a CPU from its architecture and ISA features."""
-    m = machine.lower()
-    if m in ("x86_64", "amd64", "i686", "i386", "x86"):
-        if "avx512" in isa:
-            return "cpu-x86-avx512"
-        if "avx2" in isa:
-            return "cpu-x86-avx2"
-        return "cpu-x86-sse4"
-    if m.startswith(("aarch64", "arm")):
-        return "cpu-arm-neon" if "neon" in isa else "cpu-unknown"
-    if m.startswith("riscv"):
-        return "cpu-riscv"
-    return "cpu-unknown"
-
-
-def detect_cpu() -> CpuInfo:
-    import psutil
-
-    machine = platform.machine()
-    model, flags = parse_cpuinfo(_read_text("/proc/cpuinfo"))
-    if not model:
-        model = _read_text("/proc/device-tree/model").strip("\x00\n ") or platform.processor() or machine
-    isa = isa_features(flags, machine)
-    return CpuInfo(
-        model_name=model,
-        machine=machine,
-        physical_cores=psutil.cpu_count(logical=False),
-        logical_cpus=psutil.cpu_count(logical=True),
-        ram_bytes=int(psutil.virtual_memory().total),
-        isa=isa,
-        family=cpu_family(machine, isa),
-    )
-
-
-def bandwidth_probe_gbs(probe_bytes: int = 256 * 2**20, repeats: int = 5) -> float:
-    """Host memory copy bandwidth in GB/s (10^9 B/s): best of ``repeats`` numpy copies of 2 x probe_bytes."""
-    import numpy as np
-
-    n = max(1, probe_bytes // 8)
-    src = np.ones(n, dtype=np.float64)
-    dst = np.empty_like(src)
-    np.copyto(dst, src)  # touch both arrays once (page faults are not bandwidth)
-    best = float("inf")
-    for _ in range(max(1, repeats)):
-        t0 = time.perf_counter()
-        np.copyto(dst, src)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n * 8 / best / 1e9
-
-
-def cpu_catalog_candidates(model_name: str) -> list[str]:
-    """Catalog id guesses from a CPU model string (checked against the catalog by the caller).
-
-    "AMD EPYC 9654 96-Core Processor" -> epyc-9654;
-    "Intel(R) Xeon(R) Platinum 8480+" -> xeon-platinum-8480-plus;
-    "13th Gen Intel(R) Core(TM) i9-13900K" -> core-i9-13900k;
-    "AMD Ryzen 9 7950X 16-Core Processor" -> ryzen-9-7950x.
-    """
-    s = re.sub(r"\((R|TM|tm|r)\)", "", model_name)
-    out = []
-    if m := re.search(r"EPYC\s+(\d{4}\w*)", s):
-        out.append(f"epyc-{m.group(1).lower()}")
-    if m := re.search(r"Xeon\s+(Platinum|Gold|Silver|Bronze|w\d?)\s*-?\s*(\d{4,5}\w*)(\+?)", s, re.I):
-        out.append(f"xeon-{m.group(1).lower()}-{m.group(2).lower()}" + ("-plus" if m.group(3) else ""))
-    if m := re.search(r"Core\s+i(\d)-(\d{4,5}\w*)", s):
-        out.append(f"core-i{m.group(1)}-{m.group(2).lower()}")
-    if m := re.search(r"Ryzen\s+(\d)\s+(\d{4}\w*)", s):
-        out.append(f"ryzen-{m.group(1)}-{m.group(2).lower()}")
-    if m := re.search(r"Threadripper\s+(PRO\s+)?(\d{4}\w*)", s, re.I):
-        out.append("threadripper-" + ("pro-" if m.group(1) else "") + m.group(2).lower())
-    if m := re.search(r"\bN(\d{3})\b", s):
-        out.append(f"intel-n{m.group(1)}")
-    if m := re.search(r"Raspberry Pi (\d+)", s):
-        out.append(f"raspberry-pi-{m.group(1)}")
-    return out
-
-
-# --- GPU (NVML) -----------------------------------------------------------------------------------------
-def gpu_family_from_cc(cc: tuple[int, int] | None) -> str:
-    if cc is None:
-        return "nvidia-unknown"
-    return _CC_FAMILY.get(cc) or _CC_FAMILY.get((cc[0],)) or "nvidia-unknown"
-
-
-def _nvml_str(value: object) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
 def detect_gpus() -> tuple[GpuInfo, ...]:
-    """Every NVIDIA GPU NVML sees that CUDA_VISIBLE_DEVICES lets this process use (NVML / PCI order);
-    () without pynvml or a driver.  Each field is guarded."""
-    try:
-        import pynvml
-    except ImportError:
-        return ()
-    try:
-        pynvml.nvmlInit()
-    except Exception:  # NVMLError_LibraryNotFound / DriverNotLoaded / ...: no NVIDIA GPU here
-        return ()
+    """Every NVIDIA GPU NVML sees that CUDA_VISIBLE_DEVICES lets this process use (NVML / PCI order); ()
+    without pynvml or a driver (``estimator.catalog.detect.detect_gpus`` with the runners' visibility
+    rule)."""
+    from runners.memory import visible_nvml_indices
 
-    def guarded(fn: Callable[[], object]) -> object | None:
-        try:
-            return fn()
-        except Exception:
-            return None
-
-    try:
-        driver = _nvml_str(guarded(pynvml.nvmlSystemGetDriverVersion) or "")
-        out = []
-        from runners.memory import visible_nvml_indices
-
-        for i in visible_nvml_indices(pynvml):
-            h = guarded(lambda i=i: pynvml.nvmlDeviceGetHandleByIndex(i))
-            if h is None:  # a GPU NVML cannot open is left out, detection goes on
-                continue
-            mem = guarded(lambda h=h: pynvml.nvmlDeviceGetMemoryInfo(h))
-            cc = guarded(lambda h=h: pynvml.nvmlDeviceGetCudaComputeCapability(h))
-            cc = (int(cc[0]), int(cc[1])) if cc else None
-            out.append(
-                GpuInfo(
-                    index=i,
-                    name=_nvml_str(guarded(lambda h=h: pynvml.nvmlDeviceGetName(h)) or "NVIDIA GPU"),
-                    uuid=_nvml_str(guarded(lambda h=h: pynvml.nvmlDeviceGetUUID(h)) or ""),
-                    memory_bytes=int(mem.total) if mem is not None else None,
-                    driver=driver,
-                    compute_capability=cc,
-                    max_sm_clock_mhz=guarded(
-                        lambda h=h: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)
-                    ),
-                    max_mem_clock_mhz=guarded(
-                        lambda h=h: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)
-                    ),
-                    family=gpu_family_from_cc(cc),
-                )
-            )
-        return tuple(out)
-    finally:
-        guarded(pynvml.nvmlShutdown)
+    return _detect_gpus(visible_nvml_indices)
 
 
 # --- catalog mapping ------------------------------------------------------------------------------------
@@ -317,17 +101,6 @@ def _try_resolve(resolver: HardwareResolver | None, ids: list[str]) -> HardwareS
     return None
 
 
-def gpu_catalog_candidates(name: str, memory_bytes: int | None) -> list[str]:
-    """Catalog id guesses for an NVML device name: the explicit table, then a slug of the name."""
-    out = [NVML_NAME_TO_ID[name]] if name in NVML_NAME_TO_ID else []
-    slug = re.sub(r"[^a-z0-9]+", "-", name.lower().replace("nvidia", "").replace("geforce", "")).strip("-")
-    if slug:
-        out.append(slug)
-        if memory_bytes:
-            out.append(f"{slug}-{round(memory_bytes / GIB)}gb")
-    return out
-
-
 def detect_host(
     probe_bandwidth: bool = True,
     resolver: HardwareResolver | None = None,
@@ -348,7 +121,7 @@ def detect_host(
         "isa": list(cpu.isa),
         "cpu_family": cpu.family,
         "host_bandwidth_probe_gbs": round(bw, 2) if bw else None,
-        "bandwidth_probe": "numpy float64 copy, best of 5, 2 x 256 MiB moved per copy, GB = 1e9 B",
+        "bandwidth_probe": PROBE_DESCRIPTION,
         "os": platform.platform(),
     }
     if gpus:
@@ -412,34 +185,10 @@ def hardware_spec_for(info: HostInfo, resolver: HardwareResolver | None = None) 
         spec = _try_resolve(resolver, [info.hardware_id])
         if spec is not None:
             return spec
-    source = f"detected on {info.host} by fitbench harness.hwdetect (bandwidth = numpy copy probe)"
+    source = f"detected on {info.host} by fitbench harness.hwdetect (bandwidth = {PROBE_DESCRIPTION})"
     if info.gpus:
-        g = info.gpus[0]
-        return HardwareSpec(
-            id=f"detected-{re.sub(r'[^a-z0-9]+', '-', g.name.lower()).strip('-')}",
-            name=g.name,
-            vendor="NVIDIA",
-            family=info.hardware_family,
-            kind="gpu",
-            memory_bytes=g.memory_bytes,
-            bandwidth_gbs=None,
-            bf16_tflops=None,
-            host_bandwidth_gbs=info.bandwidth_gbs,
-            source=source,
-        )
-    vendor = "AMD" if "AMD" in info.cpu.model_name else "Intel" if "Intel" in info.cpu.model_name else ""
-    return HardwareSpec(
-        id="detected-cpu",
-        name=info.cpu.model_name,
-        vendor=vendor,
-        family=info.hardware_family,
-        kind="cpu",
-        memory_bytes=info.cpu.ram_bytes,
-        bandwidth_gbs=info.bandwidth_gbs,
-        bf16_tflops=None,
-        host_bandwidth_gbs=info.bandwidth_gbs,
-        source=source,
-    )
+        return detected_gpu_spec(info.gpus[0], info.hardware_family, info.bandwidth_gbs, source=source)
+    return detected_cpu_spec(info.cpu, info.bandwidth_gbs, info.hardware_family, source=source)
 
 
 def detected_hardware_spec(probe_bandwidth: bool = True) -> HardwareSpec:

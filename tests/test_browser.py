@@ -188,3 +188,70 @@ def test_spanish_page(server, browser):
     wait_ready(browser)
     assert "Desglose de asignación de memoria" in browser.page_source
     check_numbers(browser, api_report(server, browser), "es")
+
+
+def test_custom_hardware_fields(server, browser):
+    """The page's custom-hardware fields: hidden for a catalog device, shown for "custom", and the report is
+    the one the API gives for the same figures (issue 13: 8)."""
+    browser.get(f"{server}/?model=qwen3-0.6b&hardware=rtx-4090")
+    wait_ready(browser)
+    assert not browser.find_element(By.ID, "fb-custom").is_displayed()
+    Select(browser.find_element(By.ID, "f-hardware")).select_by_value("custom")
+    assert browser.find_element(By.ID, "fb-custom").is_displayed()
+    for field, value in (("f-memory_gib", "16"), ("f-bandwidth_gbs", "400"), ("f-tflops", "100")):
+        box = browser.find_element(By.ID, field)
+        box.clear()
+        box.send_keys(value)
+    Select(browser.find_element(By.ID, "f-family")).select_by_value("nvidia-ada")
+    WebDriverWait(browser, 120).until(
+        lambda d: all(
+            x in d.execute_script("return window.location.search")
+            for x in (
+                "hardware=custom",
+                "memory_gib=16",
+                "bandwidth_gbs=400",
+                "tflops=100",
+                "family=nvidia-ada",
+            )
+        )
+    )
+    wait_ready(browser)
+    report = api_report(server, browser)
+    assert report["hardware"]["id"] == "custom" and report["hardware"]["bandwidth_gbs"] == 400
+    assert report["hardware"]["family"] == "nvidia-ada" and report["hardware"]["bf16_tflops"] == 100
+    assert "16 GiB / 400 GB/s" in browser.find_element(By.CSS_SELECTOR, "#fb-report h1").text
+    check_numbers(browser, report, "en")
+
+
+def test_mobile_width(server, browser):
+    """At a phone's width (390 CSS px) nothing widens the page: the form and the cards reflow, wide tables
+    scroll inside their own box; the numbers are still the API's (issue 13: 8)."""
+    browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": 390, "height": 844, "deviceScaleFactor": 2, "mobile": True},
+    )
+    try:
+        browser.get(f"{server}/?model=glm-4.5&hardware=mi300x&lang=es")
+        wait_ready(browser)
+        page_w, view_w = browser.execute_script(
+            "return [document.documentElement.scrollWidth, window.innerWidth]"
+        )
+        assert view_w == 390 and page_w <= view_w
+        right = browser.execute_script(
+            "return Math.max(...Array.from(document.querySelectorAll('#fb-form label, #fb-form button, "
+            ".summary-cards .card, h1')).map(e => e.getBoundingClientRect().right))"
+        )
+        assert right <= view_w
+        cols = browser.execute_script(
+            "return getComputedStyle(document.getElementById('fb-form'))"
+            ".gridTemplateColumns.split(' ').length"
+        )
+        assert cols == 2
+        report = api_report(server, browser)
+        check_numbers(browser, report, "es")
+        text = browser.execute_script("return document.getElementById('fb-report').textContent")
+        assert "k-quant de 4 bits" in text and "contexto vacío" in text  # quant descriptions, speed labels
+        ARTIFACTS.mkdir(exist_ok=True)
+        browser.save_screenshot(str(ARTIFACTS / "serve-mobile.png"))
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})

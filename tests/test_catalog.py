@@ -164,3 +164,45 @@ def test_build_catalog_is_reproducible(tmp_path):
     )
     for name in ("models.json", "hardware.json"):
         assert (tmp_path / name).read_text() == (ROOT / "estimator" / "data" / name).read_text()
+
+
+def test_max_context_matches_the_reference_and_the_configs():
+    """Every model's maximum context is its config's max_position_embeddings, and where the reference entry
+    gives one, the reference's (issue 13: Llama 2 was listed at 2048 from an early config copy; it is
+    4096)."""
+    ref = [json.loads((REF / name).read_text()) for name in ("models.json", "models_extra.json")]
+    ref = ref[0] + ref[1]
+    by_hf = {e["hf_id"]: e for e in ref}
+    checked = 0
+    for mid in catalog.model_ids():
+        entry = catalog.model_entry(mid)
+        if not entry["sizable"]:
+            continue
+        m = catalog.get_model(mid)
+        cfg = entry["config"].get("text_config") or entry["config"]
+        if "max_position_embeddings" in cfg:
+            assert m.max_context == cfg["max_position_embeddings"], mid
+        want = by_hf.get(entry["hf_id"], {}).get("max_position_embeddings")
+        if want is not None:
+            assert m.max_context == want, (mid, m.max_context, want)
+            checked += 1
+    assert checked > 60
+    assert catalog.get_model("llama-2-7b").max_context == 4096
+    assert catalog.get_model("llama-2-70b").max_context == 4096
+
+
+def test_build_catalog_patches_a_config_copy_that_disagrees_with_the_reference():
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from build_catalog import reconcile_max_context
+    finally:
+        sys.path.pop(0)
+    cfg = {"max_position_embeddings": 2048, "hidden_size": 8}
+    patched, note = reconcile_max_context({"max_position_embeddings": 4096}, cfg, "configs/x.json")
+    assert patched["max_position_embeddings"] == 4096 and cfg["max_position_embeddings"] == 2048
+    assert "4,096" in note and "2,048" in note and "configs/x.json" in note
+    same, none = reconcile_max_context({"max_position_embeddings": 2048}, cfg, "configs/x.json")
+    assert same is cfg and none is None
+    nested = {"text_config": {"max_position_embeddings": 8192}}
+    patched, _ = reconcile_max_context({"max_position_embeddings": 131072}, nested, "c")
+    assert patched["text_config"]["max_position_embeddings"] == 131072

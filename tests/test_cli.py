@@ -124,12 +124,13 @@ def test_fit():
     rows = json.loads(p.stdout)
     fitting = [r for r in rows if r["verdict"] == "fits"]
     assert fitting and all(r["headroom_gib"] >= 0 for r in fitting)
-    speeds = [r["decode_tok_s"] for r in fitting]
-    assert speeds == sorted(speeds, reverse=True)
-    assert any(r["verdict"] == "does not fit" for r in rows)  # e.g. DeepSeek-V3 on one 24 GB card
+    sizes = [r["params_total_b"] for r in fitting]
+    assert sizes == sorted(sizes, reverse=True)  # largest model first (issue 13: 7)
+    assert [r["rank"] for r in rows] == list(range(1, len(rows) + 1))
+    assert any(r["verdict"] == "does not fit" for r in rows)  # e.g. Llama-3.1-405B on one 24 GB card
     assert all(r["params_total_b"] and r["params_total_b"] > 0 for r in rows)  # counted parameters, 10^9
     text = run("fit", "--hardware", "rtx-4090", "--ctx", "4096").stdout
-    assert "highest-precision quant that fits" in text and "smollm2-135m" in text and "\x1b[" not in text
+    assert "largest first" in text and "smollm2-135m" in text and "\x1b[" not in text
     assert "[1] " in text  # coefficient labels as numbered footnotes
 
 
@@ -228,3 +229,14 @@ def test_vllm_refuses_llama_cpp_only_options(extra, needle):
     p = run("report", "--model", "qwen3-30b-a3b", "--hardware", "rtx-4090", "--engine", "vllm", *extra)
     assert p.returncode == 2 and needle in p.stderr and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_default_context_is_clamped_for_a_4k_model():
+    """issue 13: 4 — the default --ctx 8192 used to exit 2 for Llama 2 (whose maximum is 4096, not 2048)."""
+    p = run("report", "--model", "llama-2-7b", "--hardware", "rtx-4090", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["workload"]["n_ctx"] == 4096 and d["model"]["max_context"] == 4096
+    assert any("default 8,192 tokens is above llama-2-7b's maximum" in n for n in d["notes"])
+    line = one_line_error(run("report", "--model", "llama-2-7b", "--hardware", "rtx-4090", "--ctx", "8192"))
+    assert "maximum of 4096" in line  # a context the user typed is never changed

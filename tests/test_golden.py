@@ -19,3 +19,9 @@ def test_normalise_replaces_only_the_time():
 def test_golden_outputs_identical():
     problems = golden.check()
     assert not problems, "\n".join(problems)
+
+
+def test_no_golden_output_is_a_traceback():
+    """A golden file records behaviour, so a crash must never be recorded as the expected output."""
+    crashed = [p.name for p in golden.OUT.glob("*") if "Traceback (most recent call last)" in p.read_text()]
+    assert not crashed, crashed

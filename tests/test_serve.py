@@ -144,7 +144,8 @@ def test_unknown_route_404(base_url):
 
 def test_parse_params_defaults_and_errors():
     p = parse_params({"model": ["llama-3.1-8b"], "offload_gib": ["1.5"]})
-    assert p.ctx == 8192 and p.offload_gib == 1.5 and p.lang == "en"
+    assert p.ctx is None and p.offload_gib == 1.5 and p.lang == "en"  # no ctx: 8192 or the model's maximum
+    assert p.memory_gib is None and p.family is None and p.request().memory_gib is None
     assert p.request().offload_gib == 1.5 and p.request().quant == "Q4_K_M"
     with pytest.raises(ParamError):
         parse_params({"concurrency": ["0"]})
@@ -158,3 +159,50 @@ def test_serve_cli_bad_port_exit_2():
         timeout=60,
     )
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "Traceback" not in r.stderr
+
+
+def test_custom_hardware_parameters_and_default_context():
+    p = parse_params(
+        {
+            "model": ["llama-2-7b"],
+            "hardware": ["custom"],
+            "memory_gib": ["48"],
+            "bandwidth_gbs": ["864"],
+            "tflops": ["180"],
+            "family": ["nvidia-ada"],
+            "ctx": [""],
+        }
+    )
+    req = p.request()
+    assert (req.memory_gib, req.bandwidth_gbs, req.tflops, req.family, req.ctx) == (
+        48,
+        864,
+        180,
+        "nvidia-ada",
+        None,
+    )
+    assert p.query()["memory_gib"] == "48" and p.query()["ctx"] == ""
+    for bad, word in (
+        (("memory_gib", "-1"), "between"),
+        (("tflops", "abc"), "number"),
+        (("family", "x\x01"), "valid"),
+    ):
+        with pytest.raises(ParamError, match=word):
+            parse_params({bad[0]: [bad[1]]})
+
+
+def test_page_custom_hardware_report(base_url):
+    status, _, body = get(
+        f"{base_url}/api/report?model=llama-2-7b&hardware=custom&memory_gib=48&bandwidth_gbs=864"
+        "&tflops=180&family=nvidia-ada"
+    )
+    assert status == 200
+    d = json.loads(body)
+    assert d["hardware"]["id"] == "custom" and d["hardware"]["bandwidth_gbs"] == 864
+    assert d["workload"]["n_ctx"] == 4096  # no ctx: the 8192 default clamped to Llama 2's 4096
+    status, _, page = get(f"{base_url}/?model=qwen3-0.6b&hardware=custom&memory_gib=16&bandwidth_gbs=400")
+    assert (
+        status == 200 and 'id="fb-custom"' in page and 'id="fb-custom" class="custom-hw" hidden' not in page
+    )
+    status, _, page = get(f"{base_url}/?model=qwen3-0.6b&hardware=rtx-4090")
+    assert 'class="custom-hw" hidden' in page and 'value="auto"' in page

@@ -17,7 +17,7 @@ from estimator.physics.coefficients import load_coefficients
 from estimator.physics.quant import get_quant
 from estimator.physics.support import judge, runs
 from estimator.report.document import build_report, report_to_dict
-from estimator.report.listing import fit_rows
+from estimator.report.fit import FitQuery, fit_rows
 from estimator.report.request import make_workload
 from estimator.report.units import ReportOptions
 from estimator.specs import SpecError, Workload
@@ -202,8 +202,11 @@ def test_vllm_on_apple_runs_on_the_cpu_cores():
     native = tg("llama-3.1-8b", "apple-m3-max", "Q8_0")  # llama.cpp Metal
     cpu = tg("llama-3.1-8b", "apple-m3-max", "F16", engine="vllm")
     assert "CPU cores only" in cpu.coefficients and cpu.tok_s < native.tok_s
-    rows = fit_rows(get_hardware("apple-m3-max"), make_workload("vllm"), TABLE, ("FP8", "F16"))[1]
-    assert all(r[2] != "FP8" for r in rows) and any(r[2] == "F16" for r in rows)  # fit leaves out FP8
+    heads, rows, _ = fit_rows(
+        get_hardware("apple-m3-max"), make_workload("vllm"), TABLE, FitQuery(quants=("FP8", "F16"))
+    )
+    quant = heads.index("best_quant")
+    assert all(r[quant] != "FP8" for r in rows) and any(r[quant] == "F16" for r in rows)  # FP8 left out
 
 
 def test_no_llama_cpp_backend_for_a_cambricon_card():

@@ -293,6 +293,30 @@ def geometry_matches(entry: dict, cfg: dict) -> bool:
     return all(t.get(k) == entry.get(k) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads"))
 
 
+def config_max_context(cfg: dict) -> int | None:
+    """max_position_embeddings of a config (its text_config for multimodal configs), None when absent."""
+    return _text(cfg).get("max_position_embeddings")
+
+
+def reconcile_max_context(entry: dict, cfg: dict, cfg_source: str) -> tuple[dict, str | None]:
+    """The config with the reference entry's ``max_position_embeddings`` when the embedded copy disagrees.
+
+    Some public copies are not the model's current config.json: mlc-llm's presets carry Llama 2's 2048 from
+    an early Hugging Face revision, where the model (and the reference, which says why in its notes) has 4096.
+    The reference value wins; the copy is patched (a new dict, the copy itself untouched) and the entry gets a
+    note naming both values.  A reference without a value leaves the copy as it is.
+    """
+    want = entry.get("max_position_embeddings")
+    have = config_max_context(cfg)
+    if want is None or have is None or want == have:
+        return cfg, None
+    patched = json.loads(json.dumps(cfg))
+    _text(patched)["max_position_embeddings"] = want
+    return patched, (
+        f"max context {want:,} tokens from the reference entry; the config copy ({cfg_source}) says {have:,}"
+    )
+
+
 def license_for(hf_id: str) -> str | None:
     if hf_id in LICENSES:
         return LICENSES[hf_id]
@@ -335,6 +359,10 @@ def build_models(ref: Path) -> list[dict]:
         reason = unsizable_reason(e, cfg)
         if cfg is None and reason is None:
             cfg, cfg_source = synthesize_config(e), "synthesized from models.json fields"
+        notes = list(e.get("notes") or [])
+        if cfg is not None:
+            cfg, ctx_note = reconcile_max_context(e, cfg, cfg_source)
+            notes += [ctx_note] if ctx_note else []
         lic = license_for(e["hf_id"])
         out.append(
             {
@@ -356,7 +384,7 @@ def build_models(ref: Path) -> list[dict]:
                 "checkpoint_size_on_disk": e.get("checkpoint_size_on_disk"),
                 "source": e.get("source") or "",
                 "verified": bool(e.get("verified")),
-                "notes": list(e.get("notes") or []),
+                "notes": notes,
                 "reference": {k: e.get(k) for k in REFERENCE_FIELDS},
                 "aliases": [],
             }

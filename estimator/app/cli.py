@@ -16,8 +16,6 @@ from estimator.engines import ENGINES
 from estimator.specs import SpecError
 
 FORMATS = ("text", "json", "markdown", "html")
-# Quality order for ``fit``: the first format that fits is the "best quant that fits".
-FIT_QUANTS = ("BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS", "Q3_K_M", "Q2_K")
 
 
 class UsageError(Exception):
@@ -50,19 +48,40 @@ def _float(text: str) -> float:
 
 def _add_hardware_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--hardware", required=True, help="catalog id, or 'custom' with --memory-gib/--bandwidth-gbs"
+        "--hardware",
+        required=True,
+        help="catalog id or a name it is made of ('4090', 'h100 pcie'); 'auto' = this machine (NVIDIA GPUs, "
+        "Apple silicon or the CPU); or 'custom' with --memory-gib/--bandwidth-gbs",
     )
-    p.add_argument("--memory-gib", type=_float, help="custom device memory, GiB (2^30 B)")
-    p.add_argument("--bandwidth-gbs", type=_float, help="custom device bandwidth, GB/s (10^9 B/s)")
-    p.add_argument("--tflops", type=_float, help="custom dense bf16 TFLOPS")
-    p.add_argument("--family", help="custom hardware family (selects calibrated coefficients)")
+    p.add_argument(
+        "--memory-gib", type=_float, help="device memory, GiB (2^30 B): custom, or overrides the catalog's"
+    )
+    p.add_argument(
+        "--bandwidth-gbs",
+        type=_float,
+        help="device bandwidth, GB/s (10^9 B/s): custom, or overrides the catalog's",
+    )
+    p.add_argument("--tflops", type=_float, help="dense bf16 TFLOPS: custom, or overrides the catalog's")
+    p.add_argument("--family", help="hardware family (selects calibrated coefficients); a catalog family")
+    p.add_argument(
+        "--wired-limit-mb",
+        type=_positive_int,
+        help="Apple: the GPU memory limit set with sysctl iogpu.wired_limit_mb (default: macOS's own)",
+    )
 
 
-def _add_workload_args(p: argparse.ArgumentParser, ctx_default: int = 8192) -> None:
+def _add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=ENGINES, default="llama.cpp")
     p.add_argument("--kv-dtype", default="f16", help="f16 | bf16 | f32 | q8_0 | q4_0 | fp8")
-    p.add_argument("--ctx", type=_positive_int, default=ctx_default, help="context tokens per sequence")
-    p.add_argument("--devices", type=_positive_int, default=1)
+    p.add_argument(
+        "--ctx",
+        type=_positive_int,
+        default=None,
+        help="context tokens per sequence (default 8192, or the model's maximum when smaller)",
+    )
+    p.add_argument(
+        "--devices", type=_positive_int, default=None, help="device count (default 1; auto: every GPU found)"
+    )
     p.add_argument(
         "--split",
         choices=("tp", "pp"),
@@ -103,7 +122,10 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
     r.add_argument("--model", required=True, help="catalog id, HF id, config.json path/folder, or .gguf path")
     _add_hardware_args(r)
     r.add_argument(
-        "--quant", default=None, help="weight format (default: Q4_K_M for llama.cpp, BF16 for vLLM)"
+        "--quant",
+        default=None,
+        help="weight format (default: a .gguf file's own tensors, else Q4_K_M for llama.cpp, BF16 for vLLM; "
+        "'gguf' = the file's own)",
     )
     _add_workload_args(r)
     r.add_argument("--concurrency", type=_positive_int, default=1, help="sequences decoding together")
@@ -122,8 +144,15 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
     r.add_argument("--ft-micro-batch", type=_positive_int, default=1, help="fine-tuning micro-batch")
     r.add_argument("--allow-overlong", action="store_true", help="allow a context above the model maximum")
     r.add_argument("--format", choices=FORMATS, default="text")
+    r.add_argument(
+        "--brief",
+        action="store_true",
+        help="text: the answer only (verdict, memory, decode / prefill / TTFT, cost, notes), ~10 lines",
+    )
     r.add_argument("-o", "--output", help="write the report to this file")
-    r.add_argument("--lang", choices=("en", "es"), default="en", help="language of the html report")
+    r.add_argument(
+        "--lang", choices=("en", "es"), default="en", help="language of the report (text, Markdown, HTML)"
+    )
     r.add_argument("--results", default="results/runs", help="measured runs shown beside estimates (html)")
 
     p = sub.add_parser("predict", help="predict a CSV of cases (llama-bench semantics)")
@@ -136,9 +165,21 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
     ls.add_argument("--format", choices=("text", "json", "csv"), default="text")
     ls.add_argument("-o", "--output")
 
-    f = sub.add_parser("fit", help="every catalog model with the best quant that fits on a device")
+    f = sub.add_parser(
+        "fit", help="catalog models that run on a device, largest first, each in its best format that fits"
+    )
     _add_hardware_args(f)
     _add_workload_args(f)
+    f.add_argument("--min-tok-s", type=_float, default=0.0, help="least single-stream decode tok/s (est.)")
+    f.add_argument("--min-headroom-gib", type=_float, default=0.0, help="least free usable memory, GiB")
+    f.add_argument("--top", type=_positive_int, help="show the first N rows")
+    f.add_argument(
+        "--model-family", help="only models whose id, HF id or architecture contains this (e.g. qwen, llama)"
+    )
+    f.add_argument("--license", help="only models whose license contains this (e.g. apache, mit)")
+    moe = f.add_mutually_exclusive_group()
+    moe.add_argument("--moe", action="store_const", const=True, dest="moe", help="mixture-of-experts only")
+    moe.add_argument("--dense", action="store_const", const=False, dest="moe", help="dense models only")
     f.add_argument("--format", choices=("text", "json", "csv"), default="text")
     f.add_argument("-o", "--output")
 
@@ -151,9 +192,18 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
 
 
 def _hardware(args):
+    """(device, count) of the hardware options (``estimator.report.request.resolve_device``)."""
     from estimator.report.request import resolve_device
 
-    return resolve_device(args.hardware, args.memory_gib, args.bandwidth_gbs, args.tflops, args.family)
+    return resolve_device(
+        args.hardware,
+        args.memory_gib,
+        args.bandwidth_gbs,
+        args.tflops,
+        args.family,
+        args.wired_limit_mb,
+        args.devices,
+    )
 
 
 def _table(path: str | None):
@@ -162,14 +212,14 @@ def _table(path: str | None):
     return load_coefficients(path)
 
 
-def _workload(args, **extra):
-    from estimator.report.request import make_workload
+def _workload(args, devices: int, **extra):
+    from estimator.report.request import DEFAULT_CTX, make_workload
 
-    wl = make_workload(
-        args.engine, args.kv_dtype, args.ctx, args.devices, args.split, args.gpu_memory_utilization,
+    ctx = DEFAULT_CTX if args.ctx is None else args.ctx
+    return make_workload(
+        args.engine, args.kv_dtype, ctx, devices, args.split, args.gpu_memory_utilization,
         backend=args.backend, **extra,
     )  # fmt: skip
-    return wl
 
 
 def _write(text: str, output: str | None) -> None:
@@ -200,6 +250,7 @@ def report_request(args):
         bandwidth_gbs=args.bandwidth_gbs,
         tflops=args.tflops,
         family=args.family,
+        wired_limit_mb=args.wired_limit_mb,
         usd_per_hour=args.usd_per_hour,
         hours_per_day=args.hours_per_day,
         kwh_price=args.kwh_price,
@@ -217,21 +268,26 @@ def cmd_report(args) -> int:
     from estimator.report import document
     from estimator.report.request import make_report
 
+    if args.brief and args.format != "text":
+        raise UsageError(f"--brief is a text output; it cannot be combined with --format {args.format}")
     d = document.report_to_dict(make_report(report_request(args)))
-    for w in d["warnings"]:
-        print(f"warning: {w}", file=sys.stderr)
-    if args.format == "json":
+    if not args.brief:  # the brief answer carries its warnings itself
+        for w in d["warnings"]:
+            print(f"warning: {w}", file=sys.stderr)
+    if args.brief and (args.output or not sys.stdout.isatty()):
+        _write(document.to_brief(d, _text_width(args.output), args.lang), args.output)
+    elif args.format == "json":
         _write(document.to_json(d), args.output)
     elif args.format == "markdown":
-        _write(document.to_markdown(d), args.output)
+        _write(document.to_markdown(d, args.lang), args.output)
     elif args.format == "html":
         _write(document.to_html(d, args.lang, results_dir=args.results), args.output)
     elif args.output or not sys.stdout.isatty():
-        _write(document.to_text(d, _text_width(args.output)), args.output)
+        _write(document.to_text(d, _text_width(args.output), args.lang), args.output)
     else:  # an interactive terminal: rich for colour and the real width
         from rich.console import Console
 
-        document.print_text(d, Console())
+        document.print_text(d, Console(), brief=args.brief, lang=args.lang)
     return 0
 
 
@@ -262,20 +318,52 @@ def cmd_list(args) -> int:
 
 
 def cmd_fit(args) -> int:
-    from estimator.report.listing import fit_rows
+    from estimator.report.fit import FitQuery, fit_rows
 
-    hw = _hardware(args)
-    headers, rows = fit_rows(hw, _workload(args), _table(args.coefficients), FIT_QUANTS)
-    title = (
-        f"models on {args.devices} x {hw.id} at {args.ctx:,} tokens ({args.engine}, KV {args.kv_dtype}): "
-        "the highest-precision quant that fits, fastest first"
+    if args.min_tok_s < 0 or args.min_headroom_gib < 0:
+        raise UsageError("--min-tok-s and --min-headroom-gib must be >= 0")
+    if args.top is not None and args.top < 1:
+        raise UsageError(f"--top must be >= 1, got {args.top}")
+    hw, devices = _hardware(args)
+    query = FitQuery(
+        min_tok_s=args.min_tok_s,
+        min_headroom_gib=args.min_headroom_gib,
+        family=args.model_family,
+        license=args.license,
+        moe=args.moe,
+        top=args.top,
+        ctx_given=args.ctx is not None,
     )
-    return _emit_rows(headers, rows, args.format, args.output, title=title, view="fit")
+    wl = _workload(args, devices)
+    headers, rows, notes = fit_rows(hw, wl, _table(args.coefficients), query)
+    crit = "".join(
+        x
+        for x in (
+            f", >= {args.min_tok_s:g} tok/s" if args.min_tok_s else "",
+            f", >= {args.min_headroom_gib:g} GiB free" if args.min_headroom_gib else "",
+        )
+    )
+    title = (
+        f"models on {devices} x {hw.name} ({hw.id}) at {wl.n_ctx:,} tokens ({args.engine}, KV "
+        f"{args.kv_dtype}{crit}): largest first, each in its best format that fits"
+    )
+    notes = [f"note: {n}" for n in (*hw.notes, *notes)]
+    return _emit_rows(headers, rows, args.format, args.output, title=title, view="fit", notes=notes)
 
 
 def _emit_rows(
-    headers: list[str], rows: list[list], fmt: str, output: str | None, title: str, view: str
+    headers: list[str],
+    rows: list[list],
+    fmt: str,
+    output: str | None,
+    title: str,
+    view: str,
+    notes: list[str] | None = None,
 ) -> int:
+    """Rows as JSON / CSV (``notes`` on stderr) or the terminal table (``notes`` under it)."""
+    if fmt in ("json", "csv"):
+        for n in notes or ():
+            print(n, file=sys.stderr)
     if fmt == "json":
         import json
 
@@ -294,7 +382,8 @@ def _emit_rows(
         from estimator.render.text import lines_text, print_lines, table_lines
         from estimator.report.listing import text_view
 
-        heads, view_rows, notes = text_view(view, headers, rows)
+        heads, view_rows, footnotes = text_view(view, headers, rows)
+        notes = [*footnotes, *(notes or ())]
         cells = [["–" if v is None else str(v) for v in r] for r in view_rows]
         table = Table(heads, cells, title)
         if output or not sys.stdout.isatty():

@@ -26,7 +26,7 @@ LANG_NAMES = {"en": "English", "es": "Español"}
 @lru_cache(maxsize=1)
 def options() -> dict[str, list[tuple[str, str]]]:
     """(value, label) choices of each select, from the estimator's catalogs."""
-    from estimator.catalog.data import hardware_entry, hardware_ids, model_entry, model_ids
+    from estimator.catalog.data import hardware_entry, hardware_families, hardware_ids, model_entry, model_ids
     from estimator.physics.quant import QUANTS
 
     models = [(m, f"{model_entry(m).get('name') or m} ({m})") for m in model_ids()]
@@ -42,6 +42,7 @@ def options() -> dict[str, list[tuple[str, str]]]:
         "kv": [(k, k) for k in KV_DTYPES],
         "engine": [(e, e) for e in ENGINES],
         "lang": [(lang, LANG_NAMES[lang]) for lang in LANGS],
+        "family": [("", "—"), *((f, f) for f in hardware_families())],
     }
 
 
@@ -55,11 +56,32 @@ def _select(name: str, label: str, choices: list[tuple[str, str]], value: str) -
     return f'<label>{escape(label)}<select name="{name}" id="f-{name}">{opts}</select></label>'
 
 
-def _number(name: str, label: str, value: Any, lo: float, step: str = "1") -> str:
+def _number(name: str, label: str, value: Any, lo: float, step: str = "1", placeholder: str = "") -> str:
+    """A number field; with a ``placeholder`` it is optional (empty = the default the placeholder names)."""
+    extra = f' placeholder="{escape(placeholder)}"' if placeholder else " required"
     return (
         f'<label>{escape(label)}<input type="number" name="{name}" id="f-{name}" '
         f'value="{escape(str(value))}" '
-        f'min="{lo:g}" step="{step}" required></label>'
+        f'min="{lo:g}" step="{step}" inputmode="decimal"{extra}></label>'
+    )
+
+
+def _custom_fields(values: dict[str, str], lang: str, opts: dict) -> str:
+    """Custom hardware: memory, bandwidth, TFLOPS and family (``hardware=custom``; with a catalog device they
+    override its figures).  Hidden unless custom is chosen or a figure is given; the script shows them."""
+    figures = ("memory_gib", "bandwidth_gbs", "tflops")
+    shown = values["hardware"] == "custom" or any(values[k] for k in figures)
+    fields = "".join(
+        [
+            _number("memory_gib", t("memory_gib", lang), values["memory_gib"], 0, "any", "GiB"),
+            _number("bandwidth_gbs", t("bandwidth_gbs", lang), values["bandwidth_gbs"], 0, "any", "GB/s"),
+            _number("tflops", t("tflops", lang), values["tflops"], 0, "any", "TFLOPS"),
+            _select("family", t("family", lang), opts["family"], values["family"]),
+        ]
+    )
+    return (
+        f'<fieldset id="fb-custom" class="custom-hw"{"" if shown else " hidden"}>'
+        f"<legend>{escape(t('custom_hw', lang))}</legend>{fields}</fieldset>"
     )
 
 
@@ -71,15 +93,21 @@ def page_html(params: Any, lang: str, fragment: str, error: str = "") -> str:
     form = "".join(
         [
             _select("model", t("model", lang), opts["model"], values["model"]),
-            _select("hardware", t("hardware", lang), opts["hardware"], values["hardware"]),
+            _select(
+                "hardware",
+                t("hardware", lang),
+                [("auto", t("hw_auto", lang)), ("custom", t("hw_custom", lang)), *opts["hardware"]],
+                values["hardware"],
+            ),
             _select("quant", t("quant", lang), opts["quant"], values["quant"]),
-            _number("ctx", t("context", lang), values["ctx"], 1),
+            _number("ctx", t("context", lang), values["ctx"], 1, "1", t("ctx_default", lang)),
             _select("kv", t("kv_dtype", lang), opts["kv"], values["kv"]),
             _number("devices", t("devices", lang), values["devices"], 1),
             _number("concurrency", t("concurrency", lang), values["concurrency"], 1),
             _number("offload_gib", t("offload", lang), values["offload_gib"], 0, "any"),
             _select("engine", t("engine", lang), opts["engine"], values["engine"]),
             _select("lang", t("language", lang), opts["lang"], lang),
+            _custom_fields(values, lang, opts),
             f'<button type="submit" id="fb-update">{escape(t("update", lang))}</button>',
         ]
     )

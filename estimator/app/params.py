@@ -13,14 +13,21 @@ DEFAULTS: dict[str, str] = {
     "model": "llama-3.1-8b",
     "hardware": "rtx-4090",
     "quant": "Q4_K_M",
-    "ctx": "8192",
+    "ctx": "",  # empty: 8192, or the model's maximum when smaller (as `report` without --ctx)
     "kv": "f16",
     "devices": "1",
     "concurrency": "1",
     "offload_gib": "0",
     "engine": "llama.cpp",
     "lang": "en",
+    # custom hardware (hardware=custom), or overrides of a catalog device's figures; empty = not given
+    "memory_gib": "",
+    "bandwidth_gbs": "",
+    "tflops": "",
+    "family": "",
 }
+# the optional parameters: an empty value means "not given"
+OPTIONAL = ("ctx", "memory_gib", "bandwidth_gbs", "tflops", "family")
 
 
 class ParamError(ValueError):
@@ -34,13 +41,17 @@ class ReportParams:
     model: str
     hardware: str
     quant: str
-    ctx: int
+    ctx: int | None
     kv: str
     devices: int
     concurrency: int
     offload_gib: float
     engine: str
     lang: str
+    memory_gib: float | None = None
+    bandwidth_gbs: float | None = None
+    tflops: float | None = None
+    family: str | None = None
 
     def request(self):
         """The ``ReportRequest`` of these parameters (what ``python -m estimator report`` builds from the same
@@ -57,6 +68,10 @@ class ReportParams:
             devices=self.devices,
             concurrency=self.concurrency,
             offload_gib=self.offload_gib,
+            memory_gib=self.memory_gib,
+            bandwidth_gbs=self.bandwidth_gbs,
+            tflops=self.tflops,
+            family=self.family,
         )
 
     def query(self) -> dict[str, str]:
@@ -64,18 +79,26 @@ class ReportParams:
             "model": self.model,
             "hardware": self.hardware,
             "quant": self.quant,
-            "ctx": str(self.ctx),
+            "ctx": "" if self.ctx is None else str(self.ctx),
             "kv": self.kv,
             "devices": str(self.devices),
             "concurrency": str(self.concurrency),
             "offload_gib": _num_text(self.offload_gib),
             "engine": self.engine,
             "lang": self.lang,
+            "memory_gib": _opt_text(self.memory_gib),
+            "bandwidth_gbs": _opt_text(self.bandwidth_gbs),
+            "tflops": _opt_text(self.tflops),
+            "family": self.family or "",
         }
 
 
 def _num_text(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def _opt_text(x: float | None) -> str:
+    return "" if x is None else _num_text(x)
 
 
 def _int(name: str, raw: str, lo: int, hi: int) -> int:
@@ -96,6 +119,11 @@ def _float(name: str, raw: str, lo: float, hi: float) -> float:
     if not (lo <= value <= hi):  # also rejects nan
         raise ParamError(f"parameter {name!r} must be between {lo:g} and {hi:g}, got {raw!r}")
     return value
+
+
+def _opt_float(name: str, raw: str) -> float | None:
+    """A positive hardware figure, or None when the field is empty."""
+    return _float(name, raw, 1e-3, 1e6) if raw else None
 
 
 def _text(name: str, raw: str) -> str:
@@ -126,15 +154,20 @@ def parse_params(query: dict[str, list[str]]) -> ReportParams:
     lang = raw["lang"].strip()
     if lang not in i18n.LANGS:
         raise ParamError(f"parameter 'lang' must be one of {', '.join(i18n.LANGS)}, got {lang!r}")
+    given = {k: raw[k].strip() for k in OPTIONAL}
     return ReportParams(
         model=_text("model", raw["model"]),
         hardware=_text("hardware", raw["hardware"]),
         quant=_text("quant", raw["quant"]),
-        ctx=_int("ctx", raw["ctx"], 1, 16 * 1024 * 1024),
+        ctx=_int("ctx", given["ctx"], 1, 16 * 1024 * 1024) if given["ctx"] else None,
         kv=_text("kv", raw["kv"]),
         devices=_int("devices", raw["devices"], 1, 1024),
         concurrency=_int("concurrency", raw["concurrency"], 1, 65536),
         offload_gib=_float("offload_gib", raw["offload_gib"], 0.0, 1e6),
         engine=engine,
         lang=lang,
+        memory_gib=_opt_float("memory_gib", given["memory_gib"]),
+        bandwidth_gbs=_opt_float("bandwidth_gbs", given["bandwidth_gbs"]),
+        tflops=_opt_float("tflops", given["tflops"]),
+        family=_text("family", given["family"]) if given["family"] else None,
     )

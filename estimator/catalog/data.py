@@ -16,6 +16,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from estimator.catalog import names
 from estimator.specs import GIB, HardwareSpec, ModelSpec, SpecError
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -63,8 +64,37 @@ def nearest(name: str, choices: list[str], n: int = 3) -> list[str]:
     return [low[h] for h in hits]
 
 
+def find_model(name: str) -> tuple[dict, str | None]:
+    """(catalog entry, note) for a model name: an id, HF id or alias, else the entry its tokens name
+    (``estimator.catalog.names``: "Qwen/Qwen3-30B-A3B-Instruct-2507" -> qwen3-30b-a3b).  The note says how a
+    name that is not the entry's own id or HF id was mapped (None otherwise).  SpecError when the name is
+    ambiguous or unknown (naming the closest ids)."""
+    raw = _models_raw()
+    entries = [(mid, [mid, m.get("hf_id") or "", m.get("name") or ""]) for mid, m in raw.items()]
+    hit = names.match(name, entries, _model_aliases(), "model", model=True)
+    if hit is None:
+        cands = list(raw) + [m["hf_id"] for m in raw.values() if m.get("hf_id")]
+        raise SpecError(f"unknown model {name!r}; closest: {', '.join(nearest(name, cands))}")
+    mid, by_tokens = hit
+    m = raw[mid]
+    label = f"{mid} ({m['name']}" + (f", {m['hf_id']})" if m.get("hf_id") else ")")
+    key = str(name).strip().lower()
+    if by_tokens:
+        return m, (
+            f"model {name!r} is not a catalog id: sized as {label}, the base architecture its name points to "
+            "(Instruct / chat / dated releases share it; the maximum context is the catalog entry's and a "
+            "release may allow more: give its config.json to size that)"
+        )
+    if key not in (mid.lower(), (m.get("hf_id") or "").lower()):
+        alias = next((a for a in m.get("aliases") or () if a["alias"].lower() == key), None)
+        why = f": {alias['note']}" if alias else ""
+        return m, f"model {name!r} is sized as catalog entry {label}{why}"
+    return m, None
+
+
 def model_entry(model_id: str) -> dict:
-    """Raw catalog entry (id, hf_id, license, sizable, config, source, reference cross-check fields ...)."""
+    """Raw catalog entry (id, hf_id, license, sizable, config, source, reference cross-check fields ...) of an
+    exact id, HF id or alias; SpecError naming the closest ids (``find_model`` is the forgiving lookup)."""
     key = _model_aliases().get(str(model_id).strip().lower())
     if key is None:
         cands = list(_models_raw()) + [m["hf_id"] for m in _models_raw().values() if m.get("hf_id")]
@@ -121,7 +151,26 @@ def _hardware_aliases() -> dict[str, str]:
     return out
 
 
+def find_hardware(name: str) -> tuple[dict, str | None]:
+    """(catalog entry, note) for a device name: an id or alias, else the device its tokens name
+    (``estimator.catalog.names``: "4090" -> rtx-4090; "h100" is ambiguous and names the H100 variants).
+    SpecError when ambiguous or unknown (naming the closest ids)."""
+    raw = _hardware_raw()
+    entries = [
+        (hid, [hid, d.get("name") or "", *(a["alias"] for a in d.get("aliases") or ())])
+        for hid, d in raw.items()
+    ]
+    hit = names.match(name, entries, _hardware_aliases(), "hardware")
+    if hit is None:
+        raise SpecError(f"unknown hardware {name!r}; closest: {', '.join(nearest(name, list(raw)))}")
+    hid, by_tokens = hit
+    note = f"hardware {name!r} is catalog device {hid} ({raw[hid]['name']})" if by_tokens else None
+    return raw[hid], note
+
+
 def hardware_entry(hw_id: str) -> dict:
+    """Raw catalog entry of an exact device id or alias; SpecError naming the closest ids (``find_hardware``
+    is the forgiving lookup)."""
     raw = _hardware_raw()
     key = _hardware_aliases().get(str(hw_id).strip().lower())
     if key is None:
@@ -129,18 +178,42 @@ def hardware_entry(hw_id: str) -> dict:
     return raw[key]
 
 
+APPLE_SMALL_RAM_BYTES = 36 * GIB
+
+
+def apple_working_set_bytes(memory_bytes: int, wired_limit_mb: int | None = None) -> int:
+    """The memory an Apple GPU may use (bytes): ``iogpu.wired_limit_mb`` x 2^20 when the user raised it (0 or
+    None: the default), else macOS's default Metal working set (``recommendedMaxWorkingSetSize``): about 3/4
+    of RAM on machines with more than 36 GiB (a 128 GB Mac reports ~96 GB, a 64 GB one ~48 GB) and about 2/3
+    on smaller ones (a 32 GB Mac ~21-24 GB, an 8 GB one ~5.3 GB).  An assumption from users' reports, not an
+    Apple specification: https://stencel.io/posts/apple-silicon-limitations-with-usage-on-local-llm%20.html ,
+    https://github.com/gpustack/gpustack/issues/1375 ; newer macOS releases report more (~84% of 128 GB).
+    """
+    if wired_limit_mb:
+        return int(wired_limit_mb) * 2**20
+    return int(memory_bytes * (2 / 3 if memory_bytes <= APPLE_SMALL_RAM_BYTES else 3 / 4))
+
+
+def is_apple_gpu(vendor: str | None, kind: str) -> bool:
+    """An Apple silicon GPU (unified memory with a Metal working-set limit)."""
+    return (vendor or "").lower() == "apple" and kind == "unified"
+
+
 @lru_cache(maxsize=512)
 def get_hardware(hw_id: str) -> HardwareSpec:
-    """HardwareSpec of a catalog device; SpecError naming the three closest ids when unknown."""
+    """HardwareSpec of a catalog device; SpecError naming the three closest ids when unknown.  Apple devices
+    carry the default GPU working set of their memory (``apple_working_set_bytes``)."""
     d = hardware_entry(hw_id)
     mem = d.get("memory_gb")
+    mem_bytes = int(round(mem * GIB)) if mem else None
+    apple = is_apple_gpu(d["vendor"], d["kind"]) and mem_bytes
     return HardwareSpec(
         id=d["id"],
         name=d["name"],
         vendor=d["vendor"],
         family=d["family"],
         kind=d["kind"],
-        memory_bytes=int(round(mem * GIB)) if mem else None,
+        memory_bytes=mem_bytes,
         bandwidth_gbs=d.get("bandwidth_gbs"),
         bf16_tflops=d.get("bf16_tflops"),
         fp8_tflops=d.get("fp8_tflops"),
@@ -153,7 +226,13 @@ def get_hardware(hw_id: str) -> HardwareSpec:
         memory_type=d.get("memory_type"),
         status=d.get("status") or "unverified",
         source=d.get("source") or "",
+        gpu_working_set_bytes=apple_working_set_bytes(mem_bytes) if apple else None,
     )
+
+
+def hardware_families() -> list[str]:
+    """Every family of the hardware catalog (the calibration's groups), sorted."""
+    return sorted({d["family"] for d in _hardware_raw().values()})
 
 
 def all_hardware() -> list[HardwareSpec]:

@@ -61,6 +61,25 @@ def ggml_type_name(enum_name: str) -> str:
     return n[:-2] + "_K" if n.endswith("_k") else n
 
 
+def file_type_name(code, tensors) -> str:
+    """llama.cpp's name of a GGUF file's type: ``general.file_type`` (LLAMA_FTYPE_MOSTLY_Q4_K_M = 15 ->
+    "Q4_K_M", ALL_F32 -> "F32"); without the key (or with an unknown code) the storage type holding most
+    bytes, upper case ("mostly Q8_0" files say "Q8_0")."""
+    if code is not None:
+        from gguf import LlamaFileType
+
+        try:
+            name = LlamaFileType(int(code)).name
+        except (ValueError, TypeError):
+            name = ""
+        if name and name != "GUESSED":
+            return name.removeprefix("MOSTLY_").removeprefix("ALL_")
+    by_type: dict[str, int] = {}
+    for _, ttype, _, nb in tensors:
+        by_type[ttype] = by_type.get(ttype, 0) + nb
+    return max(by_type, key=by_type.get).upper() if by_type else "GGUF"
+
+
 def _val(reader, key: str, default=None):
     f = reader.fields.get(key)
     if f is None:
@@ -238,7 +257,7 @@ def load_gguf(path: str | Path) -> ModelSpec:
         moe=moe,
         mla=mla,
         state=state,
-        native_dtype=str(_val(reader, "general.file_type", "")) or "gguf",
+        native_dtype=file_type_name(_val(reader, "general.file_type"), tensors),
         qkv_bias=any(x.endswith("attn_q.bias") for x in names),
         source=f"gguf:{p}",
         gguf_tensors=tuple(tensors),

@@ -11,8 +11,9 @@ combination that it depends on, then broadcast:
   else min(N, n_kv_heads));
 * runtime per (model, context, device kind): ``runtime_buffers`` (compute buffer, and the output buffer on
   unified / CPU devices) + the device context overhead;
-* usable per device: usable_fraction(kind) x memory (an engine that reserves memory, vLLM / SGLang:
-  gpu_memory_utilization x memory x min(1, fraction)).
+* usable per device: ``runtime.usable_device_bytes``: usable_fraction(kind) x memory, or the device's GPU
+  working-set limit (Apple); an engine that reserves memory (vLLM / SGLang) takes gpu_memory_utilization of
+  it, with the fraction capped at 1.
 
 total_bytes = N x (floor(weights/dev) + floor(KV/dev) + runtime + overhead);
 fits = per-device total <= usable.
@@ -38,7 +39,7 @@ from estimator.engines import get_engine
 from estimator.physics import speed
 from estimator.physics.coefficients import CoefficientTable
 from estimator.physics.kv import kv_cache
-from estimator.physics.runtime import coerce, runtime_buffers, usable_fraction
+from estimator.physics.runtime import coerce, runtime_buffers, usable_device_bytes
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
 
 KINDS = ("gpu", "npu", "unified", "cpu")
@@ -184,13 +185,8 @@ def build_matrix(
     rt_hw = rt_dev[:, :, kind_idx] + ovh[kind_idx][None, None, :]  # [M,C,H]
     per_dev = w_per_hw[:, :, :, None] + kv_floor[:, None, None, :] + rt_hw.transpose(0, 2, 1)[:, :, None, :]
     mem = np.array([float(h.memory_bytes or 0) for h in hardware])
-    frac = np.array([usable_fraction(h, mem_c) for h in hardware])
-    if get_engine(wl.engine).reserves_memory:
-        usable = np.array(
-            [int(wl.gpu_memory_utilization * mm * min(1.0, f)) for mm, f in zip(mem, frac, strict=True)]
-        )
-    else:
-        usable = np.array([int(f * mm) for mm, f in zip(mem, frac, strict=True)])
+    reserve = wl.gpu_memory_utilization if get_engine(wl.engine).reserves_memory else None
+    usable = np.array([usable_device_bytes(h, mem_c, reserve) for h in hardware])
     usable = np.where(mem > 0, usable, -1).astype(np.float64)
     fits = per_dev <= usable[None, :, None, None]
     total = (per_dev * n).astype(np.int64)

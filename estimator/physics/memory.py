@@ -18,7 +18,8 @@ Offload: ``workload.offload_bytes`` of weights move to host RAM (spread evenly o
 ``moe_offload_layers`` = k moves the routed experts of layers 0..k-1 to host RAM (llama.cpp ``--n-cpu-moe
 k``).
 
-Usable memory per device = usable_fraction(kind) x memory (prior in estimator/physics/runtime.py).  Verdict:
+Usable memory per device = usable_fraction(kind) x memory (prior in estimator/physics/runtime.py), or the
+device's GPU working-set limit when it has one (Apple: ``runtime.usable_device_bytes``).  Verdict:
 "fits"
 when every device's total <= usable; "fits with offload" when that holds only thanks to a requested offload;
 otherwise "does not fit", with ``min_offload_bytes`` = the weight bytes that would have to leave the devices.
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 
 from estimator.engines import get_engine
 from estimator.physics.kv import kv_cache, layer_token_bytes
-from estimator.physics.runtime import coerce, runtime_buffers, usable_fraction
+from estimator.physics.runtime import coerce, runtime_buffers, usable_device_bytes
 from estimator.physics.weights import weight_breakdown
 from estimator.specs import CHUNKED, FULL, SLIDING, HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
 
@@ -165,16 +166,15 @@ def estimate_memory(
     if discrete:
         host += rt.output_bytes + rt.host_compute_bytes
     overhead = rt.context_overhead_bytes
-    mem = int(hardware.memory_bytes)
     kv_cap = max_conc = None
     if profile.reserves_memory:
-        usable_dev = int(wl.gpu_memory_utilization * mem * min(1.0, usable_fraction(hardware, c)))
+        usable_dev = usable_device_bytes(hardware, c, wl.gpu_memory_utilization)
         kv_budget = min(usable_dev - (w + runtime_dev + overhead) for w in per_w)
         per_tok = _kv_bytes_per_pool_token(model, wl, n)
         kv_cap = max(0, int(kv_budget // per_tok)) if per_tok else None
         max_conc = int(kv_cap // wl.n_ctx) if kv_cap is not None else None
     else:
-        usable_dev = int(usable_fraction(hardware, c) * mem)
+        usable_dev = usable_device_bytes(hardware, c)
     devices = []
     for d in range(n):
         tot = int(per_w[d]) + int(per_kv[d]) + runtime_dev + overhead

@@ -49,8 +49,9 @@ from __future__ import annotations
 
 import difflib
 from functools import lru_cache
+from pathlib import PurePath as Path
 
-from estimator.specs import QuantSpec, SpecError
+from estimator.specs import ModelSpec, QuantSpec, SpecError
 
 # type -> (block elements, block bytes); ggml exact (gguf.GGML_QUANT_SIZES), plus engine-only types.
 TYPE_SIZES: dict[str, tuple[int, int]] = {
@@ -222,6 +223,25 @@ def get_quant(name: str) -> QuantSpec:
         near = difflib.get_close_matches(str(name).upper(), list(QUANTS), n=3, cutoff=0.0)
         raise SpecError(f"unknown quant {name!r}; closest: {', '.join(near)}")
     return QUANTS[key]
+
+
+def file_quant(model: ModelSpec) -> QuantSpec:
+    """The weight format of a GGUF model's own file: its tensors as stored (exact bytes), named after the
+    file's type (``ModelSpec.native_dtype``, e.g. "Q8_0" -> "Q8_0 (GGUF file)"), default type the storage type
+    holding most bytes.  SpecError for a model without GGUF tensors."""
+    if model.gguf_tensors is None:
+        raise SpecError(f"{model.id} is not a GGUF file: name a weight format to size it in")
+    by_type: dict[str, int] = {}
+    for _, ttype, _, nb in model.gguf_tensors:
+        by_type[ttype] = by_type.get(ttype, 0) + nb
+    main = max(by_type, key=by_type.get) if by_type else "f16"
+    return QuantSpec(
+        name=f"{model.native_dtype} (GGUF file)",
+        default_type=main,
+        description=f"the file's own tensor types, exact bytes ({Path(model.gguf_path or model.id).name})",
+        containers=_GGUF,
+        from_file=True,
+    )
 
 
 def row_bytes(type_name: str, n_elements: int) -> int:

@@ -130,6 +130,23 @@ def usable_fraction(hardware: HardwareSpec, coeffs: MemoryCoefficients) -> float
     return float(getattr(coeffs, f"usable_fraction_{hardware.kind}", coeffs.usable_fraction_gpu))
 
 
+def usable_device_bytes(
+    hardware: HardwareSpec, coeffs: MemoryCoefficients, reserve: float | None = None
+) -> int:
+    """Memory one device offers the engine (bytes).
+
+    A device with a GPU working-set limit (``HardwareSpec.gpu_working_set_bytes``: Apple's Metal limit,
+    raised by ``iogpu.wired_limit_mb``) offers that limit; others offer ``usable_fraction(kind) x memory``.
+    An engine that reserves memory up front (``reserve`` = its gpu_memory_utilization) takes that fraction of
+    it, with the gpu / npu usable fraction capped at 1 (the reservation already leaves the rest).
+    """
+    limit = hardware.gpu_working_set_bytes
+    mem = float(hardware.memory_bytes or 0)
+    if reserve is not None:
+        return int(reserve * (limit if limit else mem * min(1.0, usable_fraction(hardware, coeffs))))
+    return int(limit) if limit else int(usable_fraction(hardware, coeffs) * mem)
+
+
 def context_overhead_bytes(hardware: HardwareSpec, coeffs: MemoryCoefficients) -> int:
     return int(getattr(coeffs, f"context_overhead_{hardware.kind}_bytes", coeffs.context_overhead_gpu_bytes))
 

@@ -501,10 +501,13 @@ def _breakdown_gguf(model: ModelSpec) -> WeightBreakdown:
 def weight_breakdown(model: ModelSpec, quant: QuantSpec | str | None = None) -> WeightBreakdown:
     """Weight bytes of ``model`` in ``quant``.
 
-    Exact file tensor sums when ``model.gguf_tensors`` is set and quant is None or "gguf".
+    Exact file tensor sums when ``model.gguf_tensors`` is set and quant is None, "gguf" or the file's own
+    format (``QuantSpec.from_file``, ``estimator.physics.quant.file_quant``).
     """
     if model.gguf_tensors is not None and (
-        quant is None or (isinstance(quant, str) and quant.lower() == "gguf")
+        quant is None
+        or (isinstance(quant, str) and quant.lower() == "gguf")
+        or (isinstance(quant, QuantSpec) and quant.from_file)
     ):
         return _breakdown_gguf(model)
     if quant is None:

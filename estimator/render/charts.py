@@ -80,8 +80,10 @@ def _el(tag: str, text: str | None = None, **attrs: object) -> str:
 
 
 def _label_width(labels: Sequence[str], lo: int = 60, hi: int = 240) -> float:
+    """Width of a label column: the longest label with the 10 % glyph margin ``_truncate`` allows, so a label
+    that fits the column is never cut (only those longer than ``hi`` are)."""
     longest = max((len(s) for s in labels), default=0)
-    return float(min(hi, max(lo, longest * CHAR_PX + 10)))
+    return float(min(hi, max(lo, (longest + 2) * CHAR_PX * 1.1 + 6)))
 
 
 def _truncate(label: str, width_px: float) -> str:
@@ -132,24 +134,54 @@ def _legend(items: Sequence[tuple[str, str]], x: float, y: float) -> tuple[str, 
     return "".join(out), cy - y + 18
 
 
+def _text_px(text: str, size_px: float = style.SMALL_SIZE_PX) -> float:
+    """Estimated width of ``text`` in pixels at ``size_px`` (CHAR_PX is the 12 px average advance)."""
+    return len(text) * CHAR_PX * size_px / style.FONT_SIZE_PX
+
+
+def spaced_labels(
+    positions: Sequence[tuple[float, str]], lo_x: float, hi_x: float, size_px: float = style.SMALL_SIZE_PX
+) -> list[tuple[float, str, str]]:
+    """(x, text, anchor) of the axis labels that can be drawn without colliding: centred labels, left to
+    right, each kept only when it clears the last kept one by 4 px; a label that would cross ``lo_x`` /
+    ``hi_x`` is anchored at its start / end instead (so panel edges and the SVG border do not cut or overlap
+    it)."""
+    out: list[tuple[float, str, str]] = []
+    right_edge = float("-inf")
+    for x, text in positions:
+        w = _text_px(text, size_px)
+        anchor, left, right = "middle", x - w / 2, x + w / 2
+        if left < lo_x:
+            anchor, left, right = "start", x, x + w
+        elif right > hi_x:
+            anchor, left, right = "end", x - w, x
+        if left < right_edge + 4:
+            continue
+        out.append((x, text, anchor))
+        right_edge = right
+    return out
+
+
 def _vgrid(
     ticks: Sequence[float],
     sx: Callable[[float], float],
     top: float,
     bottom: float,
     label: Callable[[float], str],
+    lo_x: float = 0.0,
+    hi_x: float = WIDTH_PX,
 ) -> list[str]:
-    """Vertical grid lines with tick labels under the axis."""
-    out = []
-    for tv in ticks:
-        out.append(_el("line", x1=sx(tv), y1=top, x2=sx(tv), y2=bottom, stroke=style.GRID_COLOR))
+    """Vertical grid lines with tick labels under the axis (labels that would collide are left out:
+    ``spaced_labels``)."""
+    out = [_el("line", x1=sx(tv), y1=top, x2=sx(tv), y2=bottom, stroke=style.GRID_COLOR) for tv in ticks]
+    for x, text, anchor in spaced_labels([(sx(tv), label(tv)) for tv in ticks], lo_x, hi_x):
         out.append(
             _el(
                 "text",
-                label(tv),
-                x=sx(tv),
+                text,
+                x=x,
                 y=bottom + 13,
-                text_anchor="middle",
+                text_anchor=anchor,
                 font_size=style.SMALL_SIZE_PX,
                 fill=style.MUTED_TEXT_COLOR,
             )
@@ -170,7 +202,7 @@ def memory_stack_chart(
     device's usable memory; a bar longer than its mark does not fit.
     """
     gib = 2**30
-    left = _label_width([d[0] for d in devices])
+    left = _label_width([d[0] for d in devices], hi=200)
     right, top = 16.0, 14.0
     totals = [sum(b for _, _, b in parts) for _, parts, _ in devices]
     usables = [u for _, _, u in devices if u]
@@ -182,7 +214,7 @@ def memory_stack_chart(
     def sx(v_gib: float) -> float:
         return left + plot_w * v_gib / span
 
-    body = _vgrid(ticks, sx, top, axis_y, lambda v: fmt_num(v, lang, 0 if span >= 10 else 1))
+    body = _vgrid(ticks, sx, top, axis_y, lambda v: fmt_num(v, lang, 0 if span >= 10 else 1), left, WIDTH_PX)
     seen: dict[str, str] = {}
     for i, (label, parts, usable) in enumerate(devices):
         y = top + 4 + i * ROW_PX
@@ -209,14 +241,18 @@ def memory_stack_chart(
             )
             x += w
         inside = sx(x) + 60 >= WIDTH_PX
+        last = next(
+            (style.MEMORY_COLORS.get(k, style.GREY) for k, _, b in reversed(parts) if b > 0), style.GREY
+        )
         body.append(
             _el(
                 "text",
                 fmt_num(x, lang),
-                x=min(sx(x) + 4, WIDTH_PX - 4.0),
+                x=min(sx(x) + 4, WIDTH_PX - 4.0) if not inside else sx(x) - 4,
                 y=y + BAR_PX - 3,
                 font_size=style.SMALL_SIZE_PX,
                 text_anchor="end" if inside else "start",
+                fill=style.text_on(last) if inside else style.TEXT_COLOR,
             )
         )
         if usable:
@@ -301,17 +337,8 @@ def line_chart(
                 fill=style.MUTED_TEXT_COLOR,
             )
         )
-    for xv in xs:
-        body.append(
-            _el(
-                "text",
-                x_format(xv),
-                x=sx(xv),
-                y=bottom + 16,
-                text_anchor="middle",
-                fill=style.MUTED_TEXT_COLOR,
-            )
-        )
+    for x, text, anchor in spaced_labels([(sx(xv), x_format(xv)) for xv in xs], left, WIDTH_PX, 12):
+        body.append(_el("text", text, x=x, y=bottom + 16, text_anchor=anchor, fill=style.MUTED_TEXT_COLOR))
     body.append(_el("line", x1=left, y1=bottom, x2=WIDTH_PX - right, y2=bottom, stroke=style.AXIS_COLOR))
     mid = f"{top + plot_h / 2:.0f}"
     body.append(
@@ -385,7 +412,12 @@ def _panel_svg(
     top = y0 + 22
     bottom = top + len(rows) * ROW_PX + 4
     out = [_el("text", panel.title, x=plot_x, y=y0 + 12, font_weight=600)]
-    out += _vgrid(ticks, sx, top, bottom, lambda v: fmt_sig(v, lang))
+    whole = all(float(tv).is_integer() for tv in ticks)  # "50", not "50.0"
+
+    def tick_label(v: float) -> str:
+        return fmt_num(v, lang, 0) if whole else fmt_sig(v, lang)
+
+    out += _vgrid(ticks, sx, top, bottom, tick_label, plot_x, x0 + width - 4)
     for i, r in enumerate(rows):
         y = top + 4 + i * ROW_PX
         base_y = y + BAR_PX - 3
@@ -442,7 +474,7 @@ def _panel_svg(
                 y=base_y,
                 font_size=style.SMALL_SIZE_PX,
                 text_anchor="end" if inside else "start",
-                fill=style.BACKGROUND if inside else style.TEXT_COLOR,
+                fill=style.text_on(panel.color) if inside else style.TEXT_COLOR,
             )
         )
     out.append(_el("line", x1=plot_x, y1=bottom, x2=plot_x + plot_w, y2=bottom, stroke=style.AXIS_COLOR))

@@ -81,17 +81,25 @@ class Ctx:
         return e(t(key, self.lang, **kw))
 
 
-def verdict(ctx: Ctx, path: str) -> str:
+def verdict(ctx: Ctx, path: str, short: bool = False) -> str:
+    """The verdict at ``path`` as a coloured pill; ``short`` (table cells) uses the short words with the long
+    ones as its title."""
     v = ctx.get(path)
     if v is None:
         return "—"
     cls = {"fits": "fits", "fits with offload": "offload"}.get(v, "nofit")
-    return f'<span class="verdict {cls}" data-path="{e(path)}" data-value="{e(v)}">{ctx.t(v)}</span>'
+    text = ctx.t(f"{cls}_short") if short else ctx.t(v)
+    title = f' title="{ctx.t(v)}"' if short else ""
+    return f'<span class="verdict {cls}" data-path="{e(path)}" data-value="{e(v)}"{title}>{text}</span>'
 
 
 def coef(ctx: Ctx, path: str) -> str:
     """The coefficient label of a speed figure: calibrated family and runs, or the pooled prior."""
     label = ctx.get(f"{path}.coefficients", "")
+    if ctx.lang != "en":
+        from estimator.render.translate import tr
+
+        label = tr(label, ctx.lang)
     calibrated = bool(ctx.get(f"{path}.calibrated"))
     n = ctx.get(f"{path}.n_points", 0) or 0
     state = t("calibrated", ctx.lang) if calibrated else t("uncalibrated", ctx.lang)
@@ -140,7 +148,9 @@ def table(
             f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(row)
         )
         body.append(f"<tr{cls}>{tds}</tr>")
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    # the wrapper scrolls a table wider than the page (a phone) instead of widening the page
+    inner = f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="table-wrap">{inner}</div>'
 
 
 def section(sid: str, title: str, body: str) -> str:

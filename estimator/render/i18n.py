@@ -41,6 +41,17 @@ STRINGS: dict[str, dict[str, str]] = {
     "offload": {"en": "Offload to system RAM (GiB)", "es": "Offload a RAM del sistema (GiB)"},
     "engine": {"en": "Inference engine", "es": "Motor de inferencia"},
     "language": {"en": "Language", "es": "Idioma"},
+    "custom_hw": {
+        "en": "Custom hardware (or overrides of the chosen device)",
+        "es": "Hardware personalizado (o ajustes del dispositivo elegido)",
+    },
+    "memory_gib": {"en": "Memory (GiB)", "es": "Memoria (GiB)"},
+    "hw_auto": {"en": "auto (this machine)", "es": "auto (esta máquina)"},
+    "hw_custom": {"en": "custom (figures below)", "es": "personalizado (cifras abajo)"},
+    "bandwidth_gbs": {"en": "Bandwidth (GB/s)", "es": "Ancho de banda (GB/s)"},
+    "tflops": {"en": "Dense bf16 TFLOPS", "es": "TFLOPS bf16 densos"},
+    "family": {"en": "Hardware family (coefficients)", "es": "Familia de hardware (coeficientes)"},
+    "ctx_default": {"en": "8192 (or the model's max)", "es": "8192 (o el máx.)"},
     "update": {"en": "Update", "es": "Actualizar"},
     "loading": {"en": "Computing…", "es": "Calculando…"},
     "error": {"en": "Error", "es": "Error"},
@@ -96,6 +107,9 @@ STRINGS: dict[str, dict[str, str]] = {
     "fits": {"en": "Fits with safe headroom", "es": "Cabe con margen de seguridad"},
     "fits with offload": {"en": "Fits with offload", "es": "Cabe con offload"},
     "does not fit": {"en": "Exceeds available device memory", "es": "Supera la memoria GPU disponible"},
+    "fits_short": {"en": "fits", "es": "cabe"},
+    "offload_short": {"en": "offload", "es": "con offload"},
+    "nofit_short": {"en": "does not fit", "es": "no cabe"},
     # KV
     "kv_at_ctx": {"en": "KV cache at {ctx} tokens ({dtype})", "es": "Caché KV a {ctx} tokens ({dtype})"},
     "kv_saving": {"en": "Saving with {dtype} KV", "es": "Ahorro con caché KV {dtype}"},
@@ -108,6 +122,7 @@ STRINGS: dict[str, dict[str, str]] = {
     "kv_gib": {"en": "KV cache (GiB)", "es": "Caché KV (GiB)"},
     "total_gib": {"en": "Total (GiB)", "es": "VRAM total (GiB)"},
     "total_gb": {"en": "Total (GB)", "es": "Total (GB)"},
+    "kv_every_row": {"en": "KV cache in every row", "es": "Caché KV en todas las filas"},
     "fit": {"en": "Fit", "es": "Compatibilidad"},
     "decode_speed": {"en": "Decode speed", "es": "Velocidad decode"},
     "cheapest_fit": {"en": "Cheapest hardware that fits", "es": "Hardware más barato que lo soporta"},
@@ -120,6 +135,8 @@ STRINGS: dict[str, dict[str, str]] = {
         "en": "Aggregate throughput at concurrency {n}",
         "es": "Rendimiento agregado con {n} secuencias",
     },
+    "empty_context": {"en": "empty context", "es": "contexto vacío"},
+    "kv_half_full": {"en": "KV half full at {n} tokens", "es": "caché KV a medias ({n} tokens)"},
     "interval": {"en": "interval", "es": "intervalo"},
     "coefficients": {"en": "Coefficients", "es": "Coeficientes"},
     "calibrated": {"en": "calibrated", "es": "calibrado"},
@@ -171,9 +188,40 @@ STRINGS: dict[str, dict[str, str]] = {
         "es": "Dispositivos compatibles: velocidad decode y costo por 1M tokens",
     },
     "usable_limit": {"en": "usable", "es": "utilizable"},
+    "hw_top": {
+        "en": "The {n} fastest of {total} configurations that fit (and the chosen one); all of them below.",
+        "es": "Las {n} configuraciones más rápidas de {total} que caben (y la elegida); todas abajo.",
+    },
+    "hw_all": {"en": "All {n} configurations that fit", "es": "Las {n} configuraciones que caben"},
+    "all": {"en": "All", "es": "Todas"},
+    "kind_gpu": {"en": "GPUs", "es": "GPUs"},
+    "kind_npu": {"en": "NPUs", "es": "NPUs"},
+    "kind_unified": {"en": "Unified memory", "es": "Memoria unificada"},
+    "kind_cpu": {"en": "CPUs", "es": "CPUs"},
     "tok_s": {"en": "tok/s", "es": "tok/s"},
     "no_data": {"en": "no data", "es": "sin datos"},
 }
+
+
+# Where an hourly rate came from (CostEstimate.rate_origin, HardwareOption.rate_origin), as shown.
+ORIGINS: dict[str, dict[str, str]] = {
+    "cloud rate": {"en": "cloud rate", "es": "tarifa en la nube"},
+    "cloud rate, scaled per device": {
+        "en": "cloud rate, scaled per device",
+        "es": "tarifa en la nube, escalada por dispositivo",
+    },
+    "amortised purchase + power": {
+        "en": "amortised purchase + power",
+        "es": "compra amortizada + electricidad",
+    },
+    "--usd-per-hour": {"en": "--usd-per-hour", "es": "--usd-per-hour"},
+    "none": {"en": "none", "es": "ninguna"},
+}
+
+
+def origin_label(origin: str, lang: str = "en") -> str:
+    """A rate origin as shown in ``lang`` (the JSON keeps the English value)."""
+    return (ORIGINS.get(origin) or {}).get(check_lang(lang), origin)
 
 
 def t(key: str, lang: str = "en", **fmt: object) -> str:
@@ -263,3 +311,12 @@ def fmt_seconds(value_s: float | None, lang: str = "en") -> str:
     if value_s < 1:
         return f"{fmt_sig(value_s * 1000, lang)} ms"
     return f"{fmt_num(value_s, lang, 2)} s"
+
+
+def quant_description(name: str | None, description: str | None, lang: str = "en") -> str:
+    """A weight format's description in ``lang`` (``estimator.render.translate`` holds the Spanish ones)."""
+    if check_lang(lang) == "en" or not description:
+        return description or ""
+    from estimator.render.translate import translate_quant
+
+    return translate_quant(name or "", description, lang)

@@ -51,6 +51,26 @@ MUTED_TEXT_COLOR = "#5A5A5A"
 BACKGROUND = "#FFFFFF"
 PANEL_BACKGROUND = "#F7F7F7"
 
+def _luminance(hex_color: str) -> float:
+    """WCAG relative luminance of an ``#RRGGBB`` colour (0 black .. 1 white)."""
+    h = hex_color.lstrip("#")
+    channels = [int(h[i : i + 2], 16) / 255 for i in (0, 2, 4)]
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def contrast_ratio(a: str, b: str) -> float:
+    """WCAG contrast ratio of two ``#RRGGBB`` colours (1 .. 21)."""
+    la, lb = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def text_on(fill: str) -> str:
+    """The text colour (TEXT_COLOR or white) with the higher contrast on ``fill``: value labels drawn inside a
+    bar stay readable on every bar colour (dark on orange / yellow / sky blue, white on blue / vermillion)."""
+    return max((TEXT_COLOR, BACKGROUND), key=lambda c: contrast_ratio(c, fill))
+
+
 # --- fonts -------------------------------------------------------------------------------------------------
 # CSS stack for HTML/SVG (no web fonts: the report must render offline).
 FONT_STACK = (

@@ -92,30 +92,46 @@ def report_to_dict(report: Report) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ renderings
-def blocks(d: dict) -> list[Block]:
-    """The text / Markdown blocks of a report dict, in report order (the first is the summary)."""
-    return [b for u in UNITS if u.text is not None and (b := u.text(d)) is not None]
+def blocks(d: dict, lang: str = "en") -> list[Block]:
+    """The text / Markdown blocks of a report dict, in report order (the first is the summary), in ``lang``
+    (the sections write English; ``estimator.render.translate`` renders them in Spanish)."""
+    out = [b for u in UNITS if u.text is not None and (b := u.text(d)) is not None]
+    if check_lang(lang) == "en":
+        return out
+    from estimator.render.translate import translate_block
+
+    return [translate_block(b, lang) for b in out]
 
 
-def to_text(d: dict, width: int | None = None) -> str:
+def to_text(d: dict, width: int | None = None, lang: str = "en") -> str:
     """The terminal report as plain text (files, pipes, tests)."""
     from estimator.render.text import DEFAULT_WIDTH, layout, lines_text
 
-    return lines_text(layout(blocks(d), width or DEFAULT_WIDTH))
+    return lines_text(layout(blocks(d, lang), width or DEFAULT_WIDTH))
 
 
-def print_text(d: dict, console: Console) -> None:
-    """The report through a rich console, at its width, with colours on a terminal."""
+def print_text(d: dict, console: Console, brief: bool = False, lang: str = "en") -> None:
+    """The report (``brief``: its summary only) through a rich console, at its width, with colours on a
+    terminal."""
     from estimator.render.text import layout, print_lines
 
-    print_lines(layout(blocks(d), console.width), console)
+    bs = blocks(d, lang)
+    print_lines(layout(bs[:1] if brief else bs, console.width), console)
 
 
-def to_markdown(d: dict) -> str:
+def to_brief(d: dict, width: int | None = None, lang: str = "en") -> str:
+    """The answer alone (``report --brief``): the summary panel — configuration, verdict, memory, decode,
+    prefill and TTFT, cost, notes and warnings — as plain text."""
+    from estimator.render.text import DEFAULT_WIDTH, layout, lines_text
+
+    return lines_text(layout(blocks(d, lang)[:1], width or DEFAULT_WIDTH))
+
+
+def to_markdown(d: dict, lang: str = "en") -> str:
     """GitHub-flavoured Markdown of a report dict."""
     from estimator.render.markdown import render_markdown
 
-    return render_markdown(blocks(d))
+    return render_markdown(blocks(d, lang))
 
 
 def to_json(d: dict) -> str:
@@ -156,7 +172,12 @@ def to_fragment(
     if measured is None:
         measured = measured_for(d, results_dir)
     ctx = Ctx(d, lang, measured, dict(d.get("chart_data") or {}))
-    return article([u.html(ctx) for u in UNITS if u.html is not None], lang, d.get("schema_version", ""))
+    html = article([u.html(ctx) for u in UNITS if u.html is not None], lang, d.get("schema_version", ""))
+    if lang == "en":
+        return html
+    from estimator.render.translate import translate_html  # the report's own English strings, in lang
+
+    return translate_html(html, lang)
 
 
 def to_html(

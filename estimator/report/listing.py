@@ -1,22 +1,7 @@
-"""Row builders for ``python -m estimator list`` and ``fit`` (plain lists; the CLI renders text/JSON/CSV).
-
-``fit_rows``: for every sizable catalog model, its parameter count (counted from the architecture, 10^9) and
-the first format of ``quants`` (best quality first) that the engine runs on the device (formats it cannot run
-there, estimator.physics.support, are left out; a fallback's speed is estimated on its path and labelled so)
-and whose memory verdict is ``"fits"``, with its total, headroom and estimated decode speed (single stream,
-the coefficient set's label alongside).  Models
-that fit in no format are listed last with verdict "does not fit".
-
-Scalar calls, one model at a time, stopping at the first format that fits.  The vectorised
-``estimator.physics.matrix`` was measured for this view and is not faster: it sizes every format of every
-model
-(weight recipes dominate: ~0.40 s for one device and 8 formats, plus ~0.2 s to import numpy) where this loop
-stops early (~0.45 s for the whole command), so ``fit`` stays off numpy.
-"""
+"""Row builders for ``python -m estimator list`` (plain lists; the CLI renders text / JSON / CSV).  ``fit``'s
+rows and ranking are ``estimator.report.fit``."""
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 from estimator.specs import GIB, SpecError
 
@@ -111,69 +96,6 @@ def list_rows(what: str) -> tuple[list[str], list[list]]:
     raise SpecError(f"unknown list {what!r}; one of models, hardware, quants")
 
 
-def fit_rows(hw, workload, table, quants: tuple[str, ...]) -> tuple[list[str], list[list]]:
-    """Sorted rows: fitting models by decode speed (fastest first), then the rest by name."""
-    from estimator.catalog.data import all_models
-    from estimator.engines import get_engine
-    from estimator.physics import support
-    from estimator.physics.limits import validate_workload
-    from estimator.physics.quant import get_quant, kv_type
-    from estimator.physics.weights import weight_breakdown
-    from estimator.report.sizing import Sizing
-
-    kv_type(workload.kv_dtype)  # an unknown KV dtype is bad input (SpecError), not "does not fit" for all
-
-    headers = [
-        "model",
-        "params_total_b",
-        "best_quant",
-        "total_gib",
-        "headroom_gib",
-        "verdict",
-        "decode_tok_s",
-        "decode_lo_tok_s",
-        "decode_hi_tok_s",
-        "coefficients",
-    ]
-    fitting, rest = [], []
-    profile = get_engine(workload.engine)
-    qspecs = [get_quant(q) for q in quants]
-    for model in all_models():
-        if workload.n_ctx > model.max_context:
-            wl = replace(workload, n_ctx=model.max_context)
-        else:
-            wl = workload
-        validate_workload(model, wl, allow_overlong=True)  # context <= 0, devices < 1 ...: SpecError
-        ph = Sizing(model, table)
-        params_b = None
-        row = None
-        for q in qspecs:
-            if not profile.runs(q) or not support.runs(model, q, hw, wl):  # the engine cannot run it there
-                continue
-            try:
-                m = ph.memory(q, hw, wl)
-            except _ERRORS:
-                continue
-            if params_b is None:  # counted from the architecture (same for every format)
-                params_b = _r(weight_breakdown(model, q).n_params_total / 1e9)
-            if m.verdict == "fits":
-                try:
-                    f = ph.decode(q, hw, wl)
-                    speed = [_r(f.tok_s, 1), _r(f.lo_tok_s, 1), _r(f.hi_tok_s, 1), f.coefficients]
-                except _ERRORS:
-                    speed = [None, None, None, None]
-                gib = [_r(m.total_bytes / GIB), _r(m.headroom_bytes / GIB)]
-                row = [model.id, params_b, q.name, *gib, m.verdict, *speed]
-                break
-        if row is None:
-            rest.append([model.id, params_b, None, None, None, "does not fit", None, None, None, None])
-        else:
-            fitting.append(row)
-    fitting.sort(key=lambda r: -(r[6] or 0.0))
-    rest.sort(key=lambda r: r[0])
-    return headers, fitting + rest
-
-
 # Text (terminal) view: a readable subset of the columns, short headers.  JSON / CSV keep every column.
 TEXT_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     "models": (("id", "id"), ("architecture", "architecture"), ("total_params", "params"),
@@ -188,27 +110,12 @@ TEXT_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
 
 
 def text_view(what: str, headers: list[str], rows: list[list]) -> tuple[list[str], list[list], list[str]]:
-    """(headers, rows, footnotes) for the terminal: TEXT_COLUMNS of a listing, or for ``fit`` the decode
-    interval in one cell and the coefficient labels as numbered footnotes."""
+    """(headers, rows, footnotes) for the terminal: TEXT_COLUMNS of a listing (``fit``: its own view,
+    estimator.report.fit)."""
     if what == "fit":
-        idx = {h: i for i, h in enumerate(headers)}
-        labels: list[str] = []
-        out = []
-        for r in rows:
-            tok, lo, hi, coef = (r[idx[k]] for k in ("decode_tok_s", "decode_lo_tok_s", "decode_hi_tok_s",
-                                                     "coefficients"))
-            speed = None if tok is None else f"{tok:,.1f} ({lo:,.1f}–{hi:,.1f})"
-            ref = None
-            if coef:
-                if coef not in labels:
-                    labels.append(coef)
-                ref = f"[{labels.index(coef) + 1}]"
-            out.append([r[idx["model"]], r[idx["params_total_b"]], r[idx["best_quant"]], r[idx["total_gib"]],
-                        r[idx["headroom_gib"]], r[idx["verdict"]], speed, ref])
-        heads = ["model", "params B", "quant", "total GiB", "headroom GiB", "verdict",
-                 "decode tok/s (est., interval)", "coef."]
-        notes = [f"[{i + 1}] {lab}" for i, lab in enumerate(labels)]
-        return heads, out, notes
+        from estimator.report.fit import text_view as fit_view
+
+        return fit_view(headers, rows)
     cols = TEXT_COLUMNS[what]
     idx = {h: i for i, h in enumerate(headers)}
     return [c[1] for c in cols], [[r[idx[c[0]]] for c in cols] for r in rows], []

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.engines import ENGINES, get_engine
-from estimator.specs import GIB, HardwareSpec, SpecError, Workload
+from estimator.specs import GIB, HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
 
 DEFAULT_CTX = 8192
 
@@ -54,13 +54,34 @@ def resolve_device(
     bandwidth_gbs: float | None = None,
     tflops: float | None = None,
     family: str | None = None,
-) -> HardwareSpec:
-    """A catalog device, or ``custom`` from the given figures (GiB, 10^9 B/s, 10^12 FLOP/s)."""
-    from estimator.catalog.resolve import resolve_hardware
+    wired_limit_mb: int | None = None,
+    devices: int | None = None,
+) -> tuple[HardwareSpec, int]:
+    """(device, count): a catalog device by id or by a name it is made of ("4090"), with the given figures
+    overriding the catalog's; ``custom`` from them (GiB, 10^9 B/s, 10^12 FLOP/s; ``wired_limit_mb``: an Apple
+    machine's ``iogpu.wired_limit_mb``); or ``auto``: this machine (``estimator.catalog.detect``), its GPUs
+    counted when ``devices`` is None.  ``devices`` None means 1 otherwise."""
+    from estimator.catalog.resolve import override_hardware, resolve_hardware
 
-    return resolve_hardware(
-        hardware, memory_gib=memory_gib, bandwidth_gbs=bandwidth_gbs, tflops=tflops, family=family
+    if str(hardware).strip().lower() == "auto":
+        from estimator.catalog.detect import detect_hardware, with_notes
+
+        spec, found, notes = detect_hardware()
+        spec = override_hardware(spec, memory_gib, bandwidth_gbs, tflops, family, wired_limit_mb)
+        n = found if devices is None else devices
+        if found > 1 and n != found:
+            notes = (*notes, f"sized for {n} of the {found} GPUs found (--devices)")
+        return with_notes(spec, notes), n
+    spec = resolve_hardware(
+        hardware,
+        memory_gib=memory_gib,
+        bandwidth_gbs=bandwidth_gbs,
+        tflops=tflops,
+        family=family,
+        wired_limit_mb=wired_limit_mb,
+        forgiving=True,
     )
+    return spec, 1 if devices is None else devices
 
 
 @dataclass(frozen=True)
@@ -69,7 +90,8 @@ class ReportRequest:
 
     quant / split / gpu_memory_utilization: None = the engine's default (its profile's ``default_quant`` /
     ``default_split`` / ``memory_fraction``);
-    offload_gib in GiB (2^30 B); the custom-hardware figures apply with ``hardware="custom"``.
+    offload_gib in GiB (2^30 B); memory_gib / bandwidth_gbs / tflops / family describe ``hardware="custom"``
+    and override a catalog device's figures; wired_limit_mb: an Apple machine's ``iogpu.wired_limit_mb``.
     """
 
     model: str
@@ -77,8 +99,8 @@ class ReportRequest:
     quant: str | None = None
     engine: str = "llama.cpp"
     kv_dtype: str = "f16"
-    ctx: int = DEFAULT_CTX
-    devices: int = 1
+    ctx: int | None = None  # None: DEFAULT_CTX, or the model's maximum when that is smaller (with a note)
+    devices: int | None = None  # None: 1, or every GPU found with hardware="auto"
     split: str | None = None
     concurrency: int = 1
     offload_gib: float = 0.0
@@ -88,6 +110,7 @@ class ReportRequest:
     bandwidth_gbs: float | None = None
     tflops: float | None = None
     family: str | None = None
+    wired_limit_mb: int | None = None
     usd_per_hour: float | None = None
     hours_per_day: float = 4.0
     kwh_price: float = 0.15
@@ -99,8 +122,22 @@ class ReportRequest:
     coefficients: str | None = None
     backend: str = ""  # the engine's backend; "" = the profile's default for the device
 
-    def workload(self) -> Workload:
-        """The Workload of the request; SpecError for what the engine cannot run (its profile's check)."""
+    def context(self, model: ModelSpec) -> tuple[int, tuple[str, ...]]:
+        """(context tokens, notes): the requested context, or by default DEFAULT_CTX clamped to the model's
+        maximum (a 4K model is sized at 4,096 with a note, not refused); a context the user typed is never
+        changed (above the maximum it is refused unless ``allow_overlong``)."""
+        if self.ctx is not None:
+            return self.ctx, ()
+        if 0 < model.max_context < DEFAULT_CTX:
+            return model.max_context, (
+                f"context: the default {DEFAULT_CTX:,} tokens is above {model.id}'s maximum, so it is sized "
+                f"at its maximum of {model.max_context:,} tokens (--ctx chooses another)",
+            )
+        return DEFAULT_CTX, ()
+
+    def workload(self, ctx: int | None = None, devices: int | None = None) -> Workload:
+        """The Workload of the request at ``ctx`` tokens on ``devices`` devices (defaults: the request's own,
+        else DEFAULT_CTX and 1); SpecError for what the engine cannot run (its profile's check)."""
         if self.offload_gib < 0:
             raise SpecError(f"--offload-gib must be >= 0, got {self.offload_gib}")
         if self.engine not in ENGINES:
@@ -108,8 +145,8 @@ class ReportRequest:
         wl = make_workload(
             self.engine,
             self.kv_dtype,
-            self.ctx,
-            self.devices,
+            next((c for c in (ctx, self.ctx) if c is not None), DEFAULT_CTX),
+            next((n for n in (devices, self.devices) if n is not None), 1),
             self.split,
             self.gpu_memory_utilization,
             concurrency=self.concurrency,
@@ -129,17 +166,25 @@ def make_report(req: ReportRequest, table=None):
     """
     from estimator.catalog.data import all_hardware
     from estimator.catalog.rates import load_cloud_rates
-    from estimator.catalog.resolve import resolve_model
+    from estimator.catalog.resolve import resolve_model_noted
     from estimator.physics.coefficients import load_coefficients
     from estimator.physics.finetune import FinetuneConfig
-    from estimator.physics.quant import get_quant
     from estimator.report.document import build_report
     from estimator.report.units import ReportOptions
 
-    wl = req.workload()
-    model = resolve_model(req.model)
-    hw = resolve_device(req.hardware, req.memory_gib, req.bandwidth_gbs, req.tflops, req.family)
-    quant = get_quant(req.quant or get_engine(req.engine).default_quant)
+    model, model_notes = resolve_model_noted(req.model)
+    model, quant, quant_notes = request_quant(model, req.quant, req.engine)
+    ctx, ctx_notes = req.context(model)
+    hw, devices = resolve_device(
+        req.hardware,
+        req.memory_gib,
+        req.bandwidth_gbs,
+        req.tflops,
+        req.family,
+        req.wired_limit_mb,
+        req.devices,
+    )
+    wl = req.workload(ctx, devices)
     options = ReportOptions(
         usd_per_hour=req.usd_per_hour,
         hours_per_day=req.hours_per_day,
@@ -149,6 +194,48 @@ def make_report(req: ReportRequest, table=None):
         finetune=FinetuneConfig(rank=req.ft_rank, seq_len=req.ft_seq_len, micro_batch=req.ft_micro_batch),
         hardware_catalog=tuple(all_hardware()),
         rates=load_cloud_rates(),
+        notes=(*model_notes, *quant_notes, *ctx_notes),
     )
     table = table if table is not None else load_coefficients(req.coefficients)
     return build_report(model, hw, quant, wl, table, options)
+
+
+def request_quant(
+    model: ModelSpec, quant: str | None, engine: str
+) -> tuple[ModelSpec, QuantSpec, tuple[str, ...]]:
+    """(model, weight format, notes) to size.
+
+    A GGUF file is sized from its own tensors and labelled with its own type (``file_quant``) when no format
+    or ``gguf`` is asked for; naming another format re-sizes the file's architecture in that format (the
+    model loses its tensor list, so every figure is the recipe's) and says so.  Other models take the named
+    format, or the engine's default.
+    """
+    from estimator.physics.quant import file_quant, get_quant
+    from estimator.report.units import recipe_model
+
+    if model.gguf_tensors is None:
+        if quant is not None and quant.strip().lower() == "gguf":
+            raise SpecError(
+                f"--quant gguf means a .gguf file's own tensors; {model.id} is not a GGUF file (name a "
+                "format: python -m estimator list quants)"
+            )
+        return model, get_quant(quant or get_engine(engine).default_quant), ()
+    own = file_quant(model)
+    if quant is None or quant.strip().lower() == "gguf":
+        return (
+            model,
+            own,
+            (
+                f"weights: the GGUF file's own tensors ({model.native_dtype}, exact bytes); --quant NAME "
+                "re-sizes its architecture in another format",
+            ),
+        )
+    q = get_quant(quant)
+    return (
+        recipe_model(model),
+        q,
+        (
+            f"weights: re-sized as {q.name} from the file's architecture (the file itself is "
+            f"{model.native_dtype}; --quant gguf sizes its own tensors)",
+        ),
+    )

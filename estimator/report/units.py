@@ -14,7 +14,7 @@ sections it needs.  Physics results go into section records by keyword.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -26,6 +26,13 @@ from estimator.report.sizing import Sizing
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
 
 CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
+
+
+def recipe_model(model: ModelSpec) -> ModelSpec:
+    """A GGUF model's architecture without its file's tensors: what a catalog format (a recipe) sizes."""
+    if model.gguf_tensors is None:
+        return model
+    return replace(model, gguf_tensors=None, gguf_path=None)
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,9 @@ class ReportOptions:
     rates: tuple = ()  # tuple[CloudRate, ...]
     contexts: tuple[int, ...] = CONTEXTS
     quants: tuple[str, ...] = ()  # quant-matrix rows; () = every known format
+    # what the request did on the user's behalf (a clamped default context, a model name mapped to a catalog
+    # entry, a GGUF sized from its own tensors, a detected device): the report's ``notes``
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,18 @@ class Build:
         if key not in self._built:
             self._built[key] = self._units[key].build(self)
         return self._built[key]
+
+    @cached_property
+    def recipe_sizing(self) -> Sizing:
+        """Sizing of the model's architecture in catalog formats: for a GGUF model the file's tensors are one
+        format (``QuantSpec.from_file``), so every other format is sized from the architecture alone."""
+        if self.model.gguf_tensors is None:
+            return self.sizing
+        return Sizing(recipe_model(self.model), self.table)
+
+    def sizing_for(self, quant: QuantSpec) -> Sizing:
+        """The Sizing that sizes ``quant``: the file's own for its format, else the recipe sizing."""
+        return self.sizing if quant.from_file else self.recipe_sizing
 
     @cached_property
     def weights(self):

@@ -42,9 +42,22 @@
         document.body.setAttribute("data-state", "error");
       });
   }
+  var custom = document.getElementById("fb-custom");
+  var hardware = document.getElementById("f-hardware");
+  function showCustom() {  // presentation only: the custom-hardware fields when "custom" is chosen
+    if (custom && hardware && hardware.value === "custom") { custom.hidden = false; }
+  }
   form.addEventListener("submit", function (ev) { ev.preventDefault(); update(); });
   form.addEventListener("change", function (ev) {
     if (ev.target && ev.target.name === "lang") { window.location.search = query(); return; }  // relabel page
+    if (ev.target === hardware) {
+      showCustom();
+      var figures = ["f-memory_gib", "f-bandwidth_gbs"].map(function (id) { return document.getElementById(id); });
+      if (hardware.value === "custom" && figures.some(function (f) { return !f.value; })) {
+        status.textContent = "";  // wait for the figures a custom device needs
+        return;
+      }
+    }
     update();
   });
   document.body.setAttribute("data-state", "ready");

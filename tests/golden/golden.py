@@ -82,6 +82,11 @@ REPORTS: tuple[tuple[str, str, str], ...] = (
     ("dsv2lite-vllm-pp", "json",
      "--model deepseek-v2-lite-16b --hardware l40s --devices 2 --split pp --engine vllm --quant "
      "AWQ-INT4"),
+    # issue 13: a GGUF re-sized in a named format, an overridden Apple device, the Spanish text report
+    ("gguf-tiny-3090-resized", "json",
+     "--model {here}/tiny-llama.gguf --hardware rtx-3090 --ctx 256 --quant Q4_K_M"),
+    ("llama70b-m3max-64gb", "json", "--model llama-3.1-70b --hardware apple-m3-max --memory-gib 64"),
+    ("llama70b-2x3090-es", "text", "--model llama-3.1-70b --hardware rtx-3090 --devices 2 --lang es"),
 )
 # Bad input: the one-line error and exit code are part of the behaviour.
 ERRORS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -90,6 +95,9 @@ ERRORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("vllm-q8-kv", ("report", "--model", "llama-3.1-8b", "--hardware", "h100-80gb-sxm", "--engine", "vllm",
                     "--kv-dtype", "q8_0")),
     ("overlong", ("report", "--model", "llama-2-7b", "--hardware", "rtx-4090", "--ctx", "8192")),
+    ("ambiguous-hardware", ("report", "--model", "qwen3-30b-a3b", "--hardware", "h100")),
+    ("unknown-family", ("report", "--model", "qwen3-0.6b", "--hardware", "custom", "--memory-gib", "8",
+                        "--bandwidth-gbs", "100", "--family", "nvidia-adda")),
 )
 OTHERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("fit-4090-16k.json", ("fit", "--hardware", "rtx-4090", "--ctx", "16384", "--format", "json")),
@@ -97,6 +105,11 @@ OTHERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("fit-3090x2.txt", ("fit", "--hardware", "rtx-3090", "--devices", "2", "--ctx", "8192")),
     ("list-quants.json", ("list", "quants", "--format", "json")),
     ("predict.csv", ("predict", str(REL / "predict_cases.csv"))),
+    ("brief-qwen3-instruct-4090.txt", ("report", "--model", "Qwen/Qwen3-30B-A3B-Instruct-2507", "--hardware",
+                                       "4090", "--ctx", "32768", "--brief")),
+    ("fit-m3max-64gb.json", ("fit", "--hardware", "apple-m3-max", "--memory-gib", "64", "--min-tok-s", "5",
+                             "--top", "15", "--format", "json")),
+    ("fit-4090-moe-offload.txt", ("fit", "--hardware", "rtx-4090", "--moe", "--ctx", "16384")),
 )
 # The report's generation time (UTC, "+00:00"); dated inputs such as the coefficients' "...Z" stay.
 _STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00")

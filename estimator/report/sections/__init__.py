@@ -46,4 +46,5 @@ UNITS: tuple[Unit, ...] = (
     provenance.COEFFICIENTS,
     charts.UNIT,
     provenance.WARNINGS,
+    summary.NOTES,
 )

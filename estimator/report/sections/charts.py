@@ -31,7 +31,7 @@ from estimator.physics.cost import pick_rate, usd_per_million_tokens
 from estimator.report.recommend import COUNTS, can_combine, eligible
 from estimator.report.sections.context import ContextRow
 from estimator.report.sections.kv import KV_OPTIONS
-from estimator.report.sections.quants import QuantRow
+from estimator.report.sections.quants import QuantRow, row_quants
 from estimator.report.sizing import SIZING_ERRORS, SpeedFigure
 from estimator.report.units import Build, ReportOptions, Unit
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
@@ -52,7 +52,9 @@ class HardwareOption:
     headroom_bytes: int
     decode_tok_s: float | None  # single stream, estimated
     usd_per_hour: float | None
-    rate_origin: str  # cloud rate | cloud rate, scaled per device | amortised purchase + power | none
+    # cloud rate | cloud rate, scaled per device | amortised purchase + power | --usd-per-hour (the chosen
+    # configuration at the user's price) | none
+    rate_origin: str
     rate_provider: str | None
     purchase_usd: float | None
     power_w: float | None
@@ -97,17 +99,16 @@ def context_by_kv(ph, quant: QuantSpec, hw: HardwareSpec, wl: Workload, rows: tu
     return out
 
 
-def prefill_by_quant(ph, hw: HardwareSpec, wl: Workload, quant_rows: tuple[QuantRow, ...]) -> dict:
+def prefill_by_quant(b: Build, hw: HardwareSpec, wl: Workload, quant_rows: tuple[QuantRow, ...]) -> dict:
     """Prefill figure per quant-matrix row that has a decode figure (same device, workload, coefficients)."""
-    from estimator.physics.quant import QUANTS, get_quant
-
+    specs = {q.name: q for q in row_quants(b)}
     out = {}
     for r in quant_rows:
         if r.decode is None:
             continue
-        q = QUANTS.get(r.quant) or get_quant(r.quant)
+        q = specs[r.quant]
         try:
-            out[r.quant] = ph.prefill(q, hw, wl)
+            out[r.quant] = b.sizing_for(q).prefill(q, hw, wl)
         except SIZING_ERRORS:
             continue
     return out
@@ -134,7 +135,10 @@ def _option(
         tok_s: float | None = ph.decode(quant, hw, wl).tok_s
     except SIZING_ERRORS:
         tok_s = None
-    usd, origin, provider = hourly_cost(hw, n, options)
+    if selected and options.usd_per_hour is not None:  # the user's own price for the chosen configuration
+        usd, origin, provider = options.usd_per_hour, "--usd-per-hour", None
+    else:
+        usd, origin, provider = hourly_cost(hw, n, options)
     return HardwareOption(
         hardware_id=hw.id,
         hardware_name=hw.name,
@@ -201,7 +205,7 @@ def build(b: Build) -> ChartData:
     ph, quant, hw, wl = b.sizing, b.quant, b.hardware, b.workload
     return ChartData(
         context_by_kv=context_by_kv(ph, quant, hw, wl, b.get("context_scaling")),
-        prefill_by_quant=prefill_by_quant(ph, hw, wl, b.get("quant_matrix")),
+        prefill_by_quant=prefill_by_quant(b, hw, wl, b.get("quant_matrix")),
         hardware_comparison=hardware_comparison(ph, b.model, quant, hw, wl, options, b.floor_bytes),
         notes=tuple(notes),
     )

@@ -7,8 +7,8 @@ from __future__ import annotations
 from estimator.physics.cost import CostEstimate, estimate_cost
 from estimator.render import charts
 from estimator.render.blocks import Block, Table, usd
-from estimator.render.htmlkit import Ctx, card, e, figure, section
-from estimator.render.i18n import t
+from estimator.render.htmlkit import Ctx, card, e, figure, section, table
+from estimator.render.i18n import origin_label, t
 from estimator.report.units import Build, Unit
 
 
@@ -32,13 +32,7 @@ def text(d: dict) -> Block:
     c = d["cost"]
     s = Block("cost", "Cost")
     if c["usd_per_hour"] is not None:
-        src = (
-            f"{c['rate_provider']} '{c['rate_instance']}', verified {c['rate_verified_date']}, "
-            f"{c['rate_source_url']}"
-            if c["rate_provider"]
-            else c["rate_origin"]
-        )
-        s.lines.append(f"Hourly rate {usd(c['usd_per_hour'])}/h ({c['rate_origin']}: {src}).")
+        s.lines.append(f"Hourly rate {usd(c['usd_per_hour'])}/h ({rate_label(c)}).")
     rows = [
         ["USD per 1M output tokens at the aggregate throughput", usd(c["usd_per_1m_output_tokens"])],
         ["USD per 1M output tokens, one stream", usd(c["usd_per_1m_output_tokens_single_stream"])],
@@ -61,6 +55,19 @@ def text(d: dict) -> Block:
     return s
 
 
+def rate_label(c: dict) -> str:
+    """Where the hourly rate came from, with its value when the user gave it (``--usd-per-hour 2.5``) and
+    provider, instance, date and source for a cloud rate."""
+    if c["rate_origin"] == "--usd-per-hour":
+        return f"set with --usd-per-hour {c['usd_per_hour']:g}"
+    if c["rate_provider"]:
+        return (
+            f"{c['rate_origin']}: {c['rate_provider']} '{c['rate_instance']}', verified "
+            f"{c['rate_verified_date']}, {c['rate_source_url']}"
+        )
+    return c["rate_origin"]
+
+
 def html(ctx: Ctx) -> str:
     c = "cost"
     src = ctx.get("cost.rate_source_url")
@@ -70,12 +77,15 @@ def html(ctx: Ctx) -> str:
             ctx.get("cost.rate_provider"),
             ctx.get("cost.rate_instance"),
             ctx.get("cost.rate_verified_date"),
-            ctx.get("cost.rate_origin"),
+            origin_label(ctx.get("cost.rate_origin") or "none", ctx.lang),
         )
         if x
     )
+    if ctx.get("cost.rate_origin") == "--usd-per-hour":
+        rate_src = f"--usd-per-hour {ctx.num('cost.usd_per_hour', 'usd')}"
     if src:
-        rate_src += f' · <a href="{e(src)}" rel="noreferrer">{e(src)}</a>'
+        host = src.split("//", 1)[-1].split("/", 1)[0] if src.startswith("http") else src
+        rate_src += f' · <a href="{e(src)}" rel="noreferrer" title="{e(src)}">{e(host)}</a>'
     cards = "".join(
         [
             card(
@@ -120,9 +130,10 @@ def _hw_chart(ctx: Ctx) -> str:
         return ""
     from estimator.physics.cost import usd_per_million_tokens  # the estimator's own formula, not a copy
 
+    shown = chart_items(items)
     rows_speed, rows_cost = [], []
-    for cand in items:
-        label = f"{cand['n_devices']}× {cand['hardware_name']}"
+    for cand in shown:
+        label = f"{cand['n_devices']}× {cand['hardware_id']}"  # ids: short enough to read whole
         tok_s, rate = cand.get("decode_tok_s"), cand.get("usd_per_hour")
         usd_1m = cand.get("usd_per_1m_output_tokens")
         if usd_1m is None and tok_s and rate:
@@ -137,7 +148,54 @@ def _hw_chart(ctx: Ctx) -> str:
         ctx.lang,
         t("chart_hw", ctx.lang),
     )
-    return f"<h3>{ctx.t('sec_hw_compare')}</h3>" + figure(svg)
+    caption = t("hw_top", ctx.lang, n=len(shown), total=len(items)) if len(shown) < len(items) else ""
+    return f"<h3>{ctx.t('sec_hw_compare')}</h3>" + figure(svg, caption) + _hw_table(ctx, items)
+
+
+CHART_TOP = 20
+
+
+def chart_items(items: list[dict], top: int = CHART_TOP) -> list[dict]:
+    """The configurations the chart draws: the ``top`` fastest (the list comes fastest first) and the chosen
+    one wherever it ranks; the full list is the table under the chart."""
+    shown = list(items[:top])
+    shown += [c for c in items[top:] if c.get("selected")]
+    return shown
+
+
+_KINDS = ("gpu", "npu", "unified", "cpu")
+
+
+def _hw_table(ctx: Ctx, items: list[dict]) -> str:
+    """Every configuration in a folded table with a device-kind filter: radio inputs before the table and CSS
+    rules in report.css (``#hwf-gpu:checked ~ .table-wrap tr:not(.kind-gpu)``), no script (the report is a
+    static file)."""
+    kinds = [k for k in _KINDS if any(c.get("kind") == k for c in items)]
+    inputs = '<input type="radio" name="hwf" id="hwf-all" checked>' + "".join(
+        f'<input type="radio" name="hwf" id="hwf-{k}">' for k in kinds
+    )
+    labels = f'<label for="hwf-all">{ctx.t("all")}</label>' + "".join(
+        f'<label for="hwf-{k}">{ctx.t("kind_" + k)}</label>' for k in kinds
+    )
+    head = [ctx.t(k) for k in ("device", "decode_speed", "usd_per_hour", "cost_per_1m", "price_source")]
+    rows, cls = [], []
+    for i, c in enumerate(items):
+        p = f"chart_data.hardware_comparison.{i}"
+        rows.append(
+            [
+                e(f"{c['n_devices']}× {c['hardware_name']}"),
+                ctx.num(f"{p}.decode_tok_s", "tok_s"),
+                ctx.num(f"{p}.usd_per_hour", "usd"),
+                ctx.num(f"{p}.usd_per_1m_output_tokens", "usd"),
+                e(origin_label(c.get("rate_origin") or "none", ctx.lang)),
+            ]
+        )
+        cls.append(f"kind-{c.get('kind', 'gpu')}" + (" current" if c.get("selected") else ""))
+    return (
+        f'<details class="hw-all"><summary>{ctx.t("hw_all", n=len(items))}</summary>{inputs}'
+        f'<div class="filter" role="group">{labels}</div>'
+        f"{table(head, rows, {1, 2, 3}, cls)}</details>"
+    )
 
 
 UNIT = Unit(key="cost", type=CostEstimate, build=build, text=text, html=html)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from estimator.render.blocks import Block, Table
+from estimator.render.blocks import Block, Table, params
 from estimator.render.htmlkit import Ctx, e, link, section
 from estimator.render.i18n import t
 from estimator.report.units import Build, Unit
@@ -121,8 +121,9 @@ def text(d: dict) -> Block:
         ["id", f"{m['id']}" + (f" ({m['hf_id']})" if m["hf_id"] else "")],
         [
             "parameters",
-            f"{m['params_total'] / 1e9:,.2f} B total, {m['params_active'] / 1e9:,.2f} B active per "
-            f"token (counted from the architecture){pub}",
+            f"{params(m['params_total'])} total, {params(m['params_active'])} active per token "
+            + ("(counted from the file's tensors)" if m["from_gguf"] else "(counted from the architecture)")
+            + pub,
         ],
         ["architecture", f"{m['architecture']}" + (f" / {m['arch_class']}" if m["arch_class"] else "")],
         ["attention", m["attention"]],
@@ -134,7 +135,7 @@ def text(d: dict) -> Block:
         ],
         ["feed-forward", moe],
         ["max context", f"{m['max_context']:,} tokens"],
-        ["native dtype", m["native_dtype"]],
+        ["GGUF file type" if m["from_gguf"] else "native dtype", m["native_dtype"]],
         ["license", m["license"] or "unknown"],
         [
             "source",

@@ -54,6 +54,16 @@ def warnings(b: Build) -> tuple[str, ...]:
             "speed figures come from the pooled prior: no calibrated coefficients for "
             f"{hw.family}/{wl.engine}"
         )
+    if (
+        spd is not None
+        and not (hw.bf16_tflops or hw.fp8_tflops or hw.int8_tops)
+        and not spd.prefill.calibrated
+    ):
+        flops = b.sizing.sets(quant, hw, wl).pparams.get("flops_abs_tflops")
+        out.append(
+            f"{hw.id} has no TFLOPS figure: prefill and time to first token assume the coefficient set's "
+            f"typical {flops or 0:g} TFLOPS, not this device's (--tflops gives it)"
+        )
     if m.verdict == "does not fit":
         out.append(
             f"does not fit: {b.model.id} at {quant.name} needs more than the usable memory of "

@@ -13,9 +13,11 @@ from estimator.physics.quant import QUANTS, get_quant
 from estimator.physics.support import judge
 from estimator.render.blocks import Block, Table, both, cand_cell, fit_cell, gib, speed_cell
 from estimator.render.htmlkit import Ctx, e, section, table, verdict
+from estimator.render.i18n import quant_description
 from estimator.report.recommend import Candidate, Sizer, cheapest_fit, eligible, fb_mark
 from estimator.report.sizing import SIZING_ERRORS, SpeedFigure
 from estimator.report.units import Build, Unit
+from estimator.specs import QuantSpec
 
 
 @dataclass(frozen=True)
@@ -41,18 +43,30 @@ def _judge_as(engine: str, backend: str):
     return lambda m, q, h, w: judge(m, q, h, replace(w, engine=engine, backend=backend))
 
 
+def _memory_fn(sizing):
+    """The memory function ``recommend.Sizer`` takes, bound to one Sizing."""
+    return lambda _model, quant, hw, wl: sizing.memory(quant, hw, wl)
+
+
+def row_quants(b: Build) -> tuple[QuantSpec, ...]:
+    """The formats of the matrix: a GGUF file's own format first (when it is the one sized), then every
+    catalog format of ``ReportOptions.quants`` (default all), sized from the architecture."""
+    own = (b.quant,) if b.quant.from_file else ()
+    return own + tuple(get_quant(name) for name in b.options.quants or tuple(QUANTS))
+
+
 def build(b: Build) -> tuple[QuantRow, ...]:
     hw, wl, options = b.hardware, b.workload, b.options
     rows = []
-    for name in options.quants or tuple(QUANTS):
-        q = get_quant(name)
+    for q in row_quants(b):
         selected = q.name == b.quant.name
+        sizing = b.sizing_for(q)
         try:
-            m = b.sizing.memory(q, hw, wl)
+            m = sizing.memory(q, hw, wl)
             # support is judged with the engine that loads the format (the selected one when it does)
             wl_q = wl if get_engine(wl.engine).runs(q) else replace(wl, engine=engines_for(q)[0], backend="")
-            sup = b.sizing.support(q, hw, wl_q).status
-            dec = b.sizing.decode(q, hw, wl) if sup != "unsupported" else None
+            sup = sizing.support(q, hw, wl_q).status
+            dec = sizing.decode(q, hw, wl) if sup != "unsupported" else None
         except SIZING_ERRORS as exc:
             rows.append(
                 QuantRow(
@@ -66,9 +80,8 @@ def build(b: Build) -> tuple[QuantRow, ...]:
         if options.hardware_catalog:
             floor = int(m.weights_bytes + m.kv_bytes)
             sizer = Sizer(
-                b.model, q, wl, lambda mm, qq, hh, ww: b.sizing.memory(qq, hh, ww), None, floor,
-                _judge_as(wl_q.engine, wl_q.backend),
-            )  # fmt: skip
+                sizing.model, q, wl, _memory_fn(sizing), None, floor, _judge_as(wl_q.engine, wl_q.backend)
+            )
             cheapest = cheapest_fit(sizer, eligible(options.hardware_catalog))
         rows.append(
             QuantRow(
@@ -128,27 +141,25 @@ def text(d: dict) -> Block:
 
 
 def html(ctx: Ctx) -> str:
-    head = [
-        ctx.t("quant_format"),
-        ctx.t("weights_gib"),
-        ctx.t("kv_gib"),
-        ctx.t("total_gib"),
-        ctx.t("total_gb"),
-        ctx.t("fit"),
-        ctx.t("decode_speed"),
-        ctx.t("cheapest_fit"),
-    ]
+    """The matrix as a table narrow enough for the page: the KV column only when it differs between rows (else
+    one line above the table), GiB only (GB is in the memory section), the cheapest fit as "N× id" on one
+    line with the device's name as its title."""
+    qm = ctx.get("quant_matrix") or []
+    ok = [r for r in qm if not r.get("error")]
+    kv_same = len({r["kv_bytes"] for r in ok}) <= 1
+    head = [ctx.t("quant_format"), ctx.t("weights_gib"), *([] if kv_same else [ctx.t("kv_gib")])]
+    head += [ctx.t("total_gib"), ctx.t("fit"), ctx.t("decode_speed"), ctx.t("cheapest_fit")]
     rows, cls = [], []
-    for i, r in enumerate(ctx.get("quant_matrix") or []):
+    for i, r in enumerate(qm):
         p = f"quant_matrix.{i}"
         if r.get("error"):
-            rows.append(
-                [e(r.get("quant")), f'<span class="note">{e(r["error"])}</span>', "", "", "", "", "", ""]
-            )
+            blank = [""] * (len(head) - 2)
+            rows.append([e(r.get("quant")), f'<span class="note">{e(r["error"])}</span>', *blank])
         else:
             cheap = r.get("cheapest_fit") or {}
             cheap_txt = (
-                f"{cheap.get('n_devices', 1)}× {e(cheap.get('hardware_name'))}" + e(fb_mark(cheap))
+                f'<span class="nowrap" title="{e(cheap.get("hardware_name"))}">'
+                f"{cheap.get('n_devices', 1)}×&nbsp;{e(cheap.get('hardware_id'))}</span>" + e(fb_mark(cheap))
                 if cheap
                 else ctx.t("none_fits")
             )
@@ -162,19 +173,24 @@ def html(ctx: Ctx) -> str:
 
             rows.append(
                 [
-                    f'<b>{e(r.get("quant"))}</b> <span class="note">{e(r.get("description"))}</span>',
+                    f'<b>{e(r.get("quant"))}</b> <span class="qdesc">'
+                    f"{e(quant_description(r.get('quant'), r.get('description'), ctx.lang))}</span>",
                     ctx.num(f"{p}.weights_bytes"),
-                    ctx.num(f"{p}.kv_bytes"),
+                    *([] if kv_same else [ctx.num(f"{p}.kv_bytes")]),
                     ctx.num(f"{p}.total_bytes"),
-                    ctx.num(f"{p}.total_bytes", "gb"),
-                    verdict(ctx, f"{p}.verdict"),
+                    verdict(ctx, f"{p}.verdict", short=True),
                     dec,
                     cheap_txt,
                 ]
             )
         cls.append("current" if r.get("selected") else "")
+    numeric = set(range(1, len(head) - 3)) | {len(head) - 2}
+    kv_line = ""
+    if kv_same and ok:
+        i = qm.index(ok[0])
+        kv_line = f'<p class="note">{ctx.t("kv_every_row")}: {ctx.num(f"quant_matrix.{i}.kv_bytes")}</p>'
     note = f'<p class="note">* {ctx.t("uncalibrated")}</p>'
-    return section("quant", ctx.t("sec_quant"), table(head, rows, {1, 2, 3, 4, 6}, cls) + note)
+    return section("quant", ctx.t("sec_quant"), kv_line + table(head, rows, numeric, cls) + note)
 
 
 UNIT = Unit(key="quant_matrix", type=tuple[QuantRow, ...], build=build, text=text, html=html)

@@ -1,6 +1,8 @@
-"""Speed (estimated): single-stream decode, prefill, time to first token of a 4K prompt and the aggregate
-throughput at the chosen concurrency, each with its interval and coefficient set
-(estimator.physics.speed.estimate_speed), measured runs beside them in HTML."""
+"""Speed (estimated): single-stream decode from an empty context (tg128), prefill, time to first token of a 4K
+prompt and the aggregate throughput at the chosen concurrency with the KV cache half full (n_ctx / 2 tokens
+per sequence; at concurrency 1 that is one stream at that depth, hence slower than the empty-context decode;
+the labels say which), each with its interval and coefficient set (estimator.physics.speed.estimate_speed),
+measured runs beside them in HTML."""
 
 from __future__ import annotations
 
@@ -83,8 +85,13 @@ def text(d: dict) -> Block:
         return s
     s.lines.append(("" if sp["calibrated"] else "**UNCALIBRATED** — ") + sp["basis"] + ".")
     ttft = f"{sp['ttft_s'] * 1000:,.0f} ms ({sp['ttft_lo_s'] * 1000:,.0f}–{sp['ttft_hi_s'] * 1000:,.0f})"
+    half = f"{d['workload']['n_ctx'] // 2:,}"  # the aggregate's cache depth: half of n_ctx
     rows = [
-        ["decode, one stream", speed_cell(sp["decode"]) + " tok/s", sp["decode"]["coefficients"]],
+        [
+            "decode, one stream, empty context (tg128)",
+            speed_cell(sp["decode"]) + " tok/s",
+            sp["decode"]["coefficients"],
+        ],
         [
             f"prefill (pp{sp['prefill_prompt_tokens']})",
             speed_cell(sp["prefill"]) + " tok/s",
@@ -92,7 +99,7 @@ def text(d: dict) -> Block:
         ],
         [f"TTFT, {sp['ttft_prompt_tokens']:,}-token prompt", ttft, sp["prefill"]["coefficients"]],
         [
-            f"aggregate at concurrency {sp['concurrency']}",
+            f"aggregate at concurrency {sp['concurrency']}, KV half full ({half} tokens each)",
             speed_cell(sp["aggregate"]) + " tok/s",
             sp["aggregate"]["coefficients"],
         ],
@@ -111,14 +118,15 @@ def html(ctx: Ctx) -> str:
         return section("speed", ctx.t("sec_speed"), f'<p class="note">{ctx.t("no_data")}</p>')
     m = ctx.measured
     cards = []
+    half = i18n.fmt_int((ctx.get("workload.n_ctx") or 0) // 2, ctx.lang)
     for key, label_key in _SPEEDS:
         p = f"speed.{key}"
-        label = (
-            ctx.t(label_key, n=ctx.get("speed.concurrency"))
-            if key == "aggregate"
-            else ctx.t(label_key)
-            + (f" (pp{ctx.get('speed.prefill_prompt_tokens')})" if key == "prefill" else "")
-        )
+        if key == "aggregate":  # measured with the cache half full; decode from an empty context
+            label = f"{ctx.t(label_key, n=ctx.get('speed.concurrency'))} · {ctx.t('kv_half_full', n=half)}"
+        elif key == "decode":
+            label = f"{ctx.t(label_key)} · {ctx.t('empty_context')}"
+        else:
+            label = ctx.t(label_key) + f" (pp{ctx.get('speed.prefill_prompt_tokens')})"
         chip = measured_chip(ctx, m.best(key) if m and key != "aggregate" else None, key)
         cards.append(card(label, ctx.num(f"{p}.tok_s", "tok_s"), interval(ctx, p), coef(ctx, p) + chip))
     cards.append(

@@ -1,16 +1,73 @@
-"""The summary at the top of every report: what is sized on what, the verdict, the decode speed (rendered
-only: its numbers are the other sections')."""
+"""The answer first: the summary at the top of every report (and all of ``report --brief``) — what is sized on
+what, the memory verdict, decode with an empty context and with the KV cache half full, prefill and time to
+first token, and what a million output tokens cost — plus the report's ``notes`` (what the request did on the
+user's behalf).  Rendered only: its numbers are the other sections'.
+
+Speed labels say where the cache is: the speed section's decode is tg128 from an empty context; its
+aggregate (and, at concurrency 1, the one stream it is) is measured with the KV cache half full (n_ctx / 2
+tokens per sequence), which is why the two differ.
+"""
 
 from __future__ import annotations
 
-from estimator.render.blocks import Block, both, gib, pct, tok
-from estimator.render.htmlkit import Ctx, e, verdict
-from estimator.render.i18n import t
-from estimator.report.units import Unit
+from estimator.render.blocks import Block, both, gib, pct, tok, usd
+from estimator.render.htmlkit import Ctx, card, e, verdict
+from estimator.render.i18n import fmt_int, t
+from estimator.report.units import Build, Unit
+
+
+def _seconds(x: float | None) -> str:
+    if x is None:
+        return "–"
+    return f"{x * 1000:,.0f} ms" if x < 1 else f"{x:,.2f} s"
+
+
+def speed_lines(d: dict) -> list[str]:
+    """Decode (empty context, then half-full cache at the concurrency), prefill and TTFT, one line each."""
+    sp, w = d.get("speed"), d["workload"]
+    if not sp:
+        if (d.get("support") or {}).get("status") == "unsupported":
+            return ["Speed: none — the engine cannot run this configuration on this device (see Support)."]
+        return ["Speed: no estimate (the device lacks the bandwidth or TFLOPS figures the physics needs)."]
+    dec, agg, pre = sp["decode"], sp["aggregate"], sp["prefill"]
+    half = w["n_ctx"] // 2
+    if sp["concurrency"] > 1:
+        busy = (
+            f"{tok(agg['tok_s'])} tok/s in total at concurrency {sp['concurrency']} with the KV cache half "
+            f"full ({half:,} tokens each), {tok(sp['per_sequence_tok_s'])} per sequence"
+        )
+    else:
+        busy = f"{tok(agg['tok_s'])} tok/s with the KV cache half full ({half:,} tokens)"
+    return [
+        f"Decode: {tok(dec['tok_s'])} tok/s ({tok(dec['lo_tok_s'])}–{tok(dec['hi_tok_s'])}) one stream, "
+        f"empty context; {busy}.",
+        f"Prefill: {tok(pre['tok_s'])} tok/s (pp{sp['prefill_prompt_tokens']}); time to first token "
+        f"{_seconds(sp['ttft_s'])} for a {sp['ttft_prompt_tokens']:,}-token prompt.",
+        f"Speeds are estimates ({dec['coefficients']}).",
+    ]
+
+
+def cost_line(d: dict) -> str:
+    """The hourly rate with where it came from, and USD per 1M output tokens."""
+    c = d.get("cost") or {}
+    if c.get("usd_per_hour") is None:
+        return "Cost: no hourly rate for this device (--usd-per-hour sets one)."
+    if c["rate_origin"] == "--usd-per-hour":
+        src = f"set with --usd-per-hour {c['usd_per_hour']:g}"
+    elif c.get("rate_provider"):
+        src = (
+            f"{c['rate_provider']} {c['rate_instance']}, {c['rate_origin']}, verified "
+            f"{c['rate_verified_date']}"
+        )
+    else:
+        src = c["rate_origin"]
+    per = c.get("usd_per_1m_output_tokens")
+    tail = f" -> {usd(per)} per 1M output tokens" if per is not None else ""
+    return f"Cost: {usd(c['usd_per_hour'])}/h ({src}){tail}."
 
 
 def text(d: dict) -> Block:
-    """The answer first: what is sized, the verdict with the memory figures, the single-stream decode."""
+    """The summary panel: configuration, verdict, memory, speeds, cost, then notes and warnings."""
     m, w, mem, hw = d["model"], d["workload"], d["memory"], d["hardware"]
     s = Block("summary", f"{m['name']} on {w['n_devices']} x {hw['name']}")
     s.lines.append(
@@ -21,34 +78,94 @@ def text(d: dict) -> Block:
         f"Verdict: **{mem['verdict']}** — needs {both(mem['total_bytes'])} of {both(mem['usable_bytes'])} "
         f"usable ({pct(mem['utilization'])} utilisation, headroom {gib(mem['headroom_bytes'])} GiB)."
     )
-    sp = d.get("speed")
-    if sp:
-        s.lines.append(
-            f"Decode ~{tok(sp['decode']['tok_s'])} tok/s (estimated; {sp['decode']['coefficients']})."
-        )
     sup = d.get("support") or {}
     if sup.get("status") in ("fallback", "unsupported"):
         s.lines.append(f"Support: {sup['headline']}.")
+    s.lines.append(
+        f"Memory: weights {gib(mem['weights_bytes'])} GiB, KV cache {gib(mem['kv_bytes'])} GiB, runtime "
+        f"{gib(mem['runtime_bytes'])} GiB, overhead {gib(mem['overhead_bytes'])} GiB"
+        + (f", host RAM {gib(mem['host_bytes'])} GiB." if mem["host_bytes"] else ".")
+    )
+    s.lines += speed_lines(d)
+    s.lines.append(cost_line(d))
+    s.lines += [f"note: {n}" for n in d.get("notes") or ()]
+    s.lines += [f"warning: {x}" for x in d.get("warnings") or ()]
     return s
 
 
-# --- sections ----------------------------------------------------------------------------------------------
+# --- HTML --------------------------------------------------------------------------------------------------
+def _cards(ctx: Ctx) -> str:
+    """Verdict, memory, decode, time to first token and cost per 1M tokens, side by side."""
+    cards = [
+        card(
+            ctx.t("sec_verdict"),
+            verdict(ctx, "memory.verdict"),
+            f"{ctx.t('headroom')}: {ctx.num('memory.headroom_bytes', 'gib')}",
+        ),
+        card(
+            ctx.t("required"),
+            ctx.num("memory.total_bytes", "gib"),
+            f"{ctx.t('usable')}: {ctx.num('memory.usable_bytes', 'gib')} · "
+            f"{ctx.num('memory.utilization', 'pct')}",
+        ),
+    ]
+    if ctx.get("speed") is not None:
+        half = (ctx.get("workload.n_ctx") or 0) // 2
+        cards.append(
+            card(
+                f"{ctx.t('decode')} · {ctx.t('empty_context')}",
+                ctx.num("speed.decode.tok_s", "tok_s"),
+                ctx.t("kv_half_full", n=fmt_int(half, ctx.lang))
+                + f": {ctx.num('speed.aggregate.tok_s', 'tok_s')}"
+                + (
+                    f" ({ctx.t('aggregate', n=ctx.get('speed.concurrency'))})"
+                    if (ctx.get("speed.concurrency") or 1) > 1
+                    else ""
+                ),
+            )
+        )
+        cards.append(
+            card(
+                ctx.t("ttft"),
+                ctx.num("speed.ttft_s", "seconds"),
+                f"{ctx.t('prefill')}: {ctx.num('speed.prefill.tok_s', 'tok_s')}",
+            )
+        )
+    rate = ctx.get("cost.usd_per_hour")
+    cards.append(
+        card(
+            ctx.t("cost_per_1m"),
+            ctx.num("cost.usd_per_1m_output_tokens", "usd"),
+            (f"{ctx.t('usd_per_hour')}: {ctx.num('cost.usd_per_hour', 'usd')}" if rate is not None else "")
+            + (f" · {e(ctx.get('cost.rate_provider'))}" if ctx.get("cost.rate_provider") else ""),
+        )
+    )
+    return f'<div class="cards summary-cards">{"".join(cards)}</div>'
+
+
 def html(ctx: Ctx) -> str:
-    """The page header: title, the configuration and the memory verdict."""
+    """The page header: title, the configuration, the answer as cards, and the report's notes."""
     model, hw = ctx.get("model.name", ""), ctx.get("hardware.name", "")
     n = ctx.get("workload.n_devices", 1) or 1
     hw_label = f"{n}× {hw}" if n > 1 else hw
     lede = (
         f"{e(ctx.get('quant'))} · {ctx.t('context')}: {ctx.num('workload.n_ctx', 'int')} · "
-        f"KV {e(ctx.get('workload.kv_dtype'))} · {e(ctx.get('workload.engine'))} · "
-        f"{ctx.t('required')}: {ctx.num('memory.total_bytes', 'gib')} / {ctx.t('usable')}: "
-        f"{ctx.num('memory.usable_bytes', 'gib')} — {verdict(ctx, 'memory.verdict')}"
+        f"KV {e(ctx.get('workload.kv_dtype'))} · {e(ctx.get('workload.engine'))}"
     )
+    notes = "".join(f"<li>{e(x)}</li>" for x in ctx.get("notes") or ())
     return (
         f"<header><h1>{e(t('title_on', ctx.lang, model=model, hardware=hw_label))}</h1>"
-        f'<p class="lede">{lede}</p><p class="note">{ctx.t("estimated_note")} {ctx.t("units_note")}</p>'
-        "</header>"
+        f'<p class="lede">{lede}</p>{_cards(ctx)}'
+        + (f'<ul class="notes request-notes">{notes}</ul>' if notes else "")
+        + f'<p class="note">{ctx.t("estimated_note")} {ctx.t("units_note")}</p></header>'
     )
+
+
+def notes(b: Build) -> tuple[str, ...]:
+    """What the request did on the user's behalf (``ReportOptions.notes``) and how the device differs from
+    its catalog row (``HardwareSpec.notes``), each once."""
+    return tuple(dict.fromkeys((*b.options.notes, *b.hardware.notes)))
 
 
 UNIT = Unit(key=None, text=text, html=html)
+NOTES = Unit(key="notes", type=tuple[str, ...], build=notes)

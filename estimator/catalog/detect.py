@@ -1,0 +1,454 @@
+"""Detect the machine this process runs on and turn it into a HardwareSpec (``--hardware auto``).
+
+The detection core the harness also records (``harness.hwdetect`` builds its HostInfo on these functions):
+
+* **NVIDIA GPUs** through NVML (``pynvml`` from nvidia-ml-py, imported only when asked): name, memory, driver,
+  CUDA compute capability, clocks; the family from the compute capability (6.x nvidia-pascal, 7.0/7.2
+  nvidia-volta, 7.5 nvidia-turing, 8.0/8.6 nvidia-ampere, 8.7 nvidia-ampere-embedded, 8.9 nvidia-ada, 9.x
+  nvidia-hopper, 10.x/12.x nvidia-blackwell, 10.3 nvidia-blackwell-ultra).  Which NVML indices to read is the
+  caller's (the harness passes its CUDA_VISIBLE_DEVICES rule); by default every GPU NVML sees.
+* **Apple silicon** through ``sysctl``: the chip (``machdep.cpu.brand_string``, "Apple M3 Max"), the memory
+  (``hw.memsize``) and the GPU memory limit when raised (``iogpu.wired_limit_mb``, 0 = macOS's default).
+* **the CPU** through /proc/cpuinfo and psutil: model, cores, RAM, ISA features and the calibration family
+  (cpu-x86-avx512 / -avx2 / -sse4, cpu-arm-neon, cpu-riscv, cpu-unknown), plus a bandwidth probe.
+
+Bandwidth probe: a ``memoryview`` copy of a ``probe_bytes`` buffer (default 256 MiB, filled first so no page
+is the shared zero page) into another; one copy moves 2 x probe_bytes (read + write); best of ``repeats``; in
+GB/s = 10^9 B/s.  A measured lower bound of what a streaming kernel sees, not the datasheet peak (stdlib only:
+within a few percent of a numpy copy).
+
+``detect_hardware()`` maps what it finds to the catalog (an NVML name through ``NVML_NAME_TO_ID`` or a slug of
+it; an Apple chip through its name, with the machine's own memory and wired limit; a CPU model through
+``cpu_catalog_candidates``) and otherwise builds a spec from the detected figures (a GPU outside the catalog
+has no bandwidth or TFLOPS: the report says so and ``--bandwidth-gbs`` / ``--tflops`` give them).
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import subprocess
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from estimator.specs import GIB, HardwareSpec, SpecError
+
+# NVML name (as nvidia-smi prints it) -> hardware catalog id.  Unlisted names fall back to a slug of the name.
+NVML_NAME_TO_ID: dict[str, str] = {
+    "NVIDIA H200": "h200-141gb-sxm",
+    "NVIDIA H100 80GB HBM3": "h100-80gb-sxm",
+    "NVIDIA H100 PCIe": "h100-80gb-pcie",
+    "NVIDIA H100 NVL": "h100-nvl-94gb",
+    "NVIDIA A100-SXM4-80GB": "a100-80gb-sxm",
+    "NVIDIA A100-SXM4-40GB": "a100-40gb-sxm",
+    "NVIDIA A100 80GB PCIe": "a100-80gb-pcie",
+    "NVIDIA A100-PCIE-40GB": "a100-40gb-pcie",
+    "NVIDIA L40S": "l40s",
+    "NVIDIA L4": "l4",
+    "NVIDIA B200": "b200",
+    "NVIDIA GeForce RTX 4090": "rtx-4090",
+    "NVIDIA GeForce RTX 3090": "rtx-3090",
+    "NVIDIA GeForce RTX 5090": "rtx-5090",
+    "NVIDIA H20": "h20-96gb",
+}
+
+_CC_FAMILY = {
+    (6,): "nvidia-pascal",
+    (7, 0): "nvidia-volta",
+    (7, 2): "nvidia-volta",
+    (7, 5): "nvidia-turing",
+    (8, 0): "nvidia-ampere",
+    (8, 6): "nvidia-ampere",
+    (8, 7): "nvidia-ampere-embedded",
+    (8, 9): "nvidia-ada",
+    (9,): "nvidia-hopper",
+    (10, 3): "nvidia-blackwell-ultra",
+    (10,): "nvidia-blackwell",
+    (12,): "nvidia-blackwell",
+}
+
+PROBE_DESCRIPTION = "memoryview copy, best of 5, 2 x 256 MiB moved per copy, GB = 1e9 B"
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    model_name: str
+    machine: str  # platform.machine(): x86_64, aarch64, ...
+    physical_cores: int | None
+    logical_cpus: int | None
+    ram_bytes: int | None
+    isa: tuple[str, ...]  # sorted subset of: amx, avx2, avx512, avx512_bf16, fma, f16c, neon, sve, ...
+    family: str
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    index: int
+    name: str
+    uuid: str
+    memory_bytes: int | None
+    driver: str
+    compute_capability: tuple[int, int] | None
+    max_sm_clock_mhz: int | None
+    max_mem_clock_mhz: int | None
+    family: str
+
+
+@dataclass(frozen=True)
+class AppleInfo:
+    """An Apple silicon Mac: chip name ("Apple M3 Max"), memory (bytes), ``iogpu.wired_limit_mb`` (0 = the
+    macOS default)."""
+
+    chip: str
+    memory_bytes: int
+    wired_limit_mb: int
+
+
+# --- CPU ------------------------------------------------------------------------------------------------
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def parse_cpuinfo(text: str) -> tuple[str, set[str]]:
+    """(model name, flag set) from /proc/cpuinfo text (x86 ``flags``, ARM ``Features``)."""
+    model, flags = "", set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip().lower()
+        if not model and key in ("model name", "hardware", "cpu model", "uarch"):
+            model = value.strip()
+        elif not flags and key in ("flags", "features", "isa"):
+            flags = set(value.split())
+    return model, flags
+
+
+def isa_features(flags: set[str], machine: str) -> tuple[str, ...]:
+    """Normalized ISA feature names from cpuinfo flags."""
+    out = set()
+    if "avx2" in flags:
+        out.add("avx2")
+    if "avx512f" in flags:
+        out.add("avx512")
+    if "avx512_bf16" in flags:
+        out.add("avx512_bf16")
+    if "avx512_vnni" in flags:
+        out.add("avx512_vnni")
+    if {"amx_tile", "amx_bf16"} & flags:
+        out.add("amx")
+    for f in ("fma", "f16c", "sse4_2", "sve", "sve2"):
+        if f in flags:
+            out.add(f)
+    m = machine.lower()
+    if m in ("aarch64", "arm64") or "asimd" in flags or "neon" in flags:
+        out.add("neon")
+    if "dotprod" in flags or "asimddp" in flags:
+        out.add("dotprod")
+    return tuple(sorted(out))
+
+
+def cpu_family(machine: str, isa: tuple[str, ...] | set[str]) -> str:
+    """Calibration family of a CPU from its architecture and ISA features."""
+    m = machine.lower()
+    if m in ("x86_64", "amd64", "i686", "i386", "x86"):
+        if "avx512" in isa:
+            return "cpu-x86-avx512"
+        if "avx2" in isa:
+            return "cpu-x86-avx2"
+        return "cpu-x86-sse4"
+    if m.startswith(("aarch64", "arm")):
+        return "cpu-arm-neon" if "neon" in isa else "cpu-unknown"
+    if m.startswith("riscv"):
+        return "cpu-riscv"
+    return "cpu-unknown"
+
+
+def detect_cpu() -> CpuInfo:
+    import psutil
+
+    machine = platform.machine()
+    model, flags = parse_cpuinfo(_read_text("/proc/cpuinfo"))
+    if not model:
+        model = _read_text("/proc/device-tree/model").strip("\x00\n ") or platform.processor() or machine
+    isa = isa_features(flags, machine)
+    return CpuInfo(
+        model_name=model,
+        machine=machine,
+        physical_cores=psutil.cpu_count(logical=False),
+        logical_cpus=psutil.cpu_count(logical=True),
+        ram_bytes=int(psutil.virtual_memory().total),
+        isa=isa,
+        family=cpu_family(machine, isa),
+    )
+
+
+def bandwidth_probe_gbs(probe_bytes: int = 256 * 2**20, repeats: int = 5) -> float:
+    """Host memory copy bandwidth in GB/s (10^9 B/s): best of ``repeats`` copies of 2 x probe_bytes."""
+    n = max(1, int(probe_bytes))
+    src = bytearray(b"\x01") * n  # written, so no page is the shared zero page
+    dst = bytearray(n)
+    view = memoryview(dst)
+    view[:] = src  # touch both buffers once (page faults are not bandwidth)
+    best = float("inf")
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        view[:] = src
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n / best / 1e9
+
+
+def cpu_catalog_candidates(model_name: str) -> list[str]:
+    """Catalog id guesses from a CPU model string (checked against the catalog by the caller).
+
+    "AMD EPYC 9654 96-Core Processor" -> epyc-9654;
+    "Intel(R) Xeon(R) Platinum 8480+" -> xeon-platinum-8480-plus;
+    "13th Gen Intel(R) Core(TM) i9-13900K" -> core-i9-13900k;
+    "AMD Ryzen 9 7950X 16-Core Processor" -> ryzen-9-7950x.
+    """
+    s = re.sub(r"\((R|TM|tm|r)\)", "", model_name)
+    out = []
+    if m := re.search(r"EPYC\s+(\d{4}\w*)", s):
+        out.append(f"epyc-{m.group(1).lower()}")
+    if m := re.search(r"Xeon\s+(Platinum|Gold|Silver|Bronze|w\d?)\s*-?\s*(\d{4,5}\w*)(\+?)", s, re.I):
+        out.append(f"xeon-{m.group(1).lower()}-{m.group(2).lower()}" + ("-plus" if m.group(3) else ""))
+    if m := re.search(r"Core\s+i(\d)-(\d{4,5}\w*)", s):
+        out.append(f"core-i{m.group(1)}-{m.group(2).lower()}")
+    if m := re.search(r"Ryzen\s+(\d)\s+(\d{4}\w*)", s):
+        out.append(f"ryzen-{m.group(1)}-{m.group(2).lower()}")
+    if m := re.search(r"Threadripper\s+(PRO\s+)?(\d{4}\w*)", s, re.I):
+        out.append("threadripper-" + ("pro-" if m.group(1) else "") + m.group(2).lower())
+    if m := re.search(r"\bN(\d{3})\b", s):
+        out.append(f"intel-n{m.group(1)}")
+    if m := re.search(r"Raspberry Pi (\d+)", s):
+        out.append(f"raspberry-pi-{m.group(1)}")
+    return out
+
+
+# --- GPU (NVML) -----------------------------------------------------------------------------------------
+def gpu_family_from_cc(cc: tuple[int, int] | None) -> str:
+    if cc is None:
+        return "nvidia-unknown"
+    return _CC_FAMILY.get(cc) or _CC_FAMILY.get((cc[0],)) or "nvidia-unknown"
+
+
+def _nvml_str(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def detect_gpus(indices: Callable[[object], Iterable[int]] | None = None) -> tuple[GpuInfo, ...]:
+    """Every NVIDIA GPU NVML sees (``indices(pynvml)`` picks which; default all, in NVML / PCI order); ()
+    without pynvml or a driver.  Each field is guarded: a GPU NVML cannot open is left out, detection goes
+    on."""
+    try:
+        import pynvml
+    except ImportError:
+        return ()
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # NVMLError_LibraryNotFound / DriverNotLoaded / ...: no NVIDIA GPU here
+        return ()
+
+    def guarded(fn: Callable[[], object]) -> object | None:
+        try:
+            return fn()
+        except Exception:
+            return None
+
+    try:
+        driver = _nvml_str(guarded(pynvml.nvmlSystemGetDriverVersion) or "")
+        count = int(guarded(pynvml.nvmlDeviceGetCount) or 0)
+        which = indices(pynvml) if indices is not None else range(count)
+        out = []
+        for i in which:
+            h = guarded(lambda i=i: pynvml.nvmlDeviceGetHandleByIndex(i))
+            if h is None:
+                continue
+            mem = guarded(lambda h=h: pynvml.nvmlDeviceGetMemoryInfo(h))
+            cc = guarded(lambda h=h: pynvml.nvmlDeviceGetCudaComputeCapability(h))
+            cc = (int(cc[0]), int(cc[1])) if cc else None
+            out.append(
+                GpuInfo(
+                    index=i,
+                    name=_nvml_str(guarded(lambda h=h: pynvml.nvmlDeviceGetName(h)) or "NVIDIA GPU"),
+                    uuid=_nvml_str(guarded(lambda h=h: pynvml.nvmlDeviceGetUUID(h)) or ""),
+                    memory_bytes=int(mem.total) if mem is not None else None,
+                    driver=driver,
+                    compute_capability=cc,
+                    max_sm_clock_mhz=guarded(
+                        lambda h=h: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)
+                    ),
+                    max_mem_clock_mhz=guarded(
+                        lambda h=h: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)
+                    ),
+                    family=gpu_family_from_cc(cc),
+                )
+            )
+        return tuple(out)
+    finally:
+        guarded(pynvml.nvmlShutdown)
+
+
+def gpu_catalog_candidates(name: str, memory_bytes: int | None) -> list[str]:
+    """Catalog id guesses for an NVML device name: the explicit table, then a slug of the name."""
+    out = [NVML_NAME_TO_ID[name]] if name in NVML_NAME_TO_ID else []
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower().replace("nvidia", "").replace("geforce", "")).strip("-")
+    if slug:
+        out.append(slug)
+        if memory_bytes:
+            out.append(f"{slug}-{round(memory_bytes / GIB)}gb")
+    return out
+
+
+# --- Apple ----------------------------------------------------------------------------------------------
+def _sysctl(name: str) -> str | None:
+    """``sysctl -n name`` (None when the key or the command is missing)."""
+    try:
+        p = subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return p.stdout.strip() if p.returncode == 0 and p.stdout.strip() else None
+
+
+def detect_apple(sysctl: Callable[[str], str | None] = _sysctl) -> AppleInfo | None:
+    """The Apple silicon chip, memory and GPU wired limit of this Mac; None elsewhere."""
+    if platform.system() != "Darwin" and sysctl is _sysctl:
+        return None
+    chip = sysctl("machdep.cpu.brand_string") or ""
+    mem = sysctl("hw.memsize")
+    if not chip.startswith("Apple") or not (mem or "").isdigit():
+        return None
+    wired = sysctl("iogpu.wired_limit_mb") or "0"
+    return AppleInfo(chip=chip, memory_bytes=int(mem), wired_limit_mb=int(wired) if wired.isdigit() else 0)
+
+
+# --- catalog mapping ------------------------------------------------------------------------------------
+def _catalog(ids: Iterable[str]) -> HardwareSpec | None:
+    from estimator.catalog.data import get_hardware
+
+    for hid in ids:
+        try:
+            return get_hardware(hid)
+        except SpecError:
+            continue
+    return None
+
+
+def apple_spec(info: AppleInfo) -> tuple[HardwareSpec, tuple[str, ...]]:
+    """The catalog entry of an Apple chip with the machine's own memory and wired limit."""
+    from estimator.catalog.data import find_hardware
+    from estimator.catalog.resolve import override_hardware
+
+    slug = re.sub(r"[^a-z0-9]+", "-", info.chip.lower()).strip("-")  # "apple-m3-max"
+    spec = _catalog([slug])
+    if spec is None:
+        try:
+            spec = _catalog([find_hardware(info.chip)[0]["id"]])
+        except SpecError:
+            spec = None
+    if spec is None:
+        raise SpecError(
+            f"detected {info.chip}, which the hardware catalog does not list; use --hardware custom"
+        )
+    mem_gib = info.memory_bytes / GIB
+    spec = override_hardware(spec, memory_gib=mem_gib, wired_limit_mb=info.wired_limit_mb or None)
+    return spec, (f"detected {info.chip} with {mem_gib:g} GiB (catalog {spec.id})",)
+
+
+def detected_gpu_spec(
+    g: GpuInfo,
+    family: str,
+    host_bandwidth_gbs: float | None = None,
+    status: str = "unverified",
+    source: str = "",
+) -> HardwareSpec:
+    """A spec of a GPU outside the catalog, from what NVML says: its memory; no bandwidth or TFLOPS."""
+    return HardwareSpec(
+        id=f"detected-{re.sub(r'[^a-z0-9]+', '-', g.name.lower()).strip('-')}",
+        name=g.name,
+        vendor="NVIDIA",
+        family=family,
+        kind="gpu",
+        memory_bytes=g.memory_bytes,
+        bandwidth_gbs=None,
+        bf16_tflops=None,
+        host_bandwidth_gbs=host_bandwidth_gbs,
+        status=status,
+        source=source,
+    )
+
+
+def detected_cpu_spec(
+    cpu: CpuInfo, bandwidth_gbs: float | None, family: str, status: str = "unverified", source: str = ""
+) -> HardwareSpec:
+    """A spec of a CPU outside the catalog: memory = RAM, bandwidth = the copy probe (GB/s), no TFLOPS."""
+    name = cpu.model_name
+    return HardwareSpec(
+        id="detected-cpu",
+        name=name,
+        vendor="AMD" if "AMD" in name else "Intel" if "Intel" in name else "",
+        family=family,
+        kind="cpu",
+        memory_bytes=cpu.ram_bytes,
+        bandwidth_gbs=bandwidth_gbs,
+        bf16_tflops=None,
+        host_bandwidth_gbs=bandwidth_gbs,
+        status=status,
+        source=source,
+    )
+
+
+def gpu_spec(gpus: tuple[GpuInfo, ...]) -> tuple[HardwareSpec, tuple[str, ...]]:
+    """The catalog entry of GPU 0, else a spec of what NVML says (no bandwidth or TFLOPS)."""
+    g = gpus[0]
+    names = sorted({x.name for x in gpus})
+    what = f"{len(gpus)} x {g.name}" if len(names) == 1 else f"{len(gpus)} GPUs ({', '.join(names)})"
+    spec = _catalog(gpu_catalog_candidates(g.name, g.memory_bytes))
+    if spec is not None:
+        return spec, (f"detected {what} (catalog {spec.id}); driver {g.driver}",)
+    spec = detected_gpu_spec(g, g.family, status="detected", source="detected by fitbench (NVML)")
+    return spec, (
+        f"detected {what}, not in the hardware catalog: memory from NVML; no bandwidth or TFLOPS figure "
+        "(--bandwidth-gbs and --tflops give them)",
+    )
+
+
+def cpu_spec(cpu: CpuInfo, bandwidth_gbs: float | None) -> tuple[HardwareSpec, tuple[str, ...]]:
+    """The catalog entry of this CPU, else a spec from detection: memory = RAM, bandwidth = the probe."""
+    spec = _catalog(cpu_catalog_candidates(cpu.model_name))
+    probe = f"{bandwidth_gbs:.1f} GB/s measured ({PROBE_DESCRIPTION})" if bandwidth_gbs else "not measured"
+    if spec is not None:
+        return spec, (f"detected CPU {cpu.model_name} (catalog {spec.id}); copy bandwidth {probe}",)
+    ram = (cpu.ram_bytes or 0) / GIB
+    spec = detected_cpu_spec(
+        cpu, bandwidth_gbs, cpu.family, "detected", "detected by fitbench (/proc/cpuinfo, psutil, copy probe)"
+    )
+    return spec, (
+        f"detected CPU {cpu.model_name} ({cpu.family}, {ram:.1f} GiB RAM), not in the hardware catalog; "
+        f"bandwidth {probe}",
+    )
+
+
+@lru_cache(maxsize=1)
+def detect_hardware(probe_bandwidth: bool = True) -> tuple[HardwareSpec, int, tuple[str, ...]]:
+    """(spec, devices found, notes) of this machine: NVIDIA GPUs, else an Apple chip, else the CPU."""
+    gpus = detect_gpus()
+    if gpus:
+        spec, notes = gpu_spec(gpus)
+        return spec, len(gpus), notes
+    apple = detect_apple()
+    if apple is not None:
+        spec, notes = apple_spec(apple)
+        return spec, 1, notes
+    cpu = detect_cpu()
+    spec, notes = cpu_spec(cpu, bandwidth_probe_gbs() if probe_bandwidth else None)
+    return spec, 1, notes
+
+
+def with_notes(spec: HardwareSpec, notes: Iterable[str]) -> HardwareSpec:
+    """``spec`` with ``notes`` before its own."""
+    return replace(spec, notes=(*notes, *spec.notes))

@@ -1,0 +1,83 @@
+"""Forgiving names: what a user types for a model or a device, matched to a catalog id.
+
+Both catalogs are matched the same way, in this order:
+
+1. an exact id, Hugging Face id or catalog alias (case-insensitive): that entry, no note (an alias gets a note
+   saying which entry it names and why);
+2. the name's **tokens**: lower case, split at ``- _ / space``; device names also at letter/digit boundaries
+   ("RTX4090" -> rtx, 4090; "H100" -> h, 100); for models an organisation prefix ("meta-llama/") and variant
+   tokens (instruct, chat, it, hf, base, gguf, thinking, pt and dates such as 2507 or 0414) are dropped on
+   both sides, so an Instruct / chat / dated release names its base architecture's entry.  The entries one of
+   whose names (the id, the Hugging Face id, the display name or an alias) holds all of the name's tokens are
+   candidates; the one whose id has the fewest tokens beyond them wins ("4090" -> rtx-4090 rather than
+   rtx-4090-d).
+   A tie is ambiguous: SpecError listing the candidates ("h100" -> h100-80gb-sxm, h100-80gb-pcie,
+   h100-nvl-94gb: which one?).  A match by tokens carries a note the report shows.
+3. nothing: SpecError naming the three closest ids.
+
+Pure functions over the catalog dicts (``estimator.catalog.data``); no I/O of their own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from estimator.specs import SpecError
+
+# tokens that name a release of an architecture rather than the architecture (dropped for models)
+VARIANT_TOKENS = frozenset({"instruct", "chat", "it", "hf", "base", "gguf", "thinking", "pt"})
+_DATE = re.compile(r"^(\d{4}|\d{6}|\d{8})$")  # 2507, 0414, 240620, 20240620
+_SPLIT = re.compile(r"[\s_/\-]+")
+_BOUNDARY = re.compile(r"(?<=[a-z])(?=\d)|(?<=\d)(?=[a-z])")
+
+
+def tokens(name: str, model: bool = False) -> tuple[str, ...]:
+    """The matching tokens of a name (module doc, step 2), in order, without repeats.  Model names keep
+    letter-digit runs whole ("30b", "a3b", "qwen3"); device names split them ("rtx4090" -> rtx, 4090)."""
+    s = str(name).strip().lower()
+    if model and "/" in s:
+        s = s.split("/", 1)[1]
+    out: list[str] = []
+    for part in _SPLIT.split(s):
+        if not part:
+            continue
+        if model and (part in VARIANT_TOKENS or _DATE.match(part)):
+            continue
+        # keep version numbers whole ("3.1", "v0.3"); split letters from digits elsewhere ("rtx4090")
+        pieces = [part] if model or re.fullmatch(r"v?\d+(\.\d+)+", part) else _BOUNDARY.split(part)
+        out += [p for p in pieces if p and p != "."]
+    return tuple(dict.fromkeys(out))
+
+
+def match(
+    name: str,
+    entries: Iterable[tuple[str, Iterable[str]]],
+    exact: dict[str, str],
+    what: str,
+    model: bool = False,
+) -> tuple[str, bool] | None:
+    """(catalog id, matched by tokens) for ``name``, None when nothing matches.
+
+    ``entries``: (id, the names it is known by); ``exact``: lower-cased id / HF id / alias -> id.  SpecError
+    when the name is ambiguous (module doc).
+    """
+    key = str(name).strip().lower()
+    if key in exact:
+        return exact[key], False
+    want = set(tokens(name, model))
+    if not want:
+        return None
+    best: dict[str, int] = {}
+    for eid, names in entries:
+        if any(want <= set(tokens(n, model)) for n in (eid, *names)):
+            best[eid] = len(set(tokens(eid, model)) - want)  # extra tokens of the id itself
+    if not best:
+        return None
+    low = min(best.values())
+    winners = [eid for eid, x in best.items() if x == low]
+    if len(winners) > 1:
+        raise SpecError(
+            f"{what} {name!r} matches {len(winners)} catalog entries: {', '.join(winners)}; name one of them"
+        )
+    return winners[0], True

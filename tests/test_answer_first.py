@@ -1,0 +1,118 @@
+"""The answer first (issue 13: 6): ``report --brief``, the summary's speed labels, cost cards at the top of
+the HTML, dated cloud offers for the catalog's data-centre devices, and ``--usd-per-hour`` shown with its
+value."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+from estimator.catalog.rates import RATES_PATH, load_cloud_rates
+from tests.estimator_cli import run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_brief_is_the_answer_in_about_ten_lines():
+    p = run("report", "--model", "qwen3-30b-a3b", "--hardware", "rtx-4090", "--ctx", "32768", "--brief")
+    assert p.returncode == 0 and p.stderr == ""
+    text = p.stdout
+    for word in ("Verdict: fits", "Memory: weights", "Decode:", "Prefill:", "time to first token", "Cost: $"):
+        assert word in text, word
+    assert "── Model" not in text  # the sections are left out
+    assert len(text.splitlines()) <= 16  # a framed panel of ~10 statements at 100 columns
+    bad = run("report", "--model", "qwen3-30b-a3b", "--hardware", "rtx-4090", "--brief", "--format", "json")
+    assert bad.returncode == 2 and "--brief is a text output" in bad.stderr
+
+
+def test_speed_labels_say_where_the_cache_is():
+    p = run("report", "--model", "llama-3.1-8b", "--hardware", "rtx-4090", columns=400)
+    assert (
+        "one stream, empty context; " in p.stdout and "with the KV cache half full (4,096 tokens)" in p.stdout
+    )
+    speed = p.stdout.split("\n── Speed")[1].split("\n── ")[0]
+    assert "empty context (tg128)" in speed and re.search(r"KV half\s+full \(4,096", speed)
+
+
+def test_html_header_has_speed_and_cost_cards_next_to_the_verdict(tmp_path):
+    out = tmp_path / "r.html"
+    p = run("report", "--model", "glm-4.5", "--hardware", "mi300x", "--format", "html", "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    header = out.read_text().split("</header>")[0]
+    for path in (
+        "memory.verdict",
+        "memory.total_bytes",
+        "speed.decode.tok_s",
+        "speed.ttft_s",
+        "cost.usd_per_1m_output_tokens",
+    ):
+        assert f'data-path="{path}"' in header, path
+    assert "empty context" in header and "KV half full at 4,096 tokens" in header
+
+
+def test_the_seed_cost_question_has_a_dated_sourced_rate():
+    d = json.loads(
+        run(
+            "report",
+            "--model",
+            "glm-4.5",
+            "--hardware",
+            "mi300x",
+            "--devices",
+            "8",
+            "--engine",
+            "vllm",
+            "--concurrency",
+            "64",
+            "--format",
+            "json",
+        ).stdout
+    )
+    c = d["cost"]
+    assert c["usd_per_hour"] and c["usd_per_1m_output_tokens"] and c["rate_source_url"].startswith("https://")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d", c["rate_verified_date"])
+    single = json.loads(
+        run("report", "--model", "glm-4.5", "--hardware", "mi300x", "--format", "json").stdout
+    )
+    assert single["cost"]["usd_per_hour"] == min(
+        r.usd_per_hour for r in load_cloud_rates() if r.hardware_id == "mi300x" and r.n_devices == 1
+    )
+
+
+def test_every_rate_row_is_dated_and_sourced_and_common_datacentre_parts_have_one():
+    rows = list(csv.DictReader(RATES_PATH.open()))
+    for r in rows:
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d", r["verified_date"]), r
+        assert r["source_url"] and r["source_note"], r
+    have = {r["hardware_id"] for r in rows}
+    for hid in (
+        "mi300x",
+        "mi325x",
+        "h100-80gb-sxm",
+        "h100-80gb-pcie",
+        "h200-141gb-sxm",
+        "b200",
+        "a100-80gb-sxm",
+        "a100-80gb-pcie",
+        "l40s",
+        "l4",
+        "a10",
+    ):
+        assert hid in have, hid
+
+
+def test_usd_per_hour_shows_its_value(tmp_path):
+    args = ("report", "--model", "mixtral-8x7b", "--hardware", "a100-80gb-sxm", "--usd-per-hour", "2.5")
+    text = run(*args, columns=400).stdout
+    assert "Hourly rate $2.50/h (set with --usd-per-hour 2.5)" in text
+    assert "Cost: $2.50/h (set with --usd-per-hour 2.5)" in text
+    out = tmp_path / "r.html"
+    run(*args, "--format", "html", "-o", str(out))
+    assert re.search(
+        r"--usd-per-hour <span[^>]*data-path=\"cost.usd_per_hour\"[^>]*>\$2\.50<", out.read_text()
+    )
+    d = json.loads(run(*args, "--format", "json").stdout)
+    chosen = next(o for o in d["chart_data"]["hardware_comparison"] if o["selected"])
+    assert chosen["usd_per_hour"] == 2.5 and chosen["rate_origin"] == "--usd-per-hour"
