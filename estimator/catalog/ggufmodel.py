@@ -14,12 +14,21 @@ ssm.conv_kernel / state_size / group_count / inner_size / time_step_rank.
 the
 exact sum of the file's tensors.  A file that is not GGUF, or whose tensor data runs past the end of the file
 (truncated), raises SpecError.
+
+Hostile files: the path must be a regular file (opened without blocking: a FIFO named ``x.gguf`` is refused,
+not waited on); every numeric metadata key the loader reads is checked against ``GGUF_NUMBERS`` before use
+(an integer in range — a per-layer array where llama.cpp allows one —, so a zero head count cannot divide by
+zero and a block count of 2^31 cannot build a list per layer); the built spec is checked whole
+(``estimator.validate.check_model``: top-k <= experts, heads, windows, ...).  ``context_length`` is required
+(llama.cpp requires it too).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from estimator.catalog.files import open_regular
 from estimator.specs import (
     CHUNKED,
     FULL,
@@ -33,6 +42,50 @@ from estimator.specs import (
     SpecError,
     StateSpec,
 )
+from estimator.validate import (
+    MAX_EXPERTS,
+    MAX_HEADS,
+    MAX_LAYERS,
+    MAX_MODEL_CONTEXT,
+    MAX_WIDTH,
+    Bound,
+    check_model,
+    check_number,
+)
+
+_HEADS = Bound(0, MAX_HEADS)
+_WIDTH = Bound(0, MAX_WIDTH)
+_EXPERTS = Bound(0, MAX_EXPERTS)
+# Numeric metadata keys (after the ``{arch}.`` prefix) -> (range, whether a per-layer array is allowed).
+GGUF_NUMBERS: dict[str, tuple[Bound, bool]] = {
+    "block_count": (Bound(1, MAX_LAYERS), False),
+    "embedding_length": (Bound(1, MAX_WIDTH), False),
+    "feed_forward_length": (_WIDTH, True),
+    "attention.head_count": (_HEADS, True),
+    "attention.head_count_kv": (_HEADS, True),
+    "attention.key_length": (_HEADS, False),
+    "vocab_size": (Bound(1, MAX_WIDTH), False),
+    "context_length": (Bound(1, MAX_MODEL_CONTEXT), False),
+    "attention.sliding_window": (Bound(0, MAX_MODEL_CONTEXT), False),
+    "attention.chunk_size": (Bound(0, MAX_MODEL_CONTEXT), False),
+    "full_attention_interval": (Bound(0, MAX_LAYERS), False),
+    "ssm.conv_kernel": (_HEADS, False),
+    "ssm.state_size": (_HEADS, False),
+    "ssm.inner_size": (_WIDTH, False),
+    "ssm.group_count": (_HEADS, False),
+    "ssm.time_step_rank": (_HEADS, False),
+    "expert_count": (_EXPERTS, False),
+    "expert_used_count": (_EXPERTS, False),
+    "expert_shared_count": (_EXPERTS, False),
+    "leading_dense_block_count": (Bound(0, MAX_LAYERS), False),
+    "expert_feed_forward_length": (_WIDTH, False),
+    "expert_shared_feed_forward_length": (_WIDTH, False),
+    "attention.kv_lora_rank": (_WIDTH, False),
+    "attention.q_lora_rank": (_WIDTH, False),
+    "attention.key_length_mla": (_HEADS, False),
+    "attention.value_length_mla": (_HEADS, False),
+    "rope.dimension_count": (_HEADS, False),
+}
 
 # GGUF architecture names -> HF model_type used elsewhere in the estimator
 _ARCH_MAP = {
@@ -79,13 +132,34 @@ def _scalar(v, default=None):
     return default if v is None else v
 
 
+def _check_numbers(reader, prefix: str, p: Path) -> None:
+    """SpecError naming the file, key and value for a numeric key outside GGUF_NUMBERS."""
+    for key, (rule, per_layer) in GGUF_NUMBERS.items():
+        v = _val(reader, prefix + key)
+        if v is None:
+            continue
+        if isinstance(v, list) and per_layer:
+            for i, x in enumerate(v[: MAX_LAYERS + 1]):
+                check_number(x, rule, f"{p}: {prefix}{key}[{i}]")
+        else:
+            check_number(v, rule, f"{p}: {prefix}{key}")
+    pattern = _val(reader, prefix + "attention.sliding_window_pattern")
+    if pattern is not None and not (
+        isinstance(pattern, list) and all(isinstance(x, bool | int) for x in pattern)
+    ):
+        check_number(pattern, Bound(0, MAX_LAYERS), f"{p}: {prefix}attention.sliding_window_pattern")
+
+
 def load_gguf(path: str | Path) -> ModelSpec:
-    """ModelSpec of a .gguf file; SpecError for a missing, non-GGUF or truncated file."""
+    """ModelSpec of a .gguf file; SpecError for a missing, non-GGUF, truncated or inconsistent file."""
     p = Path(path)
-    if not p.is_file():
+    if not os.path.lexists(p):
         raise SpecError(f"{p}: no such GGUF file")
-    with open(p, "rb") as fh:
-        magic = fh.read(4)
+    fd, _ = open_regular(p)  # a FIFO / device / folder is refused without blocking
+    try:
+        magic = os.read(fd, 4)
+    finally:
+        os.close(fd)
     if magic != b"GGUF":
         raise SpecError(f"{p}: not a GGUF file (magic {magic!r}, expected b'GGUF')")
     try:
@@ -103,8 +177,21 @@ def load_gguf(path: str | Path) -> ModelSpec:
         tname = ggml_type_name(t.tensor_type.name)
         tensors.append((t.name, tname, int(t.n_elements), int(t.n_bytes)))
     arch = _val(reader, "general.architecture")
-    if not arch:
+    if not arch or not isinstance(arch, str):
         raise SpecError(f"{p}: GGUF without general.architecture")
+    a = f"{arch}."
+    _check_numbers(reader, a, p)
+    try:
+        spec = _spec(reader, p, arch, tensors)
+    except SpecError:
+        raise
+    except (TypeError, ValueError, ArithmeticError, LookupError, AttributeError) as exc:
+        # metadata combinations the checks above did not foresee: one line naming the file, never a traceback
+        raise SpecError(f"{p}: unusable GGUF metadata ({type(exc).__name__}: {exc})") from None
+    return check_model(spec, str(p))
+
+
+def _spec(reader, p: Path, arch: str, tensors: list) -> ModelSpec:
     a = f"{arch}."
 
     def need(key: str):
@@ -118,6 +205,8 @@ def load_gguf(path: str | Path) -> ModelSpec:
     heads_v = _val(reader, a + "attention.head_count", 0)
     heads = int(_scalar(heads_v, 0))
     kv_v = _val(reader, a + "attention.head_count_kv", heads_v)
+    if kv_v == 0 and heads:  # a scalar 0 (per-layer arrays use 0 for layers without attention)
+        raise SpecError(f"{p}: {a}attention.head_count_kv is 0 for a model with {heads} attention heads")
     kv_heads = int(_scalar(kv_v, heads) or heads)
     head_dim = int(_val(reader, a + "attention.key_length") or (hidden // heads if heads else 0))
     ff = int(_scalar(_val(reader, a + "feed_forward_length"), 0) or 0)
@@ -130,7 +219,7 @@ def load_gguf(path: str | Path) -> ModelSpec:
         vocab = embd[2] // hidden if embd else None
     if vocab is None:
         raise SpecError(f"{p}: missing GGUF key '{a}vocab_size' (and no token list)")
-    ctx = int(_val(reader, a + "context_length") or 0)
+    ctx = int(need("context_length"))
     # layer kinds
     kinds = [FULL] * n
     window = _val(reader, a + "attention.sliding_window")
