@@ -55,7 +55,7 @@ def build_report(
     from estimator.physics.limits import validate_workload
 
     options = options or ReportOptions()
-    request_warnings = validate_workload(model, workload, options.allow_overlong)
+    request_warnings = options.request_notes + validate_workload(model, workload, options.allow_overlong)
     b = Build(model, hardware, quant, workload, table, options, UNITS, request_warnings)
     sections = {u.key: b.get(u.key) for u in UNITS if u.key is not None}
     now = _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()

@@ -12,9 +12,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.engines import ENGINES, get_engine
-from estimator.specs import GIB, HardwareSpec, SpecError, Workload
+from estimator.specs import GIB, HardwareSpec, ModelSpec, SpecError, Workload
+from estimator.validate import check_number
 
 DEFAULT_CTX = 8192
+# ReportRequest fields that are numbers -> (their bound in estimator.validate.BOUNDS, the option naming them)
+_NUMBERS = {
+    "ctx": ("ctx", "--ctx"),
+    "devices": ("devices", "--devices"),
+    "concurrency": ("concurrency", "--concurrency"),
+    "offload_gib": ("offload_gib", "--offload-gib"),
+    "n_cpu_moe": ("n_cpu_moe", "--n-cpu-moe"),
+    "gpu_memory_utilization": ("gpu_memory_utilization", "--gpu-memory-utilization"),
+    "memory_gib": ("memory_gib", "--memory-gib"),
+    "bandwidth_gbs": ("bandwidth_gbs", "--bandwidth-gbs"),
+    "tflops": ("tflops", "--tflops"),
+    "usd_per_hour": ("usd_per_hour", "--usd-per-hour"),
+    "hours_per_day": ("hours_per_day", "--hours-per-day"),
+    "kwh_price": ("kwh_price", "--kwh-price"),
+    "purchase_usd": ("purchase_usd", "--purchase-usd"),
+    "ft_rank": ("ft_rank", "--ft-rank"),
+    "ft_seq_len": ("ft_seq_len", "--ft-seq-len"),
+    "ft_micro_batch": ("ft_micro_batch", "--ft-micro-batch"),
+}
+
+
+def default_context(model: ModelSpec) -> tuple[int, str | None]:
+    """The context a report sizes when the user gives none: DEFAULT_CTX, or the model's own maximum when that
+    is smaller (a GGUF trained at 2,048 tokens is sized at 2,048, not refused), with the note saying so."""
+    if 0 < model.max_context < DEFAULT_CTX:
+        return model.max_context, (
+            f"context: sized at the model's maximum of {model.max_context:,} tokens (the default "
+            f"{DEFAULT_CTX:,} is above it; choose another with --ctx)"
+        )
+    return DEFAULT_CTX, None
 
 
 def make_workload(
@@ -61,7 +92,8 @@ class ReportRequest:
     """A report request as the user typed it (``python -m estimator report`` options, the page's parameters).
 
     quant / split / gpu_memory_utilization: None = the engine's default (its profile's ``default_quant`` /
-    ``default_split`` / ``memory_fraction``);
+    ``default_split`` / ``memory_fraction``); ctx None = ``default_context`` of the model;
+    every number must be inside its ``estimator.validate.BOUNDS`` range (``check``);
     offload_gib in GiB (2^30 B); the custom-hardware figures apply with ``hardware="custom"``.
     """
 
@@ -70,7 +102,7 @@ class ReportRequest:
     quant: str | None = None
     engine: str = "llama.cpp"
     kv_dtype: str = "f16"
-    ctx: int = DEFAULT_CTX
+    ctx: int | None = None  # None: default_context(model)
     devices: int = 1
     split: str | None = None
     concurrency: int = 1
@@ -91,16 +123,24 @@ class ReportRequest:
     allow_overlong: bool = False
     coefficients: str | None = None
 
-    def workload(self) -> Workload:
-        """The Workload of the request; SpecError for what the engine cannot run (its profile's check)."""
-        if self.offload_gib < 0:
-            raise SpecError(f"--offload-gib must be >= 0, got {self.offload_gib}")
+    def check(self) -> None:
+        """SpecError naming the option for a number that is not finite or outside its range (the CLI's parser
+        checks the same table; this serves the page and direct callers)."""
+        for field_name, (rule, option) in _NUMBERS.items():
+            value = getattr(self, field_name)
+            if value is not None:
+                check_number(value, rule, option)
+
+    def workload(self, ctx: int | None = None) -> Workload:
+        """The Workload of the request (``ctx`` when the request leaves it to the model); SpecError for a
+        number out of range and for what the engine cannot run (its profile's check)."""
+        self.check()
         if self.engine not in ENGINES:
             raise SpecError(f"unknown engine {self.engine!r}; one of {', '.join(ENGINES)}")
         wl = make_workload(
             self.engine,
             self.kv_dtype,
-            self.ctx,
+            self.ctx if self.ctx is not None else (ctx or DEFAULT_CTX),
             self.devices,
             self.split,
             self.gpu_memory_utilization,
@@ -127,8 +167,10 @@ def make_report(req: ReportRequest, table=None):
     from estimator.report.document import build_report
     from estimator.report.units import ReportOptions
 
-    wl = req.workload()
+    req.check()
     model = resolve_model(req.model)
+    ctx, ctx_note = (req.ctx, None) if req.ctx is not None else default_context(model)
+    wl = req.workload(ctx)
     hw = resolve_device(req.hardware, req.memory_gib, req.bandwidth_gbs, req.tflops, req.family)
     quant = get_quant(req.quant or get_engine(req.engine).default_quant)
     options = ReportOptions(
@@ -140,6 +182,7 @@ def make_report(req: ReportRequest, table=None):
         finetune=FinetuneConfig(rank=req.ft_rank, seq_len=req.ft_seq_len, micro_batch=req.ft_micro_batch),
         hardware_catalog=tuple(all_hardware()),
         rates=load_cloud_rates(),
+        request_notes=(ctx_note,) if ctx_note else (),
     )
     table = table if table is not None else load_coefficients(req.coefficients)
     return build_report(model, hw, quant, wl, table, options)

@@ -42,6 +42,7 @@ class ReportOptions:
     rates: tuple = ()  # tuple[CloudRate, ...]
     contexts: tuple[int, ...] = CONTEXTS
     quants: tuple[str, ...] = ()  # quant-matrix rows; () = every known format
+    request_notes: tuple[str, ...] = ()  # what the request API decided for the user (a context it chose)
 
 
 @dataclass(frozen=True)
