@@ -1,6 +1,6 @@
 """The local page's query parameters: defaults, parsing and range checks (one-line ParamError for anything
-malformed); ids (model, hardware, quant, KV dtype) are checked by the estimator's request API, which names the
-nearest valid ids."""
+malformed; numbers use the same ranges as the CLI and ``predict``, ``estimator.validate.BOUNDS``); ids (model,
+hardware, quant, KV dtype) are checked by the estimator's request API, which names the nearest valid ids."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from estimator.engines import ENGINES
 from estimator.render import i18n
+from estimator.specs import SpecError
+from estimator.validate import parse_number
 
 DEFAULTS: dict[str, str] = {
     "model": "llama-3.1-8b",
@@ -78,24 +80,13 @@ def _num_text(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else repr(float(x))
 
 
-def _int(name: str, raw: str, lo: int, hi: int) -> int:
+def _number(name: str, raw: str, rule: str) -> int | float:
+    """A number inside ``estimator.validate.BOUNDS[rule]`` (the CLI's and predict's range for the same
+    quantity), or ParamError naming the parameter and the range."""
     try:
-        value = int(raw.strip().replace("_", ""))
-    except ValueError:
-        raise ParamError(f"parameter {name!r} must be an integer, got {raw!r}") from None
-    if not lo <= value <= hi:
-        raise ParamError(f"parameter {name!r} must be between {lo} and {hi}, got {value}")
-    return value
-
-
-def _float(name: str, raw: str, lo: float, hi: float) -> float:
-    try:
-        value = float(raw.strip())
-    except ValueError:
-        raise ParamError(f"parameter {name!r} must be a number, got {raw!r}") from None
-    if not (lo <= value <= hi):  # also rejects nan
-        raise ParamError(f"parameter {name!r} must be between {lo:g} and {hi:g}, got {raw!r}")
-    return value
+        return parse_number(raw, rule, f"parameter {name!r}")
+    except SpecError as exc:
+        raise ParamError(str(exc)) from None
 
 
 def _text(name: str, raw: str) -> str:
@@ -130,11 +121,11 @@ def parse_params(query: dict[str, list[str]]) -> ReportParams:
         model=_text("model", raw["model"]),
         hardware=_text("hardware", raw["hardware"]),
         quant=_text("quant", raw["quant"]),
-        ctx=_int("ctx", raw["ctx"], 1, 16 * 1024 * 1024),
+        ctx=int(_number("ctx", raw["ctx"], "ctx")),
         kv=_text("kv", raw["kv"]),
-        devices=_int("devices", raw["devices"], 1, 1024),
-        concurrency=_int("concurrency", raw["concurrency"], 1, 65536),
-        offload_gib=_float("offload_gib", raw["offload_gib"], 0.0, 1e6),
+        devices=int(_number("devices", raw["devices"], "devices")),
+        concurrency=int(_number("concurrency", raw["concurrency"], "concurrency")),
+        offload_gib=float(_number("offload_gib", raw["offload_gib"], "offload_gib")),
         engine=engine,
         lang=lang,
     )
