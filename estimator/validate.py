@@ -5,10 +5,10 @@ Every boundary — the command line (``estimator.app.cli``), the page's query pa
 (``estimator.catalog.hfconfig``), GGUF metadata (``estimator.catalog.ggufmodel``), custom hardware
 (``estimator.catalog.resolve``) and the request API (``estimator.report.request``) — checks its input here, so
 one table decides what is accepted and every refusal reads the same: one line naming the field (as that
-boundary spells it: ``--devices``, ``parameter 'devices'``, ``column 'n_devices'``, ``FILE: num_hidden_layers``)
-and the value, with the allowed range.  The CLI exits 2 with it, the page answers 400, ``predict`` writes it in
-the row's ``error`` cell and goes on.  The messages are ``SpecError`` (a ``ValueError``), which every boundary
-already catches.
+boundary spells it: ``--devices``, ``parameter 'devices'``, ``column 'n_devices'``,
+``FILE: num_hidden_layers``) and the value, with the allowed range.  The CLI exits 2 with it, the page answers
+400, ``predict`` writes it in the row's ``error`` cell and goes on.  The messages are ``SpecError`` (a
+``ValueError``), which every boundary already catches.
 
 What is checked:
 
@@ -167,7 +167,7 @@ def parse_number(text: str, rule: Bound | str, label: str) -> int | float:
     return check_number(value, b, label)
 
 
-# --- JSON ----------------------------------------------------------------------------------------------------
+# --- JSON ---------------------------------------------------------------------------------------------------
 
 
 def _no_constant(name: str):
@@ -216,7 +216,7 @@ def parse_json(text: str, where: str, max_depth: int = MAX_JSON_DEPTH) -> object
     return value
 
 
-# --- model architecture --------------------------------------------------------------------------------------
+# --- model architecture -------------------------------------------------------------------------------------
 
 # ModelSpec field -> its range (an architecture outside these is not a model anyone runs).
 MODEL_BOUNDS: dict[str, Bound] = {
@@ -287,7 +287,7 @@ def check_model(spec: ModelSpec, where: str) -> ModelSpec:
     return spec
 
 
-# --- names that become file names ----------------------------------------------------------------------------
+# --- names that become file names ---------------------------------------------------------------------------
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_NAME_CHARS = 100

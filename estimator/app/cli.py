@@ -51,7 +51,9 @@ def _add_hardware_args(p: argparse.ArgumentParser) -> None:
         "--hardware", required=True, help="catalog id, or 'custom' with --memory-gib/--bandwidth-gbs"
     )
     p.add_argument("--memory-gib", type=_number("memory_gib"), help="custom device memory, GiB (2^30 B)")
-    p.add_argument("--bandwidth-gbs", type=_number("bandwidth_gbs"), help="custom device bandwidth, GB/s (10^9 B/s)")
+    p.add_argument(
+        "--bandwidth-gbs", type=_number("bandwidth_gbs"), help="custom device bandwidth, GB/s (10^9 B/s)"
+    )
     p.add_argument("--tflops", type=_number("tflops"), help="custom dense bf16 TFLOPS")
     p.add_argument("--family", help="custom hardware family (selects calibrated coefficients)")
 
@@ -66,7 +68,9 @@ def _add_workload_args(p: argparse.ArgumentParser, ctx_default: int | None = 819
         type=_number("ctx"),
         default=ctx_default,
         help="context tokens per sequence (default: "
-        + ("8192, or the model's maximum when that is smaller)" if ctx_default is None else f"{ctx_default})"),
+        + (
+            "8192, or the model's maximum when that is smaller)" if ctx_default is None else f"{ctx_default})"
+        ),
     )
     p.add_argument("--devices", type=_number("devices"), default=1)
     p.add_argument(
@@ -106,20 +110,42 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
         "--quant", default=None, help="weight format (default: Q4_K_M for llama.cpp, BF16 for vLLM)"
     )
     _add_workload_args(r, ctx_default=None)
-    r.add_argument("--concurrency", type=_number("concurrency"), default=1, help="sequences decoding together")
-    r.add_argument("--offload-gib", type=_number("offload_gib"), default=0.0, help="weights kept in host RAM, GiB")
-    r.add_argument("--n-cpu-moe", type=_number("n_cpu_moe"), default=0, help="MoE experts of N layers in host RAM")
-    r.add_argument("--usd-per-hour", type=_number("usd_per_hour"), help="hourly price of the whole configuration (USD)")
     r.add_argument(
-        "--hours-per-day", type=_number("hours_per_day"), default=4.0, help="active hours per day (cost, break-even)"
+        "--concurrency", type=_number("concurrency"), default=1, help="sequences decoding together"
     )
     r.add_argument(
-        "--kwh-price", type=_number("kwh_price"), default=0.15, help="electricity price, USD/kWh (default assumed)"
+        "--offload-gib", type=_number("offload_gib"), default=0.0, help="weights kept in host RAM, GiB"
     )
-    r.add_argument("--purchase-usd", type=_number("purchase_usd"), help="purchase price of the whole configuration (USD)")
-    r.add_argument("--ft-rank", type=_number("ft_rank"), default=16, help="LoRA rank for the fine-tuning section")
-    r.add_argument("--ft-seq-len", type=_number("ft_seq_len"), default=2048, help="fine-tuning sequence length")
-    r.add_argument("--ft-micro-batch", type=_number("ft_micro_batch"), default=1, help="fine-tuning micro-batch")
+    r.add_argument(
+        "--n-cpu-moe", type=_number("n_cpu_moe"), default=0, help="MoE experts of N layers in host RAM"
+    )
+    r.add_argument(
+        "--usd-per-hour", type=_number("usd_per_hour"), help="hourly price of the whole configuration (USD)"
+    )
+    r.add_argument(
+        "--hours-per-day",
+        type=_number("hours_per_day"),
+        default=4.0,
+        help="active hours per day (cost, break-even)",
+    )
+    r.add_argument(
+        "--kwh-price",
+        type=_number("kwh_price"),
+        default=0.15,
+        help="electricity price, USD/kWh (default assumed)",
+    )
+    r.add_argument(
+        "--purchase-usd", type=_number("purchase_usd"), help="purchase price of the whole configuration (USD)"
+    )
+    r.add_argument(
+        "--ft-rank", type=_number("ft_rank"), default=16, help="LoRA rank for the fine-tuning section"
+    )
+    r.add_argument(
+        "--ft-seq-len", type=_number("ft_seq_len"), default=2048, help="fine-tuning sequence length"
+    )
+    r.add_argument(
+        "--ft-micro-batch", type=_number("ft_micro_batch"), default=1, help="fine-tuning micro-batch"
+    )
     r.add_argument("--allow-overlong", action="store_true", help="allow a context above the model maximum")
     r.add_argument("--format", choices=FORMATS, default="text")
     r.add_argument("-o", "--output", help="write the report to this file")

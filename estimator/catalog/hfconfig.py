@@ -28,9 +28,9 @@ pure parser used by both the loader and the catalog.  Rules (see ../shared/refer
   Mamba2 ``mamba_num_heads``/``mamba_head_dim``/``ssm_state_size``/``n_groups``/``conv_kernel`` (recurrent
   heads*head_dim*state, conv (heads*head_dim + 2*groups*state)*(kernel-1)).
 
-A missing required key raises SpecError naming the key and the file.  Before anything is read, every numeric key
-the parser uses is checked against ``CONFIG_NUMBERS`` (an integer — or, where noted, a list of integers — in
-range; NaN, infinities, booleans and text refused), so a config cannot divide by zero, overflow or make the
+A missing required key raises SpecError naming the key and the file.  Before anything is read, every numeric
+key the parser uses is checked against ``CONFIG_NUMBERS`` (an integer — or, where noted, a list of integers —
+in range; NaN, infinities, booleans and text refused), so a config cannot divide by zero, overflow or make the
 parser build a list per layer for 10^12 layers; the built spec is then checked whole
 (``estimator.validate.check_model``: consistent heads, experts, windows).  ``load_hf_config`` reads at most
 ``MAX_CONFIG_BYTES`` of a regular file (``estimator.catalog.files``) as strict JSON

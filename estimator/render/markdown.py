@@ -4,8 +4,8 @@ title (``#``), the others sections (``##``); tables become pipe tables, commands
 Every piece of text outside code is escaped (``md_text``): ``&``, ``<`` and ``>`` become entities, so a model
 name or a file path such as ``<script>…</script>`` or ``<svg onload=…>`` (a GGUF's ``general.name`` is
 whatever its author wrote) renders as text and never as HTML where Markdown is shown; table cells also escape
-``|`` and fold line breaks.  Commands stay literal (they are meant to be copied) inside a fence longer than any
-run of backticks they hold, so no command can close its fence early.
+``|`` and fold line breaks.  Commands stay literal (they are meant to be copied) inside a fence longer than
+any run of backticks they hold, so no command can close its fence early.
 """
 
 from __future__ import annotations
