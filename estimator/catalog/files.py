@@ -88,9 +88,9 @@ def read_text(path: str | os.PathLike, max_bytes: int, encoding: str = "utf-8") 
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise SpecError(
-            f"{path}:{line}: byte 0x{data[exc.start]:02x} at column {col} is not {encoding} text"
-        ) from None
+        name = "UTF-8" if encoding.lower().startswith("utf-8") else encoding
+        byte = data[exc.start]
+        raise SpecError(f"{path}:{line}: byte 0x{byte:02x} at column {col} is not {name} text") from None
 
 
 def iter_lines(path: str | os.PathLike, max_line_bytes: int) -> Iterator[tuple[int, bytes | None]]:
