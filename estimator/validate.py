@@ -33,7 +33,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from estimator.specs import CHUNKED, FULL, SLIDING, ModelSpec, SpecError
+from estimator.specs import CHUNKED, FULL, LINEAR, MAMBA, SLIDING, ModelSpec, SpecError
 
 MAX_DEVICES = 1024  # devices in one configuration (the page's limit since it existed)
 MAX_CONTEXT = 2**24  # tokens per sequence a workload may ask for (16,777,216; Llama 4 Scout: 10,485,760)
@@ -251,8 +251,8 @@ _ATTENTION = (FULL, SLIDING, CHUNKED)
 def check_model(spec: ModelSpec, where: str) -> ModelSpec:
     """``spec`` if its architecture is in range and consistent, else SpecError naming ``where`` (the file or
     catalog id) and the field.  Consistent: as many layer kinds as layers; heads, KV heads and a head size
-    where some layer attends (KV heads at most the heads); a window for sliding / chunked layers; top-k at
-    most the experts; dense layers that exist."""
+    where some layer attends (KV heads at most the heads); a window for sliding / chunked layers; a state
+    geometry for linear-attention / SSM layers; top-k at most the experts; dense layers that exist."""
     for name, rule in MODEL_BOUNDS.items():
         part, _, attr = name.rpartition(".")
         holder = getattr(spec, part) if part else spec
@@ -272,6 +272,8 @@ def check_model(spec: ModelSpec, where: str) -> ModelSpec:
             )
     if any(k in (SLIDING, CHUNKED) for k in spec.layer_types) and not spec.window:
         raise SpecError(f"{where}: sliding or chunked layers without a window size")
+    if any(k in (LINEAR, MAMBA) for k in spec.layer_types) and spec.state is None:
+        raise SpecError(f"{where}: linear-attention or SSM layers without their state geometry")
     moe = spec.moe
     if moe is not None:
         if moe.n_experts_used > moe.n_experts:
