@@ -216,6 +216,38 @@ def parse_json(text: str, where: str, max_depth: int = MAX_JSON_DEPTH) -> object
     return value
 
 
+# --- key tables of the model loaders (config.json, GGUF metadata) -------------------------------------------
+
+# Ranges the loaders' key tables share: counts of layers, widths, heads, experts, windows in tokens.
+COUNT = Bound(0, MAX_LAYERS)
+WIDTH = Bound(0, MAX_WIDTH)
+HEADS = Bound(0, MAX_HEADS)
+EXPERTS = Bound(0, MAX_EXPERTS)
+WINDOW = Bound(0, MAX_MODEL_CONTEXT)
+NUMBER, PER_LAYER, LIST = "number", "per-layer", "list"  # one number; one or one per layer; a list
+
+
+def check_fields(values: dict, table: dict[str, tuple[Bound, str]], where: str) -> None:
+    """Every key of ``table`` that ``values`` holds (not None) is checked: NUMBER one number in range;
+    PER_LAYER that or a non-empty list of at most MAX_LAYERS of them; LIST a list (maybe empty) of them.
+    SpecError ``where: key must be ...`` (``where: key[i] ...`` for a list entry) otherwise."""
+    for key, (rule, shape) in table.items():
+        value = values.get(key)
+        if value is None:
+            continue
+        if isinstance(value, list) and shape in (PER_LAYER, LIST):
+            if shape == PER_LAYER and not value:
+                raise SpecError(f"{where}: {key} is an empty list")
+            if len(value) > MAX_LAYERS:
+                raise SpecError(f"{where}: {key} has {len(value)} entries (more than {MAX_LAYERS})")
+            for i, v in enumerate(value):
+                check_number(v, rule, f"{where}: {key}[{i}]")
+        elif shape == LIST:
+            raise SpecError(f"{where}: {key} must be a list of integers, got {_shown(value)}")
+        else:
+            check_number(value, rule, f"{where}: {key}")
+
+
 # --- model architecture -------------------------------------------------------------------------------------
 
 # ModelSpec field -> its range (an architecture outside these is not a model anyone runs).

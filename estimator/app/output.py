@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from estimator.catalog.files import describe_kind
 from estimator.specs import SpecError
 
 NEW_FILE_MODE = 0o644
@@ -34,19 +35,6 @@ NEW_FILE_MODE = 0o644
 
 class OutputRefused(SpecError):
     """The output path is not a regular file (a device, FIFO, socket or folder); one line naming it."""
-
-
-def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISDIR, "a folder"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def output_target(path: str | os.PathLike) -> Path:
@@ -59,9 +47,8 @@ def output_target(path: str | os.PathLike) -> Path:
         return real
     if not stat.S_ISREG(st.st_mode):
         shown = str(path) if str(path) == str(real) else f"{path} (-> {real})"
-        raise OutputRefused(
-            f"cannot write: {shown} is {_kind(st.st_mode)}, not a regular file; refusing to replace it"
-        )
+        kind = describe_kind(st.st_mode)
+        raise OutputRefused(f"cannot write: {shown} is {kind}, not a regular file; refusing to replace it")
     return real
 
 

@@ -17,14 +17,14 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
-from pathlib import Path
 
 from estimator.specs import SpecError
 
 MIB = 2**20
 
 
-def _kind(mode: int) -> str:
+def describe_kind(mode: int) -> str:
+    """'a FIFO', 'a folder', 'a character device', ... for a ``st_mode`` (for one-line refusals)."""
     for test, name in (
         (stat.S_ISDIR, "a folder"),
         (stat.S_ISCHR, "a character device"),
@@ -51,7 +51,7 @@ def open_regular(path: str | os.PathLike, max_bytes: int | None = None) -> tuple
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise SpecError(f"{path} is {_kind(st.st_mode)}, not a regular file; refusing to read it")
+            raise SpecError(f"{path} is {describe_kind(st.st_mode)}, not a regular file; refusing to read it")
         if max_bytes is not None and st.st_size > max_bytes:
             raise SpecError(
                 f"{path}: {st.st_size:,} bytes is more than the {max_bytes:,} this input may have"
@@ -114,19 +114,3 @@ def iter_lines(path: str | os.PathLike, max_line_bytes: int) -> Iterator[tuple[i
                 yield lineno, None
                 continue
             yield lineno, line.rstrip(b"\r\n")
-
-
-def is_regular(path: str | os.PathLike) -> bool:
-    """True for an existing regular file (symlinks followed), without opening it."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
-
-
-def describe(path: str | Path) -> str:
-    """What is at ``path``: 'a FIFO', 'a folder', ... ('missing' when nothing is there)."""
-    try:
-        return _kind(os.stat(path).st_mode) if not is_regular(path) else "a regular file"
-    except (OSError, ValueError):
-        return "missing"

@@ -43,48 +43,51 @@ from estimator.specs import (
     StateSpec,
 )
 from estimator.validate import (
-    MAX_EXPERTS,
-    MAX_HEADS,
+    COUNT,
+    EXPERTS,
+    HEADS,
     MAX_LAYERS,
     MAX_MODEL_CONTEXT,
     MAX_WIDTH,
+    NUMBER,
+    PER_LAYER,
+    WIDTH,
+    WINDOW,
     Bound,
+    check_fields,
     check_model,
     check_number,
 )
 
-_HEADS = Bound(0, MAX_HEADS)
-_WIDTH = Bound(0, MAX_WIDTH)
-_EXPERTS = Bound(0, MAX_EXPERTS)
-# Numeric metadata keys (after the ``{arch}.`` prefix) -> (range, whether a per-layer array is allowed).
-GGUF_NUMBERS: dict[str, tuple[Bound, bool]] = {
-    "block_count": (Bound(1, MAX_LAYERS), False),
-    "embedding_length": (Bound(1, MAX_WIDTH), False),
-    "feed_forward_length": (_WIDTH, True),
-    "attention.head_count": (_HEADS, True),
-    "attention.head_count_kv": (_HEADS, True),
-    "attention.key_length": (_HEADS, False),
-    "vocab_size": (Bound(1, MAX_WIDTH), False),
-    "context_length": (Bound(1, MAX_MODEL_CONTEXT), False),
-    "attention.sliding_window": (Bound(0, MAX_MODEL_CONTEXT), False),
-    "attention.chunk_size": (Bound(0, MAX_MODEL_CONTEXT), False),
-    "full_attention_interval": (Bound(0, MAX_LAYERS), False),
-    "ssm.conv_kernel": (_HEADS, False),
-    "ssm.state_size": (_HEADS, False),
-    "ssm.inner_size": (_WIDTH, False),
-    "ssm.group_count": (_HEADS, False),
-    "ssm.time_step_rank": (_HEADS, False),
-    "expert_count": (_EXPERTS, False),
-    "expert_used_count": (_EXPERTS, False),
-    "expert_shared_count": (_EXPERTS, False),
-    "leading_dense_block_count": (Bound(0, MAX_LAYERS), False),
-    "expert_feed_forward_length": (_WIDTH, False),
-    "expert_shared_feed_forward_length": (_WIDTH, False),
-    "attention.kv_lora_rank": (_WIDTH, False),
-    "attention.q_lora_rank": (_WIDTH, False),
-    "attention.key_length_mla": (_HEADS, False),
-    "attention.value_length_mla": (_HEADS, False),
-    "rope.dimension_count": (_HEADS, False),
+# Numeric metadata keys (after the ``{arch}.`` prefix) -> (range, NUMBER / PER_LAYER: estimator.validate).
+GGUF_NUMBERS: dict[str, tuple[Bound, str]] = {
+    "block_count": (Bound(1, MAX_LAYERS), NUMBER),
+    "embedding_length": (Bound(1, MAX_WIDTH), NUMBER),
+    "feed_forward_length": (WIDTH, PER_LAYER),
+    "attention.head_count": (HEADS, PER_LAYER),
+    "attention.head_count_kv": (HEADS, PER_LAYER),
+    "attention.key_length": (HEADS, NUMBER),
+    "vocab_size": (Bound(1, MAX_WIDTH), NUMBER),
+    "context_length": (Bound(1, MAX_MODEL_CONTEXT), NUMBER),
+    "attention.sliding_window": (WINDOW, NUMBER),
+    "attention.chunk_size": (WINDOW, NUMBER),
+    "full_attention_interval": (COUNT, NUMBER),
+    "ssm.conv_kernel": (HEADS, NUMBER),
+    "ssm.state_size": (HEADS, NUMBER),
+    "ssm.inner_size": (WIDTH, NUMBER),
+    "ssm.group_count": (HEADS, NUMBER),
+    "ssm.time_step_rank": (HEADS, NUMBER),
+    "expert_count": (EXPERTS, NUMBER),
+    "expert_used_count": (EXPERTS, NUMBER),
+    "expert_shared_count": (EXPERTS, NUMBER),
+    "leading_dense_block_count": (COUNT, NUMBER),
+    "expert_feed_forward_length": (WIDTH, NUMBER),
+    "expert_shared_feed_forward_length": (WIDTH, NUMBER),
+    "attention.kv_lora_rank": (WIDTH, NUMBER),
+    "attention.q_lora_rank": (WIDTH, NUMBER),
+    "attention.key_length_mla": (HEADS, NUMBER),
+    "attention.value_length_mla": (HEADS, NUMBER),
+    "rope.dimension_count": (HEADS, NUMBER),
 }
 
 # GGUF architecture names -> HF model_type used elsewhere in the estimator
@@ -134,20 +137,13 @@ def _scalar(v, default=None):
 
 def _check_numbers(reader, prefix: str, p: Path) -> None:
     """SpecError naming the file, key and value for a numeric key outside GGUF_NUMBERS."""
-    for key, (rule, per_layer) in GGUF_NUMBERS.items():
-        v = _val(reader, prefix + key)
-        if v is None:
-            continue
-        if isinstance(v, list) and per_layer:
-            for i, x in enumerate(v[: MAX_LAYERS + 1]):
-                check_number(x, rule, f"{p}: {prefix}{key}[{i}]")
-        else:
-            check_number(v, rule, f"{p}: {prefix}{key}")
+    values = {prefix + key: _val(reader, prefix + key) for key in GGUF_NUMBERS}
+    check_fields(values, {prefix + key: rule for key, rule in GGUF_NUMBERS.items()}, str(p))
     pattern = _val(reader, prefix + "attention.sliding_window_pattern")
     if pattern is not None and not (
         isinstance(pattern, list) and all(isinstance(x, bool | int) for x in pattern)
     ):
-        check_number(pattern, Bound(0, MAX_LAYERS), f"{p}: {prefix}attention.sliding_window_pattern")
+        check_number(pattern, COUNT, f"{p}: {prefix}attention.sliding_window_pattern")
 
 
 def load_gguf(path: str | Path) -> ModelSpec:

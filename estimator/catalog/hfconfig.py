@@ -57,78 +57,79 @@ from estimator.specs import (
     StateSpec,
 )
 from estimator.validate import (
-    MAX_EXPERTS,
-    MAX_HEADS,
+    COUNT,
+    EXPERTS,
+    HEADS,
+    LIST,
     MAX_LAYERS,
     MAX_MODEL_CONTEXT,
     MAX_WIDTH,
+    NUMBER,
+    PER_LAYER,
+    WIDTH,
+    WINDOW,
     Bound,
+    check_fields,
     check_model,
-    check_number,
     parse_json,
 )
 
 MAX_CONFIG_BYTES = 16 * 2**20  # config.json files are a few KB; 16 MiB is generous
-_COUNT = Bound(0, MAX_LAYERS)
-_WIDTH = Bound(0, MAX_WIDTH)
-_HEADS = Bound(0, MAX_HEADS)
-_EXPERTS = Bound(0, MAX_EXPERTS)
-_WINDOW = Bound(0, MAX_MODEL_CONTEXT)
-# Numeric config keys the parser reads -> (their range, whether a list of such numbers is allowed).
-CONFIG_NUMBERS: dict[str, tuple[Bound, bool]] = {
-    "hidden_size": (Bound(1, MAX_WIDTH), False),
-    "num_hidden_layers": (Bound(1, MAX_LAYERS), False),
-    "num_attention_heads": (Bound(0, MAX_HEADS), True),
-    "num_key_value_heads": (_HEADS, True),
-    "head_dim": (_HEADS, False),
-    "attention_head_dim": (_HEADS, False),
-    "vocab_size": (Bound(1, MAX_WIDTH), False),
-    "max_position_embeddings": (Bound(1, MAX_MODEL_CONTEXT), False),
-    "intermediate_size": (_WIDTH, True),
-    "intermediate_size_mlp": (_WIDTH, True),
-    "moe_intermediate_size": (_WIDTH, True),
-    "shared_expert_intermediate_size": (_WIDTH, True),
-    "moe_shared_expert_intermediate_size": (_WIDTH, True),
-    "moe_latent_size": (_WIDTH, False),
-    "num_experts": (_EXPERTS, False),
-    "num_local_experts": (_EXPERTS, False),
-    "n_routed_experts": (_EXPERTS, False),
-    "moe_num_experts": (_EXPERTS, True),
-    "num_experts_per_tok": (_EXPERTS, False),
-    "num_experts_per_token": (_EXPERTS, False),
-    "moe_k": (_EXPERTS, False),
-    "moe_topk": (_EXPERTS, True),
-    "top_k_experts": (_EXPERTS, False),
-    "n_shared_experts": (_EXPERTS, False),
-    "moe_num_shared_experts": (_EXPERTS, False),
-    "num_shared_expert": (_EXPERTS, True),
-    "first_k_dense_replace": (_COUNT, False),
-    "moe_layer_start_index": (_COUNT, True),
-    "mlp_only_layers": (Bound(0, MAX_LAYERS - 1), True),
-    "interleave_moe_layer_step": (_COUNT, False),
-    "decoder_sparse_step": (_COUNT, False),
-    "kv_lora_rank": (_WIDTH, False),
-    "q_lora_rank": (_WIDTH, False),
-    "qk_rope_head_dim": (_HEADS, False),
-    "qk_nope_head_dim": (_HEADS, False),
-    "v_head_dim": (_HEADS, False),
-    "sliding_window": (_WINDOW, False),
-    "sliding_window_pattern": (_COUNT, False),
-    "attention_chunk_size": (_WINDOW, False),
-    "no_rope_layer_interval": (_COUNT, False),
-    "full_attention_interval": (_COUNT, False),
-    "linear_num_key_heads": (_HEADS, False),
-    "linear_num_value_heads": (_HEADS, False),
-    "linear_key_head_dim": (_HEADS, False),
-    "linear_value_head_dim": (_HEADS, False),
-    "linear_conv_kernel_dim": (_HEADS, False),
-    "mamba_num_heads": (_HEADS, False),
-    "mamba_head_dim": (_HEADS, False),
-    "ssm_state_size": (_HEADS, False),
-    "n_groups": (_HEADS, False),
-    "conv_kernel": (_HEADS, False),
-    "global_head_dim": (_HEADS, False),
-    "num_global_key_value_heads": (_HEADS, False),
+# Numeric config keys the parser reads -> (their range, NUMBER / PER_LAYER / LIST: estimator.validate).
+CONFIG_NUMBERS: dict[str, tuple[Bound, str]] = {
+    "hidden_size": (Bound(1, MAX_WIDTH), NUMBER),
+    "num_hidden_layers": (Bound(1, MAX_LAYERS), NUMBER),
+    "num_attention_heads": (HEADS, PER_LAYER),
+    "num_key_value_heads": (HEADS, PER_LAYER),
+    "head_dim": (HEADS, NUMBER),
+    "attention_head_dim": (HEADS, NUMBER),
+    "vocab_size": (Bound(1, MAX_WIDTH), NUMBER),
+    "max_position_embeddings": (Bound(1, MAX_MODEL_CONTEXT), NUMBER),
+    "intermediate_size": (WIDTH, PER_LAYER),
+    "intermediate_size_mlp": (WIDTH, PER_LAYER),
+    "moe_intermediate_size": (WIDTH, PER_LAYER),
+    "shared_expert_intermediate_size": (WIDTH, PER_LAYER),
+    "moe_shared_expert_intermediate_size": (WIDTH, PER_LAYER),
+    "moe_latent_size": (WIDTH, NUMBER),
+    "num_experts": (EXPERTS, NUMBER),
+    "num_local_experts": (EXPERTS, NUMBER),
+    "n_routed_experts": (EXPERTS, NUMBER),
+    "moe_num_experts": (EXPERTS, PER_LAYER),
+    "num_experts_per_tok": (EXPERTS, NUMBER),
+    "num_experts_per_token": (EXPERTS, NUMBER),
+    "moe_k": (EXPERTS, NUMBER),
+    "moe_topk": (EXPERTS, PER_LAYER),
+    "top_k_experts": (EXPERTS, NUMBER),
+    "n_shared_experts": (EXPERTS, NUMBER),
+    "moe_num_shared_experts": (EXPERTS, NUMBER),
+    "num_shared_expert": (EXPERTS, PER_LAYER),
+    "first_k_dense_replace": (COUNT, NUMBER),
+    "moe_layer_start_index": (COUNT, PER_LAYER),
+    "mlp_only_layers": (Bound(0, MAX_LAYERS - 1), LIST),
+    "interleave_moe_layer_step": (COUNT, NUMBER),
+    "decoder_sparse_step": (COUNT, NUMBER),
+    "kv_lora_rank": (WIDTH, NUMBER),
+    "q_lora_rank": (WIDTH, NUMBER),
+    "qk_rope_head_dim": (HEADS, NUMBER),
+    "qk_nope_head_dim": (HEADS, NUMBER),
+    "v_head_dim": (HEADS, NUMBER),
+    "sliding_window": (WINDOW, NUMBER),
+    "sliding_window_pattern": (COUNT, NUMBER),
+    "attention_chunk_size": (WINDOW, NUMBER),
+    "no_rope_layer_interval": (COUNT, NUMBER),
+    "full_attention_interval": (COUNT, NUMBER),
+    "linear_num_key_heads": (HEADS, NUMBER),
+    "linear_num_value_heads": (HEADS, NUMBER),
+    "linear_key_head_dim": (HEADS, NUMBER),
+    "linear_value_head_dim": (HEADS, NUMBER),
+    "linear_conv_kernel_dim": (HEADS, NUMBER),
+    "mamba_num_heads": (HEADS, NUMBER),
+    "mamba_head_dim": (HEADS, NUMBER),
+    "ssm_state_size": (HEADS, NUMBER),
+    "n_groups": (HEADS, NUMBER),
+    "conv_kernel": (HEADS, NUMBER),
+    "global_head_dim": (HEADS, NUMBER),
+    "num_global_key_value_heads": (HEADS, NUMBER),
 }
 _EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 _TOPK_KEYS = ("num_experts_per_tok", "moe_k", "moe_topk", "top_k_experts", "num_experts_per_token")
@@ -138,17 +139,7 @@ def check_config_numbers(t: dict, src: str) -> None:
     """SpecError naming the file, key and value for a numeric key outside CONFIG_NUMBERS (not an integer, not
     finite, out of range, a list where none is allowed), and for a config that asks for more experts per token
     than it has or divides its width by a head count it does not give evenly."""
-    for key, (rule, listable) in CONFIG_NUMBERS.items():
-        value = t.get(key)
-        if value is None:
-            continue
-        if isinstance(value, list) and listable:
-            if not value and key != "mlp_only_layers":
-                raise SpecError(f"{src}: {key} is an empty list")
-            for i, v in enumerate(value):
-                check_number(v, rule, f"{src}: {key}[{i}]")
-        else:
-            check_number(value, rule, f"{src}: {key}")
+    check_fields(t, CONFIG_NUMBERS, src)
     experts = next((_first(t[k]) for k in _EXPERT_KEYS if t.get(k) is not None), None)
     top_k = next((_first(t[k]) for k in _TOPK_KEYS if t.get(k) is not None), None)
     if experts is not None and top_k and top_k > experts and (experts > 1 or experts == 0):
