@@ -160,6 +160,7 @@ class DeadlineReaper:
         self._lock = threading.Condition()
         self._due: dict[int, tuple[float, socket.socket]] = {}
         self._heap: list[tuple[float, int]] = []
+        self._stopped = False
         self._thread = threading.Thread(target=self._run, name="fitbench-deadlines", daemon=True)
         self._thread.start()
 
@@ -174,11 +175,19 @@ class DeadlineReaper:
         with self._lock:
             self._due.pop(id(sock), None)
 
+    def stop(self) -> None:
+        """End the reaper's thread (the server is closing)."""
+        with self._lock:
+            self._stopped = True
+            self._lock.notify()
+
     def _run(self) -> None:
         while True:
             with self._lock:
-                while not self._heap:
+                while not self._heap and not self._stopped:
                     self._lock.wait()
+                if self._stopped:
+                    return
                 when, key = self._heap[0]
                 now = time.monotonic()
                 if when > now:

@@ -225,6 +225,10 @@ class SizingServer(ThreadingHTTPServer):
         host, port = self.server_address[:2]
         self.server_name, self.server_port = str(host), port
 
+    def server_close(self) -> None:
+        super().server_close()
+        self.reaper.stop()
+
     def process_request(self, request, client_address) -> None:
         """A thread per connection, at most ``limits.max_connections``; beyond it 503 at once."""
         with self._open_lock:
