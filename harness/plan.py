@@ -29,12 +29,19 @@ Format (see docs/harness.md for a full example)::
 A point is one engine x model x quant x context x kv dtype x flash-attn x threads combination; it carries the
 lists of prompt lengths, gen lengths, depths and concurrencies, measured by one child process.
 Unknown engines, models, quants or keys raise PlanError naming the entry (and the nearest ids) before any run.
+So do (issue 14) a ``name`` that could not be a file name as it is (``estimator.validate.check_name``: no
+separators, no ``..``; it names the records file under results/runs), a scalar where a list is expected, an
+engine option no engine of the group reads (``runners.base.ENGINE_OPTIONS``) or of the wrong type, a timeout
+that is not a finite number of seconds up to ``MAX_TIMEOUT_S``, a count outside ``PLAN_BOUNDS`` (repetitions,
+threads, batch sizes, lengths) and a context above the model's own maximum.
 """
 
 from __future__ import annotations
 
 import difflib
 import hashlib
+import math
+import os
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -43,7 +50,8 @@ from pathlib import Path
 
 from estimator.engines import engines_for, get_engine
 from estimator.specs import ModelSpec, QuantSpec, SpecError
-from runners.base import REGISTRY, PointSpec
+from estimator.validate import MAX_CONTEXT, MAX_LAYERS, MAX_SEQUENCES, check_name
+from runners.base import ENGINE_OPTIONS, REGISTRY, PointSpec
 
 KV_DTYPES = ("f16", "bf16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "fp8", "auto")
 
@@ -71,6 +79,24 @@ _DEFAULTS: dict = {
     "engine_options": {},
     "timeout_s": 600,
     "seed": 0,
+}
+
+
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a point or a model build that needs more than a week is a mistake
+# Upper bounds of the plan's counts (lower bounds are checked where each is read).
+PLAN_BOUNDS: dict[str, int] = {
+    "contexts": MAX_CONTEXT,
+    "prompt_lengths": MAX_CONTEXT,
+    "gen_lengths": MAX_CONTEXT,
+    "depths": MAX_CONTEXT,
+    "concurrencies": MAX_SEQUENCES,
+    "repetitions": 1000,
+    "threads": 4096,
+    "n_batch": MAX_CONTEXT,
+    "n_ubatch": MAX_CONTEXT,
+    "n_gpu_layers": MAX_LAYERS,
+    "seed": 2**32 - 1,
+    "layers": MAX_LAYERS,
 }
 
 
@@ -156,11 +182,11 @@ def _nearest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
 
 
 def _as_list(value: object, where: str) -> list:
-    if isinstance(value, list):
-        if not value:
-            raise PlanError(f"{where}: empty list")
-        return value
-    return [value]
+    if not isinstance(value, list):
+        raise PlanError(f"{where}: expected a list (write [{value!r}]), got {value!r}")
+    if not value:
+        raise PlanError(f"{where}: empty list")
+    return value
 
 
 def _int(value: object, where: str, minimum: int | None = None) -> int:
@@ -168,7 +194,56 @@ def _int(value: object, where: str, minimum: int | None = None) -> int:
         raise PlanError(f"{where}: expected an integer, got {value!r}")
     if minimum is not None and value < minimum:
         raise PlanError(f"{where}: must be >= {minimum}, got {value}")
+    key = where.rsplit(".", 1)[-1].split("[", 1)[0]
+    if key in PLAN_BOUNDS and value > PLAN_BOUNDS[key]:
+        raise PlanError(f"{where}: must be <= {PLAN_BOUNDS[key]}, got {value}")
     return value
+
+
+def _seconds(value: object, where: str) -> float:
+    """A finite, positive number of seconds up to MAX_TIMEOUT_S."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= MAX_TIMEOUT_S  # also refuses nan and inf
+    ):
+        raise PlanError(
+            f"{where}: expected a positive number of seconds up to {MAX_TIMEOUT_S:g}, got {value!r}"
+        )
+    return float(value)
+
+
+def _check_engine_options(options: object, engines: list[str], where: str) -> dict:
+    """The group's ``engine_options``: a table whose every option is read by one of ``engines`` (their
+    ``runners.base.ENGINE_OPTIONS``) and has that option's type (finite, non-negative numbers).  Not checked
+    when ``$FITBENCH_RUNNER_CMD`` replaces the runners (a test double reads options of its own)."""
+    if not isinstance(options, dict):
+        raise PlanError(f"{where}: expected a table")
+    if os.environ.get("FITBENCH_RUNNER_CMD"):  # the sweep's test hook swaps our runners for another program,
+        return options  # whose options are its own (harness.sweep)
+    known = {k: t for e in engines for k, t in ENGINE_OPTIONS.get(e, {}).items()}
+    for key, value in options.items():
+        if key not in known:
+            raise PlanError(
+                f"{where}.{key}: no engine of this sweep ({', '.join(engines)}) reads this option"
+                f"{_nearest(key, known)}"
+            )
+        kind = known[key]
+        ok = (
+            isinstance(value, bool)
+            if kind is bool
+            else isinstance(value, str)
+            if kind is str
+            else (
+                not isinstance(value, bool)
+                and isinstance(value, int if kind is int else int | float)
+                and math.isfinite(value)
+                and value >= 0
+            )
+        )
+        if not ok:
+            raise PlanError(f"{where}.{key}: expected {kind.__name__}, got {value!r}")
+    return options
 
 
 def _check_keys(table: dict, allowed: set[str], where: str) -> None:
@@ -254,17 +329,19 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
         raise PlanError(f"{w}.flash_attn: expected true/false values, got {fas!r}")
     threads = [_int(t, f"{w}.threads[{i}]", 0) for i, t in enumerate(_as_list(g["threads"], f"{w}.threads"))]
     reps = _int(g["repetitions"], f"{w}.repetitions", 1)
-    timeout = g["timeout_s"]
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-        raise PlanError(f"{w}.timeout_s: expected a positive number of seconds, got {timeout!r}")
-    if not isinstance(g["engine_options"], dict):
-        raise PlanError(f"{w}.engine_options: expected a table")
+    timeout = _seconds(g["timeout_s"], f"{w}.timeout_s")
+    _check_engine_options(g["engine_options"], engines, f"{w}.engine_options")
     need = max(lists["depths"]) + max(max(lists["prompt_lengths"]), max(lists["gen_lengths"]))
     for i, ctx in enumerate(lists["contexts"]):
         if ctx < need:
             raise PlanError(
                 f"{w}.contexts[{i}] = {ctx}: smaller than max depth + max(prompt, gen) length = {need}"
             )
+        for ref, model, _ in models:
+            if ctx > model.max_context:
+                raise PlanError(
+                    f"{w}.contexts[{i}] = {ctx}: above {ref}'s maximum context of {model.max_context} tokens"
+                )
 
     points = []
     for engine, (ref, model, n_layers), q in product(engines, models, quants):
@@ -340,11 +417,14 @@ def parse_plan(text: str, path: str | Path = "<plan>", catalog: Catalog | None =
             points += _expand_group(merged, gi, path.parent, catalog, len(points))
         except PlanError as exc:
             raise PlanError(f"{path}: {exc}") from None
-    build_timeout = data.get("build_timeout_s", 1800)
-    if isinstance(build_timeout, bool) or not isinstance(build_timeout, int | float) or build_timeout <= 0:
-        raise PlanError(f"{path}: build_timeout_s must be a positive number of seconds")
+    build_timeout = _seconds(data.get("build_timeout_s", 1800), f"{path}: build_timeout_s")
+    name = data.get("name", path.stem)
+    try:  # the name becomes the records file's name under results/runs: used as it is or refused
+        check_name(name, f"{path}: name")
+    except SpecError as exc:
+        raise PlanError(str(exc)) from None
     return Plan(
-        name=str(data.get("name") or path.stem),
+        name=name,
         description=str(data.get("description", "")),
         path=str(path),
         sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(),
@@ -354,10 +434,15 @@ def parse_plan(text: str, path: str | Path = "<plan>", catalog: Catalog | None =
 
 
 def load_plan(path: str | Path, catalog: Catalog | None = None) -> Plan:
-    """Read and validate a plan file (PlanError when missing, unreadable or invalid)."""
+    """Read and validate a plan file (PlanError when missing, unreadable, not a regular file — a FIFO is
+    refused without blocking — or invalid)."""
+    from harness.safe_files import FileRefused, read_regular_bytes
+
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_bytes(path).decode("utf-8")
+    except FileRefused as exc:
+        raise PlanError(str(exc)) from None
     except OSError as exc:
         raise PlanError(f"{path}: cannot read plan ({exc.strerror})") from None
     except UnicodeDecodeError as exc:

@@ -87,6 +87,22 @@ REGISTRY: dict[str, str] = {
     "llama.cpp": "runners.llama_cpp:LlamaCppRunner",
     "vllm": "runners.vllm:VllmRunner",
 }
+# The ``engine_options`` each runner reads (name -> type); a plan naming another option, or giving one of the
+# wrong type, is refused before anything runs (harness.plan).  Keep in step with the runners' ``measure``.
+ENGINE_OPTIONS: dict[str, dict[str, type]] = {
+    "llama.cpp": {"swa_full": bool, "use_mmap": bool, "offload_kqv": bool},
+    "vllm": {
+        "dtype": str,
+        "enforce_eager": bool,
+        "max_num_seqs": int,
+        "gpu_memory_utilization": float,
+        "kv_cache_memory_bytes": int,
+        "tensor_parallel_size": int,
+        "max_num_batched_tokens": int,
+        "quantization": str,
+        "block_size": int,
+    },
+}
 
 
 def get_runner(name: str) -> Runner:

@@ -51,3 +51,49 @@ def test_truncated_gguf(tiny_gguf, tmp_path):
 def test_missing_gguf():
     with pytest.raises(SpecError, match="no such"):
         resolve_model("/nonexistent/model.gguf")
+
+
+def test_gguf_below_the_default_context_is_sized_at_its_maximum(tmp_path):
+    """A GGUF trained at 2,048 tokens is sized at 2,048 when no --ctx is given (with a note), and refused
+    when --ctx asks for more (issue 14)."""
+    from estimator.report.document import report_to_dict
+    from estimator.report.request import ReportRequest, make_report
+    from tests.gguf_files import write_tiny_gguf
+
+    path = write_tiny_gguf(tmp_path / "m.gguf", context=2048)
+    d = report_to_dict(make_report(ReportRequest(str(path), "rtx-4090")))
+    assert d["workload"]["n_ctx"] == 2048
+    assert any("maximum of 2,048 tokens" in n for n in d["notes"])  # the request chose it: a note
+    with pytest.raises(SpecError, match="above"):
+        make_report(ReportRequest(str(path), "rtx-4090", ctx=8192))
+
+
+@pytest.mark.parametrize(
+    "kw, needle",
+    [
+        (dict(heads=0), "n_heads must be at least 1"),
+        (dict(kv_heads=0), "head_count_kv is 0"),
+        (dict(layers=0), "block_count must be between 1"),
+        (dict(layers=2**31), "block_count must be between 1 and 4096"),
+        (dict(context=None), "missing GGUF key 'llama.context_length'"),
+        (dict(extra={"llama.expert_count": 4, "llama.expert_used_count": 8}), "above the experts"),
+        (dict(extra={"llama.attention.sliding_window": -4}), "sliding_window must be between 0"),
+        (dict(extra={"llama.attention.key_length": "sixteen"}), "key_length must be an integer"),
+    ],
+)
+def test_hostile_metadata_is_one_line(tmp_path, kw, needle):
+    from tests.gguf_files import write_tiny_gguf
+
+    path = write_tiny_gguf(tmp_path / "m.gguf", **kw)
+    with pytest.raises(SpecError) as exc:
+        load_gguf(path)
+    assert needle in str(exc.value) and str(path) in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_gguf_fifo_is_refused_without_blocking(tmp_path):
+    import os
+
+    fifo = tmp_path / "m.gguf"
+    os.mkfifo(fifo)
+    with pytest.raises(SpecError, match="is a FIFO, not a regular file"):
+        load_gguf(fifo)

@@ -115,3 +115,59 @@ def test_mla_keys():
 def test_gemma4_global_layers():
     m = resolve_model("gemma-4-26b-a4b")
     assert m.global_head_dim == 512 and m.global_n_kv_heads == 2 and m.k_eq_v
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        (dict(num_attention_heads=0), "n_heads must be at least 1"),
+        (dict(num_hidden_layers=0), "num_hidden_layers must be between 1 and 4096"),
+        (dict(num_hidden_layers=10**12), "num_hidden_layers must be between 1 and 4096"),
+        (dict(hidden_size="abc"), "hidden_size must be an integer"),
+        (dict(hidden_size=True), "hidden_size must be an integer"),
+        (dict(hidden_size=1024.5), "whole number"),
+        (dict(hidden_size=1000), "not divisible by num_attention_heads 16"),
+        (dict(num_key_value_heads=32), "above the attention heads"),
+        (dict(model_type="mistral", sliding_window=-5), "sliding_window must be between 0"),
+        (dict(num_experts=8, num_experts_per_tok=16, moe_intermediate_size=64), "16 experts per token"),
+        (dict(num_experts=0, num_experts_per_tok=2, moe_intermediate_size=64), "above the 0 experts"),
+        (dict(n_routed_experts=8, num_experts_per_tok=2, first_k_dense_replace=10**12), "first_k_dense"),
+        (dict(num_experts=8, num_experts_per_tok=2, mlp_only_layers=[99]), "dense layer 99"),
+        (dict(quantization_config="fp8"), "quantization_config must be a JSON object"),
+        (dict(architectures=5), "architectures must be a list"),
+        (dict(full_attention_interval="x"), "full_attention_interval must be an integer"),
+    ],
+)
+def test_hostile_config_values_are_one_line(change, needle):
+    with pytest.raises(SpecError) as exc:
+        spec_from_config({**BASE, **change}, "c/config.json")
+    assert needle in str(exc.value) and str(exc.value).startswith("c/config.json: ")
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ('{"hidden_size": NaN}', "NaN"),
+        ('{"vocab_size": ' + "9" * 5001 + "}", "5001 digits"),
+        ('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested deeper"),
+    ],
+)
+def test_hostile_config_files(tmp_path, text, needle):
+    (tmp_path / "config.json").write_text(text)
+    with pytest.raises(SpecError, match=needle):
+        load_hf_config(tmp_path)
+
+
+def test_config_fifo_and_huge_file_refused(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "config.json")
+    with pytest.raises(SpecError, match="FIFO"):
+        load_hf_config(tmp_path)
+    with pytest.raises(SpecError, match="FIFO"):
+        resolve_model(str(tmp_path / "config.json"))
+    big = tmp_path / "big.json"
+    with open(big, "wb") as fh:
+        fh.truncate(20 * 2**20)
+    with pytest.raises(SpecError, match="more than the"):
+        load_hf_config(big)

@@ -225,3 +225,67 @@ def test_default_split_follows_the_engine():
     vllm = {"n_prompt": "0", "n_gen": "8", "n_devices": "2", "engine": "vllm"}
     assert predict.row_workload(vllm).split == "tp"
     assert predict.row_workload({**vllm, "split": "pp"}).split == "pp"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "\ufeffmodel,hardware,quant,n_prompt,n_gen\nqwen3-0.6b,rtx-4090,Q8_0,512,0\n",  # Excel's UTF-8 BOM
+        "model,hardware,quant,n_prompt,n_gen\r\nqwen3-0.6b,rtx-4090,Q8_0,512,0\r\n",  # CRLF
+        "\ufeffmodel,hardware,quant,n_prompt,n_gen\r\nqwen3-0.6b,rtx-4090,Q8_0,512,0\r\n",
+    ],
+)
+def test_csv_with_bom_and_crlf(tmp_path, table, text):
+    src, dst = tmp_path / "c.csv", tmp_path / "o.csv"
+    src.write_bytes(text.encode("utf-8"))
+    assert predict.predict_csv(src, dst, table) == 0
+    rows = list(csv.DictReader(open(dst, newline="", encoding="utf-8")))
+    assert list(rows[0])[0] == "model" and float(rows[0]["prefill_tok_s"]) > 0
+
+
+@pytest.mark.parametrize(
+    "column, value, needle",
+    [
+        ("n_devices", "1e12", "column 'n_devices' must be between 1 and 1024, got 1000000000000"),
+        ("n_ctx", "1e15", "column 'n_ctx' must be between 1 and 16777216"),
+        ("n_depth", "20000000", "column 'n_depth' must be between 0 and 16777216"),
+        ("batch", "1e9", "column 'batch' must be between 1 and 65536"),
+        ("offload_bytes", "1e300", "column 'offload_bytes'"),
+        ("n_ubatch", "nan", "(a finite number)"),
+    ],
+)
+def test_out_of_range_cells_are_row_errors_and_the_run_goes_on(table, column, value, needle):
+    rows = [_row(n_prompt=512, n_gen=0, **{column: value}), _row(n_prompt=512, n_gen=0)]
+    bad, good = predict.predict_rows(rows, table)
+    assert needle in bad["error"] and bad["prefill_tok_s"] == ""
+    assert good["error"] == "" and float(good["prefill_tok_s"]) > 0
+
+
+def test_default_context_above_the_cap_is_a_row_error(table):
+    (out,) = predict.predict_rows([_row(n_prompt=10_000_000, n_gen=10_000_000)], table)
+    assert "n_prompt + n_gen + n_depth" in out["error"]
+
+
+def test_custom_hardware_figures_bounded(table):
+    (out,) = predict.predict_rows(
+        [_row(hardware="custom", memory_gib="1e308", bandwidth_gbs="1000", n_prompt=512, n_gen=0)], table
+    )
+    assert "column 'memory_gib' must be between" in out["error"]
+
+
+def test_cases_file_must_be_a_regular_file(tmp_path, table):
+    import os
+
+    fifo = tmp_path / "c.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(SpecError, match="is a FIFO, not a regular file"):
+        predict.predict_csv(fifo, None, table)
+    big = tmp_path / "big.csv"
+    with open(big, "wb") as fh:
+        fh.truncate(predict.MAX_CASES_BYTES + 1)
+    with pytest.raises(SpecError, match="more than the"):
+        predict.predict_csv(big, None, table)
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"model,hardware,n_prompt,n_gen\nqwen\xff,x,1,1\n")
+    with pytest.raises(SpecError, match=r"bad.csv:2: byte 0xff at column 5 is not UTF-8 text"):
+        predict.predict_csv(bad, None, table)

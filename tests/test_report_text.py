@@ -109,3 +109,25 @@ def test_long_ids_split_at_hyphens():
 
     assert _wrap("4× atlas-300i-duo-96gb", 14) == ["4× atlas-300i-", "duo-96gb"]
     assert _wrap("docs.nvidia.com/nemo/megatron-bridge/latest", 20)[0].endswith("/")
+
+
+def test_markdown_escapes_html_and_pipes_outside_code():
+    """A GGUF name or path holding HTML renders as text in every Markdown cell, heading and line (issue 17:
+    5); commands stay literal inside a fence no backtick run can close."""
+    from estimator.render.blocks import Block, Table
+    from estimator.render.markdown import render_markdown
+
+    evil = "<script>alert(1)</script><img src=x onerror=alert(2)> & | x"
+    block = Block(
+        key="t",
+        title=f"Sizing {evil}",
+        lines=[f"model {evil}"],
+        tables=[Table([f"h {evil}"], [[f"cell {evil}"]], f"cap {evil}")],
+        code=[(f"run {evil}", "llama-server -m '/tmp/```\n<svg onload=x>'")],
+        notes=[f"note {evil}"],
+    )
+    md = render_markdown([block])
+    prose = md.split("````bash")[0] + md.split("````bash")[1].split("````")[1]
+    assert "<script" not in prose and "<img" not in prose and "&lt;script&gt;" in prose
+    assert "&amp; \\| x |" in md  # cells: & escaped, the pipe too
+    assert "````bash\nllama-server -m '/tmp/```\n<svg onload=x>'\n````" in md  # literal, fenced by 4

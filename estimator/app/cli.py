@@ -9,11 +9,14 @@ boundary.  Heavy modules are imported inside the subcommand that needs them, so 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
-from pathlib import Path
+from collections.abc import Callable
 
 from estimator.engines import ENGINES
 from estimator.specs import SpecError
+from estimator.validate import parse_number
 
 FORMATS = ("text", "json", "markdown", "html")
 
@@ -27,23 +30,18 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    return v
+def _number(name: str) -> Callable[[str], int | float]:
+    """An argparse type: a number inside ``estimator.validate.BOUNDS[name]`` (finite, in range); the message
+    names the range (argparse prefixes the option)."""
 
+    def parse(text: str) -> int | float:
+        try:
+            return parse_number(text, name, "value")
+        except SpecError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("value ")) from None
 
-def _float(text: str) -> float:
-    """A finite number: every float option (GiB, GB/s, TFLOPS, fractions, USD, hours) rejects nan / inf."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if v != v or v in (float("inf"), float("-inf")):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return v
+    parse.__name__ = name  # argparse names the type in its messages
+    return parse
 
 
 def _add_hardware_args(p: argparse.ArgumentParser) -> None:
@@ -54,18 +52,22 @@ def _add_hardware_args(p: argparse.ArgumentParser) -> None:
         "Apple silicon or the CPU); or 'custom' with --memory-gib/--bandwidth-gbs",
     )
     p.add_argument(
-        "--memory-gib", type=_float, help="device memory, GiB (2^30 B): custom, or overrides the catalog's"
+        "--memory-gib",
+        type=_number("memory_gib"),
+        help="device memory, GiB (2^30 B): custom, or overrides the catalog's",
     )
     p.add_argument(
         "--bandwidth-gbs",
-        type=_float,
+        type=_number("bandwidth_gbs"),
         help="device bandwidth, GB/s (10^9 B/s): custom, or overrides the catalog's",
     )
-    p.add_argument("--tflops", type=_float, help="dense bf16 TFLOPS: custom, or overrides the catalog's")
+    p.add_argument(
+        "--tflops", type=_number("tflops"), help="dense bf16 TFLOPS: custom, or overrides the catalog's"
+    )
     p.add_argument("--family", help="hardware family (selects calibrated coefficients); a catalog family")
     p.add_argument(
         "--wired-limit-mb",
-        type=_positive_int,
+        type=_number("wired_limit_mb"),
         help="Apple: the GPU memory limit set with sysctl iogpu.wired_limit_mb (default: macOS's own)",
     )
 
@@ -75,12 +77,15 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-dtype", default="f16", help="f16 | bf16 | f32 | q8_0 | q4_0 | fp8")
     p.add_argument(
         "--ctx",
-        type=_positive_int,
+        type=_number("ctx"),
         default=None,
         help="context tokens per sequence (default 8192, or the model's maximum when smaller)",
     )
     p.add_argument(
-        "--devices", type=_positive_int, default=None, help="device count (default 1; auto: every GPU found)"
+        "--devices",
+        type=_number("devices"),
+        default=None,
+        help="device count (default 1; auto: every GPU found)",
     )
     p.add_argument(
         "--split",
@@ -91,7 +96,7 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--gpu-memory-utilization",
-        type=_float,
+        type=_number("gpu_memory_utilization"),
         default=None,
         help="fraction of device memory an engine that reserves memory takes (vLLM --gpu-memory-utilization, "
         "SGLang --mem-fraction-static); default: the engine's own",
@@ -128,20 +133,42 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
         "'gguf' = the file's own)",
     )
     _add_workload_args(r)
-    r.add_argument("--concurrency", type=_positive_int, default=1, help="sequences decoding together")
-    r.add_argument("--offload-gib", type=_float, default=0.0, help="weights kept in host RAM, GiB")
-    r.add_argument("--n-cpu-moe", type=_positive_int, default=0, help="MoE experts of N layers in host RAM")
-    r.add_argument("--usd-per-hour", type=_float, help="hourly price of the whole configuration (USD)")
     r.add_argument(
-        "--hours-per-day", type=_float, default=4.0, help="active hours per day (cost, break-even)"
+        "--concurrency", type=_number("concurrency"), default=1, help="sequences decoding together"
     )
     r.add_argument(
-        "--kwh-price", type=_float, default=0.15, help="electricity price, USD/kWh (default assumed)"
+        "--offload-gib", type=_number("offload_gib"), default=0.0, help="weights kept in host RAM, GiB"
     )
-    r.add_argument("--purchase-usd", type=_float, help="purchase price of the whole configuration (USD)")
-    r.add_argument("--ft-rank", type=_positive_int, default=16, help="LoRA rank for the fine-tuning section")
-    r.add_argument("--ft-seq-len", type=_positive_int, default=2048, help="fine-tuning sequence length")
-    r.add_argument("--ft-micro-batch", type=_positive_int, default=1, help="fine-tuning micro-batch")
+    r.add_argument(
+        "--n-cpu-moe", type=_number("n_cpu_moe"), default=0, help="MoE experts of N layers in host RAM"
+    )
+    r.add_argument(
+        "--usd-per-hour", type=_number("usd_per_hour"), help="hourly price of the whole configuration (USD)"
+    )
+    r.add_argument(
+        "--hours-per-day",
+        type=_number("hours_per_day"),
+        default=4.0,
+        help="active hours per day (cost, break-even)",
+    )
+    r.add_argument(
+        "--kwh-price",
+        type=_number("kwh_price"),
+        default=0.15,
+        help="electricity price, USD/kWh (default assumed)",
+    )
+    r.add_argument(
+        "--purchase-usd", type=_number("purchase_usd"), help="purchase price of the whole configuration (USD)"
+    )
+    r.add_argument(
+        "--ft-rank", type=_number("ft_rank"), default=16, help="LoRA rank for the fine-tuning section"
+    )
+    r.add_argument(
+        "--ft-seq-len", type=_number("ft_seq_len"), default=2048, help="fine-tuning sequence length"
+    )
+    r.add_argument(
+        "--ft-micro-batch", type=_number("ft_micro_batch"), default=1, help="fine-tuning micro-batch"
+    )
     r.add_argument("--allow-overlong", action="store_true", help="allow a context above the model maximum")
     r.add_argument("--format", choices=FORMATS, default="text")
     r.add_argument(
@@ -170,9 +197,16 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
     )
     _add_hardware_args(f)
     _add_workload_args(f)
-    f.add_argument("--min-tok-s", type=_float, default=0.0, help="least single-stream decode tok/s (est.)")
-    f.add_argument("--min-headroom-gib", type=_float, default=0.0, help="least free usable memory, GiB")
-    f.add_argument("--top", type=_positive_int, help="show the first N rows")
+    f.add_argument(
+        "--min-tok-s", type=_number("min_tok_s"), default=0.0, help="least single-stream decode tok/s (est.)"
+    )
+    f.add_argument(
+        "--min-headroom-gib",
+        type=_number("min_headroom_gib"),
+        default=0.0,
+        help="least free usable memory, GiB",
+    )
+    f.add_argument("--top", type=_number("top"), help="show the first N rows")
     f.add_argument(
         "--model-family", help="only models whose id, HF id or architecture contains this (e.g. qwen, llama)"
     )
@@ -222,11 +256,41 @@ def _workload(args, devices: int, **extra):
     )  # fmt: skip
 
 
-def _write(text: str, output: str | None) -> None:
+class StdoutClosed(SpecError):
+    """Standard output was closed when the command started (``cmd >&-``) and no ``-o FILE`` was given."""
+
+
+def _stdout():
+    """sys.stdout, or StdoutClosed when the process was started without one."""
+    if sys.stdout is None:
+        raise StdoutClosed("standard output is closed; write to a file with -o FILE")
+    return sys.stdout
+
+
+def _interactive() -> bool:
+    """True when standard output is a terminal (False when it is a file, a pipe, or closed)."""
+    return sys.stdout is not None and sys.stdout.isatty()
+
+
+def _warn(message: str) -> None:
+    if sys.stderr is not None:  # started with stderr closed: warnings have nowhere to go
+        print(f"warning: {message}", file=sys.stderr)
+
+
+def _write(content, output: str | None) -> None:
+    """``content`` (text, or a function writing to a text file) to ``output`` through the atomic writer
+    (estimator.app.output), or to standard output."""
     if output:
-        Path(output).write_text(text, encoding="utf-8")
+        from estimator.app.output import write_output
+
+        try:
+            write_output(output, content)
+        except OSError as exc:
+            raise SpecError(f"cannot write {exc.filename or output}: {exc.strerror or exc}") from None
+    elif callable(content):
+        content(_stdout())
     else:
-        sys.stdout.write(text)
+        _stdout().write(content)
 
 
 def report_request(args):
@@ -273,8 +337,8 @@ def cmd_report(args) -> int:
     d = document.report_to_dict(make_report(report_request(args)))
     if not args.brief:  # the brief answer carries its warnings itself
         for w in d["warnings"]:
-            print(f"warning: {w}", file=sys.stderr)
-    if args.brief and (args.output or not sys.stdout.isatty()):
+            _warn(w)
+    if args.brief and (args.output or not _interactive()):
         _write(document.to_brief(d, _text_width(args.output), args.lang), args.output)
     elif args.format == "json":
         _write(document.to_json(d), args.output)
@@ -282,7 +346,7 @@ def cmd_report(args) -> int:
         _write(document.to_markdown(d, args.lang), args.output)
     elif args.format == "html":
         _write(document.to_html(d, args.lang, results_dir=args.results), args.output)
-    elif args.output or not sys.stdout.isatty():
+    elif args.output or not _interactive():
         _write(document.to_text(d, _text_width(args.output), args.lang), args.output)
     else:  # an interactive terminal: rich for colour and the real width
         from rich.console import Console
@@ -304,9 +368,9 @@ def _text_width(output: str | None) -> int:
 def cmd_predict(args) -> int:
     from estimator.app.predict import predict_csv
 
-    n_bad = predict_csv(args.cases, args.output, _table(args.coefficients))
+    n_bad = predict_csv(args.cases, args.output, _table(args.coefficients), write=_write)
     if n_bad:
-        print(f"warning: {n_bad} row(s) could not be predicted (see the 'error' column)", file=sys.stderr)
+        _warn(f"{n_bad} row(s) could not be predicted (see the 'error' column)")
     return 0
 
 
@@ -386,7 +450,7 @@ def _emit_rows(
         notes = [*footnotes, *(notes or ())]
         cells = [["–" if v is None else str(v) for v in r] for r in view_rows]
         table = Table(heads, cells, title)
-        if output or not sys.stdout.isatty():
+        if output or not _interactive():
             lines = table_lines(table, 160 if output else _text_width(None))
             _write(lines_text(lines) + "".join(n + "\n" for n in notes), output)
         else:
@@ -414,21 +478,53 @@ COMMANDS = {
 }
 
 
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a Unix tool whose reader went away
+
+
+def _error(message: str) -> int:
+    if sys.stderr is not None:
+        print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    return 2
+
+
+def _raise_interrupt(signum, frame) -> None:  # noqa: ARG001
+    raise KeyboardInterrupt
+
+
+def _quiet_stdout() -> None:
+    """Point file descriptor 1 at /dev/null, so the interpreter's final flush of a stdout whose reader went
+    away does not print 'Exception ignored ... BrokenPipeError'."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (2 on bad input, with one line on stderr)."""
+    """Run the CLI; returns the exit code: 2 on bad input (one line on stderr, never a traceback), 130 on
+    Ctrl-C or SIGTERM (temporary output files removed), 141 quietly when the reader of standard output went
+    away (``report | head``), like other Unix tools."""
+    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         argv = sys.argv[1:] if argv is None else list(argv)
         args = build_parser(serve_args=argv[:1] == ["serve"]).parse_args(argv)
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        if sys.stdout is not None:
+            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return code
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _error(str(exc))
     except SpecError as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+        return _error(str(exc))
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
     except OSError as exc:
-        where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
-        print(f"error:{where} {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        where = f"{exc.filename} " if getattr(exc, "filename", None) else ""
+        return _error(f"{where}{exc.strerror or exc}")
     except KeyboardInterrupt:
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, old_term)

@@ -1,6 +1,6 @@
 """The local page's query parameters: defaults, parsing and range checks (one-line ParamError for anything
-malformed); ids (model, hardware, quant, KV dtype) are checked by the estimator's request API, which names the
-nearest valid ids."""
+malformed; numbers use the same ranges as the CLI and ``predict``, ``estimator.validate.BOUNDS``); ids (model,
+hardware, quant, KV dtype) are checked by the estimator's request API, which names the nearest valid ids."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from estimator.engines import ENGINES
 from estimator.render import i18n
+from estimator.specs import SpecError
+from estimator.validate import parse_number
 
 DEFAULTS: dict[str, str] = {
     "model": "llama-3.1-8b",
@@ -101,29 +103,18 @@ def _opt_text(x: float | None) -> str:
     return "" if x is None else _num_text(x)
 
 
-def _int(name: str, raw: str, lo: int, hi: int) -> int:
+def _number(name: str, raw: str, rule: str) -> int | float:
+    """A number inside ``estimator.validate.BOUNDS[rule]`` (the CLI's and predict's range for the same
+    quantity), or ParamError naming the parameter and the range."""
     try:
-        value = int(raw.strip().replace("_", ""))
-    except ValueError:
-        raise ParamError(f"parameter {name!r} must be an integer, got {raw!r}") from None
-    if not lo <= value <= hi:
-        raise ParamError(f"parameter {name!r} must be between {lo} and {hi}, got {value}")
-    return value
-
-
-def _float(name: str, raw: str, lo: float, hi: float) -> float:
-    try:
-        value = float(raw.strip())
-    except ValueError:
-        raise ParamError(f"parameter {name!r} must be a number, got {raw!r}") from None
-    if not (lo <= value <= hi):  # also rejects nan
-        raise ParamError(f"parameter {name!r} must be between {lo:g} and {hi:g}, got {raw!r}")
-    return value
+        return parse_number(raw, rule, f"parameter {name!r}")
+    except SpecError as exc:
+        raise ParamError(str(exc)) from None
 
 
 def _opt_float(name: str, raw: str) -> float | None:
-    """A positive hardware figure, or None when the field is empty."""
-    return _float(name, raw, 1e-3, 1e6) if raw else None
+    """A hardware figure inside its ``estimator.validate.BOUNDS`` range, or None when the field is empty."""
+    return float(_number(name, raw, name)) if raw else None
 
 
 def _text(name: str, raw: str) -> str:
@@ -159,11 +150,11 @@ def parse_params(query: dict[str, list[str]]) -> ReportParams:
         model=_text("model", raw["model"]),
         hardware=_text("hardware", raw["hardware"]),
         quant=_text("quant", raw["quant"]),
-        ctx=_int("ctx", given["ctx"], 1, 16 * 1024 * 1024) if given["ctx"] else None,
+        ctx=int(_number("ctx", given["ctx"], "ctx")) if given["ctx"] else None,
         kv=_text("kv", raw["kv"]),
-        devices=_int("devices", raw["devices"], 1, 1024),
-        concurrency=_int("concurrency", raw["concurrency"], 1, 65536),
-        offload_gib=_float("offload_gib", raw["offload_gib"], 0.0, 1e6),
+        devices=int(_number("devices", raw["devices"], "devices")),
+        concurrency=int(_number("concurrency", raw["concurrency"], "concurrency")),
+        offload_gib=float(_number("offload_gib", raw["offload_gib"], "offload_gib")),
         engine=engine,
         lang=lang,
         memory_gib=_opt_float("memory_gib", given["memory_gib"]),

@@ -30,16 +30,20 @@ Output adds OUTPUT_COLUMNS:
 from __future__ import annotations
 
 import csv
-import math
+import io
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from estimator.engines import ENGINES, engines_for, get_engine
 from estimator.physics import speed, support
 from estimator.physics.coefficients import CoefficientTable, load_coefficients
 from estimator.specs import HardwareSpec, QuantSpec, SpecError, Workload
+from estimator.validate import check_number, parse_number
+
+MAX_CASES_BYTES = 64 * 2**20  # a CASES.csv larger than this is refused before it is read
 
 OUTPUT_COLUMNS = (
     "weights_bytes",
@@ -69,35 +73,23 @@ def _text(row: dict, key: str, default: str = "") -> str:
     return default if v is None or str(v).strip() == "" else str(v).strip()
 
 
-def _int(row: dict, key: str, default: int | None = None, minimum: int = 0) -> int:
-    """An integer cell ("512" or "512.0"); empty -> default; raises SpecError naming the column."""
+def _int(row: dict, key: str, default: int | None = None) -> int:
+    """An integer cell ("512", "512.0" or "1e3") inside ``estimator.validate.BOUNDS[key]``; empty -> default;
+    SpecError naming the column and its range otherwise."""
     raw = _text(row, key)
     if raw == "":
         if default is None:
             raise SpecError(f"column {key!r} is required")
         return default
-    try:
-        f = float(raw)
-    except ValueError:
-        raise SpecError(f"column {key!r}: {raw!r} is not a number") from None
-    if not math.isfinite(f) or f != int(f):
-        raise SpecError(f"column {key!r}: {raw!r} is not a whole number")
-    if f < minimum:
-        raise SpecError(f"column {key!r}: {raw} is below {minimum}")
-    return int(f)
+    return int(parse_number(raw, key, f"column {key!r}"))
 
 
 def _float(row: dict, key: str) -> float | None:
+    """A number cell inside ``BOUNDS[key]`` (finite, positive device figures); empty -> None."""
     raw = _text(row, key)
     if raw == "":
         return None
-    try:
-        f = float(raw)
-    except ValueError:
-        raise SpecError(f"column {key!r}: {raw!r} is not a number") from None
-    if not math.isfinite(f) or f <= 0:
-        raise SpecError(f"column {key!r}: {raw} must be a positive number")
-    return f
+    return float(parse_number(raw, key, f"column {key!r}"))
 
 
 def _bool(row: dict, key: str, default: bool) -> bool:
@@ -163,7 +155,9 @@ def row_workload(row: dict) -> Workload:
     n_depth = _int(row, "n_depth", 0)
     if n_prompt + n_gen == 0:
         raise SpecError("n_prompt and n_gen are both 0: nothing to predict")
-    n_ctx = _int(row, "n_ctx", n_prompt + n_gen + n_depth, minimum=1)
+    n_ctx = _int(row, "n_ctx", 0) or check_number(
+        n_prompt + n_gen + n_depth, "n_ctx", "column 'n_ctx' (by default n_prompt + n_gen + n_depth)"
+    )
     engine = _text(row, "engine", "llama.cpp").lower()
     default = get_engine(engine).default_split if engine in ENGINES else "tp"  # unknown: predict_one says so
     split = (_text(row, "split", "") or default).lower()
@@ -173,19 +167,19 @@ def row_workload(row: dict) -> Workload:
     return Workload(
         n_ctx=n_ctx,
         kv_dtype=_text(row, "kv_dtype", "f16").lower(),
-        n_seq=_int(row, "batch", 1, minimum=1),
+        n_seq=_int(row, "batch", 1),
         n_prompt=n_prompt,
         n_gen=n_gen,
         n_depth=n_depth,
-        n_batch=_int(row, "n_batch", base.n_batch, minimum=1),
-        n_ubatch=_int(row, "n_ubatch", base.n_ubatch, minimum=1),
+        n_batch=_int(row, "n_batch", base.n_batch),
+        n_ubatch=_int(row, "n_ubatch", base.n_ubatch),
         flash_attn=_bool(row, "flash_attn", True),
         engine=engine,
-        n_devices=_int(row, "n_devices", 1, minimum=1),
+        n_devices=_int(row, "n_devices", 1),
         split=split,
         offload_bytes=_int(row, "offload_bytes", 0),
         moe_offload_layers=_int(row, "moe_offload_layers", 0),
-        concurrency=_int(row, "batch", 1, minimum=1),
+        concurrency=_int(row, "batch", 1),
         backend=_text(row, "backend", ""),
     )
 
@@ -278,32 +272,50 @@ def predict_rows(rows: list[dict], table: CoefficientTable | None = None) -> lis
     return result
 
 
+def read_cases(in_path: str | Path) -> tuple[list[str], list[dict]]:
+    """(header, rows) of a CASES.csv: a regular file of at most MAX_CASES_BYTES, UTF-8 with or without a
+    byte-order mark (Excel writes one), LF or CRLF line ends.  SpecError for anything else."""
+    from estimator.catalog.files import read_text
+
+    text = read_text(in_path, MAX_CASES_BYTES, encoding="utf-8-sig")
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        header = list(reader.fieldnames or [])
+        rows = list(reader)
+    except csv.Error as e:
+        raise SpecError(f"{in_path}: not a readable CSV ({e})") from None
+    return header, rows
+
+
 def predict_csv(
-    in_path: str | Path, out_path: str | Path | None = None, table: CoefficientTable | None = None
+    in_path: str | Path,
+    out_path: str | Path | None = None,
+    table: CoefficientTable | None = None,
+    write: Callable[[Callable[[TextIO], None], str | None], None] | None = None,
 ) -> int:
     """Read cases from ``in_path``, write predictions to ``out_path`` (stdout when None).
 
-    Returns the number of rows with an error.  Raises SpecError for an unreadable file or missing columns.
-    """
-    try:
-        with open(in_path, newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            header = list(reader.fieldnames or [])
-            rows = list(reader)
-    except OSError as e:
-        raise SpecError(f"cannot read {in_path}: {e.strerror or e}") from None
-    except (csv.Error, UnicodeDecodeError) as e:
-        raise SpecError(f"{in_path}: not a readable CSV ({e})") from None
+    ``write(content, out_path)`` writes (the CLI passes its own); by default ``out_path`` is replaced through
+    the atomic writer (``estimator.app.output.write_output``: a failure leaves the old file or none).
+    Returns the number of rows with an error.  Raises SpecError for an unreadable file or missing columns."""
+    header, rows = read_cases(in_path)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise SpecError(f"{in_path}: missing column(s) {', '.join(missing)}")
     results = predict_rows(rows, table)
     fields = header + [c for c in OUTPUT_COLUMNS if c not in header]
-    if out_path is None:
-        _write(sys.stdout, fields, results)
+
+    def content(fh: TextIO) -> None:
+        _write(fh, fields, results)
+
+    if write is not None:
+        write(content, None if out_path is None else str(out_path))
+    elif out_path is None:
+        content(sys.stdout)
     else:
-        with open(out_path, "w", newline="", encoding="utf-8") as fh:
-            _write(fh, fields, results)
+        from estimator.app.output import write_output
+
+        write_output(out_path, content)
     return sum(1 for r in results if r["error"])
 
 

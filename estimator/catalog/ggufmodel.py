@@ -14,12 +14,21 @@ ssm.conv_kernel / state_size / group_count / inner_size / time_step_rank.
 the
 exact sum of the file's tensors.  A file that is not GGUF, or whose tensor data runs past the end of the file
 (truncated), raises SpecError.
+
+Hostile files: the path must be a regular file (opened without blocking: a FIFO named ``x.gguf`` is refused,
+not waited on); every numeric metadata key the loader reads is checked against ``GGUF_NUMBERS`` before use
+(an integer in range — a per-layer array where llama.cpp allows one —, so a zero head count cannot divide by
+zero and a block count of 2^31 cannot build a list per layer); the built spec is checked whole
+(``estimator.validate.check_model``: top-k <= experts, heads, windows, ...).  ``context_length`` is required
+(llama.cpp requires it too).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from estimator.catalog.files import open_regular
 from estimator.specs import (
     CHUNKED,
     FULL,
@@ -33,6 +42,53 @@ from estimator.specs import (
     SpecError,
     StateSpec,
 )
+from estimator.validate import (
+    COUNT,
+    EXPERTS,
+    HEADS,
+    MAX_LAYERS,
+    MAX_MODEL_CONTEXT,
+    MAX_WIDTH,
+    NUMBER,
+    PER_LAYER,
+    WIDTH,
+    WINDOW,
+    Bound,
+    check_fields,
+    check_model,
+    check_number,
+)
+
+# Numeric metadata keys (after the ``{arch}.`` prefix) -> (range, NUMBER / PER_LAYER: estimator.validate).
+GGUF_NUMBERS: dict[str, tuple[Bound, str]] = {
+    "block_count": (Bound(1, MAX_LAYERS), NUMBER),
+    "embedding_length": (Bound(1, MAX_WIDTH), NUMBER),
+    "feed_forward_length": (WIDTH, PER_LAYER),
+    "attention.head_count": (HEADS, PER_LAYER),
+    "attention.head_count_kv": (HEADS, PER_LAYER),
+    "attention.key_length": (HEADS, NUMBER),
+    "vocab_size": (Bound(1, MAX_WIDTH), NUMBER),
+    "context_length": (Bound(1, MAX_MODEL_CONTEXT), NUMBER),
+    "attention.sliding_window": (WINDOW, NUMBER),
+    "attention.chunk_size": (WINDOW, NUMBER),
+    "full_attention_interval": (COUNT, NUMBER),
+    "ssm.conv_kernel": (HEADS, NUMBER),
+    "ssm.state_size": (HEADS, NUMBER),
+    "ssm.inner_size": (WIDTH, NUMBER),
+    "ssm.group_count": (HEADS, NUMBER),
+    "ssm.time_step_rank": (HEADS, NUMBER),
+    "expert_count": (EXPERTS, NUMBER),
+    "expert_used_count": (EXPERTS, NUMBER),
+    "expert_shared_count": (EXPERTS, NUMBER),
+    "leading_dense_block_count": (COUNT, NUMBER),
+    "expert_feed_forward_length": (WIDTH, NUMBER),
+    "expert_shared_feed_forward_length": (WIDTH, NUMBER),
+    "attention.kv_lora_rank": (WIDTH, NUMBER),
+    "attention.q_lora_rank": (WIDTH, NUMBER),
+    "attention.key_length_mla": (HEADS, NUMBER),
+    "attention.value_length_mla": (HEADS, NUMBER),
+    "rope.dimension_count": (HEADS, NUMBER),
+}
 
 # GGUF architecture names -> HF model_type used elsewhere in the estimator
 _ARCH_MAP = {
@@ -98,13 +154,27 @@ def _scalar(v, default=None):
     return default if v is None else v
 
 
+def _check_numbers(reader, prefix: str, p: Path) -> None:
+    """SpecError naming the file, key and value for a numeric key outside GGUF_NUMBERS."""
+    values = {prefix + key: _val(reader, prefix + key) for key in GGUF_NUMBERS}
+    check_fields(values, {prefix + key: rule for key, rule in GGUF_NUMBERS.items()}, str(p))
+    pattern = _val(reader, prefix + "attention.sliding_window_pattern")
+    if pattern is not None and not (
+        isinstance(pattern, list) and all(isinstance(x, bool | int) for x in pattern)
+    ):
+        check_number(pattern, COUNT, f"{p}: {prefix}attention.sliding_window_pattern")
+
+
 def load_gguf(path: str | Path) -> ModelSpec:
-    """ModelSpec of a .gguf file; SpecError for a missing, non-GGUF or truncated file."""
+    """ModelSpec of a .gguf file; SpecError for a missing, non-GGUF, truncated or inconsistent file."""
     p = Path(path)
-    if not p.is_file():
+    if not os.path.lexists(p):
         raise SpecError(f"{p}: no such GGUF file")
-    with open(p, "rb") as fh:
-        magic = fh.read(4)
+    fd, _ = open_regular(p)  # a FIFO / device / folder is refused without blocking
+    try:
+        magic = os.read(fd, 4)
+    finally:
+        os.close(fd)
     if magic != b"GGUF":
         raise SpecError(f"{p}: not a GGUF file (magic {magic!r}, expected b'GGUF')")
     try:
@@ -122,8 +192,21 @@ def load_gguf(path: str | Path) -> ModelSpec:
         tname = ggml_type_name(t.tensor_type.name)
         tensors.append((t.name, tname, int(t.n_elements), int(t.n_bytes)))
     arch = _val(reader, "general.architecture")
-    if not arch:
+    if not arch or not isinstance(arch, str):
         raise SpecError(f"{p}: GGUF without general.architecture")
+    a = f"{arch}."
+    _check_numbers(reader, a, p)
+    try:
+        spec = _spec(reader, p, arch, tensors)
+    except SpecError:
+        raise
+    except (TypeError, ValueError, ArithmeticError, LookupError, AttributeError) as exc:
+        # metadata combinations the checks above did not foresee: one line naming the file, never a traceback
+        raise SpecError(f"{p}: unusable GGUF metadata ({type(exc).__name__}: {exc})") from None
+    return check_model(spec, str(p))
+
+
+def _spec(reader, p: Path, arch: str, tensors: list) -> ModelSpec:
     a = f"{arch}."
 
     def need(key: str):
@@ -137,6 +220,8 @@ def load_gguf(path: str | Path) -> ModelSpec:
     heads_v = _val(reader, a + "attention.head_count", 0)
     heads = int(_scalar(heads_v, 0))
     kv_v = _val(reader, a + "attention.head_count_kv", heads_v)
+    if kv_v == 0 and heads:  # a scalar 0 (per-layer arrays use 0 for layers without attention)
+        raise SpecError(f"{p}: {a}attention.head_count_kv is 0 for a model with {heads} attention heads")
     kv_heads = int(_scalar(kv_v, heads) or heads)
     head_dim = int(_val(reader, a + "attention.key_length") or (hidden // heads if heads else 0))
     ff = int(_scalar(_val(reader, a + "feed_forward_length"), 0) or 0)
@@ -149,7 +234,7 @@ def load_gguf(path: str | Path) -> ModelSpec:
         vocab = embd[2] // hidden if embd else None
     if vocab is None:
         raise SpecError(f"{p}: missing GGUF key '{a}vocab_size' (and no token list)")
-    ctx = int(_val(reader, a + "context_length") or 0)
+    ctx = int(need("context_length"))
     # layer kinds
     kinds = [FULL] * n
     window = _val(reader, a + "attention.sliding_window")

@@ -28,14 +28,21 @@ pure parser used by both the loader and the catalog.  Rules (see ../shared/refer
   Mamba2 ``mamba_num_heads``/``mamba_head_dim``/``ssm_state_size``/``n_groups``/``conv_kernel`` (recurrent
   heads*head_dim*state, conv (heads*head_dim + 2*groups*state)*(kernel-1)).
 
-A missing required key raises SpecError naming the key and the file.
+A missing required key raises SpecError naming the key and the file.  Before anything is read, every numeric
+key the parser uses is checked against ``CONFIG_NUMBERS`` (an integer — or, where noted, a list of integers —
+in range; NaN, infinities, booleans and text refused), so a config cannot divide by zero, overflow or make the
+parser build a list per layer for 10^12 layers; the built spec is then checked whole
+(``estimator.validate.check_model``: consistent heads, experts, windows).  ``load_hf_config`` reads at most
+``MAX_CONFIG_BYTES`` of a regular file (``estimator.catalog.files``) as strict JSON
+(``estimator.validate.parse_json``: no NaN, no 5,000-digit integers, no deep nesting).
 """
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 
+from estimator.catalog.files import read_text
 from estimator.specs import (
     CHUNKED,
     FULL,
@@ -49,6 +56,109 @@ from estimator.specs import (
     SpecError,
     StateSpec,
 )
+from estimator.validate import (
+    COUNT,
+    EXPERTS,
+    HEADS,
+    LIST,
+    MAX_LAYERS,
+    MAX_MODEL_CONTEXT,
+    MAX_WIDTH,
+    NUMBER,
+    PER_LAYER,
+    WIDTH,
+    WINDOW,
+    Bound,
+    check_fields,
+    check_model,
+    parse_json,
+)
+
+MAX_CONFIG_BYTES = 16 * 2**20  # config.json files are a few KB; 16 MiB is generous
+# Numeric config keys the parser reads -> (their range, NUMBER / PER_LAYER / LIST: estimator.validate).
+CONFIG_NUMBERS: dict[str, tuple[Bound, str]] = {
+    "hidden_size": (Bound(1, MAX_WIDTH), NUMBER),
+    "num_hidden_layers": (Bound(1, MAX_LAYERS), NUMBER),
+    "num_attention_heads": (HEADS, PER_LAYER),
+    "num_key_value_heads": (HEADS, PER_LAYER),
+    "head_dim": (HEADS, NUMBER),
+    "attention_head_dim": (HEADS, NUMBER),
+    "vocab_size": (Bound(1, MAX_WIDTH), NUMBER),
+    "max_position_embeddings": (Bound(1, MAX_MODEL_CONTEXT), NUMBER),
+    "intermediate_size": (WIDTH, PER_LAYER),
+    "intermediate_size_mlp": (WIDTH, PER_LAYER),
+    "moe_intermediate_size": (WIDTH, PER_LAYER),
+    "shared_expert_intermediate_size": (WIDTH, PER_LAYER),
+    "moe_shared_expert_intermediate_size": (WIDTH, PER_LAYER),
+    "moe_latent_size": (WIDTH, NUMBER),
+    "num_experts": (EXPERTS, NUMBER),
+    "num_local_experts": (EXPERTS, NUMBER),
+    "n_routed_experts": (EXPERTS, NUMBER),
+    "moe_num_experts": (EXPERTS, PER_LAYER),
+    "num_experts_per_tok": (EXPERTS, NUMBER),
+    "num_experts_per_token": (EXPERTS, NUMBER),
+    "moe_k": (EXPERTS, NUMBER),
+    "moe_topk": (EXPERTS, PER_LAYER),
+    "top_k_experts": (EXPERTS, NUMBER),
+    "n_shared_experts": (EXPERTS, NUMBER),
+    "moe_num_shared_experts": (EXPERTS, NUMBER),
+    "num_shared_expert": (EXPERTS, PER_LAYER),
+    "first_k_dense_replace": (COUNT, NUMBER),
+    "moe_layer_start_index": (COUNT, PER_LAYER),
+    "mlp_only_layers": (Bound(0, MAX_LAYERS - 1), LIST),
+    "interleave_moe_layer_step": (COUNT, NUMBER),
+    "decoder_sparse_step": (COUNT, NUMBER),
+    "kv_lora_rank": (WIDTH, NUMBER),
+    "q_lora_rank": (WIDTH, NUMBER),
+    "qk_rope_head_dim": (HEADS, NUMBER),
+    "qk_nope_head_dim": (HEADS, NUMBER),
+    "v_head_dim": (HEADS, NUMBER),
+    "sliding_window": (WINDOW, NUMBER),
+    "sliding_window_pattern": (COUNT, NUMBER),
+    "attention_chunk_size": (WINDOW, NUMBER),
+    "no_rope_layer_interval": (COUNT, NUMBER),
+    "full_attention_interval": (COUNT, NUMBER),
+    "linear_num_key_heads": (HEADS, NUMBER),
+    "linear_num_value_heads": (HEADS, NUMBER),
+    "linear_key_head_dim": (HEADS, NUMBER),
+    "linear_value_head_dim": (HEADS, NUMBER),
+    "linear_conv_kernel_dim": (HEADS, NUMBER),
+    "mamba_num_heads": (HEADS, NUMBER),
+    "mamba_head_dim": (HEADS, NUMBER),
+    "ssm_state_size": (HEADS, NUMBER),
+    "n_groups": (HEADS, NUMBER),
+    "conv_kernel": (HEADS, NUMBER),
+    "global_head_dim": (HEADS, NUMBER),
+    "num_global_key_value_heads": (HEADS, NUMBER),
+}
+_EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+_TOPK_KEYS = ("num_experts_per_tok", "moe_k", "moe_topk", "top_k_experts", "num_experts_per_token")
+
+
+def check_config_numbers(t: dict, src: str) -> None:
+    """SpecError naming the file, key and value for a numeric key outside CONFIG_NUMBERS (not an integer, not
+    finite, out of range, a list where none is allowed), and for a config that asks for more experts per token
+    than it has or divides its width by a head count it does not give evenly."""
+    check_fields(t, CONFIG_NUMBERS, src)
+    experts = next((_first(t[k]) for k in _EXPERT_KEYS if t.get(k) is not None), None)
+    top_k = next((_first(t[k]) for k in _TOPK_KEYS if t.get(k) is not None), None)
+    if experts is not None and top_k and top_k > experts and (experts > 1 or experts == 0):
+        raise SpecError(f"{src}: {top_k} experts per token is above the {int(experts)} experts")
+    heads = _first(t.get("num_attention_heads"))
+    explicit = any(t.get(k) for k in ("head_dim", "attention_head_dim", "kv_lora_rank"))
+    if not explicit and heads and t["hidden_size"] % heads:
+        raise SpecError(
+            f"{src}: hidden_size {t['hidden_size']} is not divisible by num_attention_heads {heads} "
+            "(and no head_dim is given)"
+        )
+    for key in ("quantization_config", "text_config"):
+        if t.get(key) is not None and not isinstance(t[key], dict):
+            raise SpecError(f"{src}: {key} must be a JSON object, got {type(t[key]).__name__}")
+    if t.get("architectures") is not None and not (
+        isinstance(t["architectures"], list) and all(isinstance(a, str) for a in t["architectures"])
+    ):
+        raise SpecError(f"{src}: architectures must be a list of names")
+
 
 # transformers defaults the reference documents for configs that omit keys (text model_type -> defaults).
 TEXT_DEFAULTS: dict[str, dict] = {
@@ -242,12 +352,24 @@ def _native_dtype(t: dict) -> str:
 def spec_from_config(cfg: dict, origin: str = "config.json", **meta) -> ModelSpec:
     """ModelSpec from a config dict.  ``origin`` names the file in error messages (and is the default
     ModelSpec.source); ``meta`` overrides ModelSpec fields (id, name, hf_id, license, source, verified,
-    ...)."""
-    source = origin
+    ...).  SpecError (one line naming ``origin``) for anything the parser cannot use."""
     t = merged_text_config(cfg)
     for key in _REQUIRED:
         if t.get(key) is None:
-            raise SpecError(f"{source}: missing required key '{key}'")
+            raise SpecError(f"{origin}: missing required key '{key}'")
+    check_config_numbers(t, origin)
+    try:
+        spec = _spec_from_text_config(t, origin, meta)
+    except SpecError:
+        raise
+    except (TypeError, ValueError, ArithmeticError, LookupError, AttributeError) as exc:
+        # a combination of keys the checks above did not foresee: still one line naming the file, never a
+        # traceback (the fuzz suite, tests/test_fuzz_inputs.py, looks for these)
+        raise SpecError(f"{origin}: unusable config ({type(exc).__name__}: {exc})") from None
+    return check_model(spec, origin)
+
+
+def _spec_from_text_config(t: dict, source: str, meta: dict) -> ModelSpec:
     mt = str(t.get("model_type") or "")
     arch_list = t.get("architectures") or []
     n = int(t["num_hidden_layers"])
@@ -268,7 +390,7 @@ def spec_from_config(cfg: dict, origin: str = "config.json", **meta) -> ModelSpe
         )
         head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
     else:
-        head_dim = int(_get(t, ("head_dim", "attention_head_dim"), 0) or hidden // heads)
+        head_dim = int(_get(t, ("head_dim", "attention_head_dim"), 0) or (hidden // heads if heads else 0))
     kinds, window = _layer_types(t, n, mt, source)
     moe = _moe(t, n, mt, kinds)
     inter = t.get("intermediate_size_mlp") or t.get("intermediate_size")
@@ -324,15 +446,13 @@ def spec_from_config(cfg: dict, origin: str = "config.json", **meta) -> ModelSpe
 
 
 def load_hf_config(path: str | Path) -> ModelSpec:
-    """ModelSpec from a config.json file or a folder holding one (never touches the network)."""
+    """ModelSpec from a config.json file or a folder holding one (never touches the network).  The file must
+    be a regular file of at most MAX_CONFIG_BYTES holding strict JSON."""
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
-    if not p.is_file():
+    if not os.path.lexists(p):
         raise SpecError(f"{p}: no such config.json")
-    try:
-        cfg = json.loads(p.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SpecError(f"{p}: not a readable JSON config ({exc})") from None
+    cfg = parse_json(read_text(p, MAX_CONFIG_BYTES), str(p))
     name = p.parent.name if p.name == "config.json" else p.stem
     return spec_from_config(cfg, str(p), id=str(p), name=name)

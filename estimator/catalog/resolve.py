@@ -14,10 +14,12 @@ ids.  Apple devices get their GPU working set (``estimator.catalog.data.apple_wo
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 
 from estimator.specs import GIB, HardwareSpec, ModelSpec, SpecError
+from estimator.validate import check_number
 
 _KINDS = ("gpu", "unified", "cpu", "npu")
 
@@ -45,7 +47,7 @@ def resolve_model(arg: str | Path) -> ModelSpec:
         from estimator.catalog.ggufmodel import load_gguf
 
         return load_gguf(p)
-    if p.is_dir() or (p.is_file() and p.suffix.lower() == ".json"):
+    if p.is_dir() or (p.suffix.lower() == ".json" and os.path.lexists(p)):  # the loader refuses a FIFO
         from estimator.catalog.hfconfig import load_hf_config
 
         return load_hf_config(p)
@@ -110,6 +112,14 @@ def resolve_hardware(
         raise SpecError(
             f"--hardware custom needs {' and '.join('--' + m.replace('_', '-') for m in missing)}"
         )
+    for key, value in (
+        ("memory_gib", memory_gib),
+        ("bandwidth_gbs", bandwidth_gbs),
+        ("tflops", tflops),
+        ("host_bandwidth_gbs", host_bandwidth_gbs),
+    ):
+        if value is not None:  # finite and inside estimator.validate.BOUNDS (1e308 GiB cannot overflow)
+            check_number(value, key, "--" + key.replace("_", "-"))
     if kind not in _KINDS:
         raise SpecError(f"unknown hardware kind {kind!r}; one of {', '.join(_KINDS)}")
     if wired_limit_mb:

@@ -35,7 +35,6 @@ files.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field, replace
@@ -371,15 +370,21 @@ def parse_coefficients(data: Any, where: str = "<coefficients>") -> dict:
     return data
 
 
+MAX_COEFFICIENTS_BYTES = 64 * 2**20
+
+
 def _read(path: Path) -> dict:
+    """A coefficients file: a regular file (a FIFO or device is refused without blocking) of at most
+    MAX_COEFFICIENTS_BYTES, strict JSON (estimator.validate.parse_json), then ``parse_coefficients``."""
+    from estimator.catalog.files import read_text
+    from estimator.validate import parse_json
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise CoefficientsError(f"cannot read coefficients file {path}: {e.strerror or e}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise CoefficientsError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+        data = parse_json(read_text(path, MAX_COEFFICIENTS_BYTES), str(path))
+    except CoefficientsError:
+        raise
+    except SpecError as e:
+        raise CoefficientsError(f"coefficients file {e}") from None
     return parse_coefficients(data, str(path))
 
 

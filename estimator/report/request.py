@@ -13,8 +13,28 @@ from dataclasses import dataclass
 
 from estimator.engines import ENGINES, get_engine
 from estimator.specs import GIB, HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
+from estimator.validate import check_number
 
 DEFAULT_CTX = 8192
+# ReportRequest fields that are numbers -> (their bound in estimator.validate.BOUNDS, the option naming them)
+_NUMBERS = {
+    "ctx": ("ctx", "--ctx"),
+    "devices": ("devices", "--devices"),
+    "concurrency": ("concurrency", "--concurrency"),
+    "offload_gib": ("offload_gib", "--offload-gib"),
+    "n_cpu_moe": ("n_cpu_moe", "--n-cpu-moe"),
+    "gpu_memory_utilization": ("gpu_memory_utilization", "--gpu-memory-utilization"),
+    "memory_gib": ("memory_gib", "--memory-gib"),
+    "bandwidth_gbs": ("bandwidth_gbs", "--bandwidth-gbs"),
+    "tflops": ("tflops", "--tflops"),
+    "usd_per_hour": ("usd_per_hour", "--usd-per-hour"),
+    "hours_per_day": ("hours_per_day", "--hours-per-day"),
+    "kwh_price": ("kwh_price", "--kwh-price"),
+    "purchase_usd": ("purchase_usd", "--purchase-usd"),
+    "ft_rank": ("ft_rank", "--ft-rank"),
+    "ft_seq_len": ("ft_seq_len", "--ft-seq-len"),
+    "ft_micro_batch": ("ft_micro_batch", "--ft-micro-batch"),
+}
 
 
 def check_backend(engine: str, backend: str | None) -> str:
@@ -92,6 +112,7 @@ class ReportRequest:
     ``default_split`` / ``memory_fraction``);
     offload_gib in GiB (2^30 B); memory_gib / bandwidth_gbs / tflops / family describe ``hardware="custom"``
     and override a catalog device's figures; wired_limit_mb: an Apple machine's ``iogpu.wired_limit_mb``.
+    every number must be inside its ``estimator.validate.BOUNDS`` range (``check``).
     """
 
     model: str
@@ -124,8 +145,9 @@ class ReportRequest:
 
     def context(self, model: ModelSpec) -> tuple[int, tuple[str, ...]]:
         """(context tokens, notes): the requested context, or by default DEFAULT_CTX clamped to the model's
-        maximum (a 4K model is sized at 4,096 with a note, not refused); a context the user typed is never
-        changed (above the maximum it is refused unless ``allow_overlong``)."""
+        maximum (a 4K model, or a GGUF trained at 2,048 tokens, is sized at its maximum with a note, not
+        refused); a context the user typed is never changed (above the maximum it is refused unless
+        ``allow_overlong``)."""
         if self.ctx is not None:
             return self.ctx, ()
         if 0 < model.max_context < DEFAULT_CTX:
@@ -135,11 +157,19 @@ class ReportRequest:
             )
         return DEFAULT_CTX, ()
 
+    def check(self) -> None:
+        """SpecError naming the option for a number that is not finite or outside its range (the CLI's parser
+        checks the same table; this serves the page and direct callers)."""
+        for field_name, (rule, option) in _NUMBERS.items():
+            value = getattr(self, field_name)
+            if value is not None:
+                check_number(value, rule, option)
+
     def workload(self, ctx: int | None = None, devices: int | None = None) -> Workload:
         """The Workload of the request at ``ctx`` tokens on ``devices`` devices (defaults: the request's own,
-        else DEFAULT_CTX and 1); SpecError for what the engine cannot run (its profile's check)."""
-        if self.offload_gib < 0:
-            raise SpecError(f"--offload-gib must be >= 0, got {self.offload_gib}")
+        else DEFAULT_CTX and 1); SpecError for a number out of range and for what the engine cannot run (its
+        profile's check)."""
+        self.check()
         if self.engine not in ENGINES:
             raise SpecError(f"unknown engine {self.engine!r}; one of {', '.join(ENGINES)}")
         wl = make_workload(
@@ -172,6 +202,7 @@ def make_report(req: ReportRequest, table=None):
     from estimator.report.document import build_report
     from estimator.report.units import ReportOptions
 
+    req.check()
     model, model_notes = resolve_model_noted(req.model)
     model, quant, quant_notes = request_quant(model, req.quant, req.engine)
     ctx, ctx_notes = req.context(model)

@@ -1,0 +1,80 @@
+"""Small GGUF files written with the ``gguf`` package's GGUFWriter, for the loader's tests, the hostile-input
+cases and the fuzz suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def write_tiny_gguf(
+    path: str | Path,
+    *,
+    context: int | None = 256,
+    layers: int = 2,
+    heads: int = 4,
+    kv_heads: int = 2,
+    name: str | None = None,
+    extra: dict | None = None,
+) -> Path:
+    """A llama GGUF (hidden 64, ff 128, vocab 96): F16 2-D, F32 1-D and one Q8_0 tensor per the usual layout.
+
+    ``context`` None leaves ``llama.context_length`` out; ``extra`` adds metadata (key -> int / str / bool /
+    list of ints), written as given, so tests can plant absurd values (zero heads, top-k above the experts).
+    Tensor shapes always follow the true geometry below, whatever the metadata claims."""
+    import gguf
+    import numpy as np
+    from gguf.quants import quantize
+
+    path = Path(path)
+    rng = np.random.default_rng(0)
+    h, ff, vocab, n_layers = 64, 128, 96, 2
+    hd, true_heads, true_kv = 16, 4, 2
+    w = gguf.GGUFWriter(str(path), "llama")
+    if context is not None:
+        w.add_context_length(context)
+    w.add_embedding_length(h)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_rope_dimension_count(hd)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_vocab_size(vocab)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    if name is not None:
+        w.add_name(name)
+    for key, value in (extra or {}).items():
+        if isinstance(value, bool):
+            w.add_bool(key, value)
+        elif isinstance(value, int):
+            (w.add_int64 if value < 0 or value >= 2**32 else w.add_uint32)(key, value)
+        elif isinstance(value, float):
+            w.add_float32(key, value)
+        elif isinstance(value, str):
+            w.add_string(key, value)
+        else:
+            w.add_array(key, list(value))
+
+    def f16(*shape):
+        return rng.standard_normal(shape).astype(np.float16)
+
+    w.add_tensor("token_embd.weight", f16(vocab, h))
+    w.add_tensor("output_norm.weight", np.ones(h, dtype=np.float32))
+    q8 = quantize(rng.standard_normal((vocab, h)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+    w.add_tensor("output.weight", q8, raw_shape=q8.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    for i in range(n_layers):
+        b = f"blk.{i}."
+        w.add_tensor(b + "attn_norm.weight", np.ones(h, dtype=np.float32))
+        w.add_tensor(b + "ffn_norm.weight", np.ones(h, dtype=np.float32))
+        w.add_tensor(b + "attn_q.weight", f16(true_heads * hd, h))
+        w.add_tensor(b + "attn_k.weight", f16(true_kv * hd, h))
+        w.add_tensor(b + "attn_v.weight", f16(true_kv * hd, h))
+        w.add_tensor(b + "attn_output.weight", f16(h, true_heads * hd))
+        w.add_tensor(b + "ffn_gate.weight", f16(ff, h))
+        w.add_tensor(b + "ffn_up.weight", f16(ff, h))
+        w.add_tensor(b + "ffn_down.weight", f16(h, ff))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
