@@ -151,6 +151,9 @@ def workload_for(rec) -> Workload:
     if rec.engine in ENGINES and rec.backend:
         names = {b.lower(): b for b in get_engine(rec.engine).backend_names()}
         backend = names.get(rec.backend.lower(), "")
+    # llama.cpp KV options a run stated (engine_options of its plan): --swa-full, one stream per sequence
+    opts = rec.extra.get("engine_options") if isinstance(rec.extra, dict) else None
+    opts = opts if isinstance(opts, dict) else {}
     return Workload(
         n_ctx=n_ctx,
         kv_dtype=rec.kv_dtype or "f16",
@@ -165,6 +168,8 @@ def workload_for(rec) -> Workload:
         n_devices=rec.n_devices,
         split=split,
         backend=backend,
+        swa_full=bool(opts.get("swa_full", False)),
+        kv_unified=bool(opts.get("kv_unified", True)),
     )
 
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -264,7 +264,7 @@ def memory_gate(ds: Dataset, resolver=None) -> tuple[list[MemoryGateRow], list[s
     notes: list[str] = []
 
     def kv_pred(model, wl, engine) -> int:
-        return kv.kv_cache(model, wl.n_ctx, wl.kv_dtype, n_seq=wl.n_seq, engine=engine).total_bytes
+        return kv.kv_cache_for(model, replace(wl, engine=engine)).total_bytes
 
     for lr in ds.records:  # own runs: weights and KV in one record
         r = lr.record

@@ -175,6 +175,14 @@ class Workload:
     tokens already in the KV cache).  kv_dtype: f16 | bf16 | f32 | q8_0 | q4_0 | fp8.
     offload_bytes: weight bytes kept in host RAM.  moe_offload_layers: number of layers whose routed
     experts stay in host RAM (llama.cpp --n-cpu-moe).
+    n_ubatch: tokens per micro-batch (llama.cpp -ub; sizes the compute buffers and the sliding-window cache).
+    flash_attn: flash attention on (llama.cpp -fa on / auto) or off; ``EngineProfile.flash_attn_for`` turns a
+    user's on / off / auto into this flag.
+    swa_full: sliding-window layers get a full-size cache (llama.cpp --swa-full).
+    kv_unified: the n_seq sequences share one KV cache (llama.cpp --kv-unified, what the launch command uses
+    for several slots); False gives each sequence its own stream of n_ctx cells and window cells.
+    kv_pad: KV cell padding of the engine build (0 = the engine's current rule; llama.cpp builds of May 2024 -
+    Oct 2025 padded to 32 without flash attention).  The three KV options are llama.cpp's; vLLM ignores them.
     """
 
     n_ctx: int = 8192
@@ -199,6 +207,9 @@ class Workload:
     # the engine's backend (CUDA, ROCm, Metal, Vulkan, SYCL, CANN, CPU, ...); "" = the engine profile's
     # default for the device (EngineProfile.backend_for); what runs where is estimator/data/support.csv
     backend: str = ""
+    swa_full: bool = False
+    kv_unified: bool = True
+    kv_pad: int = 0
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,7 @@ BOUNDS: dict[str, Bound] = {
     "n_ubatch": Bound(1, MAX_CONTEXT),
     "offload_bytes": Bound(0, MAX_BYTES),
     "moe_offload_layers": Bound(0, MAX_LAYERS),
+    "kv_pad": Bound(0, 4096),  # KV cell padding of a llama.cpp build (0 = the current build's own)
 }
 
 

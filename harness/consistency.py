@@ -182,7 +182,11 @@ def compare_record(
     from harness.synth import proxy_spec
 
     extra = rec.extra if isinstance(rec.extra, dict) else {}
-    n_ctx = int(extra.get("n_ctx_actual") or rec.n_ctx)
+    # a memory-only point states its sequences and cache layout; its n_ctx is per sequence (the context's
+    # total, n_ctx_actual, holds every sequence); a speed run's context holds one sequence
+    n_seq = int(extra.get("n_seq") or 1)
+    kv_unified = bool(extra.get("kv_unified", True))
+    n_ctx = int(rec.n_ctx if extra.get("memory_only") else (extra.get("n_ctx_actual") or rec.n_ctx))
     n_ubatch = int(rec.n_ubatch or 512)
     swa_full = bool(extra.get("swa_full", False))
     base = dict(
@@ -217,16 +221,19 @@ def compare_record(
             proxy,
             n_ctx,
             rec.kv_dtype or "f16",
-            n_seq=1,  # the runner's context holds one sequence (llama-cpp-python's default n_seq_max)
+            n_seq=n_seq,
             engine="llama.cpp",
             n_ubatch=n_ubatch,
             flash_attn=bool(rec.flash_attn),
             swa_full=swa_full,
+            kv_unified=kv_unified,
         ).total_bytes
         workload = Workload(
             n_ctx=n_ctx,
             kv_dtype=rec.kv_dtype or "f16",
-            n_seq=1,
+            n_seq=n_seq,
+            swa_full=swa_full,
+            kv_unified=kv_unified,
             n_batch=int(rec.n_batch or 2048),
             n_ubatch=n_ubatch,
             flash_attn=bool(rec.flash_attn),

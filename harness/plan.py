@@ -13,7 +13,7 @@ Format (see docs/harness.md for a full example)::
     quants = ["Q8_0", "Q4_K_M"]
     layers = 4                    # depth-reduced proxy (same widths, K layers); 0 or absent = real depth
     contexts = [1024]             # n_ctx per sequence
-    prompt_lengths = [128, 512]   # prefill tests pp{n}
+    prompt_lengths = [128, 512]   # prefill tests pp{n}; [] with gen_lengths = [] = a memory-only point
     gen_lengths = [32]            # decode tests tg{n}
     depths = [0, 512]             # tokens already in the KV cache
     concurrencies = [1]           # batched decode (vLLM)
@@ -56,6 +56,7 @@ from runners.base import ENGINE_OPTIONS, REGISTRY, PointSpec
 KV_DTYPES = ("f16", "bf16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "fp8", "auto")
 
 _LIST_INT = ("contexts", "prompt_lengths", "gen_lengths", "depths", "concurrencies")
+_MAY_BE_EMPTY = ("prompt_lengths", "gen_lengths")  # both empty: a memory-only point
 _AXIS_KEYS = {
     "engines", "models", "quants", "layers", "contexts", "prompt_lengths", "gen_lengths", "depths",
     "concurrencies", "repetitions", "kv_dtypes", "flash_attn", "threads", "n_batch", "n_ubatch",
@@ -181,10 +182,10 @@ def _nearest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
     return f" (nearest: {', '.join(near)})" if near else ""
 
 
-def _as_list(value: object, where: str) -> list:
+def _as_list(value: object, where: str, may_be_empty: bool = False) -> list:
     if not isinstance(value, list):
         raise PlanError(f"{where}: expected a list (write [{value!r}]), got {value!r}")
-    if not value:
+    if not value and not may_be_empty:
         raise PlanError(f"{where}: empty list")
     return value
 
@@ -315,7 +316,8 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
         except (SpecError, KeyError, ValueError) as exc:
             raise PlanError(f"{w}.quants[{i}] {q!r}: {exc}") from None
     lists = {
-        k: [_int(v, f"{w}.{k}[{i}]", 0) for i, v in enumerate(_as_list(g[k], f"{w}.{k}"))] for k in _LIST_INT
+        k: [_int(v, f"{w}.{k}[{i}]", 0) for i, v in enumerate(_as_list(g[k], f"{w}.{k}", k in _MAY_BE_EMPTY))]
+        for k in _LIST_INT
     }
     for k in ("contexts", "prompt_lengths", "gen_lengths", "concurrencies"):
         for i, v in enumerate(lists[k]):
@@ -331,7 +333,15 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
     reps = _int(g["repetitions"], f"{w}.repetitions", 1)
     timeout = _seconds(g["timeout_s"], f"{w}.timeout_s")
     _check_engine_options(g["engine_options"], engines, f"{w}.engine_options")
-    need = max(lists["depths"]) + max(max(lists["prompt_lengths"]), max(lists["gen_lengths"]))
+    memory_only = not lists["prompt_lengths"] and not lists["gen_lengths"]
+    if not memory_only and (not lists["prompt_lengths"] or not lists["gen_lengths"]):
+        raise PlanError(
+            f"{w}: prompt_lengths and gen_lengths must both be empty (a memory-only point) or both non-empty"
+        )
+    if not lists["depths"]:
+        raise PlanError(f"{w}.depths: needs at least one depth (0)")
+    lengths = [*lists["prompt_lengths"], *lists["gen_lengths"], 0]
+    need = max(lists["depths"]) + max(lengths)
     for i, ctx in enumerate(lists["contexts"]):
         if ctx < need:
             raise PlanError(

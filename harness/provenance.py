@@ -63,9 +63,22 @@ class PlannedTest:
     batch: int
 
 
+def is_memory_only(spec: PointSpec) -> bool:
+    """A point without prompt and gen lengths measures memory only (one record, no speeds)."""
+    return not spec.prompt_lengths and not spec.gen_lengths
+
+
+def memory_sequences(spec: PointSpec) -> int:
+    """Sequences of a memory-only point (engine_options ``n_seq``, default 1): the record's batch."""
+    return int(spec.engine_options.get("n_seq", 1) or 1)
+
+
 def planned_tests(spec: PointSpec) -> list[PlannedTest]:
     """pp{n} @ d{depth} for each prompt length x depth; tg{n} @ d{depth} for each gen length x depth at
-    batch 1, plus tg at each concurrency > 1 (batched decode)."""
+    batch 1, plus tg at each concurrency > 1 (batched decode).  A memory-only point plans one "mem" record
+    (n_prompt = n_gen = 0, batch = its sequences)."""
+    if is_memory_only(spec):
+        return [PlannedTest("mem", 0, 0, memory_sequences(spec))]
     out = [PlannedTest("pp", n, d, 1) for d in spec.depths for n in spec.prompt_lengths]
     for c in sorted(set(spec.concurrencies) | {1}):
         out += [PlannedTest("tg", n, d, c) for d in spec.depths for n in spec.gen_lengths]
@@ -138,7 +151,9 @@ def _base(ctx: PointContext, t: PlannedTest, status: str, error: str = "") -> di
         extra={
             "point_key": ctx.point_key,
             "run_id": ctx.run_id,
-            "test": f"{t.kind}{t.n_tokens}@d{t.n_depth}" + (f"x{t.batch}" if t.batch > 1 else ""),
+            "test": "memory"
+            if t.kind == "mem"
+            else f"{t.kind}{t.n_tokens}@d{t.n_depth}" + (f"x{t.batch}" if t.batch > 1 else ""),
             "detected": ctx.host.detected,
             "repetitions": s.repetitions,
             "engine_options": dict(s.engine_options),
@@ -155,9 +170,11 @@ def failed_records(ctx: PointContext, status: str, error: str) -> list[RunRecord
 
 
 def _test_record(ctx: PointContext, m: Measurement, test: Test) -> RunRecord:
-    kind = test.kind if test.kind in ("pp", "tg") else "tg"
+    kind = test.kind if test.kind in ("pp", "tg", "mem") else "tg"
     row = _base(ctx, PlannedTest(kind, test.n_tokens, test.n_depth, test.batch), "ok")
-    if test.kind == "pp":
+    if test.kind == "mem":
+        pass  # memory only: the speed fields stay empty
+    elif test.kind == "pp":
         row.update(
             prefill_tok_s=test.mean_tok_s,
             prefill_tok_s_std=test.std_tok_s,
@@ -195,8 +212,11 @@ def _test_record(ctx: PointContext, m: Measurement, test: Test) -> RunRecord:
 
 
 def records_from_measurement(ctx: PointContext, m: Measurement) -> list[RunRecord]:
-    """One ok record per test of ``m``; a measurement without tests, or with a value no record may hold
-    (NaN, a negative speed or size: ``harness.records.check_record``), is a failed point saying why."""
+    """One ok record per test of ``m``; a memory-only point gives one record with its memory and no speeds;
+    any other measurement without tests, or one with a value no record may hold (NaN, a negative speed or
+    size: ``harness.records.check_record``), is a failed point saying why."""
+    if is_memory_only(ctx.spec):
+        return [_test_record(ctx, m, Test("mem", 0, 0, memory_sequences(ctx.spec), (), 0.0, 0.0))]
     if not m.tests:
         return failed_records(ctx, "failed", "runner returned no tests\n" + m.log_tail[-2000:])
     records = [_test_record(ctx, m, t) for t in m.tests]

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from estimator.physics.quant import LlamaRecipe, llama_recipe
 from estimator.specs import FULL, SLIDING, ModelSpec, QuantSpec, SpecError
 from harness.hfconfig_writer import (  # noqa: F401  (re-exported: harness.synth.hf_config etc.)
     HF_ARCH_CLASS,
@@ -337,28 +338,56 @@ def _quant_name(quant: str | QuantSpec) -> str:
     return (quant.name if isinstance(quant, QuantSpec) else str(quant)).upper()
 
 
+def _recipe(quant: str | QuantSpec) -> LlamaRecipe:
+    """The llama-quantize recipe of a quant: the estimator's recipe for a catalog quant (imatrix and
+    output / embedding overrides included), else a plain llama.cpp file type of that name."""
+    try:
+        r = llama_recipe(quant)
+    except SpecError:
+        r = None
+    return r if r is not None else LlamaRecipe(_quant_name(quant))
+
+
+def uniform_imatrix(f16_path: str | os.PathLike) -> dict[str, int]:
+    """Importance-matrix entries for every quantizable weight of a GGUF: {tensor name: ne[0] * ne[2]} (the
+    size llama.cpp checks).  Values are all 1.0 (every column equally important): llama.cpp's type choices
+    depend only on an imatrix being present, not on its values, so the file's tensor types and byte counts
+    are those of a real imatrix quantization."""
+    import gguf
+
+    out = {}
+    for t in gguf.GGUFReader(str(f16_path)).tensors:
+        shape = [int(x) for x in t.shape]  # ggml order: ne[0] first
+        if len(shape) >= 2 and t.name.endswith(".weight"):
+            out[t.name] = shape[0] * (shape[2] if len(shape) > 2 else 1)
+    return out
+
+
 def quantize(
     f16_path: str | os.PathLike,
     out_path: str | os.PathLike,
     quant: str | QuantSpec,
     n_threads: int | None = None,
 ) -> Path:
-    """Quantize a GGUF with llama.cpp's own quantizer to ``quant`` (e.g. "Q4_K_M", "Q8_0"), atomically.
+    """Quantize a GGUF with llama.cpp's own quantizer (``llama_model_quantize``) to ``quant``, atomically.
 
-    Raises SpecError for a format llama.cpp does not know, RuntimeError when the quantizer fails (e.g. a
-    format that needs an imatrix).
+    The quant's recipe (``estimator.physics.quant.LLAMA_RECIPES``) sets the file type, the output-tensor and
+    token-embedding overrides of the ``_L`` / ``_XL`` recipes and, for imatrix recipes, a uniform importance
+    matrix (``uniform_imatrix``); another name is taken as a llama.cpp file type (LLAMA_FTYPE_MOSTLY_<name>).
+    Raises SpecError for a format llama.cpp does not know, RuntimeError when the quantizer fails.
     """
     import llama_cpp
+    import numpy as np
 
-    name = _quant_name(quant)
-    ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{name}", None)
+    recipe = _recipe(quant)
+    ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{recipe.ftype}", None)
     if ftype is None:
         known = sorted(
             k.removeprefix("LLAMA_FTYPE_MOSTLY_")
             for k in dir(llama_cpp)
             if k.startswith("LLAMA_FTYPE_MOSTLY_")
         )
-        raise SpecError(f"llama.cpp has no quantization {name!r}; known: {', '.join(known)}")
+        raise SpecError(f"llama.cpp has no quantization {recipe.ftype!r}; known: {', '.join(known)}")
     out_path = Path(out_path)
     real = write_target(out_path)
     real.parent.mkdir(parents=True, exist_ok=True)
@@ -366,10 +395,28 @@ def quantize(
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype = ftype
     params.nthread = n_threads or (os.cpu_count() or 1)
+    if recipe.output_type:
+        params.output_tensor_type = getattr(llama_cpp, f"GGML_TYPE_{recipe.output_type.upper()}")
+    if recipe.token_embd_type:
+        params.token_embedding_type = getattr(llama_cpp, f"GGML_TYPE_{recipe.token_embd_type.upper()}")
+    keep = []  # the imatrix arrays must outlive the call
+    if recipe.imatrix:
+        entries = uniform_imatrix(f16_path)
+        table = (llama_cpp.llama_model_imatrix_data * (len(entries) + 1))()
+        for i, (name, size) in enumerate(entries.items()):
+            data, raw_name = np.ones(size, dtype=np.float32), name.encode()
+            keep += [data, raw_name]
+            table[i].name = raw_name
+            table[i].data = data.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+            table[i].size = size
+        table[len(entries)].name = None  # terminator
+        params.imatrix = table
+        keep.append(table)
     try:
         rc = llama_cpp.llama_model_quantize(str(f16_path).encode(), str(tmp).encode(), ctypes.byref(params))
         if rc != 0 or not tmp.exists():
-            raise RuntimeError(f"llama_model_quantize({f16_path} -> {name}) failed with rc={rc}")
+            target = _quant_name(quant)
+            raise RuntimeError(f"llama_model_quantize({f16_path} -> {target}) failed with rc={rc}")
         fsync_file(tmp)
         os.replace(tmp, real)
     except BaseException:  # a failure or an interrupt (SIGTERM arrives once the C call returns)

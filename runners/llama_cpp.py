@@ -15,6 +15,13 @@ Timing (llama-bench@0c1e570 semantics, methods.md A1/A3/A5):
 Memory, each recorded separately: model / KV (+RS) / compute / output buffer bytes per device parsed from the
 log (log callback), ``llama_model_size`` (weights_bytes: all tensors, all devices), ggml device free/total
 before and after load (ctypes), NVML peak delta on NVIDIA GPUs, process peak RSS with anon/file split.
+
+Memory-only points (a PointSpec without prompt and gen lengths): the model is loaded and one context created
+through the C API (``llama_init_from_model``, which reserves the worst-case compute graph) and nothing is
+evaluated, so buffers of contexts far larger than a CPU could prefill are measured in seconds.  These points
+take more context options from ``engine_options``: ``n_seq`` (sequences, llama.cpp n_seq_max; the context is
+n_ctx per sequence, ``-c`` = n_ctx x n_seq), ``kv_unified`` (default True, as ``llama-server --kv-unified``)
+and ``swa_full`` (default False).
 """
 
 from __future__ import annotations
@@ -187,6 +194,8 @@ class LlamaCppRunner:
         n_threads = spec.n_threads or physical_cores()
         ggml = _Ggml(llama_cpp)
         devices_before = ggml.devices()
+        if not spec.prompt_lengths and not spec.gen_lengths:
+            return self._measure_memory(llama_cpp, spec, opts, kv_type, n_threads, ggml, devices_before)
         nvml = NvmlSampler(interval_s=0.02)
         rss = RssSampler(interval_s=0.01)
         with rss, nvml:
@@ -221,29 +230,14 @@ class LlamaCppRunner:
                 llm.close()
         log = "".join(_LOG)
         mem = parse_llama_memory(log)
-        kv_kinds = [mem.total(k) for k in ("KV", "RS")]
-        kv_bytes = sum(v for v in kv_kinds if v is not None) if any(v is not None for v in kv_kinds) else None
+        kv_bytes = _kv_bytes(mem)
         nv = nvml.summary()
         extra = {
-            "buffers_bytes": mem.by_kind,
-            "kv_summaries": [vars(s) for s in mem.kv_summaries],
-            "swa_cells": mem.swa_cells,
-            "n_ctx_requested": spec.n_ctx,
-            "n_ctx_actual": n_ctx_actual,
+            **_context_extra(llama_cpp, spec, mem, n_ctx_actual, desc, load_s, devices_before),
             "offloaded_layers": list(mem.offloaded_layers) if mem.offloaded_layers else None,
-            "model_desc": desc.value.decode(errors="replace"),
-            "load_s": load_s,
-            "ggml_devices_before": devices_before,
             "ggml_devices_loaded": devices_loaded,
             "swa_full": bool(opts.get("swa_full", False)),
             "use_mmap": bool(opts.get("use_mmap", True)),
-            "type_k": spec.kv_dtype,
-            "type_v": spec.kv_dtype,
-            "flash_attn": spec.flash_attn,
-            "n_batch": spec.n_batch,
-            "n_ubatch": spec.n_ubatch,
-            "n_gpu_layers": spec.n_gpu_layers,
-            "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
             "timing": "llama-bench style: warm-up, depth filled untimed, llama_synchronize per prefill/token",
             "skipped_tests": skipped,
             **rss.summary(),
@@ -267,6 +261,108 @@ class LlamaCppRunner:
             extra=extra,
             log_tail=_quiet(log)[-4000:],
         )
+
+    def _measure_memory(
+        self, llama_cpp, spec: PointSpec, opts: dict, kv_type: int, n_threads: int, ggml, devices_before
+    ) -> Measurement:
+        """A memory-only point: load, create one context, read the buffers (module docstring)."""
+        n_seq = int(opts.get("n_seq", 1))
+        unified = bool(opts.get("kv_unified", True))
+        swa_full = bool(opts.get("swa_full", False))
+        if n_seq < 1:
+            raise ValueError(f"engine_options n_seq must be >= 1, got {n_seq}")
+        mp = llama_cpp.llama_model_default_params()
+        mp.n_gpu_layers = spec.n_gpu_layers
+        mp.use_mmap = bool(opts.get("use_mmap", True))
+        rss = RssSampler(interval_s=0.01)
+        with rss:
+            t0 = time.perf_counter()
+            model = llama_cpp.llama_model_load_from_file(spec.model_path.encode(), mp)
+            if not model:
+                raise RuntimeError(f"llama.cpp could not load {spec.model_path}")
+            try:
+                cp = llama_cpp.llama_context_default_params()
+                cp.n_ctx = spec.n_ctx * n_seq
+                cp.n_batch = spec.n_batch
+                cp.n_ubatch = spec.n_ubatch
+                cp.n_seq_max = n_seq
+                cp.kv_unified = unified
+                cp.swa_full = swa_full
+                cp.flash_attn_type = (
+                    llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED
+                    if spec.flash_attn
+                    else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+                )
+                cp.type_k = cp.type_v = kv_type
+                cp.n_threads = cp.n_threads_batch = n_threads
+                cp.offload_kqv = bool(opts.get("offload_kqv", True))
+                ctx = llama_cpp.llama_init_from_model(model, cp)
+                if not ctx:
+                    raise RuntimeError("llama.cpp could not create the context (see the log)")
+                n_ctx_actual = int(llama_cpp.llama_n_ctx(ctx))
+                llama_cpp.llama_free(ctx)
+                load_s = time.perf_counter() - t0
+                weights = int(llama_cpp.llama_model_size(model))
+                n_params = int(llama_cpp.llama_model_n_params(model))
+                desc = ctypes.create_string_buffer(256)
+                llama_cpp.llama_model_desc(model, desc, ctypes.sizeof(desc))
+            finally:
+                llama_cpp.llama_model_free(model)
+        log = "".join(_LOG)
+        mem = parse_llama_memory(log)
+        kv_bytes = _kv_bytes(mem)
+        extra = {
+            "memory_only": True,
+            **_context_extra(llama_cpp, spec, mem, n_ctx_actual, desc, load_s, devices_before),
+            "n_seq": n_seq,
+            "kv_unified": unified,
+            "swa_full": swa_full,
+            **rss.summary(),
+        }
+        return Measurement(
+            engine=self.name,
+            engine_version=f"llama-cpp-python {llama_cpp.__version__}",
+            build_info=f"ggml {ggml.version()}".strip(),
+            backend=backend_of(list(devices_before), spec.n_gpu_layers),
+            tests=(),
+            weights_bytes=weights,
+            kv_bytes=kv_bytes,
+            compute_bytes=mem.total("compute"),
+            output_bytes=mem.total("output"),
+            device_total_bytes=None,
+            host_rss_bytes=rss.peak.total_bytes or None,
+            n_params=n_params,
+            n_threads=n_threads,
+            extra=extra,
+            log_tail=_quiet(log)[-4000:],
+        )
+
+
+def _kv_bytes(mem) -> int | None:
+    """KV + recurrent-state bytes of every device, None when the log stated neither."""
+    kinds = [mem.total(k) for k in ("KV", "RS")]
+    return sum(v for v in kinds if v is not None) if any(v is not None for v in kinds) else None
+
+
+def _context_extra(llama_cpp, spec: PointSpec, mem, n_ctx_actual: int, desc, load_s: float, devices) -> dict:
+    """The record extras every llama.cpp point carries: parsed buffers and caches, the context settings."""
+    return {
+        "buffers_bytes": mem.by_kind,
+        "kv_summaries": [vars(x) for x in mem.kv_summaries],
+        "swa_cells": mem.swa_cells,
+        "n_ctx_requested": spec.n_ctx,
+        "n_ctx_actual": n_ctx_actual,
+        "model_desc": desc.value.decode(errors="replace"),
+        "load_s": load_s,
+        "ggml_devices_before": devices,
+        "type_k": spec.kv_dtype,
+        "type_v": spec.kv_dtype,
+        "flash_attn": spec.flash_attn,
+        "n_batch": spec.n_batch,
+        "n_ubatch": spec.n_ubatch,
+        "n_gpu_layers": spec.n_gpu_layers,
+        "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
+    }
 
 
 _NOISE = (

@@ -15,12 +15,16 @@ def write_tiny_gguf(
     kv_heads: int = 2,
     name: str | None = None,
     extra: dict | None = None,
+    split_max_tensors: int = 0,
 ) -> Path:
     """A llama GGUF (hidden 64, ff 128, vocab 96): F16 2-D, F32 1-D and one Q8_0 tensor per the usual layout.
 
     ``context`` None leaves ``llama.context_length`` out; ``extra`` adds metadata (key -> int / str / bool /
     list of ints), written as given, so tests can plant absurd values (zero heads, top-k above the experts).
-    Tensor shapes always follow the true geometry below, whatever the metadata claims."""
+    Tensor shapes always follow the true geometry below, whatever the metadata claims.  ``split_max_tensors``
+    > 0
+    writes a split GGUF (gguf-py names the files ``<stem>-0000K-of-0000N.gguf`` and writes the ``split.*``
+    keys)."""
     import gguf
     import numpy as np
     from gguf.quants import quantize
@@ -29,7 +33,7 @@ def write_tiny_gguf(
     rng = np.random.default_rng(0)
     h, ff, vocab, n_layers = 64, 128, 96, 2
     hd, true_heads, true_kv = 16, 4, 2
-    w = gguf.GGUFWriter(str(path), "llama")
+    w = gguf.GGUFWriter(str(path), "llama", split_max_tensors=split_max_tensors)
     if context is not None:
         w.add_context_length(context)
     w.add_embedding_length(h)

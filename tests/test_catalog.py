@@ -206,3 +206,21 @@ def test_build_catalog_patches_a_config_copy_that_disagrees_with_the_reference()
     nested = {"text_config": {"max_position_embeddings": 8192}}
     patched, _ = reconcile_max_context({"max_position_embeddings": 131072}, nested, "c")
     assert patched["text_config"]["max_position_embeddings"] == 131072
+
+
+def test_widely_downloaded_gguf_families_are_catalogued():
+    from estimator.catalog.data import get_model
+    from estimator.physics.weights import weight_breakdown
+    from estimator.specs import FULL, SLIDING
+
+    g2 = get_model("gemma-2-9b")
+    # Gemma 2 alternates sliding (window 4096) and global layers from layer 0, as llama.cpp's swa pattern 2
+    assert g2.layer_types[:4] == (SLIDING, FULL, SLIDING, FULL) and g2.window == 4096 and g2.tie_embeddings
+    assert weight_breakdown(g2, "BF16").n_params_total / 1e9 == pytest.approx(9.24, abs=0.01)
+    g270 = get_model("gemma-3-270m")
+    assert g270.layer_types.count(FULL) == 3 and g270.window == 512 and g270.head_dim == 256
+    assert weight_breakdown(g270, "BF16").n_params_total / 1e6 == pytest.approx(268, abs=1)
+    q2 = get_model("qwen2-7b")
+    assert q2.qkv_bias and set(q2.layer_types) == {FULL} and q2.vocab_size == 152064
+    for mid in ("gemma-2-2b", "gemma-2-27b", "qwen2-0.5b", "qwen2-1.5b", "qwen2.5-3b", "phi-3.5-mini-3.8b"):
+        assert get_model(mid).source.startswith("https://github.com/mlc-ai/mlc-llm/blob/79d603f")

@@ -97,3 +97,17 @@ def test_gguf_fifo_is_refused_without_blocking(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(SpecError, match="is a FIFO, not a regular file"):
         load_gguf(fifo)
+
+
+def test_split_gguf_sums_every_shard(tiny_gguf, tiny_gguf_split):
+    assert len(tiny_gguf_split) >= 3
+    whole, split = load_gguf(tiny_gguf), load_gguf(tiny_gguf_split[0])
+    assert split.gguf_tensors == whole.gguf_tensors and split.n_layers == whole.n_layers
+    with pytest.raises(SpecError, match="first file"):
+        load_gguf(tiny_gguf_split[1])
+    tiny_gguf_split[-1].rename(tiny_gguf_split[-1].with_suffix(".bak"))
+    try:
+        with pytest.raises(SpecError, match="shard .* is missing"):
+            load_gguf(tiny_gguf_split[0])
+    finally:
+        tiny_gguf_split[-1].with_suffix(".bak").rename(tiny_gguf_split[-1])

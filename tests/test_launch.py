@@ -107,3 +107,36 @@ def test_vllm_kv_flags_agree_with_the_runner():
     shared = set(KV_FLAGS) & set(KV_DTYPES)
     assert {"f16", "bf16", "fp8"} <= shared
     assert {k: KV_FLAGS[k] for k in shared} == {k: KV_DTYPES[k] for k in shared}
+
+
+def test_flash_attention_setting_resolves_through_the_profile():
+    import pytest
+
+    from estimator.engines import get_engine
+    from estimator.specs import SpecError
+
+    llama = get_engine("llama.cpp")
+    assert llama.flash_attn_for("on") and not llama.flash_attn_for("off") and llama.flash_attn_for("auto")
+    assert llama.flash_attn_for(False) is False
+    vllm = get_engine("vllm")  # vLLM picks its own attention kernels: no switch to turn them off
+    assert vllm.flash_attn_for("on") and vllm.flash_attn_for("auto")
+    with pytest.raises(SpecError, match="llama.cpp option"):
+        vllm.flash_attn_for("off")
+    with pytest.raises(SpecError, match="on, off or auto"):
+        llama.flash_attn_for("sometimes")
+
+
+def test_llama_server_kv_switches():
+    from estimator.catalog.data import get_model
+    from estimator.engines import get_engine
+    from estimator.physics.quant import get_quant
+    from estimator.specs import Workload
+
+    m, q = get_model("gemma-3-27b"), get_quant("Q4_K_M")
+    lc = get_engine("llama.cpp").launch(m, q, Workload(concurrency=4), 10**10)
+    assert "--kv-unified" in lc.argv and "--swa-full" not in lc.argv and "-ub" not in lc.argv
+    wl = Workload(concurrency=4, kv_unified=False, swa_full=True, n_ubatch=1024)
+    lc = get_engine("llama.cpp").launch(m, q, wl, 10**10)
+    assert "--kv-unified" not in lc.argv and "--swa-full" in lc.argv
+    assert lc.argv[lc.argv.index("-ub") + 1] == "1024"
+    assert any("own KV stream" in n for n in lc.notes)

@@ -130,3 +130,13 @@ def test_vllm_kv_dtype_checked_before_running():
 def test_vllm_flash_attn_axis_does_not_duplicate_points():
     # vLLM chooses its own attention backend: fa true/false would be the same measurement twice
     assert len(parse_plan(VLLM + "flash_attn = [false, true]\n", "v.toml").points) == 1
+
+
+def test_memory_only_points():
+    text = BASE.replace("prompt_lengths = [128, 512]", "prompt_lengths = []").replace(
+        "gen_lengths = [32]", "gen_lengths = []"
+    )
+    plan = parse_plan(text.replace("depths = [0, 256]", "depths = [0]"), "t.toml")
+    assert plan.points and all(p.spec.prompt_lengths == () == p.spec.gen_lengths for p in plan.points)
+    with pytest.raises(PlanError, match="both be empty"):
+        parse_plan(BASE.replace("gen_lengths = [32]", "gen_lengths = []"), "t.toml")

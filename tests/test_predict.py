@@ -289,3 +289,26 @@ def test_cases_file_must_be_a_regular_file(tmp_path, table):
     bad.write_bytes(b"model,hardware,n_prompt,n_gen\nqwen\xff,x,1,1\n")
     with pytest.raises(SpecError, match=r"bad.csv:2: byte 0xff at column 5 is not UTF-8 text"):
         predict.predict_csv(bad, None, table)
+
+
+def test_kv_and_flash_attention_switches(table):
+    g = {"model": "gemma-3-27b", "n_prompt": 512, "n_gen": 0, "n_ctx": 8192, "batch": 4}
+    rows = [
+        _row(**g),
+        _row(**g, kv_unified=0),
+        _row(**g, swa_full=1),
+        _row(**g, kv_pad=32, flash_attn="off"),
+        _row(**g, flash_attn="auto"),
+        _row(**g, flash_attn="sometimes"),
+    ]
+    uni, streams, swa_full, pad32, auto, bad = predict.predict_rows(rows, table)
+    m = get_model("gemma-3-27b")
+    wl = predict.row_workload(rows[1])
+    assert not wl.kv_unified and wl.n_seq == 4
+    assert int(streams["kv_bytes"]) == estimate_memory(m, get_quant("Q4_K_M"), get_hardware("rtx-4090"), wl,
+                                                       table.memory_for("llama.cpp")).kv_bytes  # fmt: skip
+    # 4 streams hold 4 x (1024 + 512) window cells; one unified cache pad256(4 x 1024 + 512) = 4,608
+    assert int(uni["kv_bytes"]) < int(streams["kv_bytes"]) < int(swa_full["kv_bytes"])
+    assert predict.row_workload(rows[3]).kv_pad == 32 and not predict.row_workload(rows[3]).flash_attn
+    assert auto["kv_bytes"] == uni["kv_bytes"] and predict.row_workload(rows[4]).flash_attn
+    assert "flash_attn" in bad["error"]

@@ -124,3 +124,21 @@ def test_git_sha(tmp_path):
     sha = git_sha()
     assert sha == "unknown" or len(sha) == 40
     assert git_sha(tmp_path) == "unknown"
+
+
+def test_memory_only_point_gives_one_record_without_speeds():
+    import dataclasses
+
+    from harness.provenance import failed_records, planned_tests
+
+    spec = dataclasses.replace(SPEC, prompt_lengths=(), gen_lengths=(), engine_options={"n_seq": 4})
+    m = dataclasses.replace(measurement(), tests=())
+    (rec,) = records_from_measurement(ctx(spec=spec), m)
+    assert (rec.status, rec.n_prompt, rec.n_gen, rec.batch) == ("ok", 0, 0, 4)
+    assert rec.prefill_tok_s is None and rec.decode_tok_s is None and rec.compute_bytes == 300_000
+    assert rec.extra["test"] == "memory"
+    assert [t.kind for t in planned_tests(spec)] == ["mem"]
+    (failed,) = failed_records(ctx(spec=spec), "failed", "boom")
+    assert failed.status == "failed" and failed.batch == 4
+    # a point with tests but none returned is still a failure
+    assert records_from_measurement(ctx(), m)[0].status == "failed"

@@ -209,3 +209,28 @@ def test_gpu_offload(models):
     assert m.extra["offloaded_layers"][0] == m.extra["offloaded_layers"][1]
     assert any(dev != "CPU" for dev in m.extra["buffers_bytes"]["KV"])
     assert m.device_total_bytes is None or m.device_total_bytes > 0
+
+
+# DeepSeek-2 (MLA) keeps more attention activations alive than the prior's 5.5 x hidden: within 15 % only
+@pytest.mark.parametrize(("arch", "rel"), [("llama", 0.05), ("gemma3", 0.05), ("deepseek_v2", 0.15)])
+def test_memory_only_point_and_compute_buffers_with_and_without_flash_attention(models, arch, rel):
+    """A memory-only point creates one context and evaluates nothing.  Its compute buffer, llama.cpp's own,
+    is the estimator's prior (estimator/data/memory_prior.json) within 5 % with flash attention on and off,
+    at 4K and 32K cells (the F32 KQ scores dominate without flash attention at 32K)."""
+    from estimator.physics.runtime import default_coefficients, runtime_buffers
+    from estimator.specs import HardwareSpec, Workload
+
+    cpu = HardwareSpec("cpu", "cpu", "x", "cpu", "cpu", 2**36, 50.0, 1.0)
+    model = synth.tiny_model(arch)
+    runner = get_runner("llama.cpp")
+    for n_ctx in (4096, 32768):
+        for fa in (True, False):
+            spec = PointSpec(
+                model_path=str(models[arch]), n_ctx=n_ctx, prompt_lengths=(), gen_lengths=(), flash_attn=fa,
+                engine_options={"n_seq": 1},
+            )  # fmt: skip
+            m = runner.measure(spec)
+            assert m.tests == () and m.extra["memory_only"] and m.kv_bytes > 0
+            wl = Workload(n_ctx=n_ctx, flash_attn=fa)
+            est = runtime_buffers(model, None, cpu, wl, default_coefficients("llama.cpp")).compute_bytes
+            assert est == pytest.approx(m.compute_bytes, rel=rel), (n_ctx, fa)

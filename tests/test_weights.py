@@ -111,3 +111,15 @@ def test_gemma_sandwich_norms():
     names = {t.name.split(".", 2)[-1] for t in per_layer}
     assert {"post_attention_norm.weight", "post_ffw_norm.weight"} <= names
     assert weight_breakdown(m, "BF16").by_class_bytes["norm"] >= m.n_layers * 4 * m.hidden_size * 4
+
+
+def test_phi3_fuses_qkv_and_gate_up_like_its_ggufs():
+    m = get_model("phi-4-14b")
+    names = {t.name.split(".", 2)[-1] for t in tensor_inventory(m) if t.layer == 0}
+    assert {"attn_qkv.weight", "ffn_up.weight", "ffn_down.weight"} <= names
+    assert not names & {"attn_q.weight", "attn_k.weight", "attn_v.weight", "ffn_gate.weight"}
+    # the fused attn_qkv is attn_v-like for llama.cpp's quantizer: Q4_K_M keeps it in q6_K on use_more_bits
+    from estimator.physics.quant import type_for
+
+    assert type_for("Q4_K_M", "attn_qkv", 0, 40, row_len=5120) == "q6_K"
+    assert weight_breakdown(m, "BF16").n_params_total == weight_breakdown(m, "Q8_0").n_params_total

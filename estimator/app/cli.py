@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 
 from estimator.engines import ENGINES
-from estimator.specs import SpecError
+from estimator.specs import SpecError, Workload
 from estimator.validate import parse_number
 
 FORMATS = ("text", "json", "markdown", "html")
@@ -106,6 +106,39 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
         default="",
         help="the engine's backend (llama.cpp: CUDA, ROCm, Metal, Vulkan, SYCL, CANN, CPU, ...); default: "
         "the engine's own for the device (estimator/data/support.csv says what runs where)",
+    )
+    p.add_argument(
+        "--flash-attn",
+        choices=("on", "off", "auto"),
+        default="auto",
+        help="flash attention (llama.cpp -fa; default auto = what the engine picks): off adds the F32 "
+        "attention scores to the compute buffer and forbids a quantized V cache",
+    )
+    p.add_argument(
+        "--ubatch",
+        type=_number("n_ubatch"),
+        default=Workload.n_ubatch,
+        help=f"tokens per micro-batch (llama.cpp -ub, default {Workload.n_ubatch}): sizes the compute "
+        "buffers and the sliding-window cache",
+    )
+    p.add_argument(
+        "--swa-full",
+        action="store_true",
+        help="llama.cpp --swa-full: sliding-window layers keep a cache of the full context",
+    )
+    p.add_argument(
+        "--kv-unified",
+        action=argparse.BooleanOptionalAction,
+        default=Workload.kv_unified,
+        help="llama.cpp --kv-unified: the --concurrency sequences share one KV buffer (default); "
+        "--no-kv-unified gives each its own stream of --ctx cells",
+    )
+    p.add_argument(
+        "--kv-pad",
+        type=_number("kv_pad"),
+        default=0,
+        help="KV cell padding of an older llama.cpp build: 256 with flash attention and 32 without for "
+        "builds of May 2024 - Oct 2025, 1 for the few unpadded ones; default 0 = the current build's 256",
     )
     p.add_argument(
         "--coefficients", help="coefficients JSON (default: results/coefficients.json, else the prior)"
@@ -247,12 +280,15 @@ def _table(path: str | None):
 
 
 def _workload(args, devices: int, **extra):
+    from estimator.engines import get_engine
     from estimator.report.request import DEFAULT_CTX, make_workload
 
     ctx = DEFAULT_CTX if args.ctx is None else args.ctx
     return make_workload(
         args.engine, args.kv_dtype, ctx, devices, args.split, args.gpu_memory_utilization,
-        backend=args.backend, **extra,
+        backend=args.backend, flash_attn=get_engine(args.engine).flash_attn_for(args.flash_attn),
+        n_ubatch=args.ubatch, n_batch=max(Workload.n_batch, args.ubatch), swa_full=args.swa_full,
+        kv_unified=args.kv_unified, kv_pad=args.kv_pad, **extra,
     )  # fmt: skip
 
 
@@ -325,6 +361,11 @@ def report_request(args):
         allow_overlong=args.allow_overlong,
         coefficients=args.coefficients,
         backend=args.backend,
+        flash_attn=args.flash_attn,
+        ubatch=args.ubatch,
+        swa_full=args.swa_full,
+        kv_unified=args.kv_unified,
+        kv_pad=args.kv_pad,
     )
 
 

@@ -7,9 +7,12 @@ Input columns (llama-bench semantics):
   ``interconnect_gbs``] for a device outside the catalog), ``n_devices`` (1), ``engine`` (llama.cpp),
   ``quant`` (optional for a .gguf model: empty or ``gguf`` means the file's own tensors), ``kv_dtype``
   (f16), ``n_prompt``, ``n_gen``, ``n_depth`` (0), ``batch`` (1, concurrent
-  sequences), ``n_ctx`` (default n_prompt + n_gen + n_depth, like llama-bench), ``flash_attn`` (1);
-  optional ``split`` (tp|pp; default: the engine's own, llama.cpp pp / vLLM tp), ``n_ubatch``, ``n_batch``,
-  ``offload_bytes``, ``moe_offload_layers``.
+  sequences), ``n_ctx`` (default n_prompt + n_gen + n_depth, like llama-bench), ``flash_attn`` (1; 1/0,
+  on/off or auto); optional ``split`` (tp|pp; default: the engine's own, llama.cpp pp / vLLM tp),
+  ``n_ubatch``, ``n_batch``, ``offload_bytes``, ``moe_offload_layers``, and the llama.cpp KV switches
+  ``swa_full`` (0: sliding-window layers hold window cells; 1: --swa-full), ``kv_unified`` (1: the ``batch``
+  sequences share one cache, --kv-unified; 0: one stream per sequence) and ``kv_pad`` (0: current builds'
+  256-cell padding; 32 for builds of May 2024 - Oct 2025 without flash attention).
 * Every other column passes through untouched.
 
 Output adds OUTPUT_COLUMNS:
@@ -173,7 +176,7 @@ def row_workload(row: dict) -> Workload:
         n_depth=n_depth,
         n_batch=_int(row, "n_batch", base.n_batch),
         n_ubatch=_int(row, "n_ubatch", base.n_ubatch),
-        flash_attn=_bool(row, "flash_attn", True),
+        flash_attn=_flash_attn(row, engine),
         engine=engine,
         n_devices=_int(row, "n_devices", 1),
         split=split,
@@ -181,7 +184,17 @@ def row_workload(row: dict) -> Workload:
         moe_offload_layers=_int(row, "moe_offload_layers", 0),
         concurrency=_int(row, "batch", 1),
         backend=_text(row, "backend", ""),
+        swa_full=_bool(row, "swa_full", base.swa_full),
+        kv_unified=_bool(row, "kv_unified", base.kv_unified),
+        kv_pad=_int(row, "kv_pad", base.kv_pad),
     )
+
+
+def _flash_attn(row: dict, engine: str) -> bool:
+    """The ``flash_attn`` column: 1/0/true/false/on/off, or ``auto`` (the engine profile resolves it)."""
+    if _text(row, "flash_attn").lower() == "auto":
+        return get_engine(engine).flash_attn_for("auto") if engine in ENGINES else True
+    return _bool(row, "flash_attn", True)
 
 
 def _num(x: float) -> str:

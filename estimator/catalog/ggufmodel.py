@@ -11,9 +11,11 @@ expert_shared_count, expert_shared_feed_forward_length, leading_dense_block_coun
 ssm.conv_kernel / state_size / group_count / inner_size / time_step_rank.
 
 ``ModelSpec.gguf_tensors`` holds (name, ggml type, n_elements, n_bytes) for every tensor, so weight bytes are
-the
-exact sum of the file's tensors.  A file that is not GGUF, or whose tensor data runs past the end of the file
-(truncated), raises SpecError.
+the exact sum of the file's tensors: any recipe, dynamic per-tensor mixes (Unsloth's UD-*) included.  A split
+GGUF (``split.count`` > 1, llama.cpp's ``<name>-00001-of-0000N.gguf`` files, as the large UD-IQ1_S / IQ1_M
+uploads are) is read from its first file: the tensors of every shard are summed, the metadata is the
+first's.  A file that is not GGUF, or whose tensor data runs past the end of the file (truncated), raises
+SpecError.
 
 Hostile files: the path must be a regular file (opened without blocking: a FIFO named ``x.gguf`` is refused,
 not waited on); every numeric metadata key the loader reads is checked against ``GGUF_NUMBERS`` before use
@@ -26,6 +28,7 @@ zero and a block count of 2^31 cannot build a list per layer); the built spec is
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from estimator.catalog.files import open_regular
@@ -165,9 +168,13 @@ def _check_numbers(reader, prefix: str, p: Path) -> None:
         check_number(pattern, COUNT, f"{p}: {prefix}attention.sliding_window_pattern")
 
 
-def load_gguf(path: str | Path) -> ModelSpec:
-    """ModelSpec of a .gguf file; SpecError for a missing, non-GGUF, truncated or inconsistent file."""
-    p = Path(path)
+_SHARD = re.compile(r"^(?P<stem>.*)-(?P<i>\d{5})-of-(?P<n>\d{5})\.gguf$")
+MAX_SHARDS = 1024  # files of one split GGUF (llama.cpp's gguf-split writes a few dozen at most)
+
+
+def _open(p: Path):
+    """GGUFReader of one regular file; SpecError for a missing file, a FIFO / device / folder (refused without
+    blocking), a file that is not GGUF or does not parse."""
     if not os.path.lexists(p):
         raise SpecError(f"{p}: no such GGUF file")
     fd, _ = open_regular(p)  # a FIFO / device / folder is refused without blocking
@@ -180,17 +187,55 @@ def load_gguf(path: str | Path) -> ModelSpec:
     try:
         from gguf import GGUFReader
 
-        reader = GGUFReader(str(p), "r")
+        return GGUFReader(str(p), "r")
     except Exception as exc:  # noqa: BLE001 - any parse failure is bad input
         raise SpecError(f"{p}: unreadable or truncated GGUF ({type(exc).__name__}: {exc})") from None
+
+
+def _tensors(p: Path, reader) -> list[tuple[str, str, int, int]]:
+    """(name, ggml type, n_elements, n_bytes) of every tensor of one file; SpecError when data is missing."""
     size = p.stat().st_size
-    tensors = []
+    out = []
     for t in reader.tensors:
         end = int(t.data_offset) + int(t.n_bytes)  # data_offset is absolute in the file
         if end > size:
             raise SpecError(f"{p}: truncated GGUF (tensor {t.name} ends at byte {end}, file has {size})")
-        tname = ggml_type_name(t.tensor_type.name)
-        tensors.append((t.name, tname, int(t.n_elements), int(t.n_bytes)))
+        out.append((t.name, ggml_type_name(t.tensor_type.name), int(t.n_elements), int(t.n_bytes)))
+    return out
+
+
+def _shards(first: Path, n_split: int) -> list[Path]:
+    """The files of a split GGUF (llama.cpp's ``<stem>-00001-of-0000N.gguf`` naming), the first one given;
+    SpecError naming a missing shard."""
+    mt = _SHARD.match(first.name)
+    if mt is None or int(mt.group("i")) != 1:
+        raise SpecError(
+            f"{first}: split GGUF ({n_split} files); pass its first file, <name>-00001-of-{n_split:05d}.gguf"
+        )
+    shards = [
+        first.with_name(f"{mt.group('stem')}-{i:05d}-of-{n_split:05d}.gguf") for i in range(1, n_split + 1)
+    ]
+    for s in shards:
+        if not s.is_file():
+            raise SpecError(f"{first}: split GGUF shard {s.name} is missing")
+    return shards
+
+
+def load_gguf(path: str | Path) -> ModelSpec:
+    """ModelSpec of a .gguf file (the first file of a split GGUF); SpecError for a missing, non-GGUF,
+    truncated or inconsistent file."""
+    p = Path(path)
+    reader = _open(p)
+    tensors = _tensors(p, reader)
+    n_split = _val(reader, "split.count", 0) or 0
+    if n_split:
+        check_number(n_split, Bound(1, MAX_SHARDS), f"{p}: split.count")
+    if int(n_split) > 1:
+        for shard in _shards(p, int(n_split))[1:]:
+            tensors += _tensors(shard, _open(shard))
+        expected = int(_val(reader, "split.tensors.count", len(tensors)) or len(tensors))
+        if len(tensors) != expected:
+            raise SpecError(f"{p}: split GGUF holds {len(tensors)} tensors, its header says {expected}")
     arch = _val(reader, "general.architecture")
     if not arch or not isinstance(arch, str):
         raise SpecError(f"{p}: GGUF without general.architecture")

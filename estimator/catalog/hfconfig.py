@@ -258,7 +258,9 @@ def _layer_types(t: dict, n: int, model_type: str, src: str) -> tuple[tuple[str,
     p = t.get("sliding_window_pattern")
     if p and window:
         return tuple(FULL if (i + 1) % int(p) == 0 else SLIDING for i in range(n)), int(window)
-    if model_type == "gpt_oss" and window:
+    if model_type in ("gpt_oss", "gemma2") and window:
+        # alternate sliding / full from layer 0 (transformers' Gemma2 ``is_sliding = not layer_idx % 2``;
+        # llama.cpp gemma2 swa pattern 2)
         return tuple(SLIDING if i % 2 == 0 else FULL for i in range(n)), int(window)
     if window and model_type in ("mistral", "mixtral") and int(window) < int(t["max_position_embeddings"]):
         return (SLIDING,) * n, int(window)

@@ -67,6 +67,29 @@ class LaunchCommand:
         return " \\\n  ".join(parts)
 
 
+@dataclass(frozen=True)
+class KVLayout:
+    """Cache cells one request shape gets from an engine.
+
+    full / windowed: cells of one full-attention / one sliding-window (or chunked) layer, summed over the
+    streams; n_streams: independent cache streams (llama.cpp without ``--kv-unified``: one per sequence; 1
+    otherwise).  A micro-batch attends to the cells of one stream, so the attention-score matrices of the
+    compute graph are ``full // n_streams`` (``windowed // n_streams``) wide per stream.
+    """
+
+    full: int
+    windowed: int
+    n_streams: int = 1
+
+    @property
+    def full_per_stream(self) -> int:
+        return self.full // self.n_streams
+
+    @property
+    def windowed_per_stream(self) -> int:
+        return self.windowed // self.n_streams
+
+
 def slug(text: str) -> str:
     """A file-name-safe form of a model name (placeholder GGUF paths)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "model"
@@ -94,6 +117,8 @@ class EngineProfile:
     kv_flags: dict[str, str] = {}
     cheaper_kv_dtypes: tuple[str, ...] = ()  # compared against f16 by the report's KV section
     quantized_v_needs_flash_attn: bool = False
+    # without flash attention V is stored transposed with the widest layer's row width on every layer
+    transposed_v_max_width: bool = False
     state_conv_bytes: int = 2  # bytes per conv-state element of linear-attention / SSM layers
     embedding_on_host: bool = False  # discrete devices keep token_embd in host RAM
     reserves_memory: bool = False  # pre-allocates Workload.gpu_memory_utilization x device memory
@@ -107,6 +132,7 @@ class EngineProfile:
     pipelines_layer_split: bool = False
     moe_cpu_offload: bool = False  # per-layer routed-expert offload (llama.cpp --n-cpu-moe)
     flash_attn_option: bool = False  # flash attention is a user switch (llama.cpp -fa), not the engine's pick
+    kv_layout_options: bool = False  # the user sets --swa-full / --kv-unified / -ub / KV padding (llama.cpp)
     offload_flag: str = ""  # the flag that keeps weight bytes in host RAM
     kv_dtype_hint: str = ""  # appended to the unknown-KV-dtype message
     # backend the engine runs on a device: ((vendor or "*", kind or "*", backend), ...), first match wins;
@@ -152,12 +178,54 @@ class EngineProfile:
         """The attention kind the engine really runs for a layer the config declares as ``kind``."""
         return kind
 
+    def kv_layout(
+        self,
+        model: ModelSpec,
+        n_ctx: int,
+        n_seq: int,
+        n_ubatch: int,
+        *,
+        swa_full: bool = False,
+        unified: bool = True,
+        pad: int = 0,
+    ) -> KVLayout:
+        """Cells for n_seq sequences of n_ctx tokens each: ``swa_full`` sizes windowed layers like full ones,
+        ``unified`` = one cache shared by the sequences (else one stream per sequence, where the engine has
+        streams), ``pad`` = the cell padding of the engine build (0: the profile's current rule)."""
+        raise NotImplementedError
+
     def kv_cells(
         self, model: ModelSpec, n_ctx: int, n_seq: int, n_ubatch: int, swa_full: bool = False
     ) -> tuple[int, int]:
         """(cells of a full-attention layer, cells of a sliding-window / chunked layer) for n_seq sequences
-        of n_ctx tokens each."""
-        raise NotImplementedError
+        of n_ctx tokens each, unified cache, current padding (``kv_layout`` with its defaults)."""
+        lay = self.kv_layout(model, n_ctx, n_seq, n_ubatch, swa_full=swa_full)
+        return lay.full, lay.windowed
+
+    def flash_attn_for(self, setting: str | bool, model: ModelSpec | None = None) -> bool:
+        """Whether flash attention runs for a user setting on / off / auto (True / False pass through).  An
+        engine without the switch (``flash_attn_option`` False) picks its own attention kernels: True for on /
+        auto, SpecError for off."""
+        if isinstance(setting, bool):
+            return setting
+        s = str(setting).strip().lower()
+        if s not in ("on", "off", "auto", "1", "0", "true", "false"):
+            raise SpecError(f"flash attention must be on, off or auto (got {setting!r})")
+        if not self.flash_attn_option:
+            if s in ("off", "0", "false"):
+                raise SpecError(
+                    f"--flash-attn off is a llama.cpp option; {self.label} picks its own attention kernels"
+                )
+            return True
+        if s == "auto":
+            return self.auto_flash_attn(model)
+        return s in ("on", "1", "true")
+
+    def auto_flash_attn(self, model: ModelSpec | None = None) -> bool:
+        """What ``auto`` resolves to (for a model, when one is given).  llama.cpp's ``-fa auto`` (its
+        default) probes whether the device runs the fused attention op for every layer and turns it on when
+        it does; every backend sized here (CPU, CUDA, Metal, Vulkan, ROCm) has the kernels: on."""
+        return True
 
     def accepts_kv(self, kv_dtype: str) -> bool:
         """True when the engine's command line takes this KV dtype name (``kv_flags``)."""
@@ -179,6 +247,23 @@ class EngineProfile:
             raise SpecError(
                 f"--n-cpu-moe is a llama.cpp option; for {self.label}: --offload-gib ({self.offload_flag})"
             )
+        if not self.kv_layout_options:
+            asked = [
+                flag
+                for flag, on in (
+                    ("--swa-full", workload.swa_full),
+                    ("--no-kv-unified", not workload.kv_unified and workload.concurrency > 1),
+                    ("--kv-pad", workload.kv_pad > 0),
+                    ("--ubatch", workload.n_ubatch != Workload.n_ubatch),
+                )
+                if on
+            ]
+            if asked:
+                plural = "s" if len(asked) > 1 else ""
+                raise SpecError(
+                    f"{', '.join(asked)}: llama.cpp option{plural}; {self.label} lays out its own KV cache "
+                    "and batches"
+                )
         if workload.kv_dtype.lower() not in self.kv_dtypes:
             raise SpecError(
                 f"{self.label} has no {workload.kv_dtype} KV cache; use one of {', '.join(self.kv_dtypes)}"

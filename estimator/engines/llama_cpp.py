@@ -1,12 +1,29 @@
 """llama.cpp (``llama-server``, ``llama-bench``, llama-cpp-python): its profile.
 
-KV cells (src/llama-kv-cache.cpp, llama-kv-cache-iswa.cpp, ggml-org/llama.cpp master):
-  full layers:     C_full = pad256(n_ctx x n_seq)   (n_ctx per sequence; llama.cpp's -c is the total)
-  sliding/chunked: C_swa = min(C_full, pad256(window x n_seq + n_ubatch))   unless --swa-full (then C_full)
+KV cells (src/llama-context.cpp, llama-kv-cache.cpp, llama-kv-cache-iswa.cpp of the llama.cpp tree that
+llama-cpp-python 0.3.36 vendors, same at ggml-org/llama.cpp master).  n_ctx is fitbench's context per
+sequence; llama.cpp's ``-c`` is the total T = n_ctx x n_seq; P = the cell padding:
+
+  unified (``--kv-unified``, one stream):   full = pad_P(T)
+                                            window = pad_256(min(full, window x n_seq + n_ubatch))
+  non-unified (one stream per sequence):    per stream C_s = pad_P(pad_P(T) // n_seq)
+                                            full = n_seq x C_s
+                                            window = n_seq x pad_256(min(C_s, window + n_ubatch))
+  ``--swa-full``:                           window = full
+
+Padding by build: P = 256 since ggml-org/llama.cpp#17046 (Nov 2025; the SWA cache too); builds from #7257
+(May 2024) to #16812 (Oct 2025) padded both caches to 256 with flash attention and to 32 without
+(``kv_pad`` = 32 sizes such a build; their SWA cells were ``min(full, pad_P(window x n_seq + n_ubatch))``,
+the same number); #16812 .. #17046 did not pad (``kv_pad`` = 1).  Without flash attention V is stored
+transposed with the widest layer's row width on every layer (``n_embd_v_gqa_max``, Gemma 4).
+Sliding-window layers are cached in the KV dtype like the others (ggml-org/llama.cpp#21277 kept them in F16
+and was reverted a day later by #21332).
+
 llama.cpp's ``llama`` architecture has no sliding window, so Mistral v0.1 / Mixtral run full attention on
-every
-layer.  Recurrent state (Gated DeltaNet, Mamba) is F32, the convolution state included (4 B per element).
-A quantized V cache (q8_0, q4_0, ...) needs flash attention (``-fa on``).
+every layer.  Recurrent state (Gated DeltaNet, Mamba) is F32, the convolution state included (4 B per
+element).  A quantized V cache (q8_0, q4_0, ...) needs flash attention (``-fa on``); ``-fa auto`` (the
+default since ggml-org/llama.cpp#15434) turns it on when the device runs the fused attention op, which every
+backend sized here does.
 
 Memory: on a discrete device the token embedding stays in host RAM (the input layer runs on the CPU); the
 compute buffers follow ggml's graph allocator (estimator.physics.runtime, model "ggml").
@@ -15,11 +32,9 @@ attention the F32 KQ score matrix is materialised; a layer split over several de
 micro-batches of one llama_decode call.
 
 ``llama-server`` flags (``launch``): ``-c`` = n_ctx x parallel slots; with ``-np`` > 1 also ``--kv-unified``
-(one KV pool of ``-c`` cells shared by the slots, sliding-window layers sized ``window x np + n_ubatch``
-cells:
-the layout sized here; an explicit ``-np`` without it gives each slot its own ``-c / -np`` stream and
-sliding-window cache of ``window + n_ubatch`` cells, i.e. (np - 1) x n_ubatch more cells per windowed layer);
-``-ngl`` = layers on the device (999 = all; with ``--offload-gib`` the layer count is
+unless the workload asks for one stream per slot (``Workload.kv_unified`` False: each slot its own
+``-c / -np`` stream and sliding-window cache of ``window + n_ubatch`` cells); ``--swa-full`` and ``-ub`` when
+the workload sets them; ``-ngl`` = layers on the device (999 = all; with ``--offload-gib`` the layer count is
 ``n_layers - ceil(offload_bytes / (weights_bytes / n_layers))``); ``-ctk/-ctv`` = KV dtype; ``-fa on|off``;
 ``--n-cpu-moe N`` (routed experts of the first N layers in host RAM, the same as
 ``-ot 'blk\\.(0|..|N-1)\\.ffn_.*_exps\\.=CPU'``); multi-device ``-sm row`` (tensor split) or ``-sm layer``
@@ -28,10 +43,12 @@ sliding-window cache of ``window + n_ubatch`` cells, i.e. (np - 1) x n_ubatch mo
 
 from __future__ import annotations
 
-from estimator.engines.base import EngineProfile, LaunchCommand, gpu_layers, pad, slug
+from estimator.engines.base import EngineProfile, KVLayout, LaunchCommand, gpu_layers, slug
+from estimator.engines.base import pad as round_up
 from estimator.specs import FULL, SLIDING, ModelSpec, QuantSpec, SpecError, Workload
 
-PAD = 256  # KV cells are padded to 256 (shared/reference/methods.md A4)
+PAD = 256  # KV cells are padded to 256 (shared/reference/methods.md A4; current builds, see above)
+SWA_PAD = 256  # the sliding-window cache is padded to 256 whatever the build (ggml-org/llama.cpp#17046)
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 _QUANTIZED_KV = frozenset({"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"})
 
@@ -52,8 +69,10 @@ class LlamaCpp(EngineProfile):
     kv_dtypes = KV_TYPES
     kv_flags = {k: k for k in KV_TYPES}
     flash_attn_option = True
+    kv_layout_options = True
     cheaper_kv_dtypes = ("q8_0", "q4_0")
     quantized_v_needs_flash_attn = True
+    transposed_v_max_width = True
     state_conv_bytes = 4
     embedding_on_host = True
     runtime_model = "ggml"
@@ -91,12 +110,27 @@ class LlamaCpp(EngineProfile):
             return FULL
         return kind
 
-    def kv_cells(
-        self, model: ModelSpec, n_ctx: int, n_seq: int, n_ubatch: int, swa_full: bool = False
-    ) -> tuple[int, int]:
-        cells = pad(n_ctx * n_seq, PAD)
+    def kv_layout(
+        self,
+        model: ModelSpec,
+        n_ctx: int,
+        n_seq: int,
+        n_ubatch: int,
+        *,
+        swa_full: bool = False,
+        unified: bool = True,
+        pad: int = 0,
+    ) -> KVLayout:
+        """Cells as the module docstring derives them (``pad`` 0 = current builds, 256)."""
+        p = int(pad) or PAD
+        total = round_up(n_ctx * n_seq, p)
         window = model.window or n_ctx
-        return cells, cells if swa_full else min(cells, pad(window * n_seq + n_ubatch, PAD))
+        if unified or n_seq == 1:
+            swa = total if swa_full else round_up(min(total, window * n_seq + n_ubatch), SWA_PAD)
+            return KVLayout(total, swa, 1)
+        per_stream = round_up(total // n_seq, p)
+        swa = per_stream if swa_full else round_up(min(per_stream, window + n_ubatch), SWA_PAD)
+        return KVLayout(n_seq * per_stream, n_seq * swa, n_seq)
 
     def check_cache(self, kv_dtype: str, flash_attn: bool) -> None:
         if kv_dtype.lower() in _QUANTIZED_KV and not flash_attn:
@@ -127,7 +161,10 @@ class LlamaCpp(EngineProfile):
             str(workload.n_ctx * slots),
             "-np",
             str(slots),
-            *(["--kv-unified"] if slots > 1 else []),
+            *(["--kv-unified"] if slots > 1 and workload.kv_unified else []),
+            *(["--swa-full"] if workload.swa_full and model.window else []),
+            *(["-b", str(workload.n_batch)] if workload.n_batch != Workload.n_batch else []),
+            *(["-ub", str(workload.n_ubatch)] if workload.n_ubatch != Workload.n_ubatch else []),
             "-ngl",
             str(gpu_layers(model, workload, weights_bytes)),
             "-fa",
@@ -151,11 +188,18 @@ class LlamaCpp(EngineProfile):
         if workload.n_devices > 1:
             split = "row" if workload.split == "tp" else "layer"
             argv += ["-sm", split, "-ts", ",".join(["1"] * workload.n_devices)]
-        if slots > 1:
+        if slots > 1 and workload.kv_unified:
             notes.append(
                 f"the {slots} slots share one KV pool of {workload.n_ctx * slots} tokens (--kv-unified): "
                 f"room for {slots} sequences of {workload.n_ctx} tokens, as sized here"
             )
+        elif slots > 1:
+            notes.append(
+                f"each of the {slots} slots has its own KV stream of {workload.n_ctx} tokens "
+                "(no --kv-unified), as sized here"
+            )
+        if workload.kv_pad:
+            notes.append(f"sized for a build that pads the KV cache to {workload.kv_pad} cells")
         return LaunchCommand(self.name, tuple(argv), exact, tuple(notes))
 
 

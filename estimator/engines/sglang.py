@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from estimator.engines.base import EngineProfile, LaunchCommand, checkpoint_args, slug
+from estimator.engines.base import EngineProfile, KVLayout, LaunchCommand, checkpoint_args, slug
 from estimator.specs import GIB, ModelSpec, QuantSpec, Workload
 
 SWA_FULL_TOKENS_RATIO = 0.8
@@ -60,11 +60,22 @@ class SGLang(EngineProfile):
     # the platforms of SGLang's quantization compatibility table (NVIDIA, AMD Instinct, Ascend A2/A3)
     backends = (("nvidia", "*", "CUDA"), ("amd", "gpu", "ROCm"), ("huawei", "npu", "Ascend"))
 
-    def kv_cells(
-        self, model: ModelSpec, n_ctx: int, n_seq: int, n_ubatch: int, swa_full: bool = False
-    ) -> tuple[int, int]:
+    def kv_layout(
+        self,
+        model: ModelSpec,
+        n_ctx: int,
+        n_seq: int,
+        n_ubatch: int,
+        *,
+        swa_full: bool = False,
+        unified: bool = True,
+        pad: int = 0,
+    ) -> KVLayout:
+        """One token pool of n_ctx x n_seq slots; windowed layers get SWA_FULL_TOKENS_RATIO of it (SGLang's
+        --swa-full-tokens-ratio), all of it with ``swa_full``.  ``unified`` and ``pad`` are llama.cpp
+        options SGLang has no equivalent of: ignored."""
         cells = n_ctx * n_seq
-        return cells, cells if swa_full else math.ceil(SWA_FULL_TOKENS_RATIO * cells)
+        return KVLayout(cells, cells if swa_full else math.ceil(SWA_FULL_TOKENS_RATIO * cells), 1)
 
     def launch(
         self, model: ModelSpec, quant: QuantSpec, workload: Workload, weights_bytes: int

@@ -18,7 +18,8 @@ concurrency; ``--cpu-offload-gb`` (GiB per GPU) for ``--offload-gib``.
 
 from __future__ import annotations
 
-from estimator.engines.base import EngineProfile, LaunchCommand, checkpoint_args, pad, slug
+from estimator.engines.base import EngineProfile, KVLayout, LaunchCommand, checkpoint_args, slug
+from estimator.engines.base import pad as round_up
 from estimator.specs import GIB, ModelSpec, QuantSpec, Workload
 
 BLOCK = 16  # default GPU block size (tokens)
@@ -64,12 +65,23 @@ class VLLM(EngineProfile):
         ("*", "cpu", "CPU"),
     )
 
-    def kv_cells(
-        self, model: ModelSpec, n_ctx: int, n_seq: int, n_ubatch: int, swa_full: bool = False
-    ) -> tuple[int, int]:
-        cells = pad(n_ctx, BLOCK) * n_seq
+    def kv_layout(
+        self,
+        model: ModelSpec,
+        n_ctx: int,
+        n_seq: int,
+        n_ubatch: int,
+        *,
+        swa_full: bool = False,
+        unified: bool = True,
+        pad: int = 0,
+    ) -> KVLayout:
+        """Paged blocks of BLOCK tokens per sequence; windowed layers hold window + one block (vLLM frees
+        blocks that slid out of the window).  ``swa_full``, ``unified`` and ``pad`` are llama.cpp options
+        that vLLM has no equivalent of: ignored."""
+        cells = round_up(n_ctx, BLOCK) * n_seq
         window = model.window or n_ctx
-        return cells, min(cells, pad(min(n_ctx, window + BLOCK), BLOCK) * n_seq)
+        return KVLayout(cells, min(cells, round_up(min(n_ctx, window + BLOCK), BLOCK) * n_seq), 1)
 
     def launch(
         self, model: ModelSpec, quant: QuantSpec, workload: Workload, weights_bytes: int

@@ -111,8 +111,8 @@ def host_device(hardware: HardwareSpec) -> HardwareSpec:
 
 
 def _class_types(model: ModelSpec, quant: QuantSpec | None) -> dict[str, set[str]]:
-    """Storage types of each matmul class: a GGUF file's own tensors, else the recipe's class types (the
-    default type for classes it does not name)."""
+    """Storage types of each matmul class: a GGUF file's own tensors, else the format's per-tensor types
+    (``weights.types_by_class``: llama.cpp's recipe, layer by layer)."""
     from estimator.physics.weights import classify_gguf_tensor
 
     out: dict[str, set[str]] = {}
@@ -121,12 +121,11 @@ def _class_types(model: ModelSpec, quant: QuantSpec | None) -> dict[str, set[str
             tclass, _, _ = classify_gguf_tensor(name)
             out.setdefault(tclass, set()).add(ttype.lower())
         return out
-    q = quant
-    if q is None:
+    if quant is None:
         return out
-    for cls in [c for group in _SEGMENTS.values() for c in group] + ["output"]:
-        out[cls] = {q.types.get(cls, q.default_type).lower()}
-    return out
+    from estimator.physics.weights import types_by_class
+
+    return {cls: {t.lower() for t in types} for cls, types in types_by_class(model, quant).items()}
 
 
 def _segments(model: ModelSpec, quant: QuantSpec | None, host_types: tuple[str, ...]) -> tuple[int, int]:

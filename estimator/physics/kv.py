@@ -10,9 +10,11 @@ Per-token row elements per layer (one sequence):
 
 Bytes of a layer = cells x row_bytes(kv_dtype, row) (q8_0 rows: 34 B per 32 elements).
 
-Cells: the engine profile lays them out (``EngineProfile.kv_cells``; estimator.engines.llama_cpp: padded
-contiguous cells, sliding-window layers capped at window x n_seq + n_ubatch; estimator.engines.vllm: paged
-blocks, windowed layers at window + one block).  Layers an engine does not run as declared (llama.cpp runs
+Cells: the engine profile lays them out (``EngineProfile.kv_layout``; estimator.engines.llama_cpp: padded
+contiguous cells in one unified stream or one stream per sequence, sliding-window layers capped at
+window x n_seq + n_ubatch (unified) or window + n_ubatch per stream, ``--swa-full`` = full size;
+estimator.engines.vllm: paged blocks, windowed layers at window + one block).  Layers an engine does not
+run as declared (llama.cpp runs
 Mistral v0.1's sliding window as full attention) follow ``EngineProfile.layer_kind``.
 
 Fixed state (LINEAR Gated DeltaNet and MAMBA layers), per sequence and layer: recurrent_elems + conv_elems.
@@ -30,7 +32,7 @@ from functools import lru_cache
 
 from estimator.engines import get_engine
 from estimator.physics.quant import kv_type, row_bytes
-from estimator.specs import CHUNKED, FULL, LINEAR, MAMBA, SLIDING, ModelSpec, SpecError
+from estimator.specs import CHUNKED, FULL, LINEAR, MAMBA, SLIDING, ModelSpec, SpecError, Workload
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class KVEstimate:
     n_cells_windowed: int
     kv_dtype: str
     engine: str
+    n_streams: int = 1  # independent cache streams (llama.cpp without --kv-unified: one per sequence)
 
 
 def _attn_rows(m: ModelSpec, kind: str) -> tuple[int, int]:
@@ -64,15 +67,25 @@ def _attn_rows(m: ModelSpec, kind: str) -> tuple[int, int]:
 
 
 @lru_cache(maxsize=8192)
-def layer_token_bytes(m: ModelSpec, kv_dtype: str = "f16", engine: str = "llama.cpp") -> dict[str, int]:
-    """KV bytes per token per layer kind summed over the layers of that kind: {full, sliding, chunked}."""
+def layer_token_bytes(
+    m: ModelSpec, kv_dtype: str = "f16", engine: str = "llama.cpp", flash_attn: bool = True
+) -> dict[str, int]:
+    """KV bytes per token per layer kind summed over the layers of that kind: {full, sliding, chunked}.
+
+    Without flash attention an engine that stores V transposed (``EngineProfile.transposed_v_max_width``,
+    llama.cpp's ``n_embd_v_gqa_max``) gives every layer's V rows the widest layer's width (Gemma 4: its
+    global layers' 2 x 512 next to 16 x 256 sliding rows)."""
     t = kv_type(kv_dtype)
     profile = get_engine(engine)
     out = {FULL: 0, SLIDING: 0, CHUNKED: 0}
-    for kind in m.layer_types:
-        kind = profile.layer_kind(m, kind)
+    kinds = [profile.layer_kind(m, kind) for kind in m.layer_types]
+    v_max = max((_attn_rows(m, k)[1] for k in kinds if k in out), default=0)
+    pad_v = not flash_attn and profile.transposed_v_max_width
+    for kind in kinds:
         if kind in out:
             k, v = _attn_rows(m, kind)
+            if v and pad_v:
+                v = v_max
             out[kind] += row_bytes(t, k) + (row_bytes(t, v) if v else 0)
     return out
 
@@ -101,15 +114,23 @@ def kv_cache(
     n_ubatch: int = 512,
     flash_attn: bool = True,
     swa_full: bool = False,
+    kv_unified: bool = True,
+    kv_pad: int = 0,
 ) -> KVEstimate:
-    """KV cache + state of ``n_seq`` sequences of ``n_ctx`` tokens each (see module docstring)."""
+    """KV cache + state of ``n_seq`` sequences of ``n_ctx`` tokens each (see module docstring; the keyword
+    options are Workload's: ``kv_cache_for`` passes them from a workload)."""
     if n_ctx <= 0 or n_seq <= 0:
         raise SpecError(f"context and sequences must be positive (n_ctx={n_ctx}, n_seq={n_seq})")
+    if n_ubatch <= 0 or kv_pad < 0:
+        raise SpecError(f"n_ubatch must be positive and kv_pad >= 0 (n_ubatch={n_ubatch}, kv_pad={kv_pad})")
     profile = get_engine(engine)
     t = kv_type(kv_dtype)
     profile.check_cache(kv_dtype, flash_attn)
-    per_tok = layer_token_bytes(model, kv_dtype, engine)
-    cells, cells_w = profile.kv_cells(model, n_ctx, n_seq, n_ubatch, swa_full)
+    per_tok = layer_token_bytes(model, kv_dtype, engine, flash_attn)
+    layout = profile.kv_layout(
+        model, n_ctx, n_seq, n_ubatch, swa_full=swa_full, unified=kv_unified, pad=kv_pad
+    )
+    cells, cells_w = layout.full, layout.windowed
     st = state_bytes_per_seq(model, engine)
     by_kind = {
         FULL: per_tok[FULL] * cells,
@@ -129,6 +150,25 @@ def kv_cache(
         n_cells_windowed=cells_w if model.window else 0,
         kv_dtype=t,
         engine=engine,
+        n_streams=layout.n_streams,
+    )
+
+
+def kv_cache_for(model: ModelSpec, workload: Workload, n_seq: int | None = None) -> KVEstimate:
+    """``kv_cache`` for a workload: its n_ctx, KV dtype, engine, n_ubatch, flash attention, --swa-full,
+    unified cache and padding; ``n_seq`` overrides the workload's sequences (e.g. a report's concurrency)."""
+    wl = workload
+    return kv_cache(
+        model,
+        wl.n_ctx,
+        wl.kv_dtype,
+        wl.n_seq if n_seq is None else n_seq,
+        wl.engine,
+        n_ubatch=wl.n_ubatch,
+        flash_attn=wl.flash_attn,
+        swa_full=wl.swa_full,
+        kv_unified=wl.kv_unified,
+        kv_pad=wl.kv_pad,
     )
 
 

@@ -38,7 +38,7 @@ import numpy as np
 from estimator.engines import get_engine
 from estimator.physics import speed
 from estimator.physics.coefficients import CoefficientTable
-from estimator.physics.kv import kv_cache
+from estimator.physics.kv import kv_cache_for
 from estimator.physics.runtime import coerce, runtime_buffers, usable_device_bytes
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
 
@@ -168,9 +168,7 @@ def build_matrix(
     for i, m in enumerate(models):
         for l, ctx in enumerate(contexts):  # noqa: E741
             cw = replace(wl, n_ctx=ctx)
-            kv = kv_cache(
-                m, ctx, wl.kv_dtype, wl.n_seq, wl.engine, n_ubatch=wl.n_ubatch, flash_attn=wl.flash_attn
-            )
+            kv = kv_cache_for(m, cw)
             if n == 1:
                 kv_dev[i, l] = kv.total_bytes
             else:

@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.engines import get_engine
-from estimator.physics.kv import kv_cache, layer_token_bytes
+from estimator.physics.kv import kv_cache, kv_cache_for, layer_token_bytes
 from estimator.physics.runtime import coerce, runtime_buffers, usable_device_bytes
 from estimator.physics.weights import weight_breakdown
 from estimator.specs import CHUNKED, FULL, SLIDING, HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
@@ -111,9 +111,7 @@ def estimate_memory(
         raise SpecError(f"hardware {hardware.id!r} has no memory size in the catalog")
     c = coerce(coeffs, wl.engine)
     wb = weight_breakdown(model, quant)
-    kv = kv_cache(
-        model, wl.n_ctx, wl.kv_dtype, wl.n_seq, wl.engine, n_ubatch=wl.n_ubatch, flash_attn=wl.flash_attn
-    )
+    kv = kv_cache_for(model, wl)
     rt = runtime_buffers(model, quant if not isinstance(quant, str) else None, hardware, wl, c)
     discrete = hardware.kind in ("gpu", "npu")
     notes: list[str] = []

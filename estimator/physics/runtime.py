@@ -1,26 +1,35 @@
 """Engine runtime buffers and device context overhead (bytes), with a few free coefficients.
 
-The default coefficients below are an UNCALIBRATED PRIOR (engineering estimates, not fits); calibration
-replaces them from measured buffers through ``results/coefficients.json`` -> ``"memory"`` -> engine (a flat
-dict of floats, the fields of ``MemoryCoefficients``).
+The default coefficients below are an UNCALIBRATED PRIOR (llama.cpp's compute-buffer factors read off its own
+CPU buffers, the rest engineering estimates; not fits); calibration replaces them from measured buffers
+through ``results/coefficients.json`` -> ``"memory"`` -> engine (a flat dict of floats, the fields of
+``MemoryCoefficients``).
 
 Two runtime models; an engine profile names its own (``EngineProfile.runtime_model``).
 
-"ggml" — ggml's graph allocator (llama.cpp; per device holding layers; u = min(n_ubatch, n_ctx * n_seq)
-tokens per micro-batch):
+"ggml" — ggml's graph allocator (llama.cpp; per device holding layers).  The buffer holds the live tensors of
+the worst-case graph at its fullest moment, which is the output head or one layer (the allocator reuses
+memory between layers); the attention mask is a graph input that lives through every layer:
 
-    logits  = logits_factor * 4 * n_vocab * u              (F32 logits of a micro-batch)
-    layer   = 4 * u * (act_hidden_factor * hidden + act_ff_factor * ff_max)
-              + (no flash attention) kq_factor * 4 * n_kv_cells * u * n_heads    (F32 KQ scores of one layer;
-                                                            n_kv_cells: full-layer cells of the profile)
-    compute = compute_base_bytes + max(logits, layer)      (ggml's graph allocator reuses buffers, so the peak
-                                                            is the larger of the head and one layer)
-    output  = 4 * n_vocab * n_seq                          (llama_context output buffer; host RAM)
+    u      = min(n_ubatch, n_batch, T)        tokens per micro-batch (T: cells of the context, all sequences)
+    K      = KV cells one stream holds for each attention kind the model runs (full, sliding/chunked), from
+             the engine profile's ``kv_layout`` with the workload's --swa-full / --kv-unified / padding
+    mask   = mask_factor * (2 if flash attention else 4) * u * sum(K)      (F16 / F32 KQ masks, one per kind)
+    logits = 4 * u * (logits_factor * n_vocab + out_hidden_factor * hidden)  (F32 logits + final norm)
+    attn   = mask + 4 * u * attn_hidden_factor * hidden
+             + (no flash attention) kq_factor * 4 * u * n_heads * max(K)   (F32 KQ scores of one layer; the
+                                                                           softmax runs in place)
+    ffn    = mask + 4 * u * (act_hidden_factor * hidden + act_ff_factor * ff_max)   (mask only when the model
+             has more than one layer: it is freed after the last layer's attention)
+    compute = compute_base_bytes + max(logits, attn, ffn)
+    output  = 4 * n_vocab * n_seq                (llama_context output buffer; host RAM)
     host_compute = 2 * 4 * u * hidden on discrete devices  (CUDA_Host staging of inputs / embeddings)
 
-ff_max = max(dense ff, n_experts_used * expert_ff + n_shared * shared_ff).  Prior: logits 1, act_hidden 4,
-act_ff 2, kq 1, base 8 MiB, chosen to give ~258 MiB for Llama-3-8B at u = 512 with flash attention (a
-recalled llama.cpp CUDA log figure, not re-measured here; 250.5 MiB of it the logits).
+ff_max = max(dense ff, n_experts_used * expert_ff + n_shared * shared_ff).  Prior (estimator/data/
+memory_prior.json) from llama.cpp's own CPU buffers (llama-cpp-python 0.3.36, results/runs/memory-*.jsonl):
+logits 1, out_hidden 2, mask 1, kq 1, attn_hidden 5.5, act_hidden 4, act_ff 3, base 0; e.g. Llama-3.2-1B at
+u = 512: 258.5 MiB with flash attention at any context (250.5 MiB logits + 8 MiB final norm), 8,470 MiB
+without it at 131,072 cells (8,192 MiB scores + 256 MiB F32 mask + 22 MiB).
 
 "torch" — a PyTorch engine's activation peak (vLLM, SGLang; per device; T = the profile's
 ``max_batched_tokens``, vLLM's max_num_batched_tokens default 8192; tp = tensor-parallel size):
@@ -45,7 +54,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from estimator.engines import ENGINES, get_engine
-from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
+from estimator.specs import CHUNKED, FULL, SLIDING, HardwareSpec, ModelSpec, QuantSpec, Workload
 
 MIB = 2**20
 _PRIOR_PATH = Path(__file__).resolve().parent.parent / "data" / "memory_prior.json"
@@ -55,11 +64,14 @@ _PRIOR_PATH = Path(__file__).resolve().parent.parent / "data" / "memory_prior.js
 class MemoryCoefficients:
     """Free coefficients of the runtime-memory model (flat floats; bytes where the name says so)."""
 
-    compute_base_bytes: float = 8 * MIB
+    compute_base_bytes: float = 0.0
     logits_factor: float = 1.0
     act_hidden_factor: float = 4.0
-    act_ff_factor: float = 2.0
+    act_ff_factor: float = 3.0
     kq_factor: float = 1.0
+    mask_factor: float = 1.0
+    out_hidden_factor: float = 2.0
+    attn_hidden_factor: float = 5.5
     cuda_graph_bytes: float = 0.0
     context_overhead_gpu_bytes: float = 400 * MIB
     context_overhead_npu_bytes: float = 400 * MIB
@@ -193,13 +205,26 @@ def runtime_buffers(
         logits = c.logits_factor * 4 * min(t, 256) * m.vocab_size / tp
         compute = c.compute_base_bytes + act + logits + c.cuda_graph_bytes
         return RuntimeEstimate(int(compute), 0, overhead, 0, label)
-    u = max(1, min(workload.n_ubatch, workload.n_ctx * workload.n_seq))
-    logits = c.logits_factor * 4 * m.vocab_size * u
-    layer = 4 * u * (c.act_hidden_factor * m.hidden_size + c.act_ff_factor * _ff_max(m))
-    if not workload.flash_attn:
-        n_kv = profile.kv_cells(m, workload.n_ctx, workload.n_seq, workload.n_ubatch)[0]
-        layer += c.kq_factor * 4 * n_kv * u * m.n_heads
-    compute = c.compute_base_bytes + max(logits, layer)
-    output = 4 * m.vocab_size * workload.n_seq
+    wl = workload
+    lay = profile.kv_layout(
+        m, wl.n_ctx, wl.n_seq, wl.n_ubatch, swa_full=wl.swa_full, unified=wl.kv_unified, pad=wl.kv_pad
+    )
+    u = max(1, min(wl.n_ubatch, wl.n_batch, lay.full))
+    kinds = {profile.layer_kind(m, k) for k in m.layer_types}
+    cells = [lay.full_per_stream] if FULL in kinds else []
+    if SLIDING in kinds or CHUNKED in kinds:
+        cells.append(lay.windowed_per_stream)
+    mask = c.mask_factor * (2 if wl.flash_attn else 4) * u * sum(cells)
+    logits = 4 * u * (c.logits_factor * m.vocab_size + c.out_hidden_factor * m.hidden_size)
+    attn = mask + 4 * u * c.attn_hidden_factor * m.hidden_size
+    if not wl.flash_attn and cells:
+        attn += c.kq_factor * 4 * u * m.n_heads * max(cells)
+    # the mask is freed after the last layer's attention: only a model with more than one layer runs an FFN
+    # while it lives
+    ffn = (mask if m.n_layers > 1 else 0) + 4 * u * (
+        c.act_hidden_factor * m.hidden_size + c.act_ff_factor * _ff_max(m)
+    )
+    compute = c.compute_base_bytes + max(logits, attn, ffn)
+    output = 4 * m.vocab_size * wl.n_seq
     host_compute = 2 * 4 * u * m.hidden_size if discrete else 0
     return RuntimeEstimate(int(compute), int(output), overhead, int(host_compute), label)

@@ -5,10 +5,12 @@ name, class, layer, n_elements, row length = ne[0] = input features, group, 3-D)
 
 * attention (full / sliding / chunked): q = hidden x (heads*head_dim, x2 with an output gate), k and v =
   hidden x (kv_heads*head_dim) (v absent on K==V layers; Gemma 4 full layers use global_head_dim /
-  global_n_kv_heads), o = (heads*head_dim) x hidden; MLA: q_a hidden x q_lora, q_b q_lora x heads*(nope+rope)
-  (or q hidden x heads*(nope+rope)), kv_a_mqa hidden x (kv_lora + rope), kv_b split as current GGUFs store
-  it: k_b [nope, kv_lora, heads] and v_b [kv_lora, v, heads] (3-D), o heads*v x hidden; Gemma 2/3/4 add
-  post_attention_norm and post_ffw_norm (hidden, F32) per layer;
+  global_n_kv_heads), o = (heads*head_dim) x hidden; phi3 (Phi-3, Phi-4) stores q, k, v as one attn_qkv
+  = hidden x (q + 2 kv) and gate / up as one ffn_up of 2 x ff rows, as llama.cpp's converter writes them;
+  MLA: q_a hidden x q_lora, q_b q_lora x heads*(nope+rope) (or q hidden x heads*(nope+rope)), kv_a_mqa
+  hidden x (kv_lora + rope), kv_b split as current GGUFs store it: k_b [nope, kv_lora, heads] and v_b
+  [kv_lora, v, heads] (3-D), o heads*v x hidden; Gemma 2/3/4 add post_attention_norm and post_ffw_norm
+  (hidden, F32) per layer;
 * Gated DeltaNet (linear): in_proj hidden x (2*nk*dk + 2*nv*dv) and hidden x 2*nv, conv (2*nk*dk + nv*dv) x
   kernel, out nv*dv x hidden; Mamba2: in_proj hidden x (2*d_inner + 2*groups*state + heads), conv
   (d_inner + 2*groups*state) x kernel, out d_inner x hidden;
@@ -34,7 +36,17 @@ import re
 from functools import lru_cache
 from typing import NamedTuple
 
-from estimator.physics.quant import QUANTS, TYPE_SIZES, _llama_type, canonical_type, get_quant, type_for
+from estimator.physics.quant import (
+    ALWAYS_F32,
+    COUNTED_CATEGORIES,
+    TYPE_SIZES,
+    _llama_type,
+    canonical_type,
+    catalog_quant,
+    category,
+    get_quant,
+    type_for,
+)
 from estimator.specs import FULL, LINEAR, MAMBA, NONE, ModelSpec, QuantSpec
 
 
@@ -80,6 +92,8 @@ class WeightBreakdown(NamedTuple):
     matmul_bytes_by_type: dict[str, int] = {}
 
 
+# Architectures whose GGUF fuses q/k/v into attn_qkv and gate/up into ffn_up (llama.cpp phi3: Phi-3, Phi-4).
+_FUSED_ARCHS = ("phi3",)
 _QK_NORM_ARCHS = ("qwen3", "gemma3", "gemma4", "llama4", "hunyuan", "olmo2", "minimax_m2", "qwen3_5")
 # Gemma 2/3/4 also normalise after attention and after the FFN (post_attention_norm, post_ffw_norm, F32).
 _SANDWICH_NORM_ARCHS = ("gemma2", "gemma3", "gemma4")
@@ -142,11 +156,14 @@ def _attn(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
     if kind == FULL and m.global_head_dim:
         hd, kvh = m.global_head_dim, m.global_n_kv_heads or kvh
     qw = m.n_heads * hd * (2 if m.attn_output_gate else 1)
-    out += [
-        Tensor(b + "attn_q.weight", "attn_q", i, h * qw, h, "dense"),
-        Tensor(b + "attn_k.weight", "attn_k", i, h * kvh * hd, h, "dense"),
-    ]
-    if not (m.k_eq_v and kind == FULL):
+    if m.architecture in _FUSED_ARCHS:  # one attn_qkv matrix (an attn_v-like tensor for the quantizer)
+        out.append(Tensor(b + "attn_qkv.weight", "attn_qkv", i, h * (qw + 2 * kvh * hd), h, "dense"))
+    else:
+        out += [
+            Tensor(b + "attn_q.weight", "attn_q", i, h * qw, h, "dense"),
+            Tensor(b + "attn_k.weight", "attn_k", i, h * kvh * hd, h, "dense"),
+        ]
+    if not (m.k_eq_v and kind == FULL) and m.architecture not in _FUSED_ARCHS:
         out.append(Tensor(b + "attn_v.weight", "attn_v", i, h * kvh * hd, h, "dense"))
     out.append(
         Tensor(b + "attn_output.weight", "attn_output", i, m.n_heads * hd * h, m.n_heads * hd, "dense")
@@ -208,6 +225,11 @@ def _ffn(m: ModelSpec, i: int, moe_layer: bool) -> list[Tensor]:
     out: list[Tensor] = []
     if not moe_layer:
         ff = m.intermediate_size
+        if m.architecture in _FUSED_ARCHS:  # gate and up in one ffn_up matrix of 2 x ff rows
+            return [
+                Tensor(b + "ffn_up.weight", "ffn_up", i, h * 2 * ff, h, "dense"),
+                Tensor(b + "ffn_down.weight", "ffn_down", i, ff * h, ff, "dense"),
+            ]
         if m.ffn_gated:
             out.append(Tensor(b + "ffn_gate.weight", "ffn_gate", i, h * ff, h, "dense"))
         out += [
@@ -366,17 +388,20 @@ def _moe_frac(m: ModelSpec) -> float:
 
 @lru_cache(maxsize=4096)
 def _breakdown_catalog_quant(model: ModelSpec, qname: str) -> WeightBreakdown:
-    return _breakdown(model, QUANTS[qname])
+    return _breakdown(model, catalog_quant(qname))
 
 
-# Tensor classes whose storage type depends on the layer (llama.cpp's attn_v counter, ffn_down layer
-# rules); every other class gets one type per (quant, class, shape) whatever its layer.
-_LAYER_TYPED = frozenset({"attn_v", "ffn_down", "ffn_down_exps", "ffn_down_shexp"})
+def _counted(tclass: str) -> bool:
+    """True for a class whose llama.cpp type depends on its layer / counter (attn_v-like and the ffn_down,
+    ffn_gate, ffn_up categories, experts and shared experts included); every other class gets one type per
+    (quant, class, shape) whatever its layer."""
+    return tclass not in ALWAYS_F32 and category(tclass) in COUNTED_CATEGORIES
 
 
 class _Plan(NamedTuple):
     """A model's tensors grouped by (class, group, n_elements, row length, 3-D expert): the layers of each
-    group (with the attn_v file-order index), so a quant's bytes are computed once per group, not per tensor.
+    group with each tensor's counter (its position among the tensors of its llama.cpp category, in
+    llama.cpp's (layer, name) order), so a quant's bytes are computed once per group, not per tensor.
     Quant-independent sums (parameter counts) are precomputed."""
 
     groups: tuple[tuple[str, str, int, int, bool, tuple[tuple[int, int], ...]], ...]
@@ -388,28 +413,51 @@ class _Plan(NamedTuple):
     n_params_routed: int
 
 
+# HF model types that llama.cpp converts to its ``llama`` architecture (its 70B rule needs GQA there)
+_LLAMA_ARCHS = ("llama", "mistral", "mixtral")
+
+
+def is_llama_70b(m: ModelSpec) -> bool:
+    """llama.cpp's LLM_TYPE_70B, the only model type its quantizer asks about: 80 layers in its llama
+    architecture with grouped-query attention (an 80-layer MHA llama is "65B"), or 80 layers in qwen2."""
+    if m.n_layers != 80:
+        return False
+    if m.architecture in _LLAMA_ARCHS:
+        return m.n_heads != m.n_kv_heads
+    return m.architecture == "qwen2"
+
+
+def _llama_order(t: Tensor) -> tuple[int, str]:
+    """llama.cpp's tensor order (llama_model_loader's weight_name_comparer): block number (-1 for tensors
+    outside the blocks), then name."""
+    return (t.layer, t.name)
+
+
 @lru_cache(maxsize=1024)
 def _plan(model: ModelSpec) -> _Plan:
     m = model
     inv = tensor_inventory(m)
+    counters: dict[str, int] = {}
+    counter_of: dict[str, int] = {}
+    for t in sorted(inv, key=_llama_order):
+        if _counted(t.tclass):
+            cat = category(t.tclass)
+            counter_of[t.name] = counters.get(cat, 0)
+            counters[cat] = counter_of[t.name] + 1
     groups: dict[tuple, list[tuple[int, int]]] = {}
-    wv = 0
     n_total = n_routed = 0
     for t in inv:
-        idx = -1
-        if t.tclass == "attn_v":
-            idx, wv = wv, wv + 1
         key = (t.tclass, t.group, t.n_elements, t.row_len, t.is_3d or t.group == "routed")
-        groups.setdefault(key, []).append((t.layer, idx))
+        groups.setdefault(key, []).append((t.layer, counter_of.get(t.name, -1)))
         n_total += t.n_elements
         if t.group == "routed":
             n_routed += t.n_elements
     return _Plan(
         groups=tuple((*k, tuple(v)) for k, v in groups.items()),
-        n_wv=wv,
+        n_wv=counters.get("attn_v", 0),
         n_gqa=max(1, m.n_heads // max(1, m.n_kv_heads)),
         n_expert=m.moe.n_experts if m.moe else 0,
-        is_70b=m.architecture in ("llama", "qwen2") and m.n_layers == 80,
+        is_70b=is_llama_70b(m),
         n_params_total=n_total,
         n_params_routed=n_routed,
     )
@@ -419,6 +467,37 @@ def _nbytes(t: str, n_el: int) -> int:
     """row_bytes for a canonical type name (what the recipes return): ceil(n / block) x block bytes."""
     be, bb = TYPE_SIZES[t]
     return -(-n_el // be) * bb
+
+
+def _typer(model: ModelSpec, q: QuantSpec, p: _Plan):
+    """typ(tclass, layer, n, row_len, is_3d, counter) -> the storage type of one tensor under ``q``."""
+    if catalog_quant(q.name) is q:  # catalog recipe: straight to the memoised llama.cpp rule
+        tied = model.tie_embeddings
+
+        def typ(tclass: str, layer: int, n: int, row_len: int, x3d: bool, counter: int) -> str:
+            return _llama_type(
+                q.name, tclass, layer, n, p.n_gqa, p.n_expert, p.is_70b, tied, row_len, x3d, counter
+            )
+
+        return typ
+
+    def typ_custom(tclass: str, layer: int, n: int, row_len: int, x3d: bool, counter: int) -> str:
+        return type_for(q, tclass, layer, n, row_len=row_len, is_expert3d=x3d, counter=counter)
+
+    return typ_custom
+
+
+def types_by_class(model: ModelSpec, q: QuantSpec) -> dict[str, set[str]]:
+    """The storage types each tensor class takes under ``q`` (every layer's; the same per-tensor rule as
+    ``weight_breakdown``), e.g. {"ffn_down": {"q4_K", "q6_K"}, "output": {"q6_K"}, ...}."""
+    p = _plan(model)
+    typ = _typer(model, q, p)
+    out: dict[str, set[str]] = {}
+    for tclass, _group, _n_el, row_len, x3d, layers in p.groups:
+        n_cat = p.n_wv if category(tclass) == "attn_v" else model.n_layers
+        for layer, counter in layers if _counted(tclass) else layers[:1]:
+            out.setdefault(tclass, set()).add(typ(tclass, max(layer, 0), n_cat, row_len, x3d, counter))
+    return out
 
 
 def _breakdown(model: ModelSpec, q: QuantSpec) -> WeightBreakdown:
@@ -433,27 +512,14 @@ def _breakdown(model: ModelSpec, q: QuantSpec) -> WeightBreakdown:
     total = routed = shared = embd = outb = 0
     matmul: dict[str, float] = {}
     moe_frac = _moe_frac(m)
-    if QUANTS.get(q.name) is q:  # catalog recipe: straight to the memoised llama.cpp rule
-
-        def typ(tclass: str, layer: int, n: int, row_len: int, x3d: bool, wv: int) -> str:
-            return _llama_type(
-                q.name, tclass, layer, n, p.n_gqa, p.n_expert, p.is_70b, tied, row_len, x3d, wv
-            )
-
-    else:
-
-        def typ(tclass: str, layer: int, n: int, row_len: int, x3d: bool, wv: int) -> str:
-            return type_for(q, tclass, layer, n, row_len=row_len, is_expert3d=x3d, wv_index=wv)
-
+    typ = _typer(m, q, p)
     for tclass, group, n_el, row_len, x3d, layers in p.groups:
         is_routed = group == "routed"
-        if tclass in _LAYER_TYPED:
+        if _counted(tclass):
+            n_cat = p.n_wv if category(tclass) == "attn_v" else n_layers
             g_bytes = 0
-            for layer, wv in layers:
-                if tclass == "attn_v":
-                    t = typ(tclass, layer, p.n_wv, row_len, x3d, wv)
-                else:
-                    t = typ(tclass, max(layer, 0), n_layers, row_len, x3d, max(layer, 0))
+            for layer, counter in layers:
+                t = typ(tclass, max(layer, 0), n_cat, row_len, x3d, counter)
                 nb = _nbytes(t, n_el)
                 g_bytes += nb
                 by_type[t] = by_type.get(t, 0) + nb
@@ -513,7 +579,7 @@ def weight_breakdown(model: ModelSpec, quant: QuantSpec | str | None = None) -> 
     if quant is None:
         raise ValueError("quant is required for a model without GGUF tensors")
     q = get_quant(quant) if isinstance(quant, str) else quant
-    if QUANTS.get(q.name) is q:
+    if catalog_quant(q.name) is q:
         return _breakdown_catalog_quant(model, q.name)
     return _breakdown(model, q)
 

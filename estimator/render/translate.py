@@ -65,6 +65,10 @@ def translate_quant(name: str, description: str, lang: str) -> str:
 
 # --- whole strings -----------------------------------------------------------------------------------------
 EXACT: dict[str, str] = {
+    # memory options of the summary (estimator.report.sections.summary.option_words)
+    "flash attention off": "atención flash desactivada",
+    "full-size sliding-window cache (--swa-full)": "caché de ventana deslizante completa (--swa-full)",
+    "one KV stream per sequence (no --kv-unified)": "un flujo KV por secuencia (sin --kv-unified)",
     # section titles
     "Model": "Modelo",
     "Cost": "Costo",
@@ -261,6 +265,12 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
         ),
         "Pesos {q}, {ctx} tokens de contexto, KV {kv}, motor {e}, división {s}, concurrencia {c}.",
     ),
+    (
+        re.compile(r"Options: (?P<o>.+)\."),
+        lambda m: f"Opciones: {', '.join(tr(x) for x in m['o'].split(', '))}.",
+    ),
+    (re.compile(r"micro-batch (?P<n>[\d,]+) tokens"), "micro-lote de {n} tokens"),
+    (re.compile(r"KV cells padded to (?P<n>\d+)"), "celdas KV rellenadas a múltiplos de {n}"),
     (
         re.compile(
             r"Verdict: \*\*(?P<v>[^*]+)\*\* — needs (?P<need>.+) of (?P<use>.+) usable \((?P<pct>[\d.,]+%) "
@@ -669,7 +679,8 @@ _UNIT = (
 )
 _NUMBERS = re.compile(
     rf"(?<=\$)(?:{_NUM})"  # money
-    rf"|(?<![\w.,-])(?:{_NUM}){_UNIT}"  # a number with its unit
+    rf"|(?<![\w.,-])(?<![\w.,]-)(?:{_NUM}){_UNIT}"  # a number with its unit
+    rf"|(?<=\s-)(?:{_NUM}){_UNIT}"  # a negative one (headroom -2.50 GiB)
     rf"|(?<=\()(?:{_NUM})(?=–)|(?<=–)(?:{_NUM})(?=\))"  # an interval "(a–b)"
     rf"|(?<![\w.,-])(?:{_NUM})(?= \((?:{_NUM})–)"  # the estimate before its interval
 )

@@ -34,6 +34,8 @@ _NUMBERS = {
     "ft_rank": ("ft_rank", "--ft-rank"),
     "ft_seq_len": ("ft_seq_len", "--ft-seq-len"),
     "ft_micro_batch": ("ft_micro_batch", "--ft-micro-batch"),
+    "ubatch": ("n_ubatch", "--ubatch"),
+    "kv_pad": ("kv_pad", "--kv-pad"),
 }
 
 
@@ -142,6 +144,11 @@ class ReportRequest:
     allow_overlong: bool = False
     coefficients: str | None = None
     backend: str = ""  # the engine's backend; "" = the profile's default for the device
+    flash_attn: str = "auto"  # on | off | auto: the engine profile's flash_attn_for decides what auto means
+    ubatch: int = Workload.n_ubatch  # tokens per micro-batch (llama.cpp -ub)
+    swa_full: bool = False  # llama.cpp --swa-full: sliding-window layers keep a full-size cache
+    kv_unified: bool = Workload.kv_unified  # llama.cpp --kv-unified: the sequences share one KV buffer
+    kv_pad: int = 0  # KV cell padding of an older llama.cpp build (0 = the current build's own rule)
 
     def context(self, model: ModelSpec) -> tuple[int, tuple[str, ...]]:
         """(context tokens, notes): the requested context, or by default DEFAULT_CTX clamped to the model's
@@ -183,6 +190,12 @@ class ReportRequest:
             offload_bytes=int(round(self.offload_gib * GIB)),
             moe_offload_layers=self.n_cpu_moe,
             backend=check_backend(self.engine, self.backend),
+            flash_attn=get_engine(self.engine).flash_attn_for(self.flash_attn),
+            n_ubatch=self.ubatch,
+            n_batch=max(Workload.n_batch, self.ubatch),
+            swa_full=self.swa_full,
+            kv_unified=self.kv_unified,
+            kv_pad=self.kv_pad,
         )
         get_engine(self.engine).check(wl)  # refuse what the engine cannot run rather than size it
         return wl

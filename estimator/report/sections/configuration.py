@@ -45,6 +45,10 @@ class ConfigFacts:
     moe_offload_layers: int
     gpu_memory_utilization: float
     flash_attn: bool
+    n_ubatch: int
+    swa_full: bool
+    kv_unified: bool
+    kv_pad: int
 
 
 def hardware(b: Build) -> HardwareFacts:
@@ -83,6 +87,10 @@ def workload(b: Build) -> ConfigFacts:
         moe_offload_layers=w.moe_offload_layers,
         gpu_memory_utilization=w.gpu_memory_utilization,
         flash_attn=w.flash_attn,
+        n_ubatch=w.n_ubatch,
+        swa_full=w.swa_full,
+        kv_unified=w.kv_unified,
+        kv_pad=w.kv_pad,
     )
 
 

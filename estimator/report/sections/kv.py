@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from estimator.engines import engines_with_kv
-from estimator.physics.kv import kv_cache
+from estimator.physics.kv import kv_cache_for
 from estimator.render import i18n
 from estimator.render.blocks import Block, Table, both, fit_cell, gb, gib
 from estimator.render.htmlkit import Ctx, card, e, section, table, verdict
@@ -47,9 +47,7 @@ class KVSection:
 def build(b: Build) -> KVSection:
     wl, m = b.workload, b.memory
     n_seq = memory_sequences(wl)
-    kv = kv_cache(
-        b.model, wl.n_ctx, wl.kv_dtype, n_seq, wl.engine, n_ubatch=wl.n_ubatch, flash_attn=wl.flash_attn
-    )
+    kv = kv_cache_for(b.model, wl, n_seq=n_seq)
     options = []
     for dt in KV_OPTIONS:
         try:

@@ -14,6 +14,7 @@ from estimator.render.blocks import Block, both, gib, pct, tok, usd
 from estimator.render.htmlkit import Ctx, card, e, verdict
 from estimator.render.i18n import fmt_int, t
 from estimator.report.units import Build, Unit
+from estimator.specs import Workload
 
 
 def _seconds(x: float | None) -> str:
@@ -66,6 +67,23 @@ def cost_line(d: dict) -> str:
     return f"Cost: {usd(c['usd_per_hour'])}/h ({src}){tail}."
 
 
+def option_words(w: dict) -> list[str]:
+    """The sized workload's memory options that differ from the engine's defaults, in llama.cpp's words
+    (flash attention off, a micro-batch other than 512, --swa-full, one KV stream per sequence, a padding)."""
+    words = []
+    if not w.get("flash_attn", True):
+        words.append("flash attention off")
+    if w.get("n_ubatch", Workload.n_ubatch) != Workload.n_ubatch:
+        words.append(f"micro-batch {w['n_ubatch']:,} tokens")
+    if w.get("swa_full"):
+        words.append("full-size sliding-window cache (--swa-full)")
+    if not w.get("kv_unified", True) and w.get("concurrency", 1) > 1:
+        words.append("one KV stream per sequence (no --kv-unified)")
+    if w.get("kv_pad"):
+        words.append(f"KV cells padded to {w['kv_pad']}")
+    return words
+
+
 def text(d: dict) -> Block:
     """The summary panel: configuration, verdict, memory, speeds, cost, then notes and warnings."""
     m, w, mem, hw = d["model"], d["workload"], d["memory"], d["hardware"]
@@ -74,6 +92,9 @@ def text(d: dict) -> Block:
         f"{d['quant']} weights, {w['n_ctx']:,} tokens of context, KV {w['kv_dtype']}, engine {w['engine']}, "
         f"split {w['split']}, concurrency {w['concurrency']}."
     )
+    options = option_words(w)
+    if options:
+        s.lines.append(f"Options: {', '.join(options)}.")
     s.lines.append(
         f"Verdict: **{mem['verdict']}** — needs {both(mem['total_bytes'])} of {both(mem['usable_bytes'])} "
         f"usable ({pct(mem['utilization'])} utilisation, headroom {gib(mem['headroom_bytes'])} GiB)."
@@ -151,6 +172,7 @@ def html(ctx: Ctx) -> str:
     lede = (
         f"{e(ctx.get('quant'))} · {ctx.t('context')}: {ctx.num('workload.n_ctx', 'int')} · "
         f"KV {e(ctx.get('workload.kv_dtype'))} · {e(ctx.get('workload.engine'))}"
+        + "".join(f' · <span class="option">{e(x)}</span>' for x in option_words(ctx.get("workload") or {}))
     )
     notes = "".join(f"<li>{e(x)}</li>" for x in ctx.get("notes") or ())
     return (
