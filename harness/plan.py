@@ -25,9 +25,15 @@ Format (see docs/harness.md for a full example)::
     n_ubatch = 512
     n_gpu_layers = -1
     engine_options = { }          # passed to the runner untouched
+    device_kinds = ["H100"]       # where it runs (Ray executor): nodes with resource accelerator_type:H100;
+                                  # absent = any node.  A list is an axis: one point per kind
+    gpus = 1                      # GPUs the point needs (Ray num_gpus); 0 = none (CPU points)
 
-A point is one engine x model x quant x context x kv dtype x flash-attn x threads combination; it carries the
-lists of prompt lengths, gen lengths, depths and concurrencies, measured by one child process.
+A point is one engine x model x quant x context x kv dtype x flash-attn x threads (x device kind)
+combination; it carries the lists of prompt lengths, gen lengths, depths and concurrencies, measured by one
+child process.  ``device_kinds`` and ``gpus`` say where a point may run and what it holds while it runs: the
+Ray executor turns them into task resources (harness.executors.ray_cluster); the local executor measures every
+point on this machine whatever they say.
 Unknown engines, models, quants or keys raise PlanError naming the entry (and the nearest ids) before any run.
 """
 
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -50,7 +57,7 @@ _LIST_INT = ("contexts", "prompt_lengths", "gen_lengths", "depths", "concurrenci
 _AXIS_KEYS = {
     "engines", "models", "quants", "layers", "contexts", "prompt_lengths", "gen_lengths", "depths",
     "concurrencies", "repetitions", "kv_dtypes", "flash_attn", "threads", "n_batch", "n_ubatch",
-    "n_gpu_layers", "engine_options", "timeout_s", "seed",
+    "n_gpu_layers", "engine_options", "timeout_s", "seed", "device_kinds", "gpus",
 }  # fmt: skip
 _TOP_KEYS = _AXIS_KEYS | {"name", "description", "build_timeout_s", "sweep"}
 _DEFAULTS: dict = {
@@ -70,7 +77,11 @@ _DEFAULTS: dict = {
     "engine_options": {},
     "timeout_s": 600,
     "seed": 0,
+    "device_kinds": [""],
+    "gpus": 0,
 }
+# a device kind names a Ray resource (accelerator_type:<kind>): letters, digits, '.', '_', '-'
+_DEVICE_KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class PlanError(ValueError):
@@ -116,27 +127,36 @@ class PlannedPoint:
     n_layers: int  # layers built and measured (== model.n_layers when not depth-reduced)
     spec: PointSpec
     timeout_s: float
+    device_kind: str = ""  # node kind the point must run on ("" = any); see harness.executors.ray_cluster
+    gpus: float = 0  # GPUs the point holds while it runs (Ray num_gpus)
 
     @property
     def label(self) -> str:
         s = self.spec
         depth = "" if self.n_layers == self.model.n_layers else f" L{self.n_layers}/{self.model.n_layers}"
+        where = f" @{self.device_kind}" if self.device_kind else ""
         return (
             f"{self.engine} {self.model.id}{depth} {self.quant} "
-            f"ctx{s.n_ctx} kv={s.kv_dtype} fa={int(s.flash_attn)}"
+            f"ctx{s.n_ctx} kv={s.kv_dtype} fa={int(s.flash_attn)}{where}"
         )
 
     def key_body(self, fingerprint: str) -> dict:
-        """What identifies the point (without host / engine version, which harness.store.point_key adds)."""
+        """What identifies the point (without host / engine version, which harness.store.point_key adds).
+        The device kind and GPU count enter only when set, so points of plans without them keep their keys."""
         from harness.provenance import spec_to_dict
 
-        return {
+        body = {
             "model_id": self.model.id,
             "fingerprint": fingerprint,
             "quant": self.quant,
             "n_layers": self.n_layers,
             "spec": spec_to_dict(replace(self.spec, model_path="")),
         }
+        if self.device_kind:
+            body["device_kind"] = self.device_kind
+        if self.gpus:
+            body["gpus"] = self.gpus
+        return body
 
 
 @dataclass(frozen=True)
@@ -261,6 +281,13 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
         raise PlanError(f"{w}.timeout_s: expected a positive number of seconds, got {timeout!r}")
     if not isinstance(g["engine_options"], dict):
         raise PlanError(f"{w}.engine_options: expected a table")
+    kinds = [str(k) for k in _as_list(g["device_kinds"], f"{w}.device_kinds")]
+    for i, k in enumerate(kinds):
+        if k and not _DEVICE_KIND.fullmatch(k):
+            raise PlanError(f"{w}.device_kinds[{i}] {k!r}: use letters, digits, '.', '_' and '-' (e.g. H100)")
+    gpus = g["gpus"]
+    if isinstance(gpus, bool) or not isinstance(gpus, int | float) or gpus < 0:
+        raise PlanError(f"{w}.gpus: expected a number of GPUs >= 0, got {gpus!r}")
     need = max(lists["depths"]) + max(max(lists["prompt_lengths"]), max(lists["gen_lengths"]))
     for i, ctx in enumerate(lists["contexts"]):
         if ctx < need:
@@ -269,7 +296,7 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
             )
 
     points = []
-    for engine, (ref, model, n_layers), q in product(engines, models, quants):
+    for engine, (ref, model, n_layers), q, kind in product(engines, models, quants, kinds):
         _check_buildable(engine, model, f"{w}.models {ref!r}")
         qspec = quant_specs[q]
         if qspec.engines and engine not in qspec.engines:
@@ -312,6 +339,8 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
                     n_layers=n_layers,
                     spec=spec,
                     timeout_s=float(timeout),
+                    device_kind=kind,
+                    gpus=gpus,
                 )
             )
     return points
