@@ -86,6 +86,7 @@ class LocalRayCluster:
         self.root = Path(tempfile.mkdtemp(prefix="fbray-", dir="/tmp"))  # short: Ray's socket paths
         self.env = dict(env or {})
         self.port = free_port()
+        self.client_port = free_port()  # Ray Client server of the head: ray://127.0.0.1:<client_port>
         self.nodes: dict[str, Node] = {}
 
     @property
@@ -143,7 +144,7 @@ class LocalRayCluster:
         args = [
             "--head", "--node-ip-address", "127.0.0.1", "--port", str(self.port),
             "--include-dashboard", "false", "--temp-dir", str(self.root / "ray"),
-            "--ray-client-server-port", str(free_port()),
+            "--ray-client-server-port", str(self.client_port),
         ]  # fmt: skip
         return self._start("head", args, resources, env or {})
 

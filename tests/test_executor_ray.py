@@ -349,3 +349,29 @@ def test_ship_code_runs_the_drivers_checkout_on_a_node(nodes, tmp_path):
         assert recs[0].fitbench_git_sha == head.stdout.strip()  # the copy has no .git: the driver's sha
     finally:
         nodes.kill_node("c")
+
+
+def test_ray_client_address_runs_the_plan(nodes, tmp_path):
+    """--address ray://HOST:PORT (Ray Client, the head's client server) runs the same sweep."""
+    results = tmp_path / "results"
+    argv = _driver_argv(nodes, CPU_QUICK, results)
+    argv[argv.index(nodes.address)] = f"ray://127.0.0.1:{nodes.client_port}"
+    r = subprocess.run(argv, cwd=REPO, env=nodes.driver_env(), capture_output=True, text=True,
+                       timeout=DRIVER_TIMEOUT_S)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-4000:]
+    recs = [rec for g in _assert_each_point_once(results, CPU_QUICK).values() for rec in g]
+    assert all(rec.status == "ok" and rec.extra["executor"] == "ray" for rec in recs)
+
+
+def test_sigterm_interrupts_the_driver_and_its_points(nodes, tmp_path):
+    results = tmp_path / "results"
+    _sleep(nodes, "head", 300.0)
+    _sleep(nodes, "b", 300.0)
+    driver = _start(nodes, CPU_QUICK, results)
+    _wait_for(lambda: _started(nodes, "head") and _started(nodes, "b"))
+    children = _started(nodes, "head") + _started(nodes, "b")
+    driver.terminate()
+    out, err = driver.communicate(timeout=60)
+    assert driver.returncode == 130 and "--resume" in err
+    _wait_for(lambda: not any(_alive(pid) for pid in children), 60)
+    assert not record_files(results) or not list(iter_all_records(results))  # interrupted points: unrecorded
