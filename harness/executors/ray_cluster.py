@@ -9,15 +9,16 @@ node resource ``accelerator_type:K``.  Ray sets that resource itself on NVIDIA, 
 A point that no alive node can ever host (kind, GPUs or CPUs missing, judged from each node's total resources
 in ``ray.nodes()``) is recorded ``skipped`` with the reason at once instead of waiting forever.
 
-What the task does (``measure_on_node``, on the worker node): detect the node's host (hwdetect, once per Ray
-worker process) and engine (``python -m runners check``, once per engine and process), compute the point key
-exactly as a local sweep on that node would (host, engine version, point), and run the point through
+What the task does (``measure_on_node``, on the worker node): put back the node's own environment where Ray
+changed it for its workers (OMP_NUM_THREADS=1 would slow vLLM CPU), detect the node's host (hwdetect, once per
+Ray worker process) and engine (``python -m runners check``, once per engine and process), compute the point
+key exactly as a local sweep on that node would (host, engine version, point), and run the point through
 ``Sweep._run_point``: model build and measurement each in their own child process, CUDA state dying with the
 child.  The records carry the node's provenance plus ``extra``: ``executor`` "ray", ``ray_node_id``,
 ``ray_node_kinds`` (the node's device kinds), ``attempt`` (1 or 2), ``retry_cause`` on a retry, and
-``plan_point_key``.  They travel back to the driver as
-plain dicts, are validated there (``record_from_dict``) and appended by the driver alone, one atomic append
-per point, to ``<plan>--<family>--<host>.jsonl`` of the node that measured them: no shared filesystem.
+``plan_point_key``.  They travel back to the driver as plain dicts, are validated there (``record_from_dict``)
+and appended by the driver alone, one atomic append per point, to ``<plan>--<family>--<host>.jsonl`` of the
+node that measured them: no shared filesystem.
 
 Faults:
 * a node (or the Ray worker process) dies mid-point: the task fails with a Ray system error (NodeDiedError,
@@ -46,6 +47,7 @@ Ray is imported inside the functions that need it, so this module (and its pure 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import tempfile
@@ -86,6 +88,9 @@ KIND_FRACTION = 0.001
 TASK_MARGIN_S = 900.0
 POLL_S = 0.5  # driver loop period (seconds)
 DRIVER_FILE_HOST = "driver"
+# what Ray puts into its worker processes' environment that a local sweep's children would not see:
+# OMP_NUM_THREADS = the task's CPUs (1) when the node has none (vLLM CPU / torch would run on one thread)
+RAY_WORKER_ENV = ("OMP_NUM_THREADS", "PYTHONBREAKPOINT", "SPT_NOENV")
 # code shipped with --ship-code: the checkout minus what the nodes don't need
 SHIP_EXCLUDES = [".git", "results", "test-artifacts", "**/__pycache__", ".pytest_cache", ".ruff_cache"]
 
@@ -160,25 +165,54 @@ def gcs_unreachable(address: str, timeout_s: float = 5.0) -> str:
 
 
 # --- on the worker node ---------------------------------------------------------------------------------
+def restore_node_environment() -> dict[str, str | None]:
+    """Give this Ray worker process, and so the point's children, the node's own values of RAY_WORKER_ENV:
+    those of the raylet that started it (read with psutil), unset where the raylet has none.  Returns what
+    changed (name -> the node's value, None = unset); {} when the parent is not a raylet (nothing changed)."""
+    import psutil
+
+    try:
+        parent = psutil.Process(os.getppid())
+        if "raylet" not in parent.name():
+            return {}
+        node_env = parent.environ()
+    except (psutil.Error, OSError):
+        return {}
+    changed = {}
+    for name in RAY_WORKER_ENV:
+        want = node_env.get(name)
+        if os.environ.get(name) != want:
+            changed[name] = want
+            if want is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = want
+    return changed
+
+
 _node_host: HostInfo | None = None  # per Ray worker process
 _node_engines: dict[str, EngineState] = {}
 
 
 def measure_on_node(
-    plan_stub, point: PlannedPoint, cache_dir: str | None, sha: str, source: str, extra: dict
+    plan_stub, point: PlannedPoint, cache_dir: str | None, shipped_sha: str, source: str, extra: dict
 ) -> list[dict]:
     """Run one point on this node exactly as a local sweep here would; its records as plain dicts.
 
-    ``plan_stub`` is the plan without its points (name, sha256, timeouts); ``sha`` the driver's git sha, used
-    only when this node's code has none (shipped with --ship-code); ``extra`` is added to every record."""
+    ``plan_stub`` is the plan without its points (name, sha256, timeouts); ``shipped_sha`` the driver's git
+    sha when the driver shipped its checkout (--ship-code: the copy has no .git), else ""; ``extra`` is added
+    to every record."""
     global _node_host
+    restore_node_environment()  # every task: Ray sets its values again before each one
     if _node_host is None:
         _node_host = detect_host()
     if point.engine not in _node_engines:
         _node_engines[point.engine] = check_engine(point.engine)
     host, state = _node_host, _node_engines[point.engine]
     key = point_key(host.host, point.engine, state.version, point.key_body(model_fingerprint(point.model)))
-    local_sha = git_sha()
+    sha = git_sha()
+    if sha == "unknown" and shipped_sha:
+        sha = shipped_sha
     sweep = Sweep(
         plan_stub,
         tempfile.gettempdir(),  # never written: the driver stores the records
@@ -187,7 +221,7 @@ def measure_on_node(
         engines={point.engine: state},
         show_progress=False,
     )
-    records = sweep._run_point(point, key, host, local_sha if local_sha != "unknown" else sha, source)
+    records = sweep._run_point(point, key, host, sha, source)
     return [record_to_dict(replace(r, extra={**r.extra, **extra})) for r in records]
 
 
@@ -203,7 +237,9 @@ def _point_task(board, token: str, plan_stub, point: PlannedPoint, options: dict
     extra = {**options["extra"], "ray_node_id": node_id, "ray_node_kinds": kinds}
     if point.gpus:
         extra["ray_gpu_ids"] = [str(g) for g in ray.get_gpu_ids()]
-    return measure_on_node(plan_stub, point, options["cache_dir"], options["sha"], options["source"], extra)
+    return measure_on_node(
+        plan_stub, point, options["cache_dir"], options["shipped_sha"], options["source"], extra
+    )
 
 
 class _Board:
@@ -371,8 +407,8 @@ class RaySweep(Sweep):
             extra = {"executor": "ray", "plan_point_key": job.key, "attempt": job.attempt}
             if job.retry_cause:
                 extra["retry_cause"] = job.retry_cause
-            options = {"cache_dir": str(self.cache_dir) if self.cache_dir else None, "sha": self._sha,
-                       "source": self._source, "extra": extra}  # fmt: skip
+            options = {"cache_dir": str(self.cache_dir) if self.cache_dir else None, "source": self._source,
+                       "shipped_sha": self._sha if self.ship_code else "", "extra": extra}  # fmt: skip
             demand = dict(job.demand)
             num_cpus, num_gpus = demand.pop("CPU", 0.0), demand.pop("GPU", 0.0)
             job.ref = task.options(num_cpus=num_cpus, num_gpus=num_gpus, resources=demand).remote(
