@@ -37,6 +37,7 @@ pytestmark = [
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from ray_local import LocalRayCluster  # noqa: E402
+from test_sweep import _wait_for  # noqa: E402
 
 CPU_QUICK = REPO / "plans" / "cpu-quick.toml"
 KIND_A, KIND_B = {"accelerator_type:kind-a": 1}, {"accelerator_type:kind-b": 1}
@@ -97,14 +98,6 @@ def _run(cluster, plan: Path, results: Path, *args: str) -> subprocess.Completed
 def _start(cluster, plan: Path, results: Path, *args: str) -> subprocess.Popen:
     return subprocess.Popen(_driver_argv(cluster, plan, results, *args), cwd=REPO, env=cluster.driver_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-
-
-def _wait_for(pred, timeout_s: float = 90) -> None:
-    t0 = time.monotonic()
-    while not pred():
-        if time.monotonic() - t0 > timeout_s:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.1)
 
 
 def _alive(pid: int) -> bool:
@@ -248,7 +241,7 @@ def test_worker_node_killed_mid_point_is_retried_once_on_another_node(nodes, tmp
     _sleep(nodes, "head", 1.0)
     _sleep(nodes, "b", 300.0)  # whatever lands on b is in flight when b dies
     driver = _start(nodes, CPU_QUICK, results)
-    _wait_for(lambda: _started(nodes, "b"))
+    _wait_for(lambda: _started(nodes, "b"), 90)
     child = _started(nodes, "b")[0]
     nodes.kill_node("b")
     out, err = driver.communicate(timeout=DRIVER_TIMEOUT_S)
@@ -271,7 +264,7 @@ def test_lost_point_is_retried_on_its_node_when_it_returns(nodes, tmp_path):
                        'device_kinds = ["kind-b"]\n')  # fmt: skip
     _sleep(nodes, "b", 300.0)
     driver = _start(nodes, plan, results, "--node-wait-s", "120")
-    _wait_for(lambda: _started(nodes, "b"))
+    _wait_for(lambda: _started(nodes, "b"), 90)
     first_child = _started(nodes, "b")[0]
     nodes.kill_node("b")
     _sleep(nodes, "b", 0.0)
@@ -292,7 +285,7 @@ def test_lost_point_fails_and_queued_point_is_skipped_when_their_kind_never_retu
                        'device_kinds = ["kind-b"]\n')  # fmt: skip
     _sleep(nodes, "b", 300.0)  # node b (1 CPU) runs the first point; the second waits in Ray's queue
     driver = _start(nodes, plan, results, "--node-wait-s", "3")
-    _wait_for(lambda: _started(nodes, "b"))
+    _wait_for(lambda: _started(nodes, "b"), 90)
     nodes.kill_node("b")
     out, err = driver.communicate(timeout=DRIVER_TIMEOUT_S)
     assert driver.returncode == 0, err[-4000:]
