@@ -157,8 +157,10 @@ def test_cpu_quick_on_two_nodes_carries_each_nodes_provenance(nodes, tmp_path):
     assert {tuple(rec.extra["ray_node_kinds"]) for rec in recs} == {("kind-a",), ("kind-b",)}
     assert len({rec.extra["ray_node_id"] for rec in recs}) == 2
     assert _started(nodes, "head") and _started(nodes, "b")
-    # the children see the node's environment, not the Ray worker's (Ray sets OMP_NUM_THREADS=1 there)
-    assert all(json.loads(m.read_text())["omp_num_threads"] is None for m in nodes.starts.glob("*-*"))
+    # the children see the node's environment and priority, not the Ray worker's (OMP_NUM_THREADS=1, nice 15)
+    markers = [json.loads(m.read_text()) for m in nodes.starts.glob("*-*")]
+    assert markers and all(m["omp_num_threads"] is None and m["nice"] == os.nice(0) for m in markers)
+    assert all(rec.extra["process_nice"] == os.nice(0) for rec in recs)
     assert all(rec.extra["executor"] == "ray" and rec.extra["attempt"] == 1 for rec in recs)
     # host detection ran on the node; the point key is the one a local sweep on that host computes
     plan = load_plan(CPU_QUICK)

@@ -9,13 +9,14 @@ node resource ``accelerator_type:K``.  Ray sets that resource itself on NVIDIA, 
 A point that no alive node can ever host (kind, GPUs or CPUs missing, judged from each node's total resources
 in ``ray.nodes()``) is recorded ``skipped`` with the reason at once instead of waiting forever.
 
-What the task does (``measure_on_node``, on the worker node): put back the node's own environment where Ray
-changed it for its workers (OMP_NUM_THREADS=1 would slow vLLM CPU), detect the node's host (hwdetect, once per
-Ray worker process) and engine (``python -m runners check``, once per engine and process), compute the point
-key exactly as a local sweep on that node would (host, engine version, point), and run the point through
-``Sweep._run_point``: model build and measurement each in their own child process, CUDA state dying with the
-child.  The records carry the node's provenance plus ``extra``: ``executor`` "ray", ``ray_node_id``,
-``ray_node_kinds`` (the node's device kinds), ``attempt`` (1 or 2), ``retry_cause`` on a retry, and
+What the task does (``measure_on_node``, on the worker node): put back the node's own environment and priority
+where Ray changed them for its workers (OMP_NUM_THREADS=1 would slow vLLM CPU; nice 15 lets any other load
+slow a measurement), detect the node's host (hwdetect, once per Ray worker process) and engine (``python -m
+runners check``, once per engine and process), compute the point key exactly as a local sweep on that node
+would (host, engine version, point), and run the point through ``Sweep._run_point``: model build and
+measurement each in their own child process, CUDA state dying with the child.  The records carry the node's
+provenance plus ``extra``: ``executor`` "ray", ``ray_node_id``, ``ray_node_kinds`` (the node's device kinds),
+``process_nice`` (the children's niceness), ``attempt`` (1 or 2), ``retry_cause`` on a retry, and
 ``plan_point_key``.  They travel back to the driver as plain dicts, are validated there (``record_from_dict``)
 and appended by the driver alone, one atomic append per point, to ``<plan>--<family>--<host>.jsonl`` of the
 node that measured them: no shared filesystem.
@@ -165,20 +166,23 @@ def gcs_unreachable(address: str, timeout_s: float = 5.0) -> str:
 
 
 # --- on the worker node ---------------------------------------------------------------------------------
-def restore_node_environment() -> dict[str, str | None]:
-    """Give this Ray worker process, and so the point's children, the node's own values of RAY_WORKER_ENV:
-    those of the raylet that started it (read with psutil), unset where the raylet has none.  Returns what
-    changed (name -> the node's value, None = unset); {} when the parent is not a raylet (nothing changed)."""
+def restore_node_conditions() -> dict[str, object]:
+    """Give this Ray worker process, and so the point's children, what a local sweep's child has on this node:
+    the raylet's values of RAY_WORKER_ENV (unset where the raylet has none) and the raylet's scheduling
+    priority (Ray starts its workers at nice 15, ``RAY_worker_niceness``; a measurement at nice 15 on a busy
+    box is slowed by everything else).  Raising the priority back needs CAP_SYS_NICE (root); without it the
+    niceness stays, and the records say so (``extra.process_nice``).  Returns what changed (name -> the node's
+    value, None = unset; "nice" -> the niceness set); {} when the parent is not a raylet."""
     import psutil
 
     try:
         parent = psutil.Process(os.getppid())
         if "raylet" not in parent.name():
             return {}
-        node_env = parent.environ()
+        node_env, node_nice = parent.environ(), parent.nice()
     except (psutil.Error, OSError):
         return {}
-    changed = {}
+    changed: dict[str, object] = {}
     for name in RAY_WORKER_ENV:
         want = node_env.get(name)
         if os.environ.get(name) != want:
@@ -187,6 +191,12 @@ def restore_node_environment() -> dict[str, str | None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = want
+    if os.nice(0) != node_nice:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, node_nice)
+            changed["nice"] = node_nice
+        except OSError:  # not allowed to raise the priority: measured at Ray's niceness, recorded
+            pass
     return changed
 
 
@@ -203,7 +213,7 @@ def measure_on_node(
     sha when the driver shipped its checkout (--ship-code: the copy has no .git), else ""; ``extra`` is added
     to every record."""
     global _node_host
-    restore_node_environment()  # every task: Ray sets its values again before each one
+    restore_node_conditions()  # every task: Ray sets its values again before each one
     if _node_host is None:
         _node_host = detect_host()
     if point.engine not in _node_engines:
@@ -222,6 +232,7 @@ def measure_on_node(
         show_progress=False,
     )
     records = sweep._run_point(point, key, host, sha, source)
+    extra = {**extra, "process_nice": os.nice(0)}  # the children's niceness (0 unless Ray's stayed)
     return [record_to_dict(replace(r, extra={**r.extra, **extra})) for r in records]
 
 
