@@ -98,6 +98,9 @@ class LocalRayCluster:
         env.update(
             RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
             RAY_USAGE_STATS_ENABLED="0",
+            # the head's Ray Client server gives a client's own server process 30 s to come up; a loaded
+            # 2-core test box can take longer
+            RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S="180",
             PYTHONPATH=os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
         )
         return env

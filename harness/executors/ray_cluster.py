@@ -327,8 +327,8 @@ class RaySweep(Sweep):
                 namespace="fitbench",
             )
         except Exception as exc:  # ConnectionError, version mismatch (RuntimeError), bad address (ValueError)
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise ClusterError(f"cannot connect to a Ray cluster at {self.address!r}: {first}") from None
+            why = " ".join(str(exc).split())[:600] or type(exc).__name__  # one line, whatever Ray wrote
+            raise ClusterError(f"cannot connect to a Ray cluster at {self.address!r}: {why}") from None
         return ray
 
     @staticmethod
@@ -352,13 +352,12 @@ class RaySweep(Sweep):
             extra["retry_cause"] = job.retry_cause
         return [replace(r, status=status, extra={**r.extra, **extra}) for r in records]
 
-    def _store(self, records: list[RunRecord], summary: SweepSummary, files: set[str]) -> None:
+    def _store(self, records: list[RunRecord], summary: SweepSummary) -> None:
         first = records[0]
         written_by_driver = first.extra.get("written_by") == "driver"
         family, host = ("ray", DRIVER_FILE_HOST) if written_by_driver else (first.hardware_family, first.host)
         path = measured_path(self.results, self.plan.name, family, host)
         append_records(path, records)
-        files.add(str(path))
         summary.points_run += 1
         summary.record_status.update(r.status for r in records)
 
@@ -410,7 +409,6 @@ class RaySweep(Sweep):
         snapshot_ref = board.snapshot.remote()
         task = ray.remote(max_retries=0, retry_exceptions=False)(_point_task)
         stub_ref = ray.put(replace(self.plan, points=()))
-        files: set[str] = set()
         tokens = iter(range(1 << 62))
 
         def submit(job: _Job) -> _Job:
@@ -428,7 +426,7 @@ class RaySweep(Sweep):
             return job
 
         def finish(job: _Job, records: list[RunRecord]) -> None:
-            self._store(records, summary, files)
+            self._store(records, summary)
             done.add(job.key)
             summary.point_times_s.append(time.monotonic() - job.t0)
 
@@ -520,13 +518,15 @@ class RaySweep(Sweep):
         return board.snapshot.remote()
 
     def _watchdog(self, ray, active: list[_Job], nodes: dict[str, dict], now: float) -> None:
-        """Cancel what can no longer finish: points no alive node can host for ``node_wait_s`` (queued:
-        skipped; a lost point's retry: failed) and tasks past their deadline (failed)."""
+        """Cancel what can no longer finish: points not started that no alive node can host for
+        ``node_wait_s`` (queued: skipped; a lost point's retry: failed) and tasks past their deadline
+        (failed).  A started point whose node dies is left alone: Ray fails its task and the driver retries.
+        """
         resources = [n["Resources"] for n in nodes.values()]
         for job in active:
             if job.cancel:
                 continue
-            if fits(job.demand, resources):
+            if job.node_id or fits(job.demand, resources):  # started: a lost node is Ray's to report
                 job.unplaceable_since = None
             else:
                 job.unplaceable_since = job.unplaceable_since or now
