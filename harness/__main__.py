@@ -1,6 +1,7 @@
 """``python -m harness``: measure a plan, import foreign results, list what results/ holds.
 
     python -m harness measure --plan plans/cpu-quick.toml [--results results] [--resume | --repeat]
+                              [--executor local|ray [--address auto|HOST:PORT|ray://HOST:PORT]]
     python -m harness check-plan --plan plans/cpu-full.toml
     python -m harness import FILE [--format auto|llama-bench|vllm-bench|published|serving-silicon]
                                   [--hardware ID|local]
@@ -42,20 +43,32 @@ def _fail(message: str) -> int:
 def cmd_measure(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from harness.executors import make_sweep
     from harness.plan import PlanError, load_plan
-    from harness.sweep import Sweep, SweepInterrupted, SweepRefused
+    from harness.sweep import SweepInterrupted, SweepRefused
 
     console = Console(stderr=True)
     if args.retry_failed and not args.resume:
         return _fail("--retry-failed needs --resume")
+    if args.executor != "ray" and (args.address or args.ship_code or args.node_wait_s is not None):
+        return _fail("--address, --node-wait-s and --ship-code need --executor ray")
+    if args.node_wait_s is not None and args.node_wait_s < 0:
+        return _fail("--node-wait-s must be >= 0")
     try:
         plan = load_plan(args.plan)
     except PlanError as exc:
         return _fail(str(exc))
     console.print(f"plan [bold]{plan.name}[/]: {len(plan.points)} points, engines {', '.join(plan.engines)}")
-    sweep = Sweep(
+    cluster = {}  # the Ray executor's options
+    if args.executor == "ray":
+        cluster = {"address": args.address or "auto", "ship_code": args.ship_code}
+        if args.node_wait_s is not None:
+            cluster["node_wait_s"] = args.node_wait_s
+    sweep = make_sweep(
+        args.executor,
         plan,
         args.results,
+        **cluster,
         resume=args.resume,
         repeat=args.repeat,
         retry_failed=args.retry_failed,
@@ -219,7 +232,7 @@ def cmd_consistency(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m harness", description="fitbench harness: sweeps, imports, listings")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    m = sub.add_parser("measure", help="run a sweep plan on this machine")
+    m = sub.add_parser("measure", help="run a sweep plan on this machine or on a Ray cluster")
     m.add_argument("--plan", required=True)
     m.add_argument("--results", default="results")
     g = m.add_mutually_exclusive_group()
@@ -233,6 +246,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--cache", default=None, help="synthetic model cache (default ~/.cache/fitbench/models)")
     m.add_argument("--no-progress", action="store_true")
+    m.add_argument(
+        "--executor",
+        default="local",
+        choices=["local", "ray"],
+        help="where points run: this machine (default) or a Ray cluster (pip install -e '.[cluster]')",
+    )
+    m.add_argument(
+        "--address", default=None, help="Ray cluster: auto (default), HOST:PORT or ray://HOST:PORT"
+    )
+    m.add_argument(
+        "--node-wait-s",
+        type=float,
+        default=None,
+        help="Ray: how long a point waits for a node able to run it after nodes left (default 120)",
+    )
+    m.add_argument(
+        "--ship-code", action="store_true", help="Ray: send this checkout to the nodes (Ray working_dir)"
+    )
     m.set_defaults(func=cmd_measure)
 
     c = sub.add_parser("check-plan", help="validate a plan without running it")

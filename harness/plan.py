@@ -25,9 +25,15 @@ Format (see docs/harness.md for a full example)::
     n_ubatch = 512
     n_gpu_layers = -1
     engine_options = { }          # passed to the runner untouched
+    device_kinds = ["H100"]       # where it runs (Ray executor): nodes with resource accelerator_type:H100;
+                                  # absent = any node.  A list is an axis: one point per kind
+    gpus = 1                      # GPUs the point needs (Ray num_gpus); 0 = none (CPU points)
 
-A point is one engine x model x quant x context x kv dtype x flash-attn x threads combination; it carries the
-lists of prompt lengths, gen lengths, depths and concurrencies, measured by one child process.
+A point is one engine x model x quant x context x kv dtype x flash-attn x threads (x device kind)
+combination; it carries the lists of prompt lengths, gen lengths, depths and concurrencies, measured by one
+child process.  ``device_kinds`` and ``gpus`` say where a point may run and what it holds while it runs: the
+Ray executor turns them into task resources (harness.executors.ray_cluster); the local executor measures every
+point on this machine whatever they say.
 Unknown engines, models, quants or keys raise PlanError naming the entry (and the nearest ids) before any run.
 So do (issue 14) a ``name`` that could not be a file name as it is (``estimator.validate.check_name``: no
 separators, no ``..``; it names the records file under results/runs), a scalar where a list is expected, an
@@ -42,6 +48,7 @@ import difflib
 import hashlib
 import math
 import os
+import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -60,7 +67,7 @@ _MAY_BE_EMPTY = ("prompt_lengths", "gen_lengths")  # both empty: a memory-only p
 _AXIS_KEYS = {
     "engines", "models", "quants", "layers", "contexts", "prompt_lengths", "gen_lengths", "depths",
     "concurrencies", "repetitions", "kv_dtypes", "flash_attn", "threads", "n_batch", "n_ubatch",
-    "n_gpu_layers", "engine_options", "timeout_s", "seed",
+    "n_gpu_layers", "engine_options", "timeout_s", "seed", "device_kinds", "gpus",
 }  # fmt: skip
 _TOP_KEYS = _AXIS_KEYS | {"name", "description", "build_timeout_s", "sweep"}
 _DEFAULTS: dict = {
@@ -80,7 +87,11 @@ _DEFAULTS: dict = {
     "engine_options": {},
     "timeout_s": 600,
     "seed": 0,
+    "device_kinds": [""],
+    "gpus": 0,
 }
+# a device kind names a Ray resource (accelerator_type:<kind>): letters, digits, '.', '_', '-'
+_DEVICE_KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a point or a model build that needs more than a week is a mistake
@@ -140,27 +151,36 @@ class PlannedPoint:
     n_layers: int  # layers built and measured (== model.n_layers when not depth-reduced)
     spec: PointSpec
     timeout_s: float
+    device_kind: str = ""  # node kind the point must run on ("" = any); see harness.executors.ray_cluster
+    gpus: float = 0  # GPUs the point holds while it runs (Ray num_gpus)
 
     @property
     def label(self) -> str:
         s = self.spec
         depth = "" if self.n_layers == self.model.n_layers else f" L{self.n_layers}/{self.model.n_layers}"
+        where = f" @{self.device_kind}" if self.device_kind else ""
         return (
             f"{self.engine} {self.model.id}{depth} {self.quant} "
-            f"ctx{s.n_ctx} kv={s.kv_dtype} fa={int(s.flash_attn)}"
+            f"ctx{s.n_ctx} kv={s.kv_dtype} fa={int(s.flash_attn)}{where}"
         )
 
     def key_body(self, fingerprint: str) -> dict:
-        """What identifies the point (without host / engine version, which harness.store.point_key adds)."""
+        """What identifies the point (without host / engine version, which harness.store.point_key adds).
+        The device kind and GPU count enter only when set, so points of plans without them keep their keys."""
         from harness.provenance import spec_to_dict
 
-        return {
+        body = {
             "model_id": self.model.id,
             "fingerprint": fingerprint,
             "quant": self.quant,
             "n_layers": self.n_layers,
             "spec": spec_to_dict(replace(self.spec, model_path="")),
         }
+        if self.device_kind:
+            body["device_kind"] = self.device_kind
+        if self.gpus:
+            body["gpus"] = self.gpus
+        return body
 
 
 @dataclass(frozen=True)
@@ -342,6 +362,14 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
         raise PlanError(f"{w}.depths: needs at least one depth (0)")
     lengths = [*lists["prompt_lengths"], *lists["gen_lengths"], 0]
     need = max(lists["depths"]) + max(lengths)
+    kinds = [str(k) for k in _as_list(g["device_kinds"], f"{w}.device_kinds")]
+    for i, k in enumerate(kinds):
+        if k and not _DEVICE_KIND.fullmatch(k):
+            raise PlanError(f"{w}.device_kinds[{i}] {k!r}: use letters, digits, '.', '_' and '-' (e.g. H100)")
+    gpus = g["gpus"]
+    number = not isinstance(gpus, bool) and isinstance(gpus, int | float)
+    if not number or not math.isfinite(gpus) or not 0 <= gpus <= 1024:
+        raise PlanError(f"{w}.gpus: expected a number of GPUs between 0 and 1024, got {gpus!r}")
     for i, ctx in enumerate(lists["contexts"]):
         if ctx < need:
             raise PlanError(
@@ -354,7 +382,7 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
                 )
 
     points = []
-    for engine, (ref, model, n_layers), q in product(engines, models, quants):
+    for engine, (ref, model, n_layers), q, kind in product(engines, models, quants, kinds):
         _check_buildable(engine, model, f"{w}.models {ref!r}")
         qspec = quant_specs[q]
         profile = get_engine(engine)
@@ -401,6 +429,8 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
                     n_layers=n_layers,
                     spec=spec,
                     timeout_s=float(timeout),
+                    device_kind=kind,
+                    gpus=gpus,
                 )
             )
     return points

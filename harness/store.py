@@ -143,13 +143,17 @@ def load_all_records(results: str | Path) -> list[RunRecord]:
     return list(iter_all_records(results))
 
 
-def done_point_keys(results: str | Path, statuses: Iterable[str] = ("ok", "failed", "skipped")) -> set[str]:
-    """Point keys already recorded with one of ``statuses`` (own measurements only)."""
+def done_point_keys(
+    results: str | Path, statuses: Iterable[str] = ("ok", "failed", "skipped"), key: str = "point_key"
+) -> set[str]:
+    """Point keys already recorded with one of ``statuses`` (own measurements only).  ``key`` names the
+    ``extra`` entry: "point_key" (per host, the local sweep) or "plan_point_key" (per plan point whatever
+    node measured it, the Ray executor)."""
     wanted = set(statuses)
     return {
-        r.extra["point_key"]
+        r.extra[key]
         for r in iter_all_records(results)
-        if r.origin == "measured" and r.status in wanted and r.extra.get("point_key")
+        if r.origin == "measured" and r.status in wanted and r.extra.get(key)
     }
 
 
