@@ -24,12 +24,16 @@ sliding-window cache of ``window + n_ubatch`` cells, i.e. (np - 1) x n_ubatch mo
 ``--n-cpu-moe N`` (routed experts of the first N layers in host RAM, the same as
 ``-ot 'blk\\.(0|..|N-1)\\.ffn_.*_exps\\.=CPU'``); multi-device ``-sm row`` (tensor split) or ``-sm layer``
 (pipeline) with ``-ts 1,1,..``.
+
+Scheduler (``scheduler``; llama-server ``update_slots`` in tools/server/server.cpp): one ``llama_decode`` per
+step holds the generating slots' next tokens and then prompt tokens of slots in prompt processing, up to
+``-b`` (n_batch, 2048) tokens; ``-np`` slots (= the sized concurrency) run at once; no graph padding.
 """
 
 from __future__ import annotations
 
-from estimator.engines.base import EngineProfile, LaunchCommand, gpu_layers, pad, slug
-from estimator.specs import FULL, SLIDING, ModelSpec, QuantSpec, SpecError, Workload
+from estimator.engines.base import EngineProfile, LaunchCommand, SchedulerSpec, gpu_layers, pad, slug
+from estimator.specs import FULL, SLIDING, HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
 
 PAD = 256  # KV cells are padded to 256 (shared/reference/methods.md A4)
 KV_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
@@ -139,6 +143,16 @@ class LlamaCpp(EngineProfile):
                 f"room for {slots} sequences of {workload.n_ctx} tokens, as sized here"
             )
         return LaunchCommand(self.name, tuple(argv), exact, tuple(notes))
+
+    def scheduler(self, hardware: HardwareSpec, workload: Workload) -> SchedulerSpec:
+        return SchedulerSpec(
+            max(int(workload.n_batch), 1),
+            max(int(workload.concurrency), 1),
+            True,
+            (),
+            "llama-server: -b n_batch tokens per llama_decode (slots' decode tokens, then prompt tokens), "
+            "-np slots = the sized concurrency",
+        )
 
 
 PROFILE = LlamaCpp()

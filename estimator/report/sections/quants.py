@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from estimator.engines import engines_for
+from estimator.engines import engines_for, get_engine
 from estimator.physics.quant import QUANTS, get_quant
 from estimator.render.blocks import Block, Table, both, cand_cell, fit_cell, gib, speed_cell
 from estimator.render.htmlkit import Ctx, e, section, table, verdict
@@ -36,7 +36,7 @@ def build(b: Build) -> tuple[QuantRow, ...]:
     hw, wl, options = b.hardware, b.workload, b.options
     rows = []
     for name in options.quants or tuple(QUANTS):
-        q = get_quant(name)
+        q = get_engine(wl.engine).weight_format(get_quant(name))
         selected = q.name == b.quant.name
         try:
             m = b.sizing.memory(q, hw, wl)
