@@ -3,6 +3,8 @@
 Speed: every decode/prefill point is predicted with coefficients fitted WITHOUT its device
 (leave-one-device-out); a family with a single device falls back to leave-one-model-out, and the table says
 so (see calibration.pipeline.PhaseFit.gate).
+Serving: every TTFT / TPOT point of a vLLM / SGLang serving benchmark is held out the same way
+(calibration.serving); the gate checks the overall medians of both.
 Memory: weights+KV (exact physics, no fitted terms) and total device memory (fitted runtime terms, held out
 by device; only records whose total means what the estimator predicts, see calibration.memory_fit).
 Fails (exit 1) when an overall median absolute percentage error exceeds THRESHOLDS, or when
@@ -21,14 +23,15 @@ from calibration.dataset import DEFAULT_QUALITIES, load_dataset
 from calibration.validate import ape_stats
 
 # Overall median absolute percentage error allowed, as fractions.  tpot / ttft: the serving model's held-out
-# error (calibration.serving; thresholds set from its cross-validation, docs/calibration.md).
+# error (calibration.serving), set from its first cross-validation (gate medians 18.7 % / 33.8 %,
+# docs/calibration.md); the targets are 12 % / 25 %.
 THRESHOLDS: dict[str, float] = {
     "decode": 0.10,
     "prefill": 0.15,
     "weights+kv": 0.01,
     "total": 0.05,
-    "tpot": 0.30,
-    "ttft": 0.45,
+    "tpot": 0.20,
+    "ttft": 0.35,
 }
 
 

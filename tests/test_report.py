@@ -17,8 +17,8 @@ OPTS = ReportOptions(hardware_catalog=tuple(all_hardware()), rates=load_cloud_ra
 
 
 SECTION_KEYS = (
-    "summary", "model", "memory", "kv", "context", "quant", "speed", "multi_device", "cost", "finetune",
-    "recommendations", "launch", "notes",
+    "summary", "model", "memory", "kv", "context", "quant", "speed", "serving", "multi_device", "cost",
+    "finetune", "recommendations", "launch", "notes",
 )
 
 

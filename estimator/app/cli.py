@@ -115,6 +115,14 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
     r.add_argument("--ft-seq-len", type=_positive_int, default=2048, help="fine-tuning sequence length")
     r.add_argument("--ft-micro-batch", type=_positive_int, default=1, help="fine-tuning micro-batch")
     r.add_argument("--allow-overlong", action="store_true", help="allow a context above the model maximum")
+    r.add_argument("--isl", type=_positive_int, default=1024, help="serving: prompt tokens per request")
+    r.add_argument("--osl", type=_positive_int, default=1024, help="serving: output tokens per request")
+    r.add_argument(
+        "--slo-ttft-ms", type=_float, default=2000.0, help="serving objective: mean time to first token, ms"
+    )
+    r.add_argument(
+        "--slo-tpot-ms", type=_float, default=100.0, help="serving objective: mean time per output token, ms"
+    )
     r.add_argument("--format", choices=FORMATS, default="text")
     r.add_argument("-o", "--output", help="write the report to this file")
     r.add_argument("--lang", choices=("en", "es"), default="en", help="language of the html report")
@@ -202,6 +210,10 @@ def report_request(args):
         ft_micro_batch=args.ft_micro_batch,
         allow_overlong=args.allow_overlong,
         coefficients=args.coefficients,
+        isl=args.isl,
+        osl=args.osl,
+        slo_ttft_ms=args.slo_ttft_ms,
+        slo_tpot_ms=args.slo_tpot_ms,
     )
 
 

@@ -20,6 +20,10 @@ DEFAULTS: dict[str, str] = {
     "offload_gib": "0",
     "engine": "llama.cpp",
     "lang": "en",
+    "isl": "1024",
+    "osl": "1024",
+    "slo_ttft_ms": "2000",
+    "slo_tpot_ms": "100",
 }
 
 
@@ -41,6 +45,10 @@ class ReportParams:
     offload_gib: float
     engine: str
     lang: str
+    isl: int = 1024
+    osl: int = 1024
+    slo_ttft_ms: float = 2000.0
+    slo_tpot_ms: float = 100.0
 
     def request(self):
         """The ``ReportRequest`` of these parameters (what ``python -m estimator report`` builds from the same
@@ -57,6 +65,10 @@ class ReportParams:
             devices=self.devices,
             concurrency=self.concurrency,
             offload_gib=self.offload_gib,
+            isl=self.isl,
+            osl=self.osl,
+            slo_ttft_ms=self.slo_ttft_ms,
+            slo_tpot_ms=self.slo_tpot_ms,
         )
 
     def query(self) -> dict[str, str]:
@@ -71,6 +83,10 @@ class ReportParams:
             "offload_gib": _num_text(self.offload_gib),
             "engine": self.engine,
             "lang": self.lang,
+            "isl": str(self.isl),
+            "osl": str(self.osl),
+            "slo_ttft_ms": _num_text(self.slo_ttft_ms),
+            "slo_tpot_ms": _num_text(self.slo_tpot_ms),
         }
 
 
@@ -137,4 +153,8 @@ def parse_params(query: dict[str, list[str]]) -> ReportParams:
         offload_gib=_float("offload_gib", raw["offload_gib"], 0.0, 1e6),
         engine=engine,
         lang=lang,
+        isl=_int("isl", raw["isl"], 1, 16 * 1024 * 1024),
+        osl=_int("osl", raw["osl"], 1, 16 * 1024 * 1024),
+        slo_ttft_ms=_float("slo_ttft_ms", raw["slo_ttft_ms"], 1e-3, 1e9),
+        slo_tpot_ms=_float("slo_tpot_ms", raw["slo_tpot_ms"], 1e-3, 1e9),
     )

@@ -306,8 +306,11 @@ def mixed_step_s(f: ServingFeatures, n_decode, n_prompt, params: dict, r: speed.
     """Seconds of one step with ``n_decode`` decode tokens and ``n_prompt`` prompt tokens (module doc)."""
     r = r or rates(f, params)
     t = speed.step_s(step_features(f, n_decode, n_prompt, params), r)
+    attn_rate = f.attn_flops_s
+    if not _arr(attn_rate) and not attn_rate:  # no datasheet rate (CPUs): the set's effective TFLOPS
+        attn_rate = params.get("flops_abs_tflops", 0.5) * 1e12
     attn = (n_decode * f.attn_decode + n_prompt * f.attn_prompt) / (
-        f.n_devices * f.attn_flops_s * params.get("attn_eff", 0.3)
+        f.n_devices * attn_rate * params.get("attn_eff", 0.3)
     )
     return t + params.get("t_seq_s", 0.0) * n_decode + attn
 

@@ -15,6 +15,11 @@ from estimator.engines import ENGINES, get_engine
 from estimator.specs import GIB, HardwareSpec, SpecError, Workload
 
 DEFAULT_CTX = 8192
+# Latency objective of the serving section (means): MLPerf Inference's Llama-2-70B server scenario allows a
+# 2 s TTFT (p99); 100 ms per output token is 10 tokens/s per client, about twice reading speed (MLPerf's
+# TPOT limit there is 200 ms p99).
+DEFAULT_SLO_TTFT_MS = 2000.0
+DEFAULT_SLO_TPOT_MS = 100.0
 
 
 def make_workload(
@@ -90,6 +95,11 @@ class ReportRequest:
     ft_micro_batch: int = 1
     allow_overlong: bool = False
     coefficients: str | None = None
+    # serving section: request lengths (tokens) and the latency objective (ms) of its operating point
+    isl: int = 1024
+    osl: int = 1024
+    slo_ttft_ms: float = DEFAULT_SLO_TTFT_MS
+    slo_tpot_ms: float = DEFAULT_SLO_TPOT_MS
 
     def workload(self) -> Workload:
         """The Workload of the request; SpecError for what the engine cannot run (its profile's check)."""
@@ -128,6 +138,10 @@ def make_report(req: ReportRequest, table=None):
     from estimator.report.units import ReportOptions
 
     wl = req.workload()
+    for name, v in (("--isl", req.isl), ("--osl", req.osl), ("--slo-ttft-ms", req.slo_ttft_ms),
+                    ("--slo-tpot-ms", req.slo_tpot_ms)):  # fmt: skip
+        if not v > 0 or v != v or v == float("inf"):
+            raise SpecError(f"{name} must be a positive number, got {v}")
     model = resolve_model(req.model)
     hw = resolve_device(req.hardware, req.memory_gib, req.bandwidth_gbs, req.tflops, req.family)
     profile = get_engine(req.engine)
@@ -141,6 +155,10 @@ def make_report(req: ReportRequest, table=None):
         finetune=FinetuneConfig(rank=req.ft_rank, seq_len=req.ft_seq_len, micro_batch=req.ft_micro_batch),
         hardware_catalog=tuple(all_hardware()),
         rates=load_cloud_rates(),
+        serving_isl=int(req.isl),
+        serving_osl=int(req.osl),
+        slo_ttft_s=req.slo_ttft_ms / 1000.0,
+        slo_tpot_s=req.slo_tpot_ms / 1000.0,
     )
     table = table if table is not None else load_coefficients(req.coefficients)
     return build_report(model, hw, quant, wl, table, options)

@@ -42,6 +42,11 @@ class ReportOptions:
     rates: tuple = ()  # tuple[CloudRate, ...]
     contexts: tuple[int, ...] = CONTEXTS
     quants: tuple[str, ...] = ()  # quant-matrix rows; () = every known format
+    # serving section (estimator/report/sections/serving.py): request lengths and the latency objective
+    serving_isl: int = 1024
+    serving_osl: int = 1024
+    slo_ttft_s: float = 2.0
+    slo_tpot_s: float = 0.1
 
 
 @dataclass(frozen=True)

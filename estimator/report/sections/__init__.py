@@ -20,6 +20,7 @@ from estimator.report.sections import (
     provenance,
     quants,
     recommendations,
+    serving,
     speed,
     summary,
 )
@@ -36,6 +37,7 @@ UNITS: tuple[Unit, ...] = (
     context.UNIT,
     quants.UNIT,
     speed.UNIT,
+    serving.UNIT,
     multi_device.UNIT,
     cost.UNIT,
     finetune.UNIT,
