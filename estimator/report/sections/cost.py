@@ -37,8 +37,9 @@ def _operating_point(b: Build) -> tuple[float | None, int | None, str]:
     sv = b.get("serving")
     if sv is not None and sv.slo_point is not None:
         p = sv.slo_point
+        clients = f"{p.concurrency:,} client{'s' if p.concurrency != 1 else ''}"
         basis = (
-            f"serving model at {p.concurrency:,} clients, the most within TTFT <= "
+            f"serving model at {clients}, the most within TTFT <= "
             f"{sv.slo_ttft_s * 1000:,.0f} ms and TPOT <= {sv.slo_tpot_s * 1000:,.0f} ms "
             f"({sv.isl:,} + {sv.osl:,}-token requests)"
         )
