@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from calibration.dataset import Dataset, LoadedRecord, Rejection
-from calibration.features import Resolver, point_family, workload_for
+from calibration.features import Resolver, _point, point_family, workload_for
 from calibration.fit import PhaseModel, SpeedPoint
 from calibration.hierarchy import Hierarchy, family_key, fit_hierarchy, global_key, pool_key
 from calibration.validate import MIN_RESIDUALS, HeldOut, ape_stats, holdout, interval, nested_coverage
@@ -218,41 +218,13 @@ def serving_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[
                 continue
             bundle.rows.append(f)
             ref = ServingRef(bundle, len(bundle.rows) - 1, metric)
-            points.append(
-                SpeedPoint(
-                    features=ref,
-                    hardware=hw,
-                    measured_s=float(value),
-                    phase=PHASE,
-                    family=family,
-                    engine=engine,
-                    backend=r.backend,
-                    device=_device(r),
-                    model=r.model_id,
-                    where=lr.where,
-                    record_id=r.record_id,
-                    vendor=hw.vendor or "",
-                    kind=hw.kind or "",
-                    n_devices=r.n_devices,
-                    extra={
-                        "metric": metric,
-                        "concurrency": load.concurrency,
-                        "isl": r.n_prompt,
-                        "osl": r.n_gen,
-                        "mode": load.mode,
-                        "quant": r.quant,
-                    },
-                )
-            )
+            serving_extra = {"metric": metric, "concurrency": load.concurrency, "isl": r.n_prompt,
+                             "osl": r.n_gen, "mode": load.mode, "quant": r.quant}  # fmt: skip
+            p = _point(lr, PHASE, ref, hw, float(value))
+            points.append(dataclasses.replace(p, engine=engine, extra=serving_extra))
     for b in bundles.values():
         b.stack()
     return points, rejected
-
-
-def _device(r) -> str:
-    from calibration.dataset import device_key
-
-    return device_key(r)
 
 
 def _prior_table():
