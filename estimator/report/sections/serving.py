@@ -152,6 +152,8 @@ def build(b: Build) -> ServingSection | None:
         )
     if slo is None:
         notes.append("no concurrency meets the latency objective, not even one client")
+    if b.memory.verdict == "does not fit":
+        notes.append("the configuration does not fit in memory: these figures assume it would")
     if not sp.calibrated:
         notes.append(
             "serving figures from uncalibrated coefficients for this engine and family: wide interval"
