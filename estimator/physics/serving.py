@@ -64,9 +64,11 @@ e2e = ttft_fixed_s + waves x (prefill + decode); TTFT = ttft_fixed_s + the first
 output_tok_s = C x osl / e2e.
 
 The free parameters (``serving_params``): a calibrated serving set of the device's family and engine carries
-them all (estimator.physics.coefficients, phase ``serving``); otherwise the step's efficiencies and overheads
+them all (estimator.physics.coefficients, phase ``serving``), and so does a pooled serving set (same vendor /
+kind) when the family's decode set is not calibrated either; otherwise the step's efficiencies and overheads
 are the family's decode / prefill values (``speed.merged_params``) and only the serving terms (t_seq_s,
-ttft_fixed_s, queue_share, kv_bw_eff = bw_eff, flops_rel_fp4) come from the pooled serving set or the prior.
+ttft_fixed_s, queue_share, kv_bw_eff = bw_eff, flops_rel_fp4, flops_rel_moe) come from the pooled serving
+set or the prior.
 
 Scalars on the report path (no numpy); the feature fields may be numpy arrays of one shape (calibration
 evaluates many points at once), in which case the helpers below switch to numpy element-wise operations.
@@ -479,6 +481,8 @@ def serving_params(table: CoefficientTable, hardware: HardwareSpec, engine: str)
     sset = table.lookup(hardware, engine, "serving")
     if sset.source == "calibrated":
         return ServingParams({**base, **sset.params}, sset, sset.label, True)
+    if sset.source == "pooled" and not dec.calibrated:  # the pool's serving fit beats the uncalibrated step
+        return ServingParams({**base, **sset.params}, sset, sset.label, False)
     own = {k: v for k, v in sset.params.items() if k not in STEP_PARAMS}
     if "kv_bw_eff" not in (entry_params := own):
         entry_params["kv_bw_eff"] = base["bw_eff"]
