@@ -47,6 +47,7 @@ from calibration.dataset import Dataset, LoadedRecord, Rejection
 from calibration.features import Resolver, _point, point_family, workload_for
 from calibration.fit import PhaseModel, SpeedPoint
 from calibration.hierarchy import Hierarchy, family_key, fit_hierarchy, global_key, pool_key
+from calibration.pipeline import _cv_block, _r  # the decode / prefill groups' CV block and rounding
 from calibration.validate import MIN_RESIDUALS, HeldOut, ape_stats, holdout, interval, nested_coverage
 from estimator.physics.coefficients import fitted_params
 from estimator.specs import SpecError
@@ -284,26 +285,11 @@ def fit_serving(ds: Dataset, resolver=None, cv: bool = True, lofo: bool = True) 
 
 
 # ------------------------------------------------------------------------------------------ document
-def _r(x: float | None, nd: int = 6) -> float | None:
-    return None if x is None else float(f"{x:.{nd}g}")
-
-
 def _by_metric(held: list[HeldOut]) -> dict[str, list[HeldOut]]:
     out: dict[str, list[HeldOut]] = defaultdict(list)
     for h in held:
         out[h.point.extra["metric"]].append(h)
     return out
-
-
-def _cv(lomo: list[HeldOut], lodo: list[HeldOut], n_dev: int, n_mod: int) -> dict:
-    lomo_med, lomo_p90 = ape_stats([h.ape for h in lomo]) if n_mod >= 2 else (None, None)
-    lodo_med, lodo_p90 = ape_stats([h.ape for h in lodo]) if n_dev >= 2 else (None, None)
-    return {
-        "lomo_median_ape": _r(lomo_med, 4),
-        "lomo_p90_ape": _r(lomo_p90, 4),
-        "lodo_median_ape": _r(lodo_med, 4),
-        "lodo_p90_ape": _r(lodo_p90, 4),
-    }
 
 
 def _time_interval(own: list[HeldOut], pool: list[HeldOut]) -> dict:
@@ -351,7 +337,7 @@ def document_entries(sf: ServingFit) -> tuple[list[dict], list[dict]]:
         lodo = _by_metric([x for x in sf.lodo if family_key(x.point) == fk])
         own, pool = _by_metric(by_fam.get(fk, [])), _by_metric(by_pool.get(pk, []))
         metrics = sorted({p.extra["metric"] for p in pts})
-        cv = {m: _cv(lomo[m], lodo[m], len(res.devices), len(res.models)) for m in metrics}
+        cv = {m: _cv_block(lomo[m], lodo[m], len(res.devices), len(res.models)) for m in metrics}
         intervals = {m: _time_interval(own[m], pool[m]) for m in metrics}
         primary = "tpot" if "tpot" in metrics else metrics[0]
         params, stderr = _params(res)
