@@ -247,23 +247,11 @@ class ServingFit:
     lofo: list[HeldOut] = field(default_factory=list)
 
     def gate(self) -> list[HeldOut]:
-        """Per point: lodo when its family has >= 2 devices, else lomo (>= 2 models), else lodo (pool)."""
-        devs: dict[tuple, set] = defaultdict(set)
-        mods: dict[tuple, set] = defaultdict(set)
-        for p in self.points:
-            devs[family_key(p)].add(p.device)
-            mods[family_key(p)].add(p.model)
-        lodo = {id(h.point): h for h in self.lodo}
-        lomo = {id(h.point): h for h in self.lomo}
-        out = []
-        for p in self.points:
-            fk = family_key(p)
-            if len(devs[fk]) < 2 and len(mods[fk]) >= 2 and id(p) in lomo:
-                h = lomo[id(p)]
-                out.append(HeldOut(p, h.predicted_s, h.level, "lomo (single device)"))
-            elif id(p) in lodo:
-                out.append(lodo[id(p)])
-        return out
+        """Per point: lodo when its family has >= 2 devices, else lomo (>= 2 models), else lodo (pool): the
+        decode / prefill gate (calibration.pipeline.PhaseFit.gate) on the serving points."""
+        from calibration.pipeline import PhaseFit
+
+        return PhaseFit.gate(self)
 
 
 def fit_serving(ds: Dataset, resolver=None, cv: bool = True, lofo: bool = True) -> ServingFit:
