@@ -34,10 +34,9 @@ from harness.records import Deduplicator, RecordError, RunRecord, record_to_dict
 
 DEFAULT_QUALITIES: tuple[str, ...] = ("ok",)
 KNOWN_QUALITIES: tuple[str, ...] = ("ok", "legacy", "rounded", "suspect", "aggregate", "approximate")
-# Measurements of serving at concurrency / offline batches (RunRecord schema 2).  The fit has no serving model
-# yet: a record that carries only these is left out with SERVING_REASON (counted, not an error).
+# Measurements of serving at concurrency / offline batches (RunRecord schema 2): fitted by calibration.serving
+# (the serving model, estimator.physics.serving), which lists the records it cannot use with their reason.
 SERVING_MEASUREMENTS = ("ttft_s", "tpot_s", "itl_s", "e2e_latency_s", "total_tok_s", "output_tok_s")
-SERVING_REASON = "serving / batch latency only (TTFT, TPOT, ITL, e2e, throughput): no serving model yet"
 
 # Memory fields that must be > 0 when present on an ok record (zero memory is impossible).
 _POSITIVE_MEMORY = ("weights_bytes", "kv_bytes", "compute_bytes", "device_total_bytes", "host_rss_bytes")
@@ -79,7 +78,7 @@ class Dataset:
     rejected: list[Rejection] = field(default_factory=list)
     excluded_status: dict[str, int] = field(default_factory=dict)  # failed/skipped counts (not errors)
     excluded_quality: dict[str, int] = field(default_factory=dict)  # quality flag -> count left out
-    excluded_kind: dict[str, int] = field(default_factory=dict)  # reason (SERVING_REASON) -> count left out
+    excluded_kind: dict[str, int] = field(default_factory=dict)  # reason -> count of records left out by kind
     qualities: tuple[str, ...] = DEFAULT_QUALITIES
     input_hash: str = ""
 
@@ -122,7 +121,8 @@ def validate_record(rec: RunRecord) -> list[str]:
         problems.append("model_id is empty")
     if not rec.hardware_id and not rec.hardware_family:
         problems.append("neither hardware_id nor hardware_family is set")
-    for name in ("prefill_tok_s", "decode_tok_s", "ttft_s", "prefill_tok_s_std", "decode_tok_s_std"):
+    speeds = ("prefill_tok_s", "decode_tok_s", "prefill_tok_s_std", "decode_tok_s_std")
+    for name in (*speeds, *SERVING_MEASUREMENTS):
         v = getattr(rec, name)
         if v is None:
             continue
@@ -151,8 +151,8 @@ def validate_record(rec: RunRecord) -> list[str]:
         problems.append("prefill_tok_s given but n_prompt is 0 (prompt length not stated)")
     if rec.decode_tok_s is not None and rec.n_gen == 0:
         problems.append("decode_tok_s given but n_gen is 0 (generated length not stated)")
-    if all(getattr(rec, name) is None for name in _MEASUREMENTS):
-        problems.append("ok record carries no measurement (no speed, no memory)")
+    if all(getattr(rec, name) is None for name in _MEASUREMENTS + SERVING_MEASUREMENTS):
+        problems.append("ok record carries no measurement (no speed, no serving figure, no memory)")
     return problems
 
 
@@ -267,9 +267,6 @@ def build_dataset(
         rec = lr.record
         if rec.status != "ok":
             by_status[rec.status] = by_status.get(rec.status, 0) + 1
-            continue
-        if is_serving_only(rec):
-            by_kind[SERVING_REASON] = by_kind.get(SERVING_REASON, 0) + 1
             continue
         q = record_quality(rec)
         if q not in qualities:

@@ -129,6 +129,8 @@ class Resolver:
                 model, n_layers=m, layer_types=model.layer_types[:m], gguf_tensors=None
             )
         quant = self._get("quant", rec.quant, self.quant)
+        if rec.engine in ENGINES:  # the layout the engine loads (vLLM / SGLang MXFP4 checkpoints)
+            quant = get_engine(rec.engine).weight_format(quant)
         hw = (
             self._get("hardware", rec.hardware_id, self.hardware)
             if rec.hardware_id

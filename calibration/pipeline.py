@@ -70,6 +70,7 @@ class Calibration:
     fits: list[PhaseFit]
     memory: dict = field(default_factory=dict)
     memory_notes: list[str] = field(default_factory=list)
+    serving: object = None  # calibration.serving.ServingFit (the serving phase)
 
 
 def _per_family(points):
@@ -199,6 +200,10 @@ def calibrate(
     """Speed fits (+ CV) and, when ``memory``, the memory section.  ``lofo`` adds leave-one-family-out CV."""
     points, rej = feat.speed_points(ds, resolver)
     cal = Calibration(ds, points, list(ds.rejected) + rej, fit_speed(points, cv, lofo))
+    # --- serving phase (calibration.serving): its own points, hierarchy and held-out errors -------------
+    from calibration import serving
+
+    cal.serving = serving.fit_serving(ds, resolver, cv, lofo)  # its left-out records: cal.serving.rejected
     if memory:
         from calibration import memory_fit
 
@@ -313,6 +318,15 @@ def coefficients_document(cal: Calibration) -> dict:
                         "note": "leave-one-family-out errors: what a device of an unmeasured family gets",
                     }
                 )
+    # --- serving phase (calibration.serving) ---------------------------------------------------------
+    serving_cv = None
+    if cal.serving is not None:
+        from calibration import serving
+
+        serving_groups, serving_pooled = serving.document_entries(cal.serving)
+        groups += serving_groups
+        pooled += serving_pooled
+        serving_cv = serving.cv_summary(cal.serving)
     fitted = {(g["family"], g["engine"], g["backend"], g["phase"]) for g in groups}
     uncal = _uncalibrated(cal, fitted)
     return {
@@ -328,6 +342,7 @@ def coefficients_document(cal: Calibration) -> dict:
         "uncalibrated": uncal,
         "memory": cal.memory,
         "memory_notes": cal.memory_notes,
+        "serving_cv": serving_cv,
     }
 
 

@@ -164,6 +164,10 @@ def render_markdown(cal: Calibration, doc: dict, df: pd.DataFrame, plots: list[s
             f"| {g['family']} | {g['engine']} | {g['backend']} | {g['phase']} | {g['n_points']} | "
             f"{len(g['devices'])} | {ps} | [{iv['log_lo']}, {iv['log_hi']}] | {iv.get('coverage')} |"
         )
+    if cal.serving is not None:  # the serving phase (calibration.serving)
+        from calibration.serving import markdown_section
+
+        lines += markdown_section(cal.serving, doc)
     if doc["uncalibrated"]:
         lines += ["", "## Uncalibrated families", ""]
         lines += [

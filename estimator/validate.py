@@ -103,6 +103,11 @@ BOUNDS: dict[str, Bound] = {
     "ft_rank": Bound(1, MAX_SEQUENCES),
     "ft_seq_len": Bound(1, MAX_CONTEXT),
     "ft_micro_batch": Bound(1, MAX_SEQUENCES),
+    # serving: tokens per request and the latency objective (ms)
+    "isl": Bound(1, MAX_CONTEXT),
+    "osl": Bound(1, MAX_CONTEXT),
+    "slo_ttft_ms": Bound(0, 1e9, integer=False, lo_open=True),
+    "slo_tpot_ms": Bound(0, 1e9, integer=False, lo_open=True),
     # fit's criteria
     "min_tok_s": Bound(0, MAX_RATE, integer=False),
     "min_headroom_gib": Bound(0, MAX_MEMORY_GIB, integer=False),

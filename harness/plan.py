@@ -17,6 +17,8 @@ Format (see docs/harness.md for a full example)::
     gen_lengths = [32]            # decode tests tg{n}
     depths = [0, 512]             # tokens already in the KV cache
     concurrencies = [1]           # batched decode (vLLM)
+    serving_concurrencies = []    # serving tests (vLLM): C clients in a closed loop, ISL x OSL = prompt x gen
+    serving_requests_per_client = 4
     repetitions = 3
     kv_dtypes = ["f16"]
     flash_attn = [false]
@@ -62,12 +64,14 @@ from runners.base import ENGINE_OPTIONS, REGISTRY, PointSpec
 
 KV_DTYPES = ("f16", "bf16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "fp8", "auto")
 
-_LIST_INT = ("contexts", "prompt_lengths", "gen_lengths", "depths", "concurrencies")
-_MAY_BE_EMPTY = ("prompt_lengths", "gen_lengths")  # both empty: a memory-only point
+_LIST_INT = ("contexts", "prompt_lengths", "gen_lengths", "depths", "concurrencies", "serving_concurrencies")
+# both prompt and gen lengths empty: a memory-only point; no serving concurrencies: no serving tests
+_MAY_BE_EMPTY = ("prompt_lengths", "gen_lengths", "serving_concurrencies")
 _AXIS_KEYS = {
     "engines", "models", "quants", "layers", "contexts", "prompt_lengths", "gen_lengths", "depths",
     "concurrencies", "repetitions", "kv_dtypes", "flash_attn", "threads", "n_batch", "n_ubatch",
-    "n_gpu_layers", "engine_options", "timeout_s", "seed", "device_kinds", "gpus",
+    "n_gpu_layers", "engine_options", "timeout_s", "seed", "device_kinds", "gpus", "serving_concurrencies",
+    "serving_requests_per_client",
 }  # fmt: skip
 _TOP_KEYS = _AXIS_KEYS | {"name", "description", "build_timeout_s", "sweep"}
 _DEFAULTS: dict = {
@@ -87,6 +91,8 @@ _DEFAULTS: dict = {
     "engine_options": {},
     "timeout_s": 600,
     "seed": 0,
+    "serving_concurrencies": [],
+    "serving_requests_per_client": 4,
     "device_kinds": [""],
     "gpus": 0,
 }
@@ -102,6 +108,8 @@ PLAN_BOUNDS: dict[str, int] = {
     "gen_lengths": MAX_CONTEXT,
     "depths": MAX_CONTEXT,
     "concurrencies": MAX_SEQUENCES,
+    "serving_concurrencies": MAX_SEQUENCES,
+    "serving_requests_per_client": 100_000,
     "repetitions": 1000,
     "threads": 4096,
     "n_batch": MAX_CONTEXT,
@@ -339,9 +347,24 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
         k: [_int(v, f"{w}.{k}[{i}]", 0) for i, v in enumerate(_as_list(g[k], f"{w}.{k}", k in _MAY_BE_EMPTY))]
         for k in _LIST_INT
     }
-    for k in ("contexts", "prompt_lengths", "gen_lengths", "concurrencies"):
+    lists.setdefault("serving_concurrencies", [])
+    for k in ("contexts", "prompt_lengths", "gen_lengths", "concurrencies", "serving_concurrencies"):
         for i, v in enumerate(lists[k]):
             _int(v, f"{w}.{k}[{i}]", 1)
+    serving_reqs = _int(g["serving_requests_per_client"], f"{w}.serving_requests_per_client", 1)
+    if lists["serving_concurrencies"]:
+        not_vllm = [e for e in engines if e != "vllm"]
+        if not_vllm:
+            raise PlanError(
+                f"{w}.serving_concurrencies: serving tests need the vllm runner, not {not_vllm[0]}"
+            )
+        if not lists["prompt_lengths"] or not lists["gen_lengths"]:
+            raise PlanError(f"{w}.serving_concurrencies: serving tests need prompt_lengths and gen_lengths")
+        for i, ctx in enumerate(lists["contexts"]):
+            if ctx < max(lists["prompt_lengths"]) + max(lists["gen_lengths"]):
+                raise PlanError(
+                    f"{w}.contexts[{i}] = {ctx}: smaller than a serving request (max prompt + max gen length)"
+                )
     kv_dtypes = [str(k) for k in _as_list(g["kv_dtypes"], f"{w}.kv_dtypes")]
     for i, k in enumerate(kv_dtypes):
         if k not in KV_DTYPES:
@@ -417,6 +440,8 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
                 n_gpu_layers=_int(g["n_gpu_layers"], f"{w}.n_gpu_layers", -1),
                 seed=_int(g["seed"], f"{w}.seed", 0),
                 engine_options=dict(g["engine_options"]),
+                serving_concurrencies=tuple(lists["serving_concurrencies"]),
+                serving_requests_per_client=serving_reqs,
             )
             points.append(
                 PlannedPoint(

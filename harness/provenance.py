@@ -55,12 +55,14 @@ def model_fingerprint(model: ModelSpec) -> str:
 
 @dataclass(frozen=True)
 class PlannedTest:
-    """A test a PointSpec asks for: kind "pp" (prefill of n_tokens) or "tg" (decode of n_tokens)."""
+    """A test a PointSpec asks for: kind "pp" (prefill of n_tokens), "tg" (decode of n_tokens) or "serve"
+    (``batch`` clients, requests of n_prompt input and n_tokens output tokens)."""
 
     kind: str
     n_tokens: int
     n_depth: int
     batch: int
+    n_prompt: int = 0  # serve tests: input tokens per request
 
 
 def is_memory_only(spec: PointSpec) -> bool:
@@ -75,14 +77,22 @@ def memory_sequences(spec: PointSpec) -> int:
 
 def planned_tests(spec: PointSpec) -> list[PlannedTest]:
     """pp{n} @ d{depth} for each prompt length x depth; tg{n} @ d{depth} for each gen length x depth at
-    batch 1, plus tg at each concurrency > 1 (batched decode).  A memory-only point plans one "mem" record
-    (n_prompt = n_gen = 0, batch = its sequences)."""
+    batch 1, plus tg at each concurrency > 1 (batched decode); serve (ISL x OSL x C) for each serving
+    concurrency, prompt length and gen length.  A memory-only point plans one "mem" record (n_prompt = n_gen =
+    0, batch = its sequences)."""
     if is_memory_only(spec):
         return [PlannedTest("mem", 0, 0, memory_sequences(spec))]
     out = [PlannedTest("pp", n, d, 1) for d in spec.depths for n in spec.prompt_lengths]
     for c in sorted(set(spec.concurrencies) | {1}):
         out += [PlannedTest("tg", n, d, c) for d in spec.depths for n in spec.gen_lengths]
+    for c in spec.serving_concurrencies:
+        out += [PlannedTest("serve", o, 0, c, i) for i in spec.prompt_lengths for o in spec.gen_lengths]
     return out
+
+
+def _test_id(t: PlannedTest) -> str:
+    """The test part of a record id / label: pp, tg, or serve with its input length."""
+    return f"serve{t.n_prompt}" if t.kind == "serve" else t.kind
 
 
 @dataclass(frozen=True)
@@ -113,7 +123,7 @@ def _base(ctx: PointContext, t: PlannedTest, status: str, error: str = "") -> di
     s = ctx.spec
     llama = ctx.engine == "llama.cpp"
     return dict(
-        record_id=record_id(ctx.point_key, t.kind, t.n_tokens, t.n_depth, t.batch, ctx.run_id),
+        record_id=record_id(ctx.point_key, _test_id(t), t.n_tokens, t.n_depth, t.batch, ctx.run_id),
         schema_version=SCHEMA_VERSION,
         timestamp_utc=ctx.timestamp_utc,
         origin="measured",
@@ -135,8 +145,8 @@ def _base(ctx: PointContext, t: PlannedTest, status: str, error: str = "") -> di
         n_layers_measured=ctx.n_layers_measured,
         quant=ctx.quant,
         synthetic_weights=ctx.synthetic_weights,
-        n_prompt=t.n_tokens if t.kind == "pp" else 0,
-        n_gen=t.n_tokens if t.kind == "tg" else 0,
+        n_prompt=t.n_tokens if t.kind == "pp" else t.n_prompt,
+        n_gen=t.n_tokens if t.kind in ("tg", "serve") else 0,
         n_depth=t.n_depth,
         batch=t.batch,
         n_ctx=s.n_ctx,
@@ -153,6 +163,8 @@ def _base(ctx: PointContext, t: PlannedTest, status: str, error: str = "") -> di
             "run_id": ctx.run_id,
             "test": "memory"
             if t.kind == "mem"
+            else f"{_test_id(t)}:{t.n_tokens}x{t.batch}"
+            if t.kind == "serve"
             else f"{t.kind}{t.n_tokens}@d{t.n_depth}" + (f"x{t.batch}" if t.batch > 1 else ""),
             "detected": ctx.host.detected,
             "repetitions": s.repetitions,
@@ -170,10 +182,26 @@ def failed_records(ctx: PointContext, status: str, error: str) -> list[RunRecord
 
 
 def _test_record(ctx: PointContext, m: Measurement, test: Test) -> RunRecord:
-    kind = test.kind if test.kind in ("pp", "tg", "mem") else "tg"
-    row = _base(ctx, PlannedTest(kind, test.n_tokens, test.n_depth, test.batch), "ok")
+    kind = test.kind if test.kind in ("pp", "tg", "mem", "serve") else "tg"
+    planned = PlannedTest(kind, test.n_tokens, test.n_depth, test.batch, test.n_prompt)
+    row = _base(ctx, planned, "ok")
     if test.kind == "mem":
         pass  # memory only: the speed fields stay empty
+    elif test.kind == "serve":  # a closed loop of `batch` clients (runners.vllm): the serving fields
+        row.update(
+            concurrency=test.batch,
+            serving_mode="agg",
+            tp_size=int(ctx.spec.engine_options.get("tensor_parallel_size", 1)),
+            pp_size=1,
+            tpot_s=test.tpot_s,
+            e2e_latency_s=test.e2e_latency_s,
+            ttft_p50_s=test.ttft_p50_s,
+            ttft_p99_s=test.ttft_p99_s,
+            tpot_p50_s=test.tpot_p50_s,
+            tpot_p99_s=test.tpot_p99_s,
+            output_tok_s=test.mean_tok_s,
+        )
+        row["extra"]["serving_requests"] = test.n_requests
     elif test.kind == "pp":
         row.update(
             prefill_tok_s=test.mean_tok_s,
@@ -203,7 +231,12 @@ def _test_record(ctx: PointContext, m: Measurement, test: Test) -> RunRecord:
         n_threads=m.n_threads if m.n_threads is not None else ctx.spec.n_threads,
     )
     row["record_id"] = record_id(
-        ctx.point_key, test.kind, test.n_tokens, test.n_depth, test.batch, ctx.run_id
+        ctx.point_key,
+        _test_id(planned) if test.kind == "serve" else test.kind,
+        test.n_tokens,
+        test.n_depth,
+        test.batch,
+        ctx.run_id,
     )
     row["extra"].update(m.extra)
     if m.n_params is not None:

@@ -18,6 +18,9 @@ class PointSpec:
 
     prompt_lengths x depths are measured as prefill tests (pp{n} @ d{depth}); gen_lengths x depths as decode
     tests (tg{n} @ d{depth}); concurrencies > 1 as batched decode (vLLM).  repetitions >= 3 after one warm-up.
+    serving_concurrencies: serving tests (vLLM): for each C, prompt length (ISL) and gen length (OSL), C
+    clients each send ``serving_requests_per_client`` requests one after the other (a closed loop, as
+    ``vllm bench serve --max-concurrency C``); the means over all requests are the test's figures.
     """
 
     model_path: str
@@ -35,20 +38,33 @@ class PointSpec:
     n_gpu_layers: int = -1  # -1 = all
     seed: int = 0
     engine_options: dict = field(default_factory=dict)  # e.g. gpu_memory_utilization, max_num_seqs
+    serving_concurrencies: tuple[int, ...] = ()
+    serving_requests_per_client: int = 4
 
 
 @dataclass(frozen=True)
 class Test:
-    """One timed test of a point: pp (prefill) or tg (decode) at a depth and concurrency."""
+    """One timed test of a point: pp (prefill) or tg (decode) at a depth and concurrency, or serve (``C`` =
+    ``batch`` clients in a closed loop; n_prompt / n_tokens = the requests' input / output tokens; the tok/s
+    fields hold the output throughput of all clients; times are means over the requests, seconds)."""
 
-    kind: str  # "pp" | "tg"
-    n_tokens: int  # prompt tokens (pp) or generated tokens per sequence (tg)
+    kind: str  # "pp" | "tg" | "serve"
+    n_tokens: int  # prompt tokens (pp) or generated tokens per sequence (tg, serve)
     n_depth: int
     batch: int
     samples_tok_s: tuple[float, ...]  # one value per repetition (tokens per second)
     mean_tok_s: float
     std_tok_s: float  # sample stdev (n-1), 0 for one sample
     ttft_s: float | None = None
+    # serve tests only
+    n_prompt: int = 0
+    tpot_s: float | None = None
+    e2e_latency_s: float | None = None
+    ttft_p50_s: float | None = None
+    ttft_p99_s: float | None = None
+    tpot_p50_s: float | None = None
+    tpot_p99_s: float | None = None
+    n_requests: int = 0
 
 
 @dataclass(frozen=True)

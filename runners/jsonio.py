@@ -47,12 +47,16 @@ def pointspec_from_dict(raw: dict) -> PointSpec:
     spec = PointSpec(**_tupled(PointSpec, raw))
     if not isinstance(spec.n_ctx, int) or spec.n_ctx <= 0:
         raise ValueError(f"point spec: n_ctx must be a positive integer, got {spec.n_ctx!r}")
-    for name in ("prompt_lengths", "gen_lengths", "depths", "concurrencies"):
+    for name in ("prompt_lengths", "gen_lengths", "depths", "concurrencies", "serving_concurrencies"):
         values = getattr(spec, name)
         if not all(isinstance(v, int) and v >= 0 for v in values):
             raise ValueError(f"point spec: {name} must be non-negative integers, got {list(values)!r}")
     if not isinstance(spec.repetitions, int) or spec.repetitions < 1:
         raise ValueError(f"point spec: repetitions must be >= 1, got {spec.repetitions!r}")
+    if not isinstance(spec.serving_requests_per_client, int) or spec.serving_requests_per_client < 1:
+        raise ValueError(
+            f"point spec: serving_requests_per_client must be >= 1, got {spec.serving_requests_per_client!r}"
+        )
     return spec
 
 

@@ -13,6 +13,14 @@ Tests (times from vLLM's own engine-core timestamps in ``RequestOutput.metrics``
 * tg{n} @ d{depth} x c: c prompts of max(depth, 1) ids, max_tokens = n + 1 so n tokens are decoded after the
   prefill token.  Sample = sum(ntok - 1) / (max last_token_ts - min first_token_ts). One warm-up generate per
   test, then ``repetitions`` samples with fresh random ids.
+* serve: for each concurrency C of ``serving_concurrencies``, ISL (prompt length) and OSL (gen length): a
+  closed loop on the engine (``LLMEngine.add_request`` / ``step``): C requests of ISL random ids with
+  max_tokens = OSL (ignore_eos) start together, and each finished request is replaced at once by a new one
+  until C x ``serving_requests_per_client`` requests are answered (``vllm bench serve --max-concurrency C``
+  without HTTP).  Per request, from vLLM's own RequestStateStats: TTFT = first_token_latency (arrival to first
+  token), TPOT = (last_token_ts - first_token_ts) / (OSL - 1), e2e = TTFT + (last - first); the test holds
+  their means (and p50 / p99) and the output throughput = tokens generated / (wall time from the first
+  arrival to the last finish).  One short warm-up loop first.
 
 Memory: weights and KV tensor bytes counted inside the worker(s) (collective_rpc over the model parameters and
 the allocated KV tensors), cache_config numbers (num_gpu_blocks, block_size, kv_cache_size_tokens,
@@ -194,7 +202,7 @@ class VllmRunner:
             enforce_eager=bool(opts.get("enforce_eager", is_cpu)),
             disable_log_stats=False,
             enable_prefix_caching=False,
-            max_num_seqs=int(opts.get("max_num_seqs", max(concurrencies))),
+            max_num_seqs=int(opts.get("max_num_seqs", max((*concurrencies, *spec.serving_concurrencies)))),
             gpu_memory_utilization=float(opts.get("gpu_memory_utilization", 0.92)),
             kv_cache_dtype=KV_DTYPES[spec.kv_dtype],
             tensor_parallel_size=int(opts.get("tensor_parallel_size", 1)),
@@ -215,6 +223,8 @@ class VllmRunner:
                 cfg = llm.llm_engine.vllm_config
                 vocab = int(cfg.model_config.get_vocab_size())
                 tests, skipped = _run_tests(llm, spec, concurrencies, vocab, SamplingParams, TokensPrompt)
+                serve_tests, serve_skipped = _run_serving(llm, spec, vocab, SamplingParams, TokensPrompt)
+                tests, skipped = tests + serve_tests, skipped + serve_skipped
                 wparts = llm.collective_rpc(_worker_weight_bytes)
                 kv_bytes = sum(llm.collective_rpc(_worker_kv_bytes))
                 threads = llm.collective_rpc(_worker_threads)
@@ -383,4 +393,89 @@ def _run_tests(llm, spec: PointSpec, concurrencies, vocab: int, SamplingParams, 
                 samples = tuple(tg_once(n, depth, c) for _ in range(spec.repetitions))
                 mean, std = summarize(samples)
                 tests.append(Test("tg", n, depth, c, samples, mean, std))
+    return tests, skipped
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    """Linear-interpolation quantile of a non-empty list (as numpy's default)."""
+    ys = sorted(xs)
+    pos = (len(ys) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(ys) - 1)
+    return ys[lo] + (ys[hi] - ys[lo]) * (pos - lo)
+
+
+def serve_closed_loop(engine, make_prompt, params, concurrency: int, n_requests: int) -> list:
+    """Run ``n_requests`` requests on a V1 ``LLMEngine`` keeping ``concurrency`` in flight (each finished one
+    replaced at once); returns (RequestOutput of each finished request, wall seconds from the first arrival to
+    the last finish)."""
+    started = finished = 0
+    outs = []
+    t0 = time.time()
+    while started < min(concurrency, n_requests):
+        engine.add_request(f"serve-{started}", make_prompt(), params)
+        started += 1
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            if not out.finished:
+                continue
+            outs.append(out)
+            finished += 1
+            if started < n_requests:
+                engine.add_request(f"serve-{started}", make_prompt(), params)
+                started += 1
+    return outs, time.time() - t0
+
+
+def _run_serving(llm, spec: PointSpec, vocab: int, SamplingParams, TokensPrompt):
+    """Serve tests of the point (module doc); (tests, skipped)."""
+    from vllm.sampling_params import RequestOutputKind
+
+    rng = random.Random(spec.seed + 1)
+    engine = llm.llm_engine
+    tests: list[Test] = []
+    skipped: list[dict] = []
+    for c in spec.serving_concurrencies:
+        for isl in spec.prompt_lengths:
+            for osl in spec.gen_lengths:
+                if isl + osl > spec.n_ctx or osl < 2:
+                    why = f"isl + osl > max_model_len {spec.n_ctx} or osl < 2"
+                    skipped.append(
+                        {"kind": "serve", "n_prompt": isl, "n_tokens": osl, "batch": c, "reason": why}
+                    )
+                    continue
+                params = SamplingParams(
+                    max_tokens=osl, min_tokens=osl, ignore_eos=True, temperature=0.0, detokenize=False,
+                    output_kind=RequestOutputKind.FINAL_ONLY,
+                )  # fmt: skip
+
+                def prompt(isl=isl):
+                    return TokensPrompt(prompt_token_ids=[rng.randrange(vocab) for _ in range(isl)])
+
+                serve_closed_loop(engine, prompt, params, c, c)  # warm-up: one request per client
+                n = c * max(int(spec.serving_requests_per_client), 1)
+                outs, wall = serve_closed_loop(engine, prompt, params, c, n)
+                ms = [o.metrics for o in outs]
+                if any(m is None or not getattr(m, "first_token_ts", 0) for m in ms):
+                    raise RuntimeError("vLLM returned no per-request timestamps (RequestStateStats)")
+                ttft = [m.first_token_latency for m in ms]
+                tpot = [
+                    (m.last_token_ts - m.first_token_ts) / max(m.num_generation_tokens - 1, 1) for m in ms
+                ]
+                e2e = [m.first_token_latency + m.last_token_ts - m.first_token_ts for m in ms]
+                rate = rate_tok_s(sum(m.num_generation_tokens for m in ms), wall)
+                tests.append(
+                    Test(
+                        "serve", osl, 0, c, (rate,), rate, 0.0,
+                        ttft_s=sum(ttft) / len(ttft),
+                        n_prompt=isl,
+                        tpot_s=sum(tpot) / len(tpot),
+                        e2e_latency_s=sum(e2e) / len(e2e),
+                        ttft_p50_s=_quantile(ttft, 0.5),
+                        ttft_p99_s=_quantile(ttft, 0.99),
+                        tpot_p50_s=_quantile(tpot, 0.5),
+                        tpot_p99_s=_quantile(tpot, 0.99),
+                        n_requests=len(ms),
+                    )
+                )  # fmt: skip
     return tests, skipped

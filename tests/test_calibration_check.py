@@ -112,7 +112,9 @@ def test_single_device_family_falls_back_to_leave_one_model_out(tmp_path):
 
 
 def test_thresholds_are_the_issue_gates():
-    assert check.THRESHOLDS == {"decode": 0.10, "prefill": 0.15, "weights+kv": 0.01, "total": 0.05}
+    assert check.THRESHOLDS == {
+        "decode": 0.10, "prefill": 0.15, "weights+kv": 0.01, "total": 0.05, "tpot": 0.20, "ttft": 0.35,
+    }  # fmt: skip
 
 
 def test_cli_bad_input_exits_2(tmp_path, capsys):

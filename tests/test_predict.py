@@ -312,3 +312,48 @@ def test_kv_and_flash_attention_switches(table):
     assert predict.row_workload(rows[3]).kv_pad == 32 and not predict.row_workload(rows[3]).flash_attn
     assert auto["kv_bytes"] == uni["kv_bytes"] and predict.row_workload(rows[4]).flash_attn
     assert "flash_attn" in bad["error"]
+def _serving_row(**kw):
+    row = {"model": "llama-3.1-70b", "hardware": "b200", "engine": "vllm", "quant": "FP8", "n_prompt": "1024",
+           "n_gen": "1024", "n_devices": "2", "kv_dtype": "fp8", "concurrency": "64"}  # fmt: skip
+    row.update(kw)
+    return row
+
+
+def test_serving_row_has_the_serving_outputs_and_not_the_llama_bench_ones(table):
+    """A row with a concurrency column is a serving benchmark (estimator.physics.serving), with intervals."""
+    from estimator.physics import serving
+
+    (out,) = predict.predict_rows([_serving_row()], table)
+    assert out["error"] == ""
+    assert out["prefill_tok_s"] == "" and out["decode_tok_s"] == ""
+    ttft, tpot, tok, user = (float(out[k]) for k in ("ttft_s", "tpot_s", "output_tok_s", "per_user_tok_s"))
+    assert float(out["ttft_s_lo"]) <= ttft <= float(out["ttft_s_hi"])
+    assert float(out["tpot_s_lo"]) <= tpot <= float(out["tpot_s_hi"])
+    assert float(out["output_tok_s_lo"]) <= tok <= float(out["output_tok_s_hi"])
+    assert user == pytest.approx(1 / tpot) and float(out["e2e_s"]) == pytest.approx(ttft + 1023 * tpot)
+    wl = Workload(n_ctx=2048, kv_dtype="fp8", engine="vllm", n_devices=2, split="tp", concurrency=64)
+    (e,) = serving.estimate_serving(
+        get_model("llama-3.1-70b"), get_quant("FP8"), get_hardware("b200"), wl,
+        [serving.ServingLoad(64, 1024, 1024)], table,
+    )  # fmt: skip
+    assert (ttft, tpot, tok) == (e.ttft_s, e.tpot_s, e.output_tok_s)
+    # memory is sized for the 64 clients' sequences
+    assert int(out["kv_bytes"]) == estimate_memory(
+        get_model("llama-3.1-70b"), get_quant("FP8"), get_hardware("b200"), replace(wl, n_seq=64)
+    ).kv_bytes
+
+
+def test_serving_rows_batch_mode_and_bad_input(table):
+    rows = [
+        _serving_row(mode="batch", concurrency="16"),
+        _serving_row(mode="burst"),
+        _serving_row(concurrency="0"),
+        _serving_row(n_gen="0"),
+    ]
+    out = predict.predict_rows(rows, table)
+    assert out[0]["error"] == "" and float(out[0]["output_tok_s"]) > 0
+    assert "not serve or batch" in out[1]["error"]
+    assert "concurrency" in out[2]["error"]
+    assert "n_gen" in out[3]["error"]
+    for row in out[1:]:
+        assert row["ttft_s"] == "" and row["tpot_s"] == ""

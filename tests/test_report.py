@@ -17,9 +17,8 @@ OPTS = ReportOptions(hardware_catalog=tuple(all_hardware()), rates=load_cloud_ra
 
 
 SECTION_KEYS = (
-    "summary", "model", "support", "memory", "kv", "context", "quant", "speed", "multi_device", "cost",
-    "finetune",
-    "recommendations", "launch", "notes",
+    "summary", "model", "support", "memory", "kv", "context", "quant", "speed", "serving", "multi_device",
+    "cost", "finetune", "recommendations", "launch", "notes",
 )
 
 

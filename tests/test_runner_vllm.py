@@ -119,3 +119,68 @@ def test_vllm_check_and_bad_folder(vllm_python, tmp_path):
         tmp_path,
     )
     assert r.returncode == 2 and "no config.json" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_vllm_serving_closed_loop_records(vllm_python, tmp_path):
+    """Issue 9 item 7 on CPU: the serving test (C clients in a closed loop on the engine, no server, a handful
+    of requests) gives TTFT / TPOT / throughput, and the harness turns it into schema-2 serving records that
+    calibration.serving reads (the same path a GPU box's records take)."""
+    from calibration.dataset import LoadedRecord, build_dataset
+    from calibration.serving import serving_points
+    from harness import provenance
+    from harness.hwdetect import CpuInfo, HostInfo
+    from harness.records import check_record
+    from runners.base import PointSpec
+
+    model = synth.tiny_model("llama")
+    folder = synth.write_hf_config_dir(model, tmp_path / "tiny-llama")
+    spec = {
+        "model_path": str(folder),
+        "n_ctx": 256,
+        "prompt_lengths": [32],
+        "gen_lengths": [8],
+        "depths": [0],
+        "concurrencies": [1],
+        "repetitions": 1,
+        "serving_concurrencies": [1, 4],
+        "serving_requests_per_client": 2,
+        "engine_options": {"kv_cache_memory_bytes": 32 * 2**20},
+    }
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    out = str(tmp_path / "o.json")
+    args = ["measure", "--engine", "vllm", "--spec", str(tmp_path / "spec.json"), "--out", out]
+    r = _run(vllm_python, args, tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = measurement_from_dict(json.loads((tmp_path / "o.json").read_text()))
+    serve = [t for t in m.tests if t.kind == "serve"]
+    assert [(t.n_prompt, t.n_tokens, t.batch, t.n_requests) for t in serve] == [(32, 8, 1, 2), (32, 8, 4, 8)]
+    for t in serve:
+        assert 0 < t.ttft_s < 60 and 0 < t.tpot_s < 10 and t.mean_tok_s > 0
+        assert t.e2e_latency_s >= t.ttft_s and t.ttft_p50_s <= t.ttft_p99_s
+    # the harness's records: one per serve test, the schema-2 serving fields filled
+    host = HostInfo(
+        host="h", backend="CPU", device_name="Test CPU", n_devices=1, driver="", hardware_id="",
+        hardware_family="cpu-x86-avx512",
+        cpu=CpuInfo("Test CPU", "x86_64", 2, 2, 2**34, ("avx512",), "cpu-x86-avx512"),
+        detected={"host_bandwidth_probe_gbs": 20.0, "ram_bytes": 2**34},
+    )  # fmt: skip
+    point = PointSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()})
+    ctx = provenance.PointContext(
+        point_key="k", plan_source="test", host=host, engine="vllm", engine_version=m.engine_version,
+        model_id="llama", model=model, n_layers_measured=model.n_layers, quant="BF16", synthetic_weights=True,
+        spec=point, git_sha="x",
+    )  # fmt: skip
+    records = [rec for rec in provenance.records_from_measurement(ctx, m) if rec.concurrency]
+    assert [(rec.n_prompt, rec.n_gen, rec.concurrency, rec.serving_mode) for rec in records] == [
+        (32, 8, 1, "agg"), (32, 8, 4, "agg"),
+    ]  # fmt: skip
+    for rec in records:
+        check_record(rec)
+        assert rec.ttft_s > 0 and rec.tpot_s > 0 and rec.output_tok_s > 0 and rec.status == "ok"
+    # calibration reads them through the serving path; the tiny synthetic model is not in the catalog and a
+    # host without datasheet TFLOPS cannot be fitted: both left out, each saying why
+    ds = build_dataset([LoadedRecord(rec, "mem", i) for i, rec in enumerate(records)])
+    assert len(ds.records) == 2
+    points, rejected = serving_points(ds)
+    assert not points and len(rejected) == 2
+    assert all(x.reason.startswith("serving: features:") for x in rejected), [x.reason for x in rejected]

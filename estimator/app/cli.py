@@ -203,6 +203,20 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
         "--ft-micro-batch", type=_number("ft_micro_batch"), default=1, help="fine-tuning micro-batch"
     )
     r.add_argument("--allow-overlong", action="store_true", help="allow a context above the model maximum")
+    r.add_argument("--isl", type=_number("isl"), default=1024, help="serving: prompt tokens per request")
+    r.add_argument("--osl", type=_number("osl"), default=1024, help="serving: output tokens per request")
+    r.add_argument(
+        "--slo-ttft-ms",
+        type=_number("slo_ttft_ms"),
+        default=2000.0,
+        help="serving objective: mean time to first token, ms",
+    )
+    r.add_argument(
+        "--slo-tpot-ms",
+        type=_number("slo_tpot_ms"),
+        default=100.0,
+        help="serving objective: mean time per output token, ms",
+    )
     r.add_argument("--format", choices=FORMATS, default="text")
     r.add_argument(
         "--brief",
@@ -366,6 +380,10 @@ def report_request(args):
         swa_full=args.swa_full,
         kv_unified=args.kv_unified,
         kv_pad=args.kv_pad,
+        isl=args.isl,
+        osl=args.osl,
+        slo_ttft_ms=args.slo_ttft_ms,
+        slo_tpot_ms=args.slo_tpot_ms,
     )
 
 

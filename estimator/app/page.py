@@ -22,7 +22,6 @@ KV_DTYPES = ("f16", "bf16", "q8_0", "q4_0", "fp8")
 LANG_NAMES = {"en": "English", "es": "Español"}
 
 
-
 @lru_cache(maxsize=1)
 def options() -> dict[str, list[tuple[str, str]]]:
     """(value, label) choices of each select, from the estimator's catalogs."""
@@ -106,6 +105,10 @@ def page_html(params: Any, lang: str, fragment: str, error: str = "") -> str:
             _number("concurrency", t("concurrency", lang), values["concurrency"], 1),
             _number("offload_gib", t("offload", lang), values["offload_gib"], 0, "any"),
             _select("engine", t("engine", lang), opts["engine"], values["engine"]),
+            _number("isl", t("isl", lang), values["isl"], 1),
+            _number("osl", t("osl", lang), values["osl"], 1),
+            _number("slo_ttft_ms", t("slo_ttft_ms", lang), values["slo_ttft_ms"], 0, "any"),
+            _number("slo_tpot_ms", t("slo_tpot_ms", lang), values["slo_tpot_ms"], 0, "any"),
             _select("lang", t("language", lang), opts["lang"], lang),
             _custom_fields(values, lang, opts),
             f'<button type="submit" id="fb-update">{escape(t("update", lang))}</button>',

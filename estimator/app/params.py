@@ -27,6 +27,10 @@ DEFAULTS: dict[str, str] = {
     "bandwidth_gbs": "",
     "tflops": "",
     "family": "",
+    "isl": "1024",
+    "osl": "1024",
+    "slo_ttft_ms": "2000",
+    "slo_tpot_ms": "100",
 }
 # the optional parameters: an empty value means "not given"
 OPTIONAL = ("ctx", "memory_gib", "bandwidth_gbs", "tflops", "family")
@@ -54,6 +58,10 @@ class ReportParams:
     bandwidth_gbs: float | None = None
     tflops: float | None = None
     family: str | None = None
+    isl: int = 1024
+    osl: int = 1024
+    slo_ttft_ms: float = 2000.0
+    slo_tpot_ms: float = 100.0
 
     def request(self):
         """The ``ReportRequest`` of these parameters (what ``python -m estimator report`` builds from the same
@@ -74,6 +82,10 @@ class ReportParams:
             bandwidth_gbs=self.bandwidth_gbs,
             tflops=self.tflops,
             family=self.family,
+            isl=self.isl,
+            osl=self.osl,
+            slo_ttft_ms=self.slo_ttft_ms,
+            slo_tpot_ms=self.slo_tpot_ms,
         )
 
     def query(self) -> dict[str, str]:
@@ -92,6 +104,10 @@ class ReportParams:
             "bandwidth_gbs": _opt_text(self.bandwidth_gbs),
             "tflops": _opt_text(self.tflops),
             "family": self.family or "",
+            "isl": str(self.isl),
+            "osl": str(self.osl),
+            "slo_ttft_ms": _num_text(self.slo_ttft_ms),
+            "slo_tpot_ms": _num_text(self.slo_tpot_ms),
         }
 
 
@@ -161,4 +177,8 @@ def parse_params(query: dict[str, list[str]]) -> ReportParams:
         bandwidth_gbs=_opt_float("bandwidth_gbs", given["bandwidth_gbs"]),
         tflops=_opt_float("tflops", given["tflops"]),
         family=_text("family", given["family"]) if given["family"] else None,
+        isl=int(_number("isl", raw["isl"], "isl")),
+        osl=int(_number("osl", raw["osl"], "osl")),
+        slo_ttft_ms=float(_number("slo_ttft_ms", raw["slo_ttft_ms"], "slo_ttft_ms")),
+        slo_tpot_ms=float(_number("slo_tpot_ms", raw["slo_tpot_ms"], "slo_tpot_ms")),
     )

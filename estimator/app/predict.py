@@ -28,6 +28,19 @@ Output adds OUTPUT_COLUMNS:
   predicted on its fallback path, an unsupported row is predicted on the device's native path and says so
   here).  error: empty, or why this row could not be predicted (its other outputs are then empty).
 * optional input ``backend``: the engine's backend (default: the engine profile's for the device).
+
+Serving mode (estimator.physics.serving): a row with a ``concurrency`` column (C >= 1) is a serving benchmark:
+C clients each sending requests of ``n_prompt`` prompt tokens (ISL) for ``n_gen`` output tokens (OSL) and the
+next one when answered (``vllm bench serve --max-concurrency C``); optional ``mode`` = ``serve`` (default) or
+``batch`` (C requests at once, offline ``LLM.generate``, timed to the last token); ``batch``, ``n_depth`` are
+ignored.  Memory is sized for C sequences of n_ctx.  Outputs instead of the llama-bench speeds:
+
+* ttft_s: mean time to first token under that load (queueing included), seconds;
+* tpot_s: mean time per output token after the first, seconds;
+* output_tok_s: output tokens per second of all clients together; per_user_tok_s: 1 / tpot_s;
+* each with _lo / _hi from the serving set's intervals (TTFT and TPOT intervals of ln(measured / predicted)
+  time; the throughputs take the TPOT interval inverted); e2e_s: TTFT + (OSL - 1) x TPOT.
+prefill_tok_s / decode_tok_s stay empty on serving rows.
 """
 
 from __future__ import annotations
@@ -65,7 +78,21 @@ OUTPUT_COLUMNS = (
     "calibrated",
     "support",
     "error",
+    # serving mode (rows with a concurrency column)
+    "ttft_s_lo",
+    "ttft_s_hi",
+    "tpot_s",
+    "tpot_s_lo",
+    "tpot_s_hi",
+    "e2e_s",
+    "output_tok_s",
+    "output_tok_s_lo",
+    "output_tok_s_hi",
+    "per_user_tok_s",
+    "per_user_tok_s_lo",
+    "per_user_tok_s_hi",
 )
+SERVING_COLUMNS = ("concurrency", "mode")
 REQUIRED_COLUMNS = ("model", "hardware", "n_prompt", "n_gen")
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 _FALSE = {"0", "false", "no", "off", "n", "f"}
@@ -208,6 +235,12 @@ def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None =
 
     resolver = resolver or _Resolver()
     wl = row_workload(row)
+    serving_row = _text(row, "concurrency") != ""
+    if serving_row:
+        conc = _int(row, "concurrency")
+        if wl.n_prompt < 1 or wl.n_gen < 1:
+            raise SpecError("a serving row needs n_prompt (input tokens) and n_gen (output tokens) >= 1")
+        wl = replace(wl, n_seq=conc, concurrency=conc, n_depth=0)
     model = resolver.model(_text(row, "model"))
     hardware = resolver.hardware(row)
     qtext = _text(row, "quant")
@@ -217,6 +250,7 @@ def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None =
         quant = get_quant(qtext)
     if wl.engine not in ENGINES:
         raise SpecError(f"unknown engine {wl.engine!r}; one of {', '.join(ENGINES)}")
+    quant = get_engine(wl.engine).weight_format(quant)  # the layout the engine loads (vLLM MXFP4 checkpoints)
     if not get_engine(wl.engine).runs(quant):
         engines = ", ".join(engines_for(quant))
         raise SpecError(f"quant {quant.name} is not available on {wl.engine} (engines: {engines})")
@@ -231,6 +265,10 @@ def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None =
         total_bytes=str(int(mem.total_bytes)),
         fits="false" if mem.verdict == "does not fit" else "true",
     )
+    if serving_row:  # serving is estimated on the device's native path (no fallback serving model)
+        out.update(_serving_outputs(row, model, quant, hardware, replace(wl, n_seq=1), table))
+        out["support"] = support.judge(model, mem_quant, hardware, wl).status
+        return out
     sets = speed.speed_sets(table, model, mem_quant, hardware, wl)
     swl = sets.workload(wl)
     used = []
@@ -257,6 +295,34 @@ def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None =
     verdict = sets.path.verdict if sets.path is not None else support.judge(model, mem_quant, hardware, wl)
     out["support"] = verdict.status
     return out
+
+
+def _serving_outputs(row: dict, model, quant, hardware, wl: Workload, table: CoefficientTable) -> dict:
+    """The serving-mode outputs of a row (module doc): estimator.physics.serving at its load."""
+    from estimator.physics import serving
+
+    mode = _text(row, "mode", serving.SERVE).lower()
+    if mode not in (serving.SERVE, serving.BATCH):
+        raise SpecError(f"column 'mode': {mode!r} is not serve or batch")
+    load = serving.ServingLoad(int(wl.concurrency), int(wl.n_prompt), int(wl.n_gen), mode)
+    (e,) = serving.estimate_serving(model, quant, hardware, wl, [load], table)
+    return {
+        "ttft_s": _num(e.ttft_s),
+        "ttft_s_lo": _num(e.ttft_lo_s),
+        "ttft_s_hi": _num(e.ttft_hi_s),
+        "tpot_s": _num(e.tpot_s),
+        "tpot_s_lo": _num(e.tpot_lo_s),
+        "tpot_s_hi": _num(e.tpot_hi_s),
+        "e2e_s": _num(e.e2e_s),
+        "output_tok_s": _num(e.output_tok_s),
+        "output_tok_s_lo": _num(e.output_lo_tok_s),
+        "output_tok_s_hi": _num(e.output_hi_tok_s),
+        "per_user_tok_s": _num(e.per_user_tok_s),
+        "per_user_tok_s_lo": _num(e.per_user_lo_tok_s),
+        "per_user_tok_s_hi": _num(e.per_user_hi_tok_s),
+        "coefficients": e.coefficients,
+        "calibrated": "true" if e.calibrated else "false",
+    }
 
 
 def predict_rows(rows: list[dict], table: CoefficientTable | None = None) -> list[dict]:

@@ -3,8 +3,9 @@
 Routes (GET only):
 
 * ``/`` — the page: a form (model, hardware, quant, context, KV dtype, devices, concurrency, offload, engine,
-  language) and the report fragment for the current parameters.  Its small inline script only collects the
-  form, calls ``/fragment`` and swaps in the server-rendered HTML; no sizing formula runs in JavaScript.
+  serving request lengths and latency objective, language) and the report fragment for the current
+  parameters.  Its small inline script only collects the form, calls ``/fragment`` and swaps in the
+  server-rendered HTML; no sizing formula runs in JavaScript.
 * ``/api/report?…`` — the JSON report, byte-for-byte what ``python -m estimator report --format json`` prints
   for the same options.
 * ``/api/report.html?…`` and ``/fragment?…`` — the HTML report fragment rendered by ``estimator.render.html``.

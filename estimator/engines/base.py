@@ -20,7 +20,11 @@ report and app code ask the profile and never compare engine names.  A profile h
   whether prefill materialises the KQ score matrix without flash attention, whether a layer split over
   several devices pipelines micro-batches (see estimator.physics.counts.pipeline_factor);
 * **requests**: ``check`` refuses a configuration the engine cannot run (one-line SpecError) and
-  ``launch`` builds the command line that reproduces a sized configuration.
+  ``launch`` builds the command line that reproduces a sized configuration;
+* **serving**: how its scheduler batches many requests (``scheduler``: token budget of a step, most running
+  requests, whether prompt chunks share a step with decode tokens, graph-captured batch sizes; a
+  ``SchedulerSpec`` with its source, read by estimator.physics.serving) and the weight layout it loads for a
+  format (``weight_format``: vLLM / SGLang load an MXFP4 checkpoint with everything but the experts in bf16).
 
 Profiles import only ``estimator.specs``: physics sits above them and asks them.
 """
@@ -35,6 +39,34 @@ from dataclasses import dataclass
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
 
 CONTAINERS = ("gguf", "safetensors")
+
+
+@dataclass(frozen=True)
+class SchedulerSpec:
+    """How an engine batches requests when it serves many at once (estimator.physics.serving).
+
+    max_batched_tokens: token budget of one scheduler step (decode tokens + prompt chunks), tokens;
+    max_seqs: most requests running at once (more wait in the engine's queue);
+    mixes_prefill: True when one step carries prompt chunks together with the running requests' decode tokens
+    (vLLM V1 chunked prefill, llama-server); False when a prefill batch is a step of its own that pauses
+    decoding (SGLang without ``--enable-mixed-chunk``);
+    graph_sizes: token counts of the captured CUDA graphs, ascending; a step of T <= max(graph_sizes) tokens
+    runs padded to the next size (its GEMMs compute the padding), larger steps run eagerly; () = none;
+    source: where the defaults come from.
+    """
+
+    max_batched_tokens: int
+    max_seqs: int
+    mixes_prefill: bool = True
+    graph_sizes: tuple[int, ...] = ()
+    source: str = ""
+
+    def padded(self, tokens: int) -> int:
+        """Tokens a step of ``tokens`` tokens computes: the next captured graph size, or ``tokens``."""
+        for g in self.graph_sizes:
+            if g >= tokens:
+                return g
+        return tokens
 
 
 @dataclass(frozen=True)
@@ -276,6 +308,15 @@ class EngineProfile:
         """The engine's command line for this configuration (``exact`` when workload.engine is this one)."""
         raise NotImplementedError
 
+    # ------------------------------------------------------------------------------------------- serving
+    def scheduler(self, hardware: HardwareSpec, workload: Workload) -> SchedulerSpec:
+        """The engine's default scheduler on this device (per-device memory decides some defaults)."""
+        raise NotImplementedError
+
+    def weight_format(self, quant: QuantSpec) -> QuantSpec:
+        """The per-tensor recipe the engine loads for ``quant`` (the catalog recipe unless it differs)."""
+        return quant
+
 
 _DENSE_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 
@@ -294,6 +335,26 @@ def checkpoint_args(model: ModelSpec, quant: QuantSpec) -> tuple[str, list[str],
         note = "--quantization fp8 quantizes the bf16 checkpoint to FP8 at load time"
         return repo, ["--quantization", "fp8"], [note]
     return None
+
+
+# vLLM and SGLang load an MXFP4 checkpoint as published (gpt-oss: the routed experts' *_blocks / *_scales in
+# MXFP4, attention, embeddings, head, router and norms in bf16); llama.cpp's MXFP4_MOE recipe stores every
+# other matrix in q8_0 instead.  Not a catalog recipe (QUANTS["MXFP4"] is llama.cpp's), so the weight physics
+# types each tensor through ``types`` (estimator.physics.quant.type_for).
+_EXPERT_CLASSES = ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps")
+MXFP4_CHECKPOINT = QuantSpec(
+    name="MXFP4",
+    default_type="bf16",
+    types={c: "mxfp4" for c in _EXPERT_CLASSES},
+    description="MXFP4 checkpoint (gpt-oss): routed experts MXFP4 (4.25 bits), everything else bf16",
+    containers=("gguf", "safetensors"),
+)
+
+
+def checkpoint_weight_format(quant: QuantSpec) -> QuantSpec:
+    """What a Hugging Face checkpoint engine (vLLM, SGLang) loads for ``quant``: MXFP4 as published
+    (``MXFP4_CHECKPOINT``), every other format as catalogued."""
+    return MXFP4_CHECKPOINT if quant.name.upper() == "MXFP4" else quant
 
 
 def gpu_layers(model: ModelSpec, workload: Workload, weights_bytes: int) -> int:

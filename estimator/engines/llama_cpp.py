@@ -39,13 +39,17 @@ the workload sets them; ``-ngl`` = layers on the device (999 = all; with ``--off
 ``--n-cpu-moe N`` (routed experts of the first N layers in host RAM, the same as
 ``-ot 'blk\\.(0|..|N-1)\\.ffn_.*_exps\\.=CPU'``); multi-device ``-sm row`` (tensor split) or ``-sm layer``
 (pipeline) with ``-ts 1,1,..``.
+
+Scheduler (``scheduler``; llama-server ``update_slots`` in tools/server/server.cpp): one ``llama_decode`` per
+step holds the generating slots' next tokens and then prompt tokens of slots in prompt processing, up to
+``-b`` (n_batch, 2048) tokens; ``-np`` slots (= the sized concurrency) run at once; no graph padding.
 """
 
 from __future__ import annotations
 
-from estimator.engines.base import EngineProfile, KVLayout, LaunchCommand, gpu_layers, slug
+from estimator.engines.base import EngineProfile, KVLayout, LaunchCommand, SchedulerSpec, gpu_layers, slug
 from estimator.engines.base import pad as round_up
-from estimator.specs import FULL, SLIDING, ModelSpec, QuantSpec, SpecError, Workload
+from estimator.specs import FULL, SLIDING, HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
 
 PAD = 256  # KV cells are padded to 256 (shared/reference/methods.md A4; current builds, see above)
 SWA_PAD = 256  # the sliding-window cache is padded to 256 whatever the build (ggml-org/llama.cpp#17046)
@@ -201,6 +205,16 @@ class LlamaCpp(EngineProfile):
         if workload.kv_pad:
             notes.append(f"sized for a build that pads the KV cache to {workload.kv_pad} cells")
         return LaunchCommand(self.name, tuple(argv), exact, tuple(notes))
+
+    def scheduler(self, hardware: HardwareSpec, workload: Workload) -> SchedulerSpec:
+        return SchedulerSpec(
+            max(int(workload.n_batch), 1),
+            max(int(workload.concurrency), 1),
+            True,
+            (),
+            "llama-server: -b n_batch tokens per llama_decode (slots' decode tokens, then prompt tokens), "
+            "-np slots = the sized concurrency",
+        )
 
 
 PROFILE = LlamaCpp()

@@ -18,14 +18,30 @@ Facts from sgl-project/sglang ``python/sglang/srt/server_args.py`` (read 2026-12
 ``launch``: ``--model-path``, ``--context-length`` = n_ctx, ``--mem-fraction-static``, ``--tp-size`` or
 ``--pp-size``, ``--kv-cache-dtype``, ``--max-running-requests`` = concurrency, ``--quantization fp8`` for FP8
 from a bf16 checkpoint, ``--cpu-offload-gb`` for host offload.
+
+Scheduler (``scheduler``; ``server_args.py`` as above): ``--chunked-prefill-size`` by device memory (< 35 GiB
+2048, < 160 GiB 8192, else 16384) is the token budget of a prefill batch; without ``--enable-mixed-chunk``
+(the default) a prefill batch is a step of its own and pauses decoding, prefill first.  The number of running
+requests follows the KV pool (``--max-running-requests`` unset; 4096 here as a ceiling).  CUDA graphs are
+captured for decode batches 1, 2, 4, 8, 12, 16 .. 256 (step 8), 272 .. 496 (step 16), 512 .. max (step 32),
+max = ``--cuda-graph-max-bs``: 8 (tp < 4) / 80 below 35 GiB, 256 (tp < 4) / 512 below 160 GiB, else 512.
+MXFP4 is loaded as the checkpoint stores it (``weight_format``).
 """
 
 from __future__ import annotations
 
 import math
 
-from estimator.engines.base import EngineProfile, KVLayout, LaunchCommand, checkpoint_args, slug
-from estimator.specs import GIB, ModelSpec, QuantSpec, Workload
+from estimator.engines.base import (
+    EngineProfile,
+    KVLayout,
+    LaunchCommand,
+    SchedulerSpec,
+    checkpoint_args,
+    checkpoint_weight_format,
+    slug,
+)
+from estimator.specs import GIB, HardwareSpec, ModelSpec, QuantSpec, Workload
 
 SWA_FULL_TOKENS_RATIO = 0.8
 # fitbench KV dtype name -> --kv-cache-dtype
@@ -130,6 +146,34 @@ class SGLang(EngineProfile):
                 "(--swa-full-tokens-ratio), as sized here"
             )
         return LaunchCommand(self.name, tuple(argv), exact, tuple(notes))
+
+    def scheduler(self, hardware: HardwareSpec, workload: Workload) -> SchedulerSpec:
+        mem = hardware.memory_bytes or 0
+        tp_small = workload.n_devices < 4
+        if mem < 35 * GIB:
+            budget, max_bs = 2048, 8 if tp_small else 80
+        elif mem < 160 * GIB:
+            budget, max_bs = 8192, 256 if tp_small else 512
+        else:
+            budget, max_bs = 16384, 512
+        graphs = () if hardware.kind == "cpu" else cuda_graph_sizes(max_bs)
+        return SchedulerSpec(budget, MAX_RUNNING_REQUESTS, False, graphs, SCHEDULER_SOURCE)
+
+    def weight_format(self, quant: QuantSpec) -> QuantSpec:
+        return checkpoint_weight_format(quant)
+
+
+MAX_RUNNING_REQUESTS = 4096
+SCHEDULER_SOURCE = (
+    "SGLang defaults (sgl-project/sglang python/sglang/srt/server_args.py): --chunked-prefill-size and "
+    "--cuda-graph-max-bs by device memory, prefill batches not mixed with decode"
+)
+
+
+def cuda_graph_sizes(largest: int) -> tuple[int, ...]:
+    """SGLang's default decode capture sizes up to ``largest``."""
+    sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, largest + 1, 32)]
+    return tuple(s for s in sizes if s <= largest)
 
 
 PROFILE = SGLang()

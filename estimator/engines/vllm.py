@@ -14,13 +14,30 @@ the rest (estimator.physics.runtime, model "torch").
 ``--tensor-parallel-size`` or ``--pipeline-parallel-size``; ``--kv-cache-dtype auto|fp8``; ``--max-num-seqs``
 =
 concurrency; ``--cpu-offload-gb`` (GiB per GPU) for ``--offload-gib``.
+
+Scheduler (``scheduler``; vLLM V1, read in vllm 0.32.0 ``engine/arg_utils.py`` (the batch defaults) and
+``config/vllm.py`` ``_set_cudagraph_sizes``): chunked prefill is always on, each step schedules the running
+requests' decode tokens first and fills the rest of the token budget with prompt chunks.
+Defaults of ``vllm serve`` by memory of one device: >= 160 GiB ``max_num_batched_tokens`` 16384,
+``max_num_seqs`` 1024; >= 70 GiB (not A100) 8192 / 1024; smaller GPUs 2048 / 256; CPU 2048 x world size / 128
+x world size.  CUDA graphs are captured for 1, 2, 4, 8 .. 248 (step 8), 256 .. max (step 16) tokens, max =
+min(2 x max_num_seqs, 512, max_num_batched_tokens) (vLLM raises the 512 to 1024 on compute capability 10.x,
+not modelled); CPU builds capture none.  MXFP4 is loaded as the checkpoint stores it (``weight_format``).
 """
 
 from __future__ import annotations
 
-from estimator.engines.base import EngineProfile, KVLayout, LaunchCommand, checkpoint_args, slug
+from estimator.engines.base import (
+    EngineProfile,
+    KVLayout,
+    LaunchCommand,
+    SchedulerSpec,
+    checkpoint_args,
+    checkpoint_weight_format,
+    slug,
+)
 from estimator.engines.base import pad as round_up
-from estimator.specs import GIB, ModelSpec, QuantSpec, Workload
+from estimator.specs import GIB, HardwareSpec, ModelSpec, QuantSpec, Workload
 
 BLOCK = 16  # default GPU block size (tokens)
 # fitbench KV dtype name -> --kv-cache-dtype (runners/vllm.py keeps the same map: runners import nothing of
@@ -136,6 +153,38 @@ class VLLM(EngineProfile):
                 "vLLM has no per-layer MoE-expert offload (llama.cpp --n-cpu-moe); use --cpu-offload-gb"
             )
         return LaunchCommand(self.name, tuple(argv), exact, tuple(notes))
+
+    def scheduler(self, hardware: HardwareSpec, workload: Workload) -> SchedulerSpec:
+        mem = hardware.memory_bytes or 0
+        if hardware.kind == "cpu":
+            n = max(1, workload.n_devices)
+            budget, seqs, graphs = 2048 * n, 128 * n, ()
+        else:
+            if mem >= 160 * GIB:
+                budget, seqs = 16384, 1024
+            elif mem >= 70 * GIB and "a100" not in hardware.name.lower():
+                budget, seqs = 8192, 1024
+            else:
+                budget, seqs = 2048, 256
+            graphs = cudagraph_sizes(min(2 * seqs, 512, budget))
+        return SchedulerSpec(budget, seqs, True, graphs, SCHEDULER_SOURCE)
+
+    def weight_format(self, quant: QuantSpec) -> QuantSpec:
+        return checkpoint_weight_format(quant)
+
+
+SCHEDULER_SOURCE = (
+    "vLLM V1 defaults of `vllm serve` (vllm 0.32.0 engine/arg_utils.py, config/vllm.py): chunked prefill, "
+    "max_num_batched_tokens / max_num_seqs by device memory, CUDA graphs 1-512"
+)
+
+
+def cudagraph_sizes(largest: int) -> tuple[int, ...]:
+    """vLLM's default capture sizes up to ``largest``: 1, 2, 4, then 8 .. 248 by 8, then 256 .. by 16."""
+    sizes = [s for s in (1, 2, 4) if s <= largest]
+    sizes += list(range(8, min(largest + 1, 256), 8))
+    sizes += list(range(256, largest + 1, 16))
+    return tuple(sizes)
 
 
 PROFILE = VLLM()

@@ -6,7 +6,10 @@ parameters themselves are one table, ``PARAMS`` (name, phase, kind, default, bou
 carry it, which fits estimate it, meaning): the file validator, the speed physics' defaults and calibration's
 fits all read it.  Decode: ``bw_eff``, ``t_layer_s``, ``t_fixed_s`` required; ``moe_route_s``,
 ``host_bw_eff``, ``t_allreduce_s`` optional.  Prefill: ``flops_eff``, ``attn_eff``, ``t_layer_s`` required;
-``flops_abs_tflops`` (CPUs), the kernel-class and MoE ratios and ``gemm_k_half`` optional.
+``flops_abs_tflops`` (CPUs), the kernel-class and MoE ratios and ``gemm_k_half`` optional.  Serving
+(estimator.physics.serving, the mixed scheduler step and the request queue): ``t_seq_s``, ``ttft_fixed_s``,
+``queue_share`` required; the step efficiencies and overheads optional (absent: the family's decode / prefill
+values, ``serving_params``).
 
 ``interval`` is the prediction interval of ln(measured / predicted) tokens/s: a point estimate ``x`` becomes
 ``[x * exp(log_lo), x * exp(log_hi)]``; a file interval that excludes 0 (a biased fit) is widened to include
@@ -24,7 +27,8 @@ File format (schema_version 1, JSON)::
     {"schema_version": 1, "fitbench_version": "0.1.0", "created_utc": "...", "input_hash": "sha256:...",
      "groups": [{"family", "engine", "backend", "phase", "params", "stderr", "n_points", "devices", "models",
                  "cv": {"lomo_median_ape", "lomo_p90_ape", "lodo_median_ape", "lodo_p90_ape"},
-                 "interval": {"log_lo", "log_hi", "coverage"}}],
+                 "interval": {"log_lo", "log_hi", "coverage"},
+                 "intervals"?: {"ttft" | "tpot" | "e2e": {"log_lo", "log_hi", "coverage"}}}],
      "pooled": [{"scope": {"vendor"?: str, "kind"?: str}, "engine": str | "*", "phase", "params", "stderr",
                  "n_points", "families", "cv", "interval", "note"?}],
      "memory": {"llama.cpp": {...}, "vllm": {...}}}
@@ -44,7 +48,7 @@ from typing import Any
 from estimator.specs import HardwareSpec, SpecError
 
 SCHEMA_VERSION = 1
-PHASES = ("decode", "prefill")
+PHASES = ("decode", "prefill", "serving")
 ENV_VAR = "FITBENCH_COEFFICIENTS"
 PRIOR_PATH = Path(__file__).resolve().parent.parent / "data" / "prior_coefficients.json"
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "results" / "coefficients.json"
@@ -118,6 +122,35 @@ PARAMS: tuple[Param, ...] = (
     # additive (linear prior around 0 = no effect), bounded at 1e6 elements (far beyond any model width)
     Param("gemm_k_half", "prefill", TIME, 0.0, 0.0, 1e6, fit="all",
           doc="GEMM width term: a GEMM of inner dimension K runs at eff x K / (K + gemm_k_half), elements"),
+    # serving at concurrency (estimator.physics.serving: one scheduler step mixes decode tokens and prompt
+    # chunks; a request queues behind other prompts).  Absent optional ones come from the family's decode /
+    # prefill sets (serving_params); the fit estimates them all.
+    Param("bw_eff", "serving", EFF, 0.75, 1e-3, 1.0, fit="all", doc="weights streamed per step, as decode"),
+    Param("kv_bw_eff", "serving", EFF, 0.75, 1e-3, 1.0, fit="all",
+          doc="fraction of datasheet bandwidth reached reading the decoding requests' KV cache"),
+    Param("flops_eff", "serving", EFF, 0.5, 1e-3, 1.0, fit="all",
+          doc="fraction of the datasheet GEMM rate (FP8 for 8- and 4-bit float formats) in a step"),
+    Param("flops_rel_fp4", "serving", RATE, 1.0, 0.1, 10.0, fit="all",
+          doc="GEMM rate of 4-bit float weights (NVFP4, MXFP4) relative to FP8: FP4 tensor cores > 1, "
+          "weight-only kernels that dequantize to bf16 < 1"),
+    Param("flops_rel_moe", "serving", RATE, 0.999, 0.05, 1.0, fit="all",
+          doc="efficiency of routed-expert GEMMs relative to dense ones (as prefill)"),
+    Param("attn_eff", "serving", EFF, 0.3, 1e-3, 1.0, fit="all",
+          doc="fraction of the bf16 rate reached by prompt attention"),
+    Param("t_fixed_s", "serving", TIME, 3e-4, 0.0, 1.0, fit="all", doc="fixed overhead of one step, s"),
+    Param("t_layer_s", "serving", TIME, 1e-5, 0.0, 1e-2, fit="all", doc="per layer of one step, s"),
+    Param("t_allreduce_s", "serving", TIME, 2e-5, 0.0, 1e-2, fit="all",
+          doc="latency of one tensor-parallel all-reduce, s"),
+    Param("t_seq_s", "serving", TIME, 1e-5, 0.0, 1e-2, True, "all",
+          "per running request and step (scheduling, sampling, output processing), s"),
+    Param("ttft_fixed_s", "serving", TIME, 0.02, 0.0, 10.0, True, "all",
+          "per request before its first token is out (API, tokenisation, streaming), s"),
+    Param("queue_share", "serving", EFF, 0.5, 1e-3, 1.0, True, "all",
+          "share of the other running requests' prompts a new one waits behind (1: every request of a "
+          "benchmark's equal-length cohort arrives together; small: arrivals spread out)"),
+    Param("flops_abs_tflops", "serving", RATE, 0.5, 1e-4, 1e4, doc="effective TFLOPS (from prefill, CPUs)"),
+    Param("host_bw_eff", "serving", EFF, 0.6, 1e-3, 1.0, doc="as decode"),
+    Param("moe_route_s", "serving", TIME, 0.0, 0.0, 1e-2, doc="as decode"),
 )  # fmt: skip
 
 
@@ -176,10 +209,18 @@ class CoefficientSet:
     calibrated: bool = False
     label: str = "pooled prior (uncalibrated)"
     source: str = "prior"
+    # serving sets: one interval of ln(measured / predicted) per metric ("ttft", "tpot", "e2e")
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def interval(self, value: float) -> tuple[float, float]:
         """(lo, hi) of a positive point estimate: value x exp(log_lo), value x exp(log_hi)."""
         return value * math.exp(self.log_lo), value * math.exp(self.log_hi)
+
+    def metric_interval(self, metric: str, value: float) -> tuple[float, float]:
+        """(lo, hi) of a positive estimate of ``metric`` from its own interval (``intervals``), else the
+        set's."""
+        lo, hi = self.intervals.get(metric, (self.log_lo, self.log_hi))
+        return value * math.exp(lo), value * math.exp(hi)
 
 
 @dataclass(frozen=True)
@@ -289,7 +330,15 @@ def _make_set(
         label = f"pooled {where} ({n} runs; uncalibrated for {hardware.family})"
     else:
         label = "pooled prior (uncalibrated)"
+    intervals = {
+        str(m): (
+            min(float(iv.get("log_lo", -0.7)) * widen, 0.0),
+            max(float(iv.get("log_hi", 0.5)) * widen, 0.0),
+        )
+        for m, iv in (entry.get("intervals") or {}).items()
+    }
     return CoefficientSet(
+        intervals=intervals,
         family=entry.get("family", hardware.family),
         engine=entry.get("engine", engine) if entry.get("engine") != "*" else engine,
         backend=entry.get("backend", ""),

@@ -2,7 +2,9 @@
 
 Formulas (units in names):
 
-* ``usd_per_1m_tokens = usd_per_hour / (tok_s * 3600) * 1e6`` — the rate over the tokens made in an hour.
+* ``usd_per_1m_tokens = usd_per_hour / (tok_s * 3600) * 1e6`` — the rate over the tokens made in an hour; the
+  report prices its aggregate at the serving operating point (the largest concurrency within the latency
+  objective, estimator.report.sections.serving).
 * ``hours_per_month = hours_per_day * DAYS_PER_MONTH`` with ``DAYS_PER_MONTH = 365.25 / 12 = 30.4375``.
 * ``rental_usd_per_month = usd_per_hour * hours_per_month`` (renting only for the active hours).
 * ``power_w = tdp_w * n_devices`` (device TDP only, no host; an upper bound for a busy device).
@@ -27,6 +29,8 @@ DEFAULT_HOURS_PER_DAY = 4.0
 # Assumed electricity price (USD/kWh) when --kwh-price is not given; a round figure, not a sourced tariff.
 DEFAULT_KWH_PRICE_USD = 0.15
 RATES_PATH = Path(__file__).resolve().parent.parent / "data" / "cloud_rates.csv"
+
+
 @dataclass(frozen=True)
 class CostEstimate:
     """Cost figures for one configuration; every ``None`` means "unknown", never zero.
@@ -55,6 +59,10 @@ class CostEstimate:
     electricity_usd_per_month: float | None
     break_even_months: float | None
     notes: tuple[str, ...] = ()
+    # what ``aggregate_tok_s`` is: output tokens/s of the serving model (estimator.physics.serving) at
+    # ``aggregate_concurrency`` clients, the largest concurrency within the report's latency objective
+    aggregate_concurrency: int | None = None
+    aggregate_basis: str = ""
 
 
 def usd_per_million_tokens(usd_per_hour: float, tok_s: float) -> float:
@@ -103,10 +111,13 @@ def estimate_cost(
     hours_per_day: float = DEFAULT_HOURS_PER_DAY,
     kwh_price_usd: float = DEFAULT_KWH_PRICE_USD,
     purchase_usd: float | None = None,
+    aggregate_concurrency: int | None = None,
+    aggregate_basis: str = "",
 ) -> CostEstimate:
     """Cost per 1M output tokens and rent-vs-buy for ``n_devices`` x ``hardware`` (see module doc).
 
-    ``usd_per_hour`` / ``purchase_usd`` override the table / catalog price for the whole configuration.
+    ``usd_per_hour`` / ``purchase_usd`` override the table / catalog price for the whole configuration;
+    ``aggregate_concurrency`` / ``aggregate_basis`` say where ``aggregate_tok_s`` comes from.
     """
     if n_devices < 1:
         raise SpecError("n_devices must be >= 1")
@@ -182,4 +193,6 @@ def estimate_cost(
         electricity,
         be,
         tuple(notes),
+        aggregate_concurrency,
+        aggregate_basis,
     )

@@ -492,10 +492,15 @@ def _maximum(a, b):
 def comm_s(n_devices: int, split: str, n_layers, hidden_size, tokens: int, link_bs, t_allreduce_s):
     """Interconnect time of one forward pass of ``tokens`` tokens over n_devices (see module doc): pipeline
     (pp) N-1 activation hops; tensor parallel (tp) 2 ring all-reduces per layer."""
+    msg = hidden_size * tokens * ACTIVATION_BYTES
+    if hasattr(n_devices, "shape"):  # arrays of device counts (serving calibration): the same, element-wise
+        n, many = n_devices, n_devices > 1
+        if split == "pp":
+            return many * (n - 1) * (t_allreduce_s + msg / link_bs)
+        return many * n_layers * 2 * (t_allreduce_s + 2 * (n - 1) / n * msg / link_bs)
     n = int(n_devices)
     if n <= 1:
         return 0.0
-    msg = hidden_size * tokens * ACTIVATION_BYTES
     if split == "pp":
         return (n - 1) * (t_allreduce_s + msg / link_bs)
     return n_layers * 2 * (t_allreduce_s + 2 * (n - 1) / n * msg / link_bs)
@@ -506,10 +511,13 @@ def step_s(f: DecodeFeatures, r: DecodeRates):
     tp = f.n_devices if f.split == "tp" else 1
     t_mem = f.bytes_per_token / (tp * r.bw_bs) + f.host_bytes / r.host_bw_bs
     t_comp = 0.0
-    if f.batch > 1:
+    batched = f.batch > 1  # a bool, or a boolean array when the features hold arrays (serving calibration)
+    if batched is True or (batched is not False and batched.any()):
         if r.flops_s is None:
             raise ValueError(r.flops_error)
         t_comp = f.flops / (tp * r.flops_s)
+        if batched is not True:
+            t_comp = t_comp * batched
     overhead = r.t_fixed_s + r.t_layer_s * f.n_layers + r.moe_route_s * f.n_moe_layers
     comm = comm_s(f.n_devices, f.split, f.n_layers, f.hidden_size, f.batch, r.link_bs, r.t_allreduce_s)
     return overhead + _maximum(t_mem, t_comp) + comm

@@ -200,6 +200,34 @@ STRINGS: dict[str, dict[str, str]] = {
     "kind_cpu": {"en": "CPUs", "es": "CPUs"},
     "tok_s": {"en": "tok/s", "es": "tok/s"},
     "no_data": {"en": "no data", "es": "sin datos"},
+    # serving at concurrency (estimator/report/sections/serving.py)
+    "isl": {"en": "Prompt tokens per request", "es": "Tokens de entrada por petición"},
+    "osl": {"en": "Output tokens per request", "es": "Tokens de salida por petición"},
+    "slo_ttft_ms": {"en": "TTFT objective (ms)", "es": "Objetivo de TTFT (ms)"},
+    "slo_tpot_ms": {"en": "TPOT objective (ms)", "es": "Objetivo de TPOT (ms)"},
+    "sec_serving": {"en": "Serving at concurrency", "es": "Servicio con usuarios concurrentes"},
+    "slo_concurrency": {"en": "Clients within the SLO", "es": "Clientes dentro del SLO"},
+    "slo_text": {
+        "en": "TTFT ≤ {ttft} ms, TPOT ≤ {tpot} ms; requests of {isl} + {osl} tokens",
+        "es": "TTFT ≤ {ttft} ms, TPOT ≤ {tpot} ms; peticiones de {isl} + {osl} tokens",
+    },
+    "slo_none": {"en": "Not even one client meets", "es": "Ni un solo cliente cumple"},
+    "output_throughput": {"en": "Output throughput", "es": "Tokens de salida por segundo"},
+    "per_user": {"en": "per client", "es": "por cliente"},
+    "clients": {"en": "Clients", "es": "Clientes"},
+    "running": {"en": "Running", "es": "En curso"},
+    "meets_slo": {"en": "Meets SLO", "es": "Cumple SLO"},
+    "yes": {"en": "yes", "es": "sí"},
+    "no": {"en": "no", "es": "no"},
+    "chart_serving_tok": {
+        "en": "Output tokens per second vs clients",
+        "es": "Tokens de salida por segundo según clientes",
+    },
+    "chart_serving_tpot": {"en": "Time per output token vs clients", "es": "Tiempo por token según clientes"},
+    "chart_serving_ttft": {
+        "en": "Time to first token vs clients",
+        "es": "Tiempo hasta el primer token según clientes",
+    },
 }
 
 

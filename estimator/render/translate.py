@@ -532,6 +532,113 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
 
 _PREFIXES = {"note: ": "nota: ", "warning: ": "advertencia: "}
 
+# Serving at concurrency (estimator/report/sections/serving.py) and the cost it prices
+EXACT.update(
+    {
+        "Serving at concurrency (estimated)": "Servicio con usuarios concurrentes (estimado)",
+        "No serving estimate for this device (missing bandwidth or TFLOPS).": (
+            "Sin estimación de servicio para este dispositivo (faltan el ancho de banda o los TFLOPS)."
+        ),
+        "clients": "clientes",
+        "output tok/s": "tok/s de salida",
+        "tok/s per client": "tok/s por cliente",
+        "running": "en curso",
+        "meets SLO": "cumple SLO",
+        "no concurrency meets the latency objective, not even one client": (
+            "ninguna concurrencia cumple el objetivo de latencia, ni siquiera un cliente"
+        ),
+        "the configuration does not fit in memory: these figures assume it would": (
+            "la configuración no cabe en memoria: estas cifras suponen que cabría"
+        ),
+        "serving figures from uncalibrated coefficients for this engine and family: wide interval": (
+            "cifras de servicio con coeficientes sin calibrar para este motor y familia: intervalo amplio"
+        ),
+        "aggregate throughput priced": "rendimiento agregado al que se calcula el precio",
+        "serving model at one client (no concurrency meets the SLO)": (
+            "modelo de servicio con un cliente (ninguna concurrencia cumple el SLO)"
+        ),
+    }
+)
+
+
+def _slo(text: str) -> str:
+    """'TTFT <= 2,000 ms and TPOT <= 100 ms' in Spanish."""
+    return text.replace(" ms and TPOT", " ms y TPOT")
+
+
+def _clients(n: str) -> str:
+    return f"{n} cliente" if n == "1" else f"{n} clientes"
+
+
+PATTERNS += [
+    (
+        re.compile(
+            r"Largest concurrency meeting (?P<slo>.+): (?P<c>[\d,]+) clients?, (?P<t>\S+) output tok/s in "
+            r"all \((?P<u>\S+) tok/s per client\), TTFT (?P<a>\S+) ms, TPOT (?P<b>\S+) ms\."
+        ),
+        lambda m: (
+            f"Mayor concurrencia que cumple {_slo(m['slo'])}: {_clients(m['c'])}, {m['t']} tok/s de salida "
+            f"en total ({m['u']} tok/s por cliente), TTFT {m['a']} ms, TPOT {m['b']} ms."
+        ),
+    ),
+    (
+        re.compile(r"No concurrency meets (?P<slo>.+)\."),
+        lambda m: f"Ninguna concurrencia cumple {_slo(m['slo'])}.",
+    ),
+    (re.compile(r"Coefficients: (?P<c>.+)\."), lambda m: f"Coeficientes: {tr(m['c'])}."),
+    (
+        re.compile(r"serving terms: (?P<s>.+); step: (?P<t>.+)"),
+        lambda m: f"términos de servicio: {tr(m['s'])}; paso: {tr(m['t'])}",
+    ),
+    (
+        re.compile(r"decode (?P<d>.+), prefill (?P<p>.+)"),
+        lambda m: f"decode {tr(m['d'])}, prefill {tr(m['p'])}",
+    ),
+    (
+        re.compile(
+            r"requests of (?P<i>[\d,]+) prompt \+ (?P<o>[\d,]+) output tokens; clients send the next "
+            r"request when answered \(vllm bench serve --max-concurrency C\); TTFT includes queueing behind "
+            r"other requests"
+        ),
+        lambda m: (
+            f"peticiones de {m['i']} tokens de prompt + {_swap(m['o'])} de salida; cada cliente envía la "
+            "siguiente al recibir la respuesta (vllm bench serve --max-concurrency C); el TTFT incluye la "
+            "espera detrás de otras peticiones"
+        ),
+    ),
+    (re.compile(r"scheduler: (?P<s>.+)"), "planificador: {s}"),
+    (
+        re.compile(r"request lengths capped to the (?P<n>[\d,]+)-token context"),
+        "longitudes de petición limitadas al contexto de {n} tokens",
+    ),
+    (
+        re.compile(
+            r"the KV pool holds (?P<k>[\d,]+) tokens: about (?P<r>[\d,]+) requests run at once, the others "
+            r"wait for a slot"
+        ),
+        "la reserva KV admite {k} tokens: unas {r} peticiones a la vez; las demás esperan un hueco",
+    ),
+    (
+        re.compile(
+            r"(?P<t>[\d,]+) tok/s: serving model at (?P<c>[\d,]+) clients?, the most within (?P<slo>.+) "
+            r"\((?P<i>[\d,]+) \+ (?P<o>[\d,]+)-token requests\)"
+        ),
+        lambda m: (
+            f"{m['t']} tok/s: modelo de servicio con {_clients(m['c'])}, el máximo dentro de "
+            f"{_slo(m['slo'])} "
+            f"(peticiones de {_swap(m['i'])} + {m['o']} tokens)"
+        ),
+    ),
+    (
+        re.compile(r"(?P<t>[\d,]+) tok/s: (?P<rest>serving model at one client .+)"),
+        lambda m: f"{m['t']} tok/s: {tr(m['rest'])}",
+    ),
+    (
+        re.compile(r"(?P<t>[\d,]+) tok/s: decode of (?P<n>\d+) sequences \(no serving estimate\)"),
+        "{t} tok/s: decode de {n} secuencias (sin estimación de servicio)",
+    ),
+]
+
 # Recommendations, provenance and launch lines (block notes and prose)
 PATTERNS += [
     (

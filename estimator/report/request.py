@@ -36,12 +36,21 @@ _NUMBERS = {
     "ft_micro_batch": ("ft_micro_batch", "--ft-micro-batch"),
     "ubatch": ("n_ubatch", "--ubatch"),
     "kv_pad": ("kv_pad", "--kv-pad"),
+    "isl": ("isl", "--isl"),
+    "osl": ("osl", "--osl"),
+    "slo_ttft_ms": ("slo_ttft_ms", "--slo-ttft-ms"),
+    "slo_tpot_ms": ("slo_tpot_ms", "--slo-tpot-ms"),
 }
 
 
 def check_backend(engine: str, backend: str | None) -> str:
     """The backend name as the engine spells it ("" = its default); SpecError for one it does not know."""
     return get_engine(engine).backend_name(backend) if backend else ""
+# Latency objective of the serving section (means): MLPerf Inference's Llama-2-70B server scenario allows a
+# 2 s TTFT (p99); 100 ms per output token is 10 tokens/s per client, about twice reading speed (MLPerf's
+# TPOT limit there is 200 ms p99).
+DEFAULT_SLO_TTFT_MS = 2000.0
+DEFAULT_SLO_TPOT_MS = 100.0
 
 
 def make_workload(
@@ -149,6 +158,11 @@ class ReportRequest:
     swa_full: bool = False  # llama.cpp --swa-full: sliding-window layers keep a full-size cache
     kv_unified: bool = Workload.kv_unified  # llama.cpp --kv-unified: the sequences share one KV buffer
     kv_pad: int = 0  # KV cell padding of an older llama.cpp build (0 = the current build's own rule)
+    # serving section: request lengths (tokens) and the latency objective (ms) of its operating point
+    isl: int = 1024
+    osl: int = 1024
+    slo_ttft_ms: float = DEFAULT_SLO_TTFT_MS
+    slo_tpot_ms: float = DEFAULT_SLO_TPOT_MS
 
     def context(self, model: ModelSpec) -> tuple[int, tuple[str, ...]]:
         """(context tokens, notes): the requested context, or by default DEFAULT_CTX clamped to the model's
@@ -239,6 +253,10 @@ def make_report(req: ReportRequest, table=None):
         hardware_catalog=tuple(all_hardware()),
         rates=load_cloud_rates(),
         notes=(*model_notes, *quant_notes, *ctx_notes),
+        serving_isl=int(req.isl),
+        serving_osl=int(req.osl),
+        slo_ttft_s=req.slo_ttft_ms / 1000.0,
+        slo_tpot_s=req.slo_tpot_ms / 1000.0,
     )
     table = table if table is not None else load_coefficients(req.coefficients)
     return build_report(model, hw, quant, wl, table, options)
@@ -263,7 +281,8 @@ def request_quant(
                 f"--quant gguf means a .gguf file's own tensors; {model.id} is not a GGUF file (name a "
                 "format: python -m estimator list quants)"
             )
-        return model, get_quant(quant or get_engine(engine).default_quant), ()
+        profile = get_engine(engine)  # the layout the engine loads (vLLM / SGLang MXFP4 checkpoints)
+        return model, profile.weight_format(get_quant(quant or profile.default_quant)), ()
     own = file_quant(model)
     if quant is None or quant.strip().lower() == "gguf":
         return (

@@ -52,6 +52,11 @@ class ReportOptions:
     # what the request did on the user's behalf (a clamped default context, a model name mapped to a catalog
     # entry, a GGUF sized from its own tensors, a detected device): the report's ``notes``
     notes: tuple[str, ...] = ()
+    # serving section (estimator/report/sections/serving.py): request lengths and the latency objective
+    serving_isl: int = 1024
+    serving_osl: int = 1024
+    slo_ttft_s: float = 2.0
+    slo_tpot_s: float = 0.1
 
 
 @dataclass(frozen=True)

@@ -15,16 +15,45 @@ from estimator.report.units import Build, Unit
 def build(b: Build) -> CostEstimate:
     spd = b.get("speed")
     o = b.options
+    aggregate, concurrency, basis = _operating_point(b)
     return estimate_cost(
         b.hardware,
         b.workload.n_devices,
         spd.decode.tok_s if spd else None,
-        spd.aggregate.tok_s if spd else None,
+        aggregate,
         o.rates,
         o.usd_per_hour,
         o.hours_per_day,
         o.kwh_price_usd,
         o.purchase_usd,
+        concurrency,
+        basis,
+    )
+
+
+def _operating_point(b: Build) -> tuple[float | None, int | None, str]:
+    """(output tok/s, clients, basis) the aggregate cost is priced at: the serving section's SLO point; one
+    client when none meets the SLO; the speed section's decode aggregate when there is no serving estimate."""
+    sv = b.get("serving")
+    if sv is not None and sv.slo_point is not None:
+        p = sv.slo_point
+        clients = f"{p.concurrency:,} client{'s' if p.concurrency != 1 else ''}"
+        basis = (
+            f"serving model at {clients}, the most within TTFT <= "
+            f"{sv.slo_ttft_s * 1000:,.0f} ms and TPOT <= {sv.slo_tpot_s * 1000:,.0f} ms "
+            f"({sv.isl:,} + {sv.osl:,}-token requests)"
+        )
+        return p.output_tok_s, p.concurrency, basis
+    if sv is not None and sv.rows:
+        p = sv.rows[0]
+        return p.output_tok_s, p.concurrency, "serving model at one client (no concurrency meets the SLO)"
+    spd = b.get("speed")
+    if spd is None:
+        return None, None, ""
+    return (
+        spd.aggregate.tok_s,
+        spd.concurrency,
+        f"decode of {spd.concurrency} sequences (no serving estimate)",
     )
 
 
@@ -35,6 +64,7 @@ def text(d: dict) -> Block:
         s.lines.append(f"Hourly rate {usd(c['usd_per_hour'])}/h ({rate_label(c)}).")
     rows = [
         ["USD per 1M output tokens at the aggregate throughput", usd(c["usd_per_1m_output_tokens"])],
+        ["aggregate throughput priced", f"{c['aggregate_tok_s'] or 0:,.0f} tok/s: {c['aggregate_basis']}"],
         ["USD per 1M output tokens, one stream", usd(c["usd_per_1m_output_tokens_single_stream"])],
         ["purchase price", f"{usd(c['purchase_usd'], 0)} ({c['purchase_origin']})"],
         ["power (device TDP)", "–" if c["power_w"] is None else f"{c['power_w']:,.0f} W"],
@@ -91,7 +121,7 @@ def html(ctx: Ctx) -> str:
             card(
                 ctx.t("cost_per_1m"),
                 ctx.num(f"{c}.usd_per_1m_output_tokens", "usd"),
-                f"{ctx.t('aggregate', n=ctx.get('workload.concurrency'))}: "
+                f"{ctx.t('aggregate', n=ctx.get('cost.aggregate_concurrency'))}: "
                 f"{ctx.num(f'{c}.aggregate_tok_s', 'tok_s')}",
             ),
             card(ctx.t("usd_per_hour"), ctx.num(f"{c}.usd_per_hour", "usd"), rate_src),

@@ -50,9 +50,11 @@ def _memory_fn(sizing):
 
 def row_quants(b: Build) -> tuple[QuantSpec, ...]:
     """The formats of the matrix: a GGUF file's own format first (when it is the one sized), then every
-    catalog format of ``ReportOptions.quants`` (default all), sized from the architecture."""
+    catalog format of ``ReportOptions.quants`` (default all), sized from the architecture in the layout the
+    sized engine loads (``EngineProfile.weight_format``)."""
     own = (b.quant,) if b.quant.from_file else ()
-    return own + tuple(get_quant(name) for name in b.options.quants or tuple(QUANTS))
+    profile = get_engine(b.workload.engine)  # each format in the layout the sized engine loads
+    return own + tuple(profile.weight_format(get_quant(name)) for name in b.options.quants or tuple(QUANTS))
 
 
 def build(b: Build) -> tuple[QuantRow, ...]:

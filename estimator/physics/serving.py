@@ -1,0 +1,610 @@
+"""Serving at concurrency: TTFT, TPOT and throughput of an engine answering many requests at once.
+
+Units: seconds, bytes, FLOP, tokens; ``*_tok_s`` tokens per second.
+
+**Load.**  ``concurrency`` C clients each send a request of ``isl`` prompt tokens asking for ``osl`` output
+tokens and send the next one as soon as it is answered (a closed loop: ``vllm bench serve --max-concurrency
+C``, mode ``"serve"``); or C requests handed over at once and timed to the last token (offline
+``LLM.generate``, mode ``"batch"``).
+
+**Engine.**  Its profile's ``SchedulerSpec`` (estimator.engines): steps of at most B = ``max_batched_tokens``
+tokens, at most S = ``max_seqs`` running requests, graph-captured step sizes, and whether a step mixes prompt
+chunks with decode tokens (vLLM V1, llama-server) or runs prefill batches as steps of their own (SGLang).  The
+KV pool holds K = ``kv_capacity_tokens`` tokens (estimator.physics.memory; unbounded when the engine sizes
+the cache per slot).
+
+**One step** carrying n_d decode tokens (one per request in its decode phase) and u prompt tokens is the
+decode step formula of estimator.physics.speed (``speed.step_s``) applied to the step's features
+(``step_features``)::
+
+    T       = n_d + u;  the GEMMs compute pad(ceil(T)) rows when the engine captured a graph of that size
+    weights = dense bytes x replicas + routed-expert bytes x (1 - (1 - k/E)^T)       (expert union, as decode)
+    KV      = n_d x kv_read(depth) x N / kv_ways x bw_eff / kv_bw_eff              (read at the KV efficiency)
+    FLOPs   = pad(T) x (dense + expert / flops_rel_moe) FLOPs per token,  GEMM rate = peak(format) x flops_eff
+              (x flops_rel_fp4 for 4-bit float weights)
+    t(n_d,u)= step_s(...)          [t_fixed + t_layer L + moe_route L_moe + max(t_mem, t_comp) + all-reduces]
+              + t_seq_s x n_d + (n_d attn_decode + u attn_prompt) / (N x bf16 peak x attn_eff)
+
+depth = isl + osl / 2, the mean depth of a decoding request; N devices (tensor / expert parallel; ``replicas``
+counts copies of the dense weights under attention data parallelism).  An engine that does not mix runs the
+prompt chunk as a step of its own: t(n_d, 0) + t(0, u) in place of t(n_d, u).
+
+**Steady state of the closed loop** (``FIXED_POINT_ROUNDS`` rounds from TPOT = t(n_run, 0), TTFT_s =
+t(0, isl))::
+
+    n_run  = min(C, S, floor(K / (isl + osl / 2)))     requests holding KV; the other C - n_run wait
+    life   = TTFT_s + (osl - 1) TPOT                   seconds a running request lives
+    share  = (osl - 1) TPOT / life                     of its life a request spends decoding
+    n_d    = max(n_run x share, 1)                     decode tokens per step
+    p      = (n_run - 1) / life x isl x TPOT           other requests' prompt tokens per decode step
+    room   = B - n_d (mixing) | B (not mixing)
+    u      = min(max(p, min(isl, room)), room)         prompt tokens of a step that carries prompt
+    f      = min(p / u, 1)                             share of steps that carry prompt
+    TPOT   = (1 - f) t(n_d, 0) + f t(n_d, u)           mean step a decoding request sees
+    TTFT_s = ttft_fixed_s + min(n_run - 1, 1) TPOT / 2 + ceil(isl / room) t((n_run - 1) share, min(isl, room))
+
+Queueing (TTFT = TTFT_s + wait_slot + wait_prompts)::
+
+    lam          = n_run / life                          requests finished (and arriving) per second
+    wait_slot    = (C - n_run) / lam                     clients beyond the running set (Little's law)
+    wait_prompts = queue_share x (n_run - 1) x isl / 2 / r_p        behind the other requests' prompts
+    r_p          = c / t(n_b, c)                         prompt tokens per second of a prompt-heavy step,
+                   n_b = (n_run - 1) / 2, c = min(room at n_b, (n_run - 1) isl)
+
+``queue_share`` (fitted, in (0, 1]) is how bunched the arrivals are: 1 when every request of a benchmark's
+equal-length cohort arrives together (the start of a run, and the waves that follow while the cohort stays
+in step), small when arrivals are spread out.
+
+Outputs: ``output_tok_s`` = lam x osl (all clients together), ``per_user_tok_s`` = 1 / TPOT (the decode speed
+one client sees), ``e2e_s`` = TTFT + (osl - 1) TPOT.
+
+**Batch mode**: n_run as above, waves = ceil(C / n_run); each wave prefills n_run x isl tokens in
+ceil(n_run isl / B) steps of t(0, c), c = min(B, n_run isl), then decodes osl - 1 steps of t(n_run, 0);
+e2e = ttft_fixed_s + waves x (prefill + decode); TTFT = ttft_fixed_s + the first wave's prefill;
+output_tok_s = C x osl / e2e.
+
+The free parameters (``serving_params``): a calibrated serving set of the device's family and engine carries
+them all (estimator.physics.coefficients, phase ``serving``), and so does a pooled serving set (same vendor /
+kind) when the family's decode set is not calibrated either; otherwise the step's efficiencies and overheads
+are the family's decode / prefill values (``speed.merged_params``) and only the serving terms (t_seq_s,
+ttft_fixed_s, queue_share, kv_bw_eff = bw_eff, flops_rel_fp4, flops_rel_moe) come from the pooled serving
+set or the prior.
+
+Scalars on the report path (no numpy); the feature fields may be numpy arrays of one shape (calibration
+evaluates many points at once), in which case the helpers below switch to numpy element-wise operations.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from estimator.engines import get_engine
+from estimator.physics import speed
+from estimator.physics.coefficients import CoefficientSet, CoefficientTable
+from estimator.physics.counts import attention_flops, matmul_params, n_moe_layers, routed_active_params
+from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
+
+FIXED_POINT_ROUNDS = 4
+SERVE, BATCH = "serve", "batch"
+FP4_FORMATS = ("NVFP4", "MXFP4")  # 4-bit float weights: GEMM rate = FP8 peak x flops_rel_fp4
+# Step efficiencies and overheads a serving set may carry; absent ones come from the decode / prefill sets.
+STEP_PARAMS = ("bw_eff", "flops_eff", "attn_eff", "t_fixed_s", "t_layer_s", "t_allreduce_s", "moe_route_s")
+
+
+# ------------------------------------------------------------------------------ scalar-or-array helpers
+def _arr(*xs) -> bool:
+    return any(hasattr(x, "shape") for x in xs)
+
+
+def _np():
+    import numpy as np  # only when arrays come in (calibration); never on the report path
+
+    return np
+
+
+def _min(a, b):
+    return _np().minimum(a, b) if _arr(a, b) else min(a, b)
+
+
+def _max(a, b):
+    return _np().maximum(a, b) if _arr(a, b) else max(a, b)
+
+
+def _ceil(x):
+    return _np().ceil(x) if _arr(x) else float(math.ceil(x))
+
+
+def _floor(x):
+    return _np().floor(x) if _arr(x) else float(math.floor(x))
+
+
+def _pad(tokens, sizes: tuple[int, ...]):
+    """Rows a step of ``tokens`` (ceil) computes: the next captured graph size, or itself beyond them."""
+    t = _ceil(tokens)
+    if not sizes:
+        return t
+    if _arr(t):
+        np = _np()
+        g = np.asarray(sizes, dtype=float)
+        idx = np.minimum(np.searchsorted(g, t), len(g) - 1)
+        return np.where(t <= g[-1], g[idx], t)
+    for s in sizes:
+        if s >= t:
+            return float(s)
+    return t
+
+
+# ------------------------------------------------------------------------------------------- features
+@dataclass(frozen=True)
+class ServingLoad:
+    """The load: ``concurrency`` clients, ``isl`` prompt / ``osl`` output tokens per request, mode
+    ``"serve"`` (closed loop) or ``"batch"`` (all at once, timed to the last token)."""
+
+    concurrency: int
+    isl: int
+    osl: int
+    mode: str = SERVE
+
+
+@dataclass(frozen=True, slots=True)
+class ServingFeatures:
+    """Everything the step formula and the queue need for one (model, format, device, workload, load).
+
+    Bytes: dense_bytes (weights every step reads: all but the routed experts), routed_bytes (all routed
+    experts), kv_bytes_per_seq (KV a decoding request reads per step at depth isl + osl/2, total over the
+    devices, counted per device share: x N / kv_ways).  FLOP: matmul_flops (2 x matmul params per token),
+    attn_decode (one decode token at that depth), attn_prompt (per prompt token, mean over the prompt).
+    Device: bandwidth_bs (datasheet B/s), gemm_flops_s (datasheet GEMM rate of the format, FLOP/s; 0 when
+    unknown: CPUs, then the set's flops_abs_tflops), attn_flops_s (bf16 rate), link_bs (one direction of the
+    interconnect).  Scheduler: max_batched_tokens, max_seqs, mixes_prefill, graph_sizes; kv_capacity_tokens
+    (inf when unbounded).  Numeric fields may be numpy arrays of one shape (calibration).
+    """
+
+    dense_bytes: float
+    routed_bytes: float
+    routed_share: float  # k / E of one token (0 for a dense model)
+    kv_bytes_per_seq: float
+    matmul_flops: float
+    expert_flops: float  # the routed-expert part of matmul_flops
+    attn_decode: float
+    attn_prompt: float
+    n_layers: float
+    n_moe_layers: float
+    hidden_size: float
+    n_devices: float
+    replicas: float
+    fp8: bool
+    fp4: float  # 1.0 for 4-bit float weights (NVFP4 / MXFP4), else 0.0
+    bandwidth_bs: float
+    gemm_flops_s: float
+    attn_flops_s: float
+    link_bs: float
+    kv_capacity_tokens: float
+    max_batched_tokens: float
+    max_seqs: float
+    mixes_prefill: bool
+    graph_sizes: tuple[int, ...]
+    concurrency: float
+    isl: float
+    osl: float
+    batch_mode: bool
+    engine: str
+
+
+def serving_features(
+    model: ModelSpec,
+    quant: QuantSpec,
+    hardware: HardwareSpec,
+    workload: Workload,
+    load: ServingLoad,
+    kv_capacity_tokens: float | None = None,
+    replicas: int = 1,
+) -> ServingFeatures:
+    """The ServingFeatures of a configuration under ``load`` (``workload.n_devices`` devices, tensor
+    parallel; ``kv_capacity_tokens`` from the memory physics, None = unbounded)."""
+    if load.concurrency < 1 or load.isl < 1 or load.osl < 1:
+        raise SpecError("serving needs concurrency, input and output tokens >= 1")
+    if not hardware.bandwidth_gbs:
+        raise SpecError(f"{hardware.id}: memory bandwidth unknown; serving speed cannot be estimated")
+    quant = get_engine(workload.engine).weight_format(quant)
+    wb = speed.breakdown(model, quant)
+    routed = float(wb.routed_expert_bytes)
+    share = model.moe.n_experts_used / model.moe.n_experts if model.moe and routed else 0.0
+    dense = float(wb.active_bytes_per_token) - routed * share
+    n = max(int(workload.n_devices), 1)
+    ways = 1 if model.mla is not None else min(n, max(1, model.n_kv_heads))
+    depth = load.isl + load.osl / 2.0
+    kv = (
+        speed.kv_read_at(model, depth, workload.kv_dtype, workload.engine) * n / ways
+        if n > 1
+        else (speed.kv_read_at(model, depth, workload.kv_dtype, workload.engine))
+    )
+    fp8 = speed.is_fp8(quant) or quant.name.upper() in FP4_FORMATS
+    try:
+        gemm = speed.peak_tflops(hardware, {}, fp8, workload.engine) * 1e12
+    except ValueError:
+        gemm = 0.0
+    attn = (hardware.bf16_tflops or 0.0) * 1e12 or gemm
+    sched = get_engine(workload.engine).scheduler(hardware, workload)
+    return ServingFeatures(
+        dense_bytes=dense,
+        routed_bytes=routed,
+        routed_share=share,
+        kv_bytes_per_seq=float(kv),
+        matmul_flops=float(2 * matmul_params(model, wb.n_params_active)),
+        expert_flops=float(2 * routed_active_params(model)) if routed else 0.0,
+        attn_decode=float(speed.attn_flops_at(model, depth)),
+        attn_prompt=float(attention_flops(model, 0, load.isl)) / load.isl,
+        n_layers=float(model.n_layers),
+        n_moe_layers=float(n_moe_layers(model)),
+        hidden_size=float(model.hidden_size),
+        n_devices=float(n),
+        replicas=float(max(int(replicas), 1)),
+        fp8=fp8,
+        fp4=1.0 if quant.name.upper() in FP4_FORMATS else 0.0,
+        bandwidth_bs=float(hardware.bandwidth_gbs) * 1e9,
+        gemm_flops_s=gemm,
+        attn_flops_s=attn,
+        link_bs=0.5 * (hardware.interconnect_gbs or speed.DEFAULT_INTERCONNECT_GBS) * 1e9,
+        kv_capacity_tokens=float(kv_capacity_tokens) if kv_capacity_tokens is not None else math.inf,
+        max_batched_tokens=float(sched.max_batched_tokens),
+        max_seqs=float(sched.max_seqs),
+        mixes_prefill=sched.mixes_prefill,
+        graph_sizes=tuple(sched.graph_sizes),
+        concurrency=float(load.concurrency),
+        isl=float(load.isl),
+        osl=float(load.osl),
+        batch_mode=load.mode == BATCH,
+        engine=workload.engine,
+    )
+
+
+# ------------------------------------------------------------------------------------------ the step
+def rates(f: ServingFeatures, params: dict) -> speed.DecodeRates:
+    """The DecodeRates of ``speed.step_s`` from the features' device figures and a serving set's params
+    (as ``speed.decode_rates`` builds them from a HardwareSpec; the GEMM rate x flops_rel_fp4 for 4-bit float
+    weights; a device without a datasheet rate uses flops_abs_tflops)."""
+    gemm = f.gemm_flops_s
+    if not _arr(gemm) and not gemm:
+        gemm = params.get("flops_abs_tflops", 0.5) * 1e12
+    rel = params.get("flops_rel_fp4", 1.0)
+    fp4_factor = 1.0 + f.fp4 * (rel - 1.0)
+    return speed.DecodeRates(
+        bw_bs=f.bandwidth_bs * params["bw_eff"],
+        host_bw_bs=1.0,  # serving steps read no host weights
+        flops_s=gemm * params["flops_eff"] * fp4_factor,
+        link_bs=f.link_bs,
+        t_fixed_s=params["t_fixed_s"],
+        t_layer_s=params["t_layer_s"],
+        moe_route_s=params.get("moe_route_s", 0.0),
+        t_allreduce_s=params.get("t_allreduce_s", speed.DEFAULT_T_ALLREDUCE_S),
+    )
+
+
+def step_features(f: ServingFeatures, n_decode, n_prompt, params: dict) -> speed.DecodeFeatures:
+    """The decode-step features of a step carrying ``n_decode`` decode and ``n_prompt`` prompt tokens."""
+    tokens = n_decode + n_prompt
+    union = f.routed_bytes * (1.0 - (1.0 - f.routed_share) ** tokens)
+    kv_scale = params["bw_eff"] / params.get("kv_bw_eff", params["bw_eff"])
+    return speed.DecodeFeatures(
+        weight_bytes=f.dense_bytes * f.replicas + union,
+        kv_bytes=n_decode * f.kv_bytes_per_seq * kv_scale,
+        host_bytes=0.0,
+        expert_union_bytes=union,
+        flops_per_token=f.matmul_flops + f.expert_flops * (1.0 / params.get("flops_rel_moe", 1.0) - 1.0),
+        batch=_pad(tokens, f.graph_sizes),
+        n_layers=f.n_layers,
+        n_moe_layers=f.n_moe_layers,
+        hidden_size=f.hidden_size,
+        n_devices=f.n_devices,
+        split="tp",
+        fp8=f.fp8,
+        engine=f.engine,
+    )
+
+
+def mixed_step_s(f: ServingFeatures, n_decode, n_prompt, params: dict, r: speed.DecodeRates | None = None):
+    """Seconds of one step with ``n_decode`` decode tokens and ``n_prompt`` prompt tokens (module doc)."""
+    r = r or rates(f, params)
+    t = speed.step_s(step_features(f, n_decode, n_prompt, params), r)
+    attn_rate = f.attn_flops_s
+    if not _arr(attn_rate) and not attn_rate:  # no datasheet rate (CPUs): the set's effective TFLOPS
+        attn_rate = params.get("flops_abs_tflops", 0.5) * 1e12
+    attn = (n_decode * f.attn_decode + n_prompt * f.attn_prompt) / (
+        f.n_devices * attn_rate * params.get("attn_eff", 0.3)
+    )
+    return t + params.get("t_seq_s", 0.0) * n_decode + attn
+
+
+def _prompt_step_s(f: ServingFeatures, n_decode, n_prompt, params, r):
+    """A step that carries prompt: mixed, or a prefill step of its own after the decode step (no mixing)."""
+    if f.mixes_prefill:
+        return mixed_step_s(f, n_decode, n_prompt, params, r)
+    return mixed_step_s(f, n_decode, 0.0, params, r) + mixed_step_s(f, 0.0, n_prompt, params, r)
+
+
+# -------------------------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class ServingPoint:
+    """Predicted serving figures at one load (seconds, tokens/s), before intervals.
+
+    running: requests holding KV at once (<= concurrency); kv_limited: the KV pool (not the clients or the
+    engine's request limit) bounds ``running``; decode_tokens: mean decode tokens per step.
+    """
+
+    concurrency: int
+    isl: int
+    osl: int
+    mode: str
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    output_tok_s: float
+    per_user_tok_s: float
+    running: float
+    decode_tokens: float
+    kv_limited: bool
+
+
+def _running(f: ServingFeatures):
+    per_seq = f.isl + f.osl / 2.0
+    cap = (
+        _max(_floor(f.kv_capacity_tokens / per_seq), 1.0)
+        if _arr(f.kv_capacity_tokens)
+        else (
+            max(math.floor(f.kv_capacity_tokens / per_seq), 1.0)
+            if math.isfinite(f.kv_capacity_tokens)
+            else math.inf
+        )
+    )
+    return _min(_min(f.concurrency, f.max_seqs), cap), cap
+
+
+def solve(f: ServingFeatures, params: dict) -> dict:
+    """ttft_s, tpot_s, e2e_s, output_tok_s, running, decode_tokens, kv_limited of the load (module doc).
+
+    Values are numbers, or arrays when the features hold arrays.
+    """
+    r = rates(f, params)
+    n_run, cap = _running(f)
+    isl, osl, budget = f.isl, f.osl, f.max_batched_tokens
+    fixed = params.get("ttft_fixed_s", 0.0)
+    if f.batch_mode:
+        chunk = _min(budget, n_run * isl)
+        prefill = _ceil(n_run * isl / budget) * mixed_step_s(f, 0.0, chunk, params, r)
+        tpot = mixed_step_s(f, n_run, 0.0, params, r)
+        waves = _ceil(f.concurrency / n_run)
+        e2e = fixed + waves * (prefill + (osl - 1) * tpot)
+        return {
+            "ttft_s": fixed + prefill,
+            "tpot_s": tpot,
+            "e2e_s": e2e,
+            "output_tok_s": f.concurrency * osl / e2e,
+            "running": n_run,
+            "decode_tokens": n_run,
+            "kv_limited": cap < _min(f.concurrency, f.max_seqs),
+        }
+    others = n_run - 1.0
+    tpot = mixed_step_s(f, n_run, 0.0, params, r)
+    ttft_s = fixed + mixed_step_s(f, 0.0, isl, params, r)
+    n_d = n_run
+    for _ in range(FIXED_POINT_ROUNDS):
+        life = ttft_s + (osl - 1.0) * tpot
+        share = (osl - 1.0) * tpot / life
+        n_d = _max(n_run * share, 1.0)
+        room = _max(budget - n_d, 1.0) if f.mixes_prefill else budget
+        p = others / life * isl * tpot
+        u = _min(_max(p, _min(isl, room)), room)
+        frac = _min(p / u, 1.0)
+        tpot = (1.0 - frac) * mixed_step_s(f, n_d, 0.0, params, r) + frac * _prompt_step_s(
+            f, n_d, u, params, r
+        )
+        own = _min(isl, room)
+        chunk_s = _prompt_step_s(f, others * share, own, params, r)
+        ttft_s = fixed + _min(others, 1.0) * tpot / 2.0 + _ceil(isl / room) * chunk_s
+    life = ttft_s + (osl - 1.0) * tpot
+    lam = n_run / life
+    wait_slot = _max(f.concurrency - n_run, 0.0) / lam
+    n_b = others / 2.0
+    room_b = _max(budget - n_b, 1.0) if f.mixes_prefill else budget
+    c = _max(_min(room_b, others * isl), 1.0)
+    rate_p = c / _prompt_step_s(f, n_b, c, params, r)
+    wait_prompts = params.get("queue_share", 0.5) * others * isl / 2.0 / rate_p
+    ttft = ttft_s + wait_slot + wait_prompts
+    return {
+        "ttft_s": ttft,
+        "tpot_s": tpot,
+        "e2e_s": ttft + (osl - 1.0) * tpot,
+        "output_tok_s": lam * osl,
+        "running": n_run,
+        "decode_tokens": n_d,
+        "kv_limited": cap < _min(f.concurrency, f.max_seqs),
+    }
+
+
+def metric_s(f: ServingFeatures, params: dict, metric: str):
+    """One predicted time of ``solve``: ``"ttft"``, ``"tpot"`` or ``"e2e"`` (seconds)."""
+    return solve(f, params)[metric + "_s"]
+
+
+def point(f: ServingFeatures, params: dict) -> ServingPoint:
+    """The ServingPoint of scalar features."""
+    s = solve(f, params)
+    return ServingPoint(
+        concurrency=int(f.concurrency),
+        isl=int(f.isl),
+        osl=int(f.osl),
+        mode=BATCH if f.batch_mode else SERVE,
+        ttft_s=float(s["ttft_s"]),
+        tpot_s=float(s["tpot_s"]),
+        e2e_s=float(s["e2e_s"]),
+        output_tok_s=float(s["output_tok_s"]),
+        per_user_tok_s=1.0 / float(s["tpot_s"]),
+        running=float(s["running"]),
+        decode_tokens=float(s["decode_tokens"]),
+        kv_limited=bool(s["kv_limited"]),
+    )
+
+
+# ------------------------------------------------------------------------------------- coefficients
+@dataclass(frozen=True)
+class ServingParams:
+    """The parameters one configuration's serving figures use, and where they come from.
+
+    cset: the serving coefficient set looked up (its intervals per metric); label: one line for reports;
+    calibrated: True when a serving set of the device's family and engine was fitted.
+    """
+
+    params: dict
+    cset: CoefficientSet
+    label: str
+    calibrated: bool
+
+
+def serving_params(table: CoefficientTable, hardware: HardwareSpec, engine: str) -> ServingParams:
+    """Serving params of a device and engine (module doc): a calibrated serving set as fitted; otherwise the
+    step terms of the decode / prefill sets and the serving terms of the pooled serving set or the prior."""
+    dec, pre, dparams, pparams = speed.merged_params(table, hardware, engine)
+    base = {
+        "bw_eff": dparams["bw_eff"],
+        "kv_bw_eff": dparams["bw_eff"],
+        "flops_eff": pparams["flops_eff"],
+        "attn_eff": pparams["attn_eff"],
+        "t_fixed_s": dparams["t_fixed_s"],
+        "t_layer_s": dparams["t_layer_s"],
+        "t_allreduce_s": float(dparams.get("t_allreduce_s", speed.DEFAULT_T_ALLREDUCE_S)),
+        "moe_route_s": dparams.get("moe_route_s", 0.0),
+    }
+    if "flops_abs_tflops" in pparams:
+        base["flops_abs_tflops"] = pparams["flops_abs_tflops"]
+    sset = table.lookup(hardware, engine, "serving")
+    if sset.source == "calibrated":
+        return ServingParams({**base, **sset.params}, sset, sset.label, True)
+    if sset.source == "pooled" and not dec.calibrated:  # the pool's serving fit beats the uncalibrated step
+        return ServingParams({**base, **sset.params}, sset, sset.label, False)
+    own = {k: v for k, v in sset.params.items() if k not in STEP_PARAMS}
+    if "kv_bw_eff" not in (entry_params := own):
+        entry_params["kv_bw_eff"] = base["bw_eff"]
+    params = {**base, **entry_params}
+    label = (
+        f"serving terms: {sset.label}; step: decode {dec.label}, prefill {pre.label}"
+        if dec.label != pre.label
+        else f"serving terms: {sset.label}; step: {dec.label}"
+    )
+    return ServingParams(params, sset, label, False)
+
+
+# ------------------------------------------------------------------------------------------ estimates
+@dataclass(frozen=True)
+class ServingEstimate:
+    """A ServingPoint with intervals (the serving set's per-metric intervals of ln(measured / predicted)
+    time; throughputs take the TPOT interval inverted) and the coefficients behind it."""
+
+    concurrency: int
+    isl: int
+    osl: int
+    mode: str
+    ttft_s: float
+    ttft_lo_s: float
+    ttft_hi_s: float
+    tpot_s: float
+    tpot_lo_s: float
+    tpot_hi_s: float
+    e2e_s: float
+    output_tok_s: float
+    output_lo_tok_s: float
+    output_hi_tok_s: float
+    per_user_tok_s: float
+    per_user_lo_tok_s: float
+    per_user_hi_tok_s: float
+    running: float
+    kv_limited: bool
+    coefficients: str
+    calibrated: bool
+
+
+def with_intervals(p: ServingPoint, sp: ServingParams) -> ServingEstimate:
+    """The ServingEstimate of a point: time intervals from the set's ``ttft`` / ``tpot`` intervals."""
+    t_lo, t_hi = sp.cset.metric_interval("ttft", p.ttft_s)
+    d_lo, d_hi = sp.cset.metric_interval("tpot", p.tpot_s)
+    return ServingEstimate(
+        concurrency=p.concurrency,
+        isl=p.isl,
+        osl=p.osl,
+        mode=p.mode,
+        ttft_s=p.ttft_s,
+        ttft_lo_s=t_lo,
+        ttft_hi_s=t_hi,
+        tpot_s=p.tpot_s,
+        tpot_lo_s=d_lo,
+        tpot_hi_s=d_hi,
+        e2e_s=p.e2e_s,
+        output_tok_s=p.output_tok_s,
+        output_lo_tok_s=p.output_tok_s * p.tpot_s / d_hi,
+        output_hi_tok_s=p.output_tok_s * p.tpot_s / d_lo,
+        per_user_tok_s=p.per_user_tok_s,
+        per_user_lo_tok_s=1.0 / d_hi,
+        per_user_hi_tok_s=1.0 / d_lo,
+        running=p.running,
+        kv_limited=p.kv_limited,
+        coefficients=sp.label,
+        calibrated=sp.calibrated,
+    )
+
+
+def kv_capacity(model: ModelSpec, quant: QuantSpec, hardware: HardwareSpec, workload: Workload, table):
+    """KV pool tokens of an engine that reserves memory (estimator.physics.memory), else None (unbounded:
+    the cache is sized per slot)."""
+    from estimator.physics.memory import estimate_memory
+
+    if not get_engine(workload.engine).reserves_memory:
+        return None
+    quant = get_engine(workload.engine).weight_format(quant)
+    mem = estimate_memory(
+        model, quant, hardware, replace(workload, n_seq=1), table.memory_for(workload.engine)
+    )
+    return mem.kv_capacity_tokens
+
+
+def estimate_serving(
+    model: ModelSpec,
+    quant: QuantSpec,
+    hardware: HardwareSpec,
+    workload: Workload,
+    loads: list[ServingLoad] | tuple[ServingLoad, ...],
+    table: CoefficientTable,
+) -> list[ServingEstimate]:
+    """Serving estimates of one configuration at each load (one coefficient lookup, one KV capacity)."""
+    sp = serving_params(table, hardware, workload.engine)
+    cap = kv_capacity(model, quant, hardware, workload, table)
+    out = []
+    base = None
+    for load in loads:
+        if base is None:
+            base = serving_features(model, quant, hardware, workload, load, cap)
+            f = base
+        else:
+            f = _reload(base, model, workload, load)
+        out.append(with_intervals(point(f, sp.params), sp))
+    return out
+
+
+def _reload(f: ServingFeatures, model: ModelSpec, workload: Workload, load: ServingLoad) -> ServingFeatures:
+    """The features of another load: only the depth-dependent terms and the load change."""
+    if (load.isl, load.osl) == (int(f.isl), int(f.osl)):
+        return replace(f, concurrency=float(load.concurrency), batch_mode=load.mode == BATCH)
+    n = int(f.n_devices)
+    ways = 1 if model.mla is not None else min(n, max(1, model.n_kv_heads))
+    depth = load.isl + load.osl / 2.0
+    kv = speed.kv_read_at(model, depth, workload.kv_dtype, workload.engine) * (n / ways if n > 1 else 1)
+    return replace(
+        f,
+        kv_bytes_per_seq=float(kv),
+        attn_decode=float(speed.attn_flops_at(model, depth)),
+        attn_prompt=float(attention_flops(model, 0, load.isl)) / load.isl,
+        concurrency=float(load.concurrency),
+        isl=float(load.isl),
+        osl=float(load.osl),
+        batch_mode=load.mode == BATCH,
+    )

@@ -1,0 +1,175 @@
+"""Serving at concurrency (estimator.physics.serving): the mixed step on the one speed path, the closed loop,
+KV and slot queueing, batch mode, engine scheduler facts, the vectorised path, and calibration recovering
+known serving parameters from generated data."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from estimator.catalog.resolve import resolve_hardware, resolve_model
+from estimator.engines import get_engine
+from estimator.engines.vllm import cudagraph_sizes
+from estimator.physics import serving as sv
+from estimator.physics import speed
+from estimator.physics.coefficients import prior_table
+from estimator.physics.quant import get_quant
+from estimator.physics.weights import weight_breakdown
+from estimator.specs import Workload
+
+PARAMS = {
+    "bw_eff": 0.8, "kv_bw_eff": 0.6, "flops_eff": 0.5, "flops_rel_fp4": 1.0, "flops_rel_moe": 0.5,
+    "attn_eff": 0.4, "t_fixed_s": 5e-4, "t_layer_s": 2e-5, "t_allreduce_s": 1e-5, "t_seq_s": 2e-5,
+    "ttft_fixed_s": 0.03, "queue_share": 0.5, "moe_route_s": 0.0,
+}  # fmt: skip
+
+
+def feats(model="llama-3.1-8b", hw="h100-80gb-sxm", quant="BF16", engine="vllm", c=1, isl=1024, osl=1024,
+          cap=None, mode=sv.SERVE, n=1, kv="bf16"):  # fmt: skip
+    wl = Workload(n_ctx=isl + osl, kv_dtype=kv, engine=engine, n_devices=n, split="tp")
+    m, h, q = resolve_model(model), resolve_hardware(hw), get_quant(quant)
+    return sv.serving_features(m, q, h, wl, sv.ServingLoad(c, isl, osl, mode), cap)
+
+
+def test_a_pure_decode_step_is_the_decode_step_formula():
+    """With u = 0 and no attention / per-request terms, the mixed step is speed.step_s of the decode features
+    of the same batch (weights with the expert union, KV at depth isl + osl/2)."""
+    m, q = resolve_model("qwen3-30b-a3b"), get_quant("BF16")
+    f = feats("qwen3-30b-a3b", c=8)
+    p = dict(PARAMS, kv_bw_eff=PARAMS["bw_eff"], t_seq_s=0.0, attn_eff=1e30, flops_rel_moe=1.0)
+    wl = Workload(n_ctx=2048, kv_dtype="bf16", engine="vllm", n_seq=8)
+    d = speed.decode_features(m, q, wl, 1024 + 512)
+    ref = speed.step_s(dataclasses.replace(d, flops_per_token=f.matmul_flops), sv.rates(f, p))
+    assert sv.mixed_step_s(f, 8, 0, p) == pytest.approx(ref, rel=1e-12)
+    assert f.kv_bytes_per_seq == pytest.approx(speed.kv_read_at(m, 1536, "bf16", "vllm"))
+
+
+def test_single_client_ttft_is_its_own_prefill_and_tpot_one_decode_step():
+    f = feats(c=1, isl=1024, osl=256)
+    s = sv.solve(f, PARAMS)
+    assert s["running"] == 1 and not s["kv_limited"]
+    assert s["tpot_s"] == pytest.approx(sv.mixed_step_s(f, 1.0, 0.0, PARAMS))
+    assert s["ttft_s"] == pytest.approx(PARAMS["ttft_fixed_s"] + sv.mixed_step_s(f, 0.0, 1024.0, PARAMS))
+    assert s["e2e_s"] == pytest.approx(s["ttft_s"] + 255 * s["tpot_s"])
+    assert s["output_tok_s"] == pytest.approx(256 / s["e2e_s"])
+
+
+def test_latency_grows_and_throughput_saturates_with_concurrency():
+    pts = [sv.point(dataclasses.replace(feats(), concurrency=float(c)), PARAMS) for c in (1, 4, 16, 64, 256)]
+    for a, b in zip(pts, pts[1:], strict=False):
+        assert b.ttft_s > a.ttft_s and b.tpot_s > a.tpot_s and b.output_tok_s > a.output_tok_s
+    assert pts[-1].output_tok_s / pts[-2].output_tok_s < 4  # 4x the clients, less than 4x the tokens
+    assert pts[0].per_user_tok_s == pytest.approx(1 / pts[0].tpot_s)
+
+
+def test_kv_pool_bounds_the_running_requests_and_the_rest_wait():
+    f = feats(c=64, isl=1024, osl=1024, cap=20 * 1536)
+    s = sv.solve(f, PARAMS)
+    assert s["running"] == 20 and s["kv_limited"]
+    free = sv.solve(dataclasses.replace(f, kv_capacity_tokens=math.inf, concurrency=20.0), PARAMS)
+    assert s["tpot_s"] == pytest.approx(free["tpot_s"])  # the same 20 run
+    # the other 44 clients wait (64 - 20) / lam = 2.2 lives of a running request (Little's law)
+    wait = s["ttft_s"] - free["ttft_s"]
+    assert 2.2 * 1023 * free["tpot_s"] < wait < 2.2 * free["e2e_s"]
+
+
+def test_not_mixing_prefill_costs_decoding_requests_more():
+    """SGLang runs a prompt batch as a step of its own (decoding pauses); vLLM mixes it into the step."""
+    v, s = feats(engine="vllm", c=64), feats(engine="sglang", c=64)
+    assert v.mixes_prefill and not s.mixes_prefill
+    s = dataclasses.replace(s, max_batched_tokens=v.max_batched_tokens, graph_sizes=v.graph_sizes)
+    assert sv.solve(s, PARAMS)["tpot_s"] > sv.solve(v, PARAMS)["tpot_s"]
+
+
+def test_graph_padding_and_scheduler_facts():
+    h100, b200 = resolve_hardware("h100-80gb-sxm"), resolve_hardware("b200")
+    vs = get_engine("vllm").scheduler(h100, Workload(engine="vllm"))
+    assert (vs.max_batched_tokens, vs.max_seqs, vs.mixes_prefill) == (8192, 1024, True)
+    assert get_engine("vllm").scheduler(b200, Workload(engine="vllm")).max_batched_tokens == 16384
+    assert vs.graph_sizes[:5] == (1, 2, 4, 8, 16) and vs.graph_sizes[-1] == 512 and 264 not in vs.graph_sizes
+    assert cudagraph_sizes(512)[33:36] == (248, 256, 272)
+    assert vs.padded(9) == 16 and vs.padded(257) == 272 and vs.padded(600) == 600
+    ss = get_engine("sglang").scheduler(h100, Workload(engine="sglang", n_devices=2))
+    assert (ss.max_batched_tokens, ss.mixes_prefill, ss.graph_sizes[-1]) == (8192, False, 256)
+    f = feats()
+    assert sv.step_features(f, 9, 0, PARAMS).batch == 16  # the GEMMs compute the padded rows
+    assert sv.step_features(f, 600, 0, PARAMS).batch == 600
+
+
+def test_batch_mode_is_prefill_then_decode():
+    f = feats(c=16, isl=512, osl=128, mode=sv.BATCH)
+    s = sv.solve(f, PARAMS)
+    pre = sv.mixed_step_s(f, 0.0, 16 * 512, PARAMS)  # one chunk: 8192 tokens fit the budget
+    assert s["e2e_s"] == pytest.approx(PARAMS["ttft_fixed_s"] + pre + 127 * sv.mixed_step_s(f, 16, 0, PARAMS))
+    assert s["output_tok_s"] == pytest.approx(16 * 128 / s["e2e_s"])
+
+
+def test_array_features_give_the_scalar_numbers():
+    rows = [feats(c=c, isl=i, osl=o) for c, i, o in ((1, 1024, 1024), (8, 8192, 1024), (300, 128, 512))]
+    uniform = ("fp8", "mixes_prefill", "graph_sizes", "batch_mode", "engine")
+    arr = {}
+    for fld in dataclasses.fields(sv.ServingFeatures):
+        vals = [getattr(r, fld.name) for r in rows]
+        arr[fld.name] = vals[0] if fld.name in uniform else np.array(vals, dtype=float)
+    out = sv.solve(sv.ServingFeatures(**arr), PARAMS)
+    for i, r in enumerate(rows):
+        one = sv.solve(r, PARAMS)
+        for k in ("ttft_s", "tpot_s", "output_tok_s"):
+            assert out[k][i] == pytest.approx(one[k], rel=1e-9), (i, k)
+
+
+def test_serving_params_come_from_the_decode_and_prefill_sets_until_calibrated():
+    table = prior_table()
+    hw = resolve_hardware("b200")
+    sp = sv.serving_params(table, hw, "vllm")
+    dec = table.lookup(hw, "vllm", "decode")
+    assert not sp.calibrated and sp.params["bw_eff"] == dec.params["bw_eff"]
+    assert sp.params["kv_bw_eff"] == dec.params["bw_eff"] and sp.params["ttft_fixed_s"] == 0.02
+    assert "uncalibrated" in sp.label
+
+
+def test_mxfp4_on_vllm_keeps_the_non_expert_matrices_in_bf16():
+    m = resolve_model("gpt-oss-120b")
+    q = get_quant("MXFP4")
+    llama = weight_breakdown(m, q)
+    ckpt = weight_breakdown(m, get_engine("vllm").weight_format(q))
+    assert get_engine("llama.cpp").weight_format(q) is q
+    assert ckpt.routed_expert_bytes == llama.routed_expert_bytes  # experts MXFP4 in both
+    assert ckpt.by_type_bytes.get("q8_0", 0) == 0 and llama.by_type_bytes["q8_0"] > 0
+    # every element is either an MXFP4 expert weight (17 B per 32) or bf16 (2 B), as the gpt-oss checkpoint
+    assert set(ckpt.by_type_bytes) == {"mxfp4", "bf16"}
+    assert ckpt.by_type_bytes["bf16"] / 2 + ckpt.by_type_bytes["mxfp4"] * 32 / 17 == ckpt.n_params_total
+    assert ckpt.total_bytes > llama.total_bytes
+
+
+def test_calibration_recovers_known_serving_parameters():
+    """Points generated by the estimator's serving model with known parameters (2 % noise) are fitted back
+    through calibration.serving's vectorised model and calibration.fit.fit_group."""
+    from calibration.fit import Prior, SpeedPoint, fit_group
+    from calibration.serving import Bundle, ServingRef, serving_model
+
+    rng = np.random.default_rng(0)
+    truth = dict(PARAMS, bw_eff=0.7, flops_eff=0.45, ttft_fixed_s=0.05, t_seq_s=3e-5, queue_share=0.4)
+    model = serving_model()
+    bundle = Bundle(("gen",))
+    points = []
+    hw = resolve_hardware("b200")
+    for name, quant in (("llama-3.1-8b", "BF16"), ("qwen3-30b-a3b", "BF16"), ("llama-3.1-70b", "FP8")):
+        for c in (1, 4, 16, 64, 256):
+            for isl, osl in ((1024, 1024), (8192, 1024), (1024, 8192)):
+                f = feats(name, "b200", quant, c=c, isl=isl, osl=osl)
+                s = sv.solve(f, truth)
+                for metric in ("ttft", "tpot"):
+                    bundle.rows.append(f)
+                    ref = ServingRef(bundle, len(bundle.rows) - 1, metric)
+                    t = s[metric + "_s"] * math.exp(rng.normal(0, 0.02))
+                    points.append(SpeedPoint(ref, hw, t, "serving", "fam", "vllm", "CUDA", "b200", name))
+    bundle.stack()
+    prior = Prior({p.name: p.default for p in model.params}, {p.name: 3.0 for p in model.params})
+    res = fit_group(points, model, prior)
+    for k in ("bw_eff", "ttft_fixed_s", "queue_share"):
+        assert res.params[k] == pytest.approx(truth[k], rel=0.15), k
+    assert res.rms_log < 0.05
