@@ -111,10 +111,11 @@ def _run(args) -> int:
             cal = pipeline.calibrate(ds)
         doc = pipeline.coefficients_document(cal)
         _write_json_atomic(out, doc)
+        model = doc["model"]
         console.print(
-            f"wrote {out}: {len(doc['groups'])} group(s), {len(doc['pooled'])} pooled set(s), "
-            f"{len(doc['uncalibrated'])} uncalibrated, {len(ds.records)} records used, "
-            f"{len(cal.rejected)} left out"
+            f"wrote {out}: {len(model['params'])} parameter(s) over {len(model.get('families', {}))} "
+            f"famil(ies) and {len(model.get('devices', {}))} device(s), {len(doc['uncalibrated'])} "
+            f"uncalibrated, {len(ds.records)} records used, {len(cal.rejected)} left out"
         )
         for why, n in sorted(ds.excluded_kind.items()):
             console.print(f"  left out {n} record(s): {why}", markup=False)

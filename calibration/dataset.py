@@ -82,6 +82,9 @@ class Dataset:
     excluded_kind: dict[str, int] = field(default_factory=dict)  # reason (SERVING_REASON) -> count left out
     qualities: tuple[str, ...] = DEFAULT_QUALITIES
     input_hash: str = ""
+    # ok serving / batch-latency-only records of an allowed quality (not fitted: calibration.latency
+    # predicts the end-to-end latency ones; not part of input_hash)
+    serving_records: list[LoadedRecord] = field(default_factory=list)
 
 
 def record_quality(rec: RunRecord) -> str:
@@ -263,6 +266,7 @@ def build_dataset(
     by_status: dict[str, int] = {}
     by_quality: dict[str, int] = {}
     by_kind: dict[str, int] = {}
+    serving: list[LoadedRecord] = []
     for lr in loaded:
         rec = lr.record
         if rec.status != "ok":
@@ -270,6 +274,8 @@ def build_dataset(
             continue
         if is_serving_only(rec):
             by_kind[SERVING_REASON] = by_kind.get(SERVING_REASON, 0) + 1
+            if record_quality(rec) in qualities:
+                serving.append(lr)
             continue
         q = record_quality(rec)
         if q not in qualities:
@@ -290,6 +296,7 @@ def build_dataset(
         excluded_kind=by_kind,
         qualities=qualities,
         input_hash=input_hash(lr.record for lr in keep),
+        serving_records=serving,
     )
 
 

@@ -283,3 +283,135 @@ def _stable(samples) -> bool:
 def is_absolute(p: SpeedPoint) -> bool:
     """Prefill points of devices whose TFLOPS are unknown use PREFILL_ABS_PARAMS."""
     return p.phase == "prefill" and (p.kind == "cpu" or not has_datasheet_peak(p.hardware, p.engine))
+
+
+# ------------------------------------------------------------------------------ vectorised evaluation
+# The fit evaluates every point of a phase at once: the features of all points stacked field by field into
+# numpy arrays, and the same estimator formulas (speed.step_s / speed.prefill_time on speed.rates_for_decode
+# / rates_for_prefill) applied to them.  Tests check point for point against decode_step_s / prefill_s.
+
+# Parameters each phase's time needs, by the name the formulas read -> the parameter table key that supplies
+# it (the other phase's parameters are borrowed as estimator.physics.speed.merged_params borrows them).
+def phase_inputs(phase: str, keys) -> dict[str, str]:
+    """{param name the phase's formula reads: table key ``phase.name``} for the fitted keys ``keys``."""
+    sp = _speed()
+    other = "prefill" if phase == "decode" else "decode"
+    borrow = sp.BORROW_FROM_PREFILL if phase == "decode" else sp.BORROW_FROM_DECODE
+    out = {}
+    for key in keys:
+        ph, name = key.split(".", 1)
+        if ph == phase or (ph == other and name in borrow):
+            out[name] = key
+    return out
+
+
+@dataclass
+class PhaseArrays:
+    """The points of one phase, stacked: ``index`` into the point list, ``unit`` (row of the design),
+    ``log_measured`` = ln(measured seconds), ``features`` (array fields), ``device`` (speed.DeviceRates with
+    array fields; peak NaN where not catalogued) and ``absolute`` (no datasheet peak: flops_eff is 1).
+    Decode keeps one row per tg depth of a batched point: ``owner`` maps rows to points, ``count`` the rows
+    of each point (the step time of a point is the mean over its rows)."""
+
+    phase: str
+    index: object
+    unit: object
+    log_measured: object
+    features: object
+    device: object
+    absolute: object
+    owner: object = None
+    count: object = None
+
+
+_DECODE_NUM = ("weight_bytes", "kv_bytes", "host_bytes", "expert_union_bytes", "flops_per_token", "batch",
+               "n_layers", "n_moe_layers", "hidden_size", "n_devices")  # fmt: skip
+_PREFILL_NUM = ("tokens", "flops", "expert_flops", "gemm_outputs", "expert_gemm_outputs", "attn_flops",
+                "kq_bytes", "weight_bytes", "host_bytes", "n_passes", "ubatch_tokens", "pipeline_factor",
+                "n_layers", "n_moe_layers", "hidden_size", "n_devices")  # fmt: skip
+
+
+def _stack(cls, rows: list, numeric) -> object:
+    import numpy as np
+
+    cols = {}
+    for f in dataclasses.fields(cls):
+        vals = [getattr(r, f.name) for r in rows]
+        cols[f.name] = np.asarray(vals, dtype=float) if f.name in numeric else np.asarray(vals)
+    return cls(**cols)
+
+
+def _device_arrays(rows: list) -> object:
+    import numpy as np
+
+    sp = _speed()
+    out = {}
+    for f in dataclasses.fields(sp.DeviceRates):
+        out[f.name] = np.asarray([np.nan if getattr(r, f.name) is None else getattr(r, f.name) for r in rows],
+                                 dtype=float)  # fmt: skip
+    return sp.DeviceRates(**out)
+
+
+def stack_phase(points, phase: str, unit_of) -> PhaseArrays | None:
+    """The points of ``phase`` stacked (see PhaseArrays); ``unit_of(point) -> int``; None without points."""
+    import numpy as np
+
+    sp = _speed()
+    idx = [i for i, p in enumerate(points) if p.phase == phase]
+    if not idx:
+        return None
+    rows, dev, owner = [], [], []
+    for k, i in enumerate(idx):
+        p = points[i]
+        feats = p.features if isinstance(p.features, list) else [p.features]
+        f0 = feats[0]
+        d = sp.device_rates(p.hardware, f0.engine, f0.fp8)
+        rows += feats
+        dev += [d] * len(feats)
+        owner += [k] * len(feats)
+    pts = [points[i] for i in idx]
+    absolute = np.array([is_absolute_device(p) for p in pts])
+    if phase == "decode":
+        feats = _stack(sp.DecodeFeatures, rows, _DECODE_NUM)
+        owner_a = np.asarray(owner)
+        device = _device_arrays(dev)
+    else:
+        feats = _stack(sp.PrefillFeatures, rows, _PREFILL_NUM)
+        owner_a = None
+        device = _device_arrays(dev)
+    return PhaseArrays(
+        phase=phase,
+        index=np.asarray(idx),
+        unit=np.asarray([unit_of(p) for p in pts]),
+        log_measured=np.log([p.measured_s for p in pts]),
+        features=feats,
+        device=device,
+        absolute=absolute,
+        owner=owner_a,
+        count=None if owner_a is None else np.bincount(owner_a, minlength=len(idx)).astype(float),
+    )
+
+
+def phase_seconds(arr: PhaseArrays, params: dict) -> object:
+    """Seconds of every point of ``arr`` from per-point parameter arrays ``params`` (names as the phase's
+    formula reads them, estimator.physics.speed): decode = mean step over each point's rows."""
+    import numpy as np
+
+    sp = _speed()
+    params = dict(params)
+    if "flops_eff" in params:  # devices without a datasheet peak: the fitted absolute rate, eff 1
+        params["flops_eff"] = np.where(arr.absolute, 1.0, params["flops_eff"])
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if arr.phase == "decode":
+            rows = {k: v[arr.owner] for k, v in params.items()}
+            rates = sp.rates_for_decode(arr.device, rows, arr.features.kernel_class)
+            t = sp.step_s(arr.features, rates)
+            return np.bincount(arr.owner, weights=t, minlength=len(arr.index)) / arr.count
+        rates = sp.rates_for_prefill(arr.device, params, arr.features.kernel_class)
+        return sp.prefill_time(arr.features, rates)
+
+
+def is_absolute_device(p: SpeedPoint) -> bool:
+    """True when the point's device has no datasheet GEMM peak for its engine (CPUs): its prefill (and the
+    compute roof of batched decode) runs at the fitted flops_abs_tflops with flops_eff 1."""
+    return p.kind == "cpu" or not has_datasheet_peak(p.hardware, p.engine)

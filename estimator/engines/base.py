@@ -109,6 +109,18 @@ class EngineProfile:
     flash_attn_option: bool = False  # flash attention is a user switch (llama.cpp -fa), not the engine's pick
     offload_flag: str = ""  # the flag that keeps weight bytes in host RAM
     kv_dtype_hint: str = ""  # appended to the unknown-KV-dtype message
+    # the compute backend a report assumes per device vendor (lower case) / kind when the user names none
+    # (the speed model's backend covariates, estimator.physics.covariates); "" when the engine has none
+    backends_by_vendor: dict[str, str] = {}
+    backends_by_kind: dict[str, str] = {}
+
+    # ------------------------------------------------------------------------------------------- speed
+    def backend_for(self, hardware) -> str:
+        """The backend this engine runs on a device by default: by kind first (CPUs), then by vendor."""
+        kind = hardware.kind or "gpu"
+        if kind in self.backends_by_kind:
+            return self.backends_by_kind[kind]
+        return self.backends_by_vendor.get((hardware.vendor or "").lower(), "")
 
     # ------------------------------------------------------------------------------------------- weights
     def runs(self, quant: QuantSpec) -> bool:

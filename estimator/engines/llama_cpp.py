@@ -63,6 +63,10 @@ class LlamaCpp(EngineProfile):
     pipelines_layer_split = True
     moe_cpu_offload = True
     offload_flag = "-ngl"
+    # the usual build per vendor (Intel Arc and Qualcomm Adreno: the backends their published runs use)
+    backends_by_vendor = {"nvidia": "CUDA", "amd": "ROCm", "apple": "Metal", "intel": "Vulkan",
+                          "qualcomm": "OpenCL"}  # fmt: skip
+    backends_by_kind = {"cpu": "CPU"}
 
     def check(self, workload: Workload) -> None:
         """llama.cpp accepts every KV dtype name a report compares; the quantized-V rule is

@@ -41,6 +41,8 @@ KV_FLAGS = {
 
 class SGLang(EngineProfile):
     name = "sglang"
+    backends_by_vendor = {"nvidia": "CUDA", "amd": "ROCm"}
+    backends_by_kind = {"cpu": "CPU"}
     label = "SGLang"
     container = "safetensors"
     default_quant = "BF16"

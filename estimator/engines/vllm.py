@@ -37,6 +37,8 @@ KV_FLAGS = {
 
 class VLLM(EngineProfile):
     name = "vllm"
+    backends_by_vendor = {"nvidia": "CUDA", "amd": "ROCm"}
+    backends_by_kind = {"cpu": "CPU"}
     label = "vLLM"
     container = "safetensors"
     default_quant = "BF16"
