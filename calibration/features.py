@@ -25,42 +25,44 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from calibration.dataset import Dataset, LoadedRecord, Rejection
-from calibration.fit import PhaseModel, SpeedPoint
 from estimator.engines import ENGINES, get_engine
-from estimator.physics.coefficients import fitted_params
 from estimator.specs import HardwareSpec, ModelSpec, SpecError, Workload
 
-# The free parameters of each fit come from the estimator's one parameter table
-# (estimator.physics.coefficients.PARAMS: name, phase, kind, start / prior mean, bounds).  Prefill GEMM
-# efficiencies of weight-kernel classes and of routed experts are relative to k-quants / dense GEMMs; the
-# hierarchy shrinks each towards its pool's value and the pools towards 1 (no difference).
-DECODE_PARAMS = fitted_params("decode")
-PREFILL_PARAMS = fitted_params("prefill")
-# Devices without datasheet TFLOPS (CPUs): the effective throughput itself is fitted, flops_eff stays 1.
-PREFILL_ABS_PARAMS = fitted_params("prefill", absolute=True)
 # Repetitions of one point on an undisturbed device agree within a few percent (llama-bench style samples,
 # shared/reference/methods.md A5).  A point whose fastest repetition is more than this many times its slowest
 # measured interference (other processes on the cores), not the device: its speed is left out (and listed).
 MAX_SAMPLE_SPREAD = 2.0
 
 
+@dataclass(frozen=True)
+class SpeedPoint:
+    """One measured time (seconds) with its estimator features and hardware, plus identity for grouping/CV."""
+
+    features: object  # estimator.physics.speed PrefillFeatures, or a list of DecodeFeatures (tg depths)
+    hardware: object  # estimator.specs.HardwareSpec
+    measured_s: float
+    phase: str
+    family: str
+    engine: str
+    backend: str
+    device: str
+    model: str
+    where: str = ""
+    record_id: str = ""
+    vendor: str = ""
+    kind: str = ""
+    n_devices: int = 1
+    extra: dict = field(default_factory=dict)
+
+
+
 def _speed():
     from estimator.physics import speed
 
     return speed
-
-
-def decode_model() -> PhaseModel:
-    """Decode: seconds of one step (mean over the tg depths): ``estimator.physics.speed.decode_step_s``."""
-    return PhaseModel("decode", DECODE_PARAMS, _speed().decode_step_s)
-
-
-def prefill_model(absolute: bool = False) -> PhaseModel:
-    """Prefill: seconds of the whole prompt = ``estimator.physics.speed.prefill_s``."""
-    return PhaseModel("prefill", PREFILL_ABS_PARAMS if absolute else PREFILL_PARAMS, _speed().prefill_s)
 
 
 def hardware_from_detected(rec) -> HardwareSpec:
@@ -278,11 +280,6 @@ def sample_spread(samples) -> float | None:
 def _stable(samples) -> bool:
     spread = sample_spread(samples)
     return spread is None or spread <= MAX_SAMPLE_SPREAD
-
-
-def is_absolute(p: SpeedPoint) -> bool:
-    """Prefill points of devices whose TFLOPS are unknown use PREFILL_ABS_PARAMS."""
-    return p.phase == "prefill" and (p.kind == "cpu" or not has_datasheet_peak(p.hardware, p.engine))
 
 
 # ------------------------------------------------------------------------------ vectorised evaluation

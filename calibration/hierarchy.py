@@ -9,7 +9,7 @@ decode and prefill together) is modelled per *unit* u = (device, engine, backend
 * offset: the shipped prior (estimator/data/prior_coefficients.json) of the device kind, so beta = 0 is the
   prior;
 * x: the device covariates of the parameter's groups (``estimator.physics.covariates``: engine, backend,
-  vendor, kind, memory technology, ln bandwidth, die count, published achievable bandwidth, FLOP per byte);
+  vendor, kind, year, memory technology, ln bandwidth, die count, published achievable bandwidth);
   prior beta ~ N(0, PRIOR_INTERCEPT) for the intercept "1", N(mean, PRIOR_COVARIATE) for the others (mean 1
   for ``bw_measured``: the published fraction moves bw_eff one for one, 0 otherwise);
 * a, b: family and device random effects (the parameter's ``effects``), a ~ N(0, tau_family_j^2),
@@ -19,32 +19,25 @@ A device nobody measured gets offset + x beta + a[its family] (0 when the family
 inherits from devices *like it*, not only from its family mean.  The time of each point is the estimator's
 own formula on the point's parameters (calibration.features.phase_seconds: speed.step_s / prefill_time), so
 decode and prefill are one fit: the prefill memory term uses the device's decode bw_eff and batched decode
-the prefill compute roof, as estimator.physics.speed.merged_params borrows them.
+the prefill compute roof, as estimator.physics.speed.merged_params borrows them.  calibration.fit solves it.
 
-Objective (scipy.optimize.least_squares, trf, sparse lsmr, soft_l1 with f_scale 2):
-    data residual  (ln t_pred - ln t_meas) / sigma_phase
-    prior residual (z - prior mean) / prior scale         for every beta, a, b
-Jacobian: exact chain rule through the linear predictor, d ln t_i / d eta_ij by a finite difference of all
-points at once per parameter.  Noise and shrinkage scales are estimated, not fixed (``fit_model``):
-sigma_phase = 1.4826 MAD of the residuals of a first pass; tau_j = RMS of the fitted effects of the groups
-(families / devices) with >= MIN_POINTS_FOR_TAU points, clipped to [TAU_MIN, TAU_MAX] (TAU_DEFAULT with
-fewer than MIN_GROUPS_FOR_TAU such groups); then a second pass.  Every cross-validation fold repeats both
-estimates on its own data (calibration.validate).
+Scales: the prior of beta (PRIOR_INTERCEPT, PRIOR_COVARIATE), and the random-effect scales tau_j estimated per
+fit (calibration.fit.estimate_scales): the standard deviation (ddof 1) of the fitted effects of the groups
+(families / devices) with >= MIN_POINTS_FOR_TAU points, clipped to [TAU_MIN, TAU_MAX] (family effects at most
+TAU_FAMILY_CAP, see there; TAU_DEFAULT with fewer than MIN_GROUPS_FOR_TAU such groups): the spread between
+well-measured groups, their common offset being the covariates' part.
 """
 
 from __future__ import annotations
 
-import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
-from scipy.optimize import least_squares
 
-from calibration import features as feat
-from calibration.fit import SpeedPoint
+from calibration.features import SpeedPoint
 from estimator.physics import covariates as cov
 from estimator.physics.coefficients import EFF, PARAMS, RATE, TIME, Param, from_eta
 
@@ -54,12 +47,16 @@ COVARIATE_PRIOR_MEAN = {("decode.bw_eff", "bw_measured"): 1.0}
 TAU_DEFAULT = {EFF: 0.3, RATE: 0.3, TIME: 0.5}
 TAU_MIN = 0.05
 TAU_MAX = {EFF: 1.0, RATE: 1.0, TIME: 2.0}
+# Family effects are capped: with a family scale as large as the well-measured families' spread (~0.3), the
+# covariate coefficients average the families one vote each, and the dozen one-row families (old parts, odd
+# backends) pull them away from the well-measured ones.  Chosen by cross-validation among 0.05 / 0.1 / 0.15 /
+# estimated (docs/calibration.md): leave-one-family-out decode 9.6-10.3 % at a cap of 0.05-0.15 against 22.5 %
+# estimated, leave-one-device-out prefill 13.7-14.3 % at 0.1-0.15.
+TAU_FAMILY_CAP = 0.15
 MIN_POINTS_FOR_TAU = 10
 MIN_GROUPS_FOR_TAU = 3
 SIGMA_START = 0.1
 SIGMA_FLOOR = 0.01
-FD_STEP = 1e-5
-LOSS, F_SCALE = "soft_l1", 2.0
 
 
 def fitted_params() -> tuple[Param, ...]:
@@ -194,11 +191,15 @@ class Scales:
     tau: dict[tuple[int, str], float]
 
 
+def tau_max(kind: str, effect: str) -> float:
+    return min(TAU_MAX[kind], TAU_FAMILY_CAP) if effect == "family" else TAU_MAX[kind]
+
+
 def default_scales(design: Design) -> Scales:
     tau = {}
     for j, p in enumerate(design.params):
         for eff in p.effects:
-            tau[(j, eff)] = TAU_DEFAULT[p.kind]
+            tau[(j, eff)] = min(TAU_DEFAULT[p.kind], tau_max(p.kind, eff))
     return Scales({"decode": SIGMA_START, "prefill": SIGMA_START}, tau)
 
 
@@ -210,172 +211,6 @@ def prior_scale(design: Design, scales: Scales) -> np.ndarray:
             out[i] = PRIOR_INTERCEPT[pk] if g == "1" else PRIOR_COVARIATE[pk]
         else:
             out[i] = scales.tau[(j, kind)]
-    return out
-
-
-class Problem:
-    """Points of both phases stacked against a design: residuals and the sparse Jacobian of the objective."""
-
-    def __init__(self, points: Sequence[SpeedPoint], design: Design):
-        self.points = list(points)
-        self.design = design
-        uidx = {u: i for i, u in enumerate(design.units)}
-        unit_of = lambda p: uidx[unit_key(p)]  # noqa: E731
-        stacked = [feat.stack_phase(self.points, ph, unit_of) for ph in ("decode", "prefill")]
-        self.arrays = [a for a in stacked if a is not None]
-        keys = [p.key for p in design.params]
-        self.inputs = {a.phase: {n: keys.index(k) for n, k in feat.phase_inputs(a.phase, keys).items()}
-                       for a in self.arrays}  # fmt: skip
-        # point-level selection of each block: rows = the phase arrays' points in order
-        order = np.concatenate([a.unit for a in self.arrays]) if self.arrays else np.zeros(0, int)
-        self.n = int(order.size)
-        sel = sparse.csr_matrix(
-            (np.ones(self.n), (np.arange(self.n), order)), shape=(self.n, len(design.units))
-        )
-        m = sparse.hstack([sel @ a for a in design.A], format="csr")
-        self.M = m
-        self.nz_row = np.repeat(np.arange(self.n), np.diff(m.indptr))
-        self.nz_param = design.col_param[m.indices]
-        self.y = np.concatenate([a.log_measured for a in self.arrays]) if self.arrays else np.zeros(0)
-        self.phase_of = np.concatenate([[a.phase] * len(a.index) for a in self.arrays]) if self.arrays else []
-        self.offsets = [0]
-        for a in self.arrays:
-            self.offsets.append(self.offsets[-1] + len(a.index))
-
-    def log_times(self, eta_units: np.ndarray) -> np.ndarray:
-        """ln seconds of every point (phase arrays in order) for unit-level transformed values."""
-        out = np.empty(self.n)
-        for k, a in enumerate(self.arrays):
-            eta = eta_units[a.unit]
-            params = {n: from_eta(self.design.params[j], eta[:, j]) for n, j in self.inputs[a.phase].items()}
-            t = feat.phase_seconds(a, params)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                out[self.offsets[k] : self.offsets[k + 1]] = np.log(t)
-        return out
-
-    def gradient(self, eta_units: np.ndarray, base: np.ndarray) -> np.ndarray:
-        """points x params: d ln t_i / d eta_ij (forward differences, all points of a parameter at once)."""
-        g = np.zeros((self.n, len(self.design.params)))
-        used = {j for m in self.inputs.values() for j in m.values()}
-        for j in used:
-            e = eta_units.copy()
-            e[:, j] += FD_STEP
-            g[:, j] = (self.log_times(e) - base) / FD_STEP
-        return np.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0)
-
-
-@dataclass
-class FitState:
-    """A fitted model: the design, z, the scales it was fitted with, and per-point in-sample residuals."""
-
-    design: Design
-    z: np.ndarray
-    scales: Scales
-    residuals: np.ndarray  # ln(t_pred / t_meas) of the problem's points, phase arrays in order
-    converged: bool
-    message: str
-    n_points: dict[str, int] = field(default_factory=dict)
-    train: list | None = None  # the points a cross-validation fold was fitted on (kept when asked)
-
-    @property
-    def theta(self) -> np.ndarray:
-        return self.design.theta(self.z)
-
-
-def solve(problem: Problem, scales: Scales, z0: np.ndarray | None = None, max_nfev: int = 60):
-    """One bounded-free robust fit of z for fixed scales (module doc)."""
-    d = problem.design
-    mean = d.prior_mean
-    ps = prior_scale(d, scales)
-    sig = np.array([scales.sigma[ph] for ph in problem.phase_of]) if problem.n else np.zeros(0)
-    z0 = mean.copy() if z0 is None else z0.copy()
-    cache: dict = {}
-
-    def data_part(z):
-        key = z.tobytes()
-        if cache.get("key") != key:
-            eta = d.eta(z)
-            lt = problem.log_times(eta)
-            bad = ~np.isfinite(lt)
-            lt = np.where(bad, problem.y + 30.0, lt)
-            cache.update(key=key, eta=eta, lt=lt)
-        return cache["eta"], cache["lt"]
-
-    def fun(z):
-        _, lt = data_part(z)
-        return np.concatenate([(lt - problem.y) / sig, (z - mean) / ps])
-
-    def jac(z):
-        eta, lt = data_part(z)
-        g = problem.gradient(eta, lt)
-        jd = problem.M.copy()
-        jd.data = jd.data * g[problem.nz_row, problem.nz_param] / sig[problem.nz_row]
-        return sparse.vstack([jd, sparse.diags(1.0 / ps)], format="csr")
-
-    res = least_squares(fun, z0, jac=jac, method="trf", tr_solver="lsmr", loss=LOSS, f_scale=F_SCALE,
-                        x_scale="jac", max_nfev=max_nfev)  # fmt: skip
-    _, lt = data_part(res.x)
-    return res.x, lt - problem.y, bool(res.success), str(res.message)
-
-
-def estimate_scales(problem: Problem, z: np.ndarray, resid: np.ndarray, old: Scales) -> Scales:
-    """Noise scale per phase from the residuals, random-effect scales from the well-measured groups."""
-    d = problem.design
-    sigma = {}
-    for ph in ("decode", "prefill"):
-        r = resid[np.asarray(problem.phase_of) == ph] if problem.n else np.zeros(0)
-        sigma[ph] = max(SIGMA_FLOOR, 1.4826 * float(np.median(np.abs(r - np.median(r))))) if r.size >= 10 \
-            else old.sigma.get(ph, SIGMA_START)  # fmt: skip
-    # points per family / device (a group's effect is estimated well enough to count when it has many)
-    counts: dict[str, Counter] = {"family": Counter(), "device": Counter()}
-    for p in problem.points:
-        counts["family"][p.family] += 1
-        counts["device"][p.device] += 1
-    tau = {}
-    for j, eff in old.tau:
-        blk = d.block[j]
-        vals = [z[blk][i] for i, (k, g) in enumerate(zip(d.col_kind[blk], d.col_group[blk], strict=True))
-                if k == eff and counts[eff][g] >= MIN_POINTS_FOR_TAU]  # fmt: skip
-        kind = d.params[j].kind
-        if len(vals) >= MIN_GROUPS_FOR_TAU:
-            tau[(j, eff)] = float(np.clip(math.sqrt(float(np.mean(np.square(vals)))), TAU_MIN, TAU_MAX[kind]))
-        else:
-            tau[(j, eff)] = TAU_DEFAULT[kind]
-    return Scales(sigma, tau)
-
-
-def fit_model(
-    points: Sequence[SpeedPoint],
-    design: Design | None = None,
-    z0: np.ndarray | None = None,
-    scales: Scales | None = None,
-    passes: int = 2,
-) -> FitState:
-    """Fit z with the noise and shrinkage scales estimated from these points (module doc).
-
-    ``design``: reuse a design (cross-validation folds keep the full set's units, their held-out effects at
-    0); ``z0`` / ``scales``: warm start (the scales are re-estimated here all the same).
-    """
-    design = design or build_design(points)
-    problem = Problem(points, design)
-    scales = scales or default_scales(design)
-    z, resid, ok, msg = solve(problem, scales, z0)
-    for _ in range(passes - 1):
-        scales = estimate_scales(problem, z, resid, scales)
-        z, resid, ok, msg = solve(problem, scales, z)
-    n = Counter(p.phase for p in points)
-    return FitState(design, z, scales, resid, ok, msg, dict(n), list(points))
-
-
-def predict_log_ratio(state: FitState, points: Sequence[SpeedPoint]) -> np.ndarray:
-    """ln(t_pred / t_meas) of ``points`` (whose units are in the state's design) under the fitted z, in the
-    order of ``points``."""
-    problem = Problem(points, state.design)
-    lt = problem.log_times(state.design.eta(state.z))
-    r = lt - problem.y
-    order = np.concatenate([a.index for a in problem.arrays])
-    out = np.empty(len(points))
-    out[order] = r
     return out
 
 

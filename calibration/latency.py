@@ -171,7 +171,8 @@ def predict_schemes(points: list[LatencyPoint], sf) -> dict[str, list[LatencyRes
 
 
 def summary(held: dict[str, list[LatencyResult]]) -> dict:
-    """Per scheme: n, median and p90 APE of the latency, overall and per engine."""
+    """Per scheme: n, median and p90 APE of the latency, overall and per engine; for the full fit also per
+    (engine, device, device count) with the median ln(predicted / measured) and the basis."""
     out = {}
     for scheme, rs in held.items():
         med, p90 = ape_stats([r.ape for r in rs])
@@ -180,6 +181,17 @@ def summary(held: dict[str, list[LatencyResult]]) -> dict:
             m, q = ape_stats([r.ape for r in rs if r.point.engine == eng])
             entry["by_engine"][eng] = {"n": sum(r.point.engine == eng for r in rs), "median_ape": _r(m),
                                        "p90_ape": _r(q)}  # fmt: skip
+        if scheme == "full":
+            groups: dict[tuple, list[LatencyResult]] = defaultdict(list)
+            for r in rs:
+                groups[(r.point.engine, r.point.device, r.point.workload.n_devices, r.basis)].append(r)
+            entry["by_device"] = [
+                {"engine": k[0], "device": k[1], "n_devices": k[2], "basis": k[3], "n": len(g),
+                 "median_ape": _r(ape_stats([r.ape for r in g])[0]),
+                 "median_log_ratio": _r(float(sorted(math.log(r.predicted_s / r.point.measured_s)
+                                                     for r in g)[len(g) // 2]))}
+                for k, g in sorted(groups.items())
+            ]  # fmt: skip
         out[scheme] = entry
     return out
 

@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from calibration import features as feat
 from calibration import latency
 from calibration.dataset import Dataset, Rejection
-from calibration.fit import EFF, RATE, SpeedPoint
-from calibration.hierarchy import FitState, fit_model
+from calibration.features import SpeedPoint
+from calibration.fit import EFF, RATE, FitState, fit_model
 from calibration.validate import (
     BASIS_SCHEME,
     FOLDS,
+    MIN_GROUPS,
     MIN_RESIDUALS,
     HeldOut,
     ape_stats,
@@ -66,6 +67,7 @@ class Calibration:
     memory_notes: list[str] = field(default_factory=list)
     latency: list[latency.LatencyPoint] = field(default_factory=list)
     latency_held: dict[str, list[latency.LatencyResult]] = field(default_factory=dict)
+    latency_rejected: list[Rejection] = field(default_factory=list)  # e2e records that could not be predicted
 
 
 def fit_speed(points: list[SpeedPoint], cv: bool = True, schemes=SCHEMES, latency_points=()) -> SpeedFit:
@@ -95,7 +97,7 @@ def calibrate(
     lat, lat_rej = latency.latency_points(ds, resolver) if e2e else ([], [])
     schemes = schemes or tuple(s for s in SCHEMES if lofo or s != "lofo")
     sf = fit_speed(points, cv, schemes, lat) if points else None
-    cal = Calibration(ds, points, list(ds.rejected) + rej + lat_rej, sf, latency=lat)
+    cal = Calibration(ds, points, list(ds.rejected) + rej, sf, latency=lat, latency_rejected=lat_rej)
     if sf is not None and lat:
         cal.latency_held = latency.predict_schemes(lat, sf)
     if memory:
@@ -157,28 +159,49 @@ def model_section(state: FitState, points, intervals: dict | None = None, cv: di
     }
 
 
+def _cov(c) -> dict | None:
+    """A validate.Coverage as the document writes it."""
+    if c is None:
+        return None
+    return {
+        "groups": _r(c.groups, 3),
+        "points": _r(c.points, 3),
+        "n_groups": c.n_groups,
+        "n_points": c.n_points,
+    }
+
+
+def _of_basis(held: list[HeldOut], basis: str) -> list[HeldOut]:
+    return [h for h in held if h.basis == basis]
+
+
 def interval_block(sf: SpeedFit) -> dict:
-    """Per phase and basis: the conformal interval, its residuals and its out-of-sample coverage."""
+    """Per phase and basis: the group-weighted conformal interval (calibration.validate.interval), its
+    residuals and its out-of-sample coverage under each scheme."""
     out: dict = {}
     for phase in PHASES:
         out[phase] = {}
         for basis, scheme in BASIS_SCHEME.items():
             res = basis_residuals(sf.held, phase, basis)
-            if len(res) < MIN_RESIDUALS:
-                out[phase][basis] = {**DEFAULT_INTERVAL, "n_residuals": len(res), "scheme": "",
-                                     "note": "too few held-out residuals: default wide interval"}  # fmt: skip
+            groups = [FOLDS[scheme](h.point) for h in res]
+            if len(res) < MIN_RESIDUALS or len(set(groups)) < MIN_GROUPS:
+                out[phase][basis] = {
+                    **DEFAULT_INTERVAL,
+                    "n_residuals": len(res),
+                    "n_groups": len(set(groups)),
+                    "scheme": "",
+                    "note": "too few held-out residuals: default wide interval",
+                }
                 continue
-            lo, hi = interval([h.log_ratio for h in res])
+            lo, hi = interval([h.log_ratio for h in res], groups=groups)
             out[phase][basis] = {
                 "log_lo": _r(lo, 4),
                 "log_hi": _r(hi, 4),
                 "n_residuals": len(res),
+                "n_groups": len(set(groups)),
                 "scheme": scheme,
                 "coverage": {
-                    s: _r(
-                        coverage([h for h in sf.phase_held(s, phase) if h.basis == basis], sf.held, FOLDS[s]),
-                        3,
-                    )
+                    s: _cov(coverage(_of_basis(sf.phase_held(s, phase), basis), sf.held, FOLDS[s]))
                     for s in SCHEMES
                     if s in sf.held
                 },
@@ -190,7 +213,7 @@ def coverage_block(sf: SpeedFit) -> dict:
     """Out-of-sample coverage of the nominal 90 % intervals per phase and scheme (all bases together)."""
     return {
         phase: {
-            s: _r(coverage(sf.phase_held(s, phase), sf.held, FOLDS[s]), 3) for s in SCHEMES if s in sf.held
+            s: _cov(coverage(sf.phase_held(s, phase), sf.held, FOLDS[s])) for s in SCHEMES if s in sf.held
         }
         for phase in PHASES
     }

@@ -134,19 +134,20 @@ def _scheme_lines(doc: dict) -> list[str]:
         "(a model nobody measured on measured devices); **LOFO** leave-one-family-out (a device of a family "
         "nobody measured: covariates only); **gate** = LODO, or LOMO for a family with a single device.  "
         "Coverage: share of held-out points inside their nominal 90 % interval, the interval built without "
-        "the point's group.",
+        "the point's group (device / family / model); *mean over groups* gives every held-out group one vote "
+        "(what the gate checks: the intervals are for a new device or family), *points* every point one.",
         "",
-        "| phase | scheme | n | median | p90 | coverage (90 % nominal) |",
-        "|---|---|---:|---:|---:|---:|",
+        "| phase | scheme | n | median | p90 | coverage: mean over groups | coverage: points |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for phase, by in cv.items():
         for scheme in ("lodo", "lomo", "lofo", "gate"):
             e = by.get(scheme)
             if e:
-                c = cover.get(phase, {}).get(scheme)
+                c = cover.get(phase, {}).get(scheme) or {}
                 lines.append(
                     f"| {phase} | {scheme} | {e['n']} | {_pct(e['median_ape'])} | {_pct(e['p90_ape'])} "
-                    f"| {_pct(c)} |"
+                    f"| {_pct(c.get('groups'))} | {_pct(c.get('points'))} |"
                 )
     lines += ["", "By basis (how far the held-out prediction was from calibrated data):", "",
               "| phase | scheme | basis | n | median | p90 |", "|---|---|---|---:|---:|---:|"]  # fmt: skip
@@ -164,7 +165,7 @@ def _scheme_lines(doc: dict) -> list[str]:
         for phase, by in iv.items():
             for basis, e in by.items():
                 cov = e.get("coverage", {})
-                covs = " / ".join(_pct(cov.get(s)) for s in ("lodo", "lofo", "lomo"))
+                covs = " / ".join(_pct((cov.get(s) or {}).get("groups")) for s in ("lodo", "lofo", "lomo"))
                 lines.append(
                     f"| {phase} | {basis} | {e.get('scheme') or 'default'} | {e['n_residuals']} | "
                     f"[{e['log_lo']:.3f}, {e['log_hi']:.3f}] | x{math.exp(e['log_lo']):.2f} .. "
@@ -181,9 +182,19 @@ def _scheme_lines(doc: dict) -> list[str]:
                   "| scheme | engine | n | median | p90 |", "|---|---|---:|---:|---:|"]  # fmt: skip
         for scheme, e in e2e.items():
             lines.append(f"| {scheme} | all | {e['n']} | {_pct(e['median_ape'])} | {_pct(e['p90_ape'])} |")
+            if scheme != "full":
+                continue
             for eng, x in e["by_engine"].items():
                 cells = f"{x['n']} | {_pct(x['median_ape'])} | {_pct(x['p90_ape'])}"
                 lines.append(f"| {scheme} | {eng} | {cells} |")
+        by_dev = e2e.get("full", {}).get("by_device", [])
+        if by_dev:
+            lines += ["", "Per device (full fit; ln(predicted / measured) < 0: predicted too fast):", "",
+                      "| engine | device | devices | basis | n | median | median ln(pred/meas) |",
+                      "|---|---|---:|---|---:|---:|---:|"]  # fmt: skip
+            for d in by_dev:
+                head = f"| {d['engine']} | {d['device']} | {d['n_devices']} | {d['basis']} | {d['n']} |"
+                lines.append(f"{head} {_pct(d['median_ape'])} | {d['median_log_ratio']:+.2f} |")
     return lines + [""]
 
 
@@ -255,14 +266,18 @@ def render_markdown(cal: Calibration, doc: dict, df: pd.DataFrame, plots: list[s
     lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     if cal.rejected:
         lines += ["", "## Records left out", ""] + [f"- `{r}`" for r in cal.rejected]
+    if cal.latency_rejected:
+        lines += ["", "## End-to-end latency records not predicted", ""]
+        lines += [f"- `{r}`" for r in cal.latency_rejected]
     return "\n".join(lines) + "\n"
 
 
-def write_report(cal: Calibration, out: str | Path) -> Path:
-    """Write calibration.md and the PNG plots into ``out``; returns the Markdown path."""
+def write_report(cal: Calibration, out: str | Path, doc: dict | None = None) -> Path:
+    """Write calibration.md and the PNG plots into ``out``; returns the Markdown path.  ``doc``: the
+    coefficients document of ``cal`` when the caller has it already."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    doc = coefficients_document(cal)
+    doc = doc or coefficients_document(cal)
     df = _held_frame(cal)
     plots = _plots(df, out) if not df.empty else []
     path = out / "calibration.md"

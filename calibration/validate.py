@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibration.fit import SpeedPoint
-from calibration.hierarchy import FitState, fit_model, predict_log_ratio
+from calibration.features import SpeedPoint
+from calibration.fit import FitState, fit_model, predict_log_ratio
 
 LEVEL = 0.90
 MIN_RESIDUALS = 5
@@ -155,17 +155,47 @@ def ape_stats(apes: Sequence[float]) -> tuple[float | None, float | None]:
     return float(np.median(a)), float(np.quantile(a, 0.9))
 
 
-def interval(log_ratios: Sequence[float], level: float = LEVEL) -> tuple[float, float]:
-    """Split-conformal interval of ln(measured/predicted) at ``level`` (module doc), widened to contain 0.
-    ``log_ratios`` are ln(t_pred / t_meas) = ln(tok_s_meas / tok_s_pred)."""
-    r = np.sort(np.asarray(log_ratios, dtype=float))
+def interval(
+    log_ratios: Sequence[float], level: float = LEVEL, groups: Sequence[str] | None = None
+) -> tuple[float, float]:
+    """Split-conformal interval of ln(measured/predicted) at ``level``, widened to contain 0.
+
+    ``log_ratios`` are ln(t_pred / t_meas) = ln(tok_s_meas / tok_s_pred).  Without ``groups``: the
+    (n+1)-corrected order statistics floor((n+1) a/2) and ceil((n+1)(1 - a/2)), a = 1 - level.  With
+    ``groups`` (the device / family / model of each residual): each group weighs 1 in total (its residuals
+    1/n_g each), so a device with 90 points counts as much as one with a single point: the interval is for
+    a new *group*; the tail levels are moved out by the (G+1) correction for G groups, a/2 x G/(G+1).
+    """
+    r = np.asarray(log_ratios, dtype=float)
     n = r.size
     a = 1.0 - level
-    k_lo = math.floor((n + 1) * a / 2)
-    k_hi = math.ceil((n + 1) * (1 - a / 2))
-    lo = r[max(k_lo, 1) - 1]
-    hi = r[min(k_hi, n) - 1]
+    if groups is None:
+        r = np.sort(r)
+        k_lo = math.floor((n + 1) * a / 2)
+        k_hi = math.ceil((n + 1) * (1 - a / 2))
+        lo, hi = r[max(k_lo, 1) - 1], r[min(k_hi, n) - 1]
+        return min(float(lo), 0.0), max(float(hi), 0.0)
+    size: dict[str, int] = defaultdict(int)
+    for g in groups:
+        size[g] += 1
+    w = np.array([1.0 / size[g] for g in groups])
+    tail = a / 2 * len(size) / (len(size) + 1)
+    order = np.argsort(r)
+    r, c = r[order], np.cumsum(w[order]) / w.sum()
+    lo = r[min(int(np.searchsorted(c, tail, side="left")), n - 1)]
+    hi = r[min(int(np.searchsorted(c, 1.0 - tail, side="left")), n - 1)]
     return min(float(lo), 0.0), max(float(hi), 0.0)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Out-of-sample coverage: ``groups`` = mean over held-out groups of the share of their points inside
+    (each device / family / model one vote: the gated figure), ``points`` = share of all points inside."""
+
+    groups: float
+    points: float
+    n_groups: int
+    n_points: int
 
 
 def basis_residuals(held: dict[str, list[HeldOut]], phase: str, basis: str) -> list[HeldOut]:
@@ -173,25 +203,35 @@ def basis_residuals(held: dict[str, list[HeldOut]], phase: str, basis: str) -> l
     return [h for h in held.get(BASIS_SCHEME[basis], []) if h.point.phase == phase and h.basis == basis]
 
 
-def coverage(held: Sequence[HeldOut], calib: dict[str, list[HeldOut]], group: FoldKey) -> float | None:
-    """Out-of-sample coverage of the held-out predictions ``held``: each one judged by the interval of its
-    (phase, basis) built from ``calib``'s residuals of the *other* groups (``group``: device, family or
-    model; at least MIN_RESIDUALS residuals from MIN_GROUPS groups).  None when no group qualifies."""
-    inside = total = 0
+def coverage(held: Sequence[HeldOut], calib: dict[str, list[HeldOut]], group: FoldKey) -> Coverage | None:
+    """Out-of-sample coverage of the held-out predictions ``held``: each one judged by the group-weighted
+    interval of its (phase, basis) built from ``calib``'s residuals of the *other* groups (``group``: device,
+    family or model; at least MIN_RESIDUALS residuals from MIN_GROUPS groups).  None when no group
+    qualifies."""
     by_group: dict[str, list[HeldOut]] = defaultdict(list)
     for h in held:
         by_group[group(h.point)].append(h)
     cache: dict = {}
+    shares, inside, total = [], 0, 0
     for g, hs in by_group.items():
+        g_in = g_n = 0
         for h in hs:
             key = (g, h.point.phase, h.basis)
             if key not in cache:
+                scheme = BASIS_SCHEME[h.basis]
                 others = [x for x in basis_residuals(calib, h.point.phase, h.basis) if group(x.point) != g]
-                enough = len(others) >= MIN_RESIDUALS and len({group(x.point) for x in others}) >= MIN_GROUPS
-                cache[key] = interval([x.log_ratio for x in others]) if enough else None
+                keys = [FOLDS[scheme](x.point) for x in others]
+                enough = len(others) >= MIN_RESIDUALS and len(set(keys)) >= MIN_GROUPS
+                cache[key] = interval([x.log_ratio for x in others], groups=keys) if enough else None
             iv = cache[key]
             if iv is None:
                 continue
-            total += 1
-            inside += iv[0] <= h.log_ratio <= iv[1]
-    return inside / total if total else None
+            g_n += 1
+            g_in += iv[0] <= h.log_ratio <= iv[1]
+        if g_n:
+            shares.append(g_in / g_n)
+            inside += g_in
+            total += g_n
+    if not total:
+        return None
+    return Coverage(float(np.mean(shares)), inside / total, len(shares), total)

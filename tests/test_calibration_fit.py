@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("estimator.physics.speed")
 
 from calibration import features as feat  # noqa: E402
+from calibration import fit as F  # noqa: E402
 from calibration import hierarchy as H  # noqa: E402
 from calibration import pipeline  # noqa: E402
 from calibration.dataset import load_dataset  # noqa: E402
@@ -46,7 +47,7 @@ def test_vectorised_times_are_the_estimator_functions(ampere_cal):
     """phase_seconds on stacked arrays equals decode_step_s / prefill_s point for point."""
     pts = ampere_cal.points
     st = ampere_cal.speed.state
-    prob = H.Problem(pts, st.design)
+    prob = F.Problem(pts, st.design)
     lt = prob.log_times(st.design.eta(st.z))
     keys = [p.key for p in st.design.params]
     order = np.concatenate([a.index for a in prob.arrays])
@@ -105,7 +106,7 @@ def _toy(device: str, family: str, bw_eff: float, n: int, rng, memory_type: str 
 
 def test_efficiency_bounded_by_one():
     rng = np.random.default_rng(3)
-    st = H.fit_model(_toy("d", "f", 1.3, 30, rng))  # data that imply more than the datasheet bandwidth
+    st = F.fit_model(_toy("d", "f", 1.3, 30, rng))  # data that imply more than the datasheet bandwidth
     assert 0 < _theta(st, "d", "decode.bw_eff") <= 1.0
     assert _theta(st, "d", "decode.t_layer_s") >= 0 and _theta(st, "d", "decode.t_fixed_s") >= 0
 
@@ -115,8 +116,8 @@ def test_sparse_device_shrinks_toward_its_family():
     rng = np.random.default_rng(5)
     rich = [p for k in range(3) for p in _toy(f"d{k}", "fam", 0.55 + 0.02 * k, 30, rng)]
     sparse = _toy("s", "fam", 0.9, 2, rng)
-    st = H.fit_model(rich + sparse)
-    alone = H.fit_model(sparse)
+    st = F.fit_model(rich + sparse)
+    alone = F.fit_model(sparse)
     fam = np.mean([_theta(st, f"d{k}", "decode.bw_eff") for k in range(3)])
     s = _theta(st, "s", "decode.bw_eff")
     assert fam < s < _theta(alone, "s", "decode.bw_eff") + 0.02
@@ -132,8 +133,8 @@ def test_unseen_device_inherits_from_similar_devices_through_covariates():
         pts += _toy(f"h{k}", f"fh{k}", 0.4, 12, rng, "HBM2e")
     new = _toy("hnew", "fnew", 0.4, 6, rng, "HBM2e")
     design = H.build_design(pts + new)
-    st = H.fit_model(pts, design)
-    r = H.predict_log_ratio(st, new)
+    st = F.fit_model(pts, design)
+    r = F.predict_log_ratio(st, new)
     assert np.median(np.abs(r)) < 0.15  # without the memory covariate the mean (~0.6) would miss by ~30 %
     assert _theta(st, "hnew", "decode.bw_eff") == pytest.approx(0.4, rel=0.2)
 
@@ -182,7 +183,7 @@ def test_batched_cpu_decode_uses_the_fitted_absolute_rate(tmp_path):
     par = {n: float(th[keys.index(k)]) for n, k in feat.phase_inputs("decode", keys).items()}
     par["flops_eff"] = 1.0
     t = speed.decode_step_s(b.features, b.hardware, par)
-    (lr,) = H.predict_log_ratio(st, [b])
+    (lr,) = F.predict_log_ratio(st, [b])
     assert math.log(t / b.measured_s) == pytest.approx(lr, abs=1e-9)
 
 
@@ -201,6 +202,6 @@ def test_gemm_k_half_recovered_from_generated_prefill():
             t = speed.prefill_s(f, hw, {**true, "bw_eff": 0.7}) * math.exp(rng.normal(0, 0.02))
             pts.append(SpeedPoint(f, hw, t, "prefill", "f", "llama.cpp", "CUDA", "d", mid, vendor="NVIDIA",
                                   kind="gpu"))  # fmt: skip
-    st = H.fit_model(pts)
+    st = F.fit_model(pts)
     assert _theta(st, "d", "prefill.gemm_k_half") > 1000  # separated from the efficiency, not left near 0
     assert _theta(st, "d", "prefill.flops_eff") == pytest.approx(0.4, rel=0.25)

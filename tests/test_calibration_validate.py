@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("estimator.physics.speed")
 
-from calibration import hierarchy as H  # noqa: E402
+from calibration import fit as F  # noqa: E402
 from calibration.fit import SpeedPoint  # noqa: E402
 from calibration.validate import (  # noqa: E402
     FOLDS,
@@ -49,7 +49,7 @@ def _points(effs: dict[str, float], n: int = 20, noise: float = 0.02, seed: int 
 def test_lodo_does_not_see_the_held_out_device():
     # the odd device has a much lower efficiency: in-sample it is fitted, held out it cannot be
     pts = _points({"a": 0.6, "b": 0.6, "c": 0.6, "odd": 0.3})
-    full = H.fit_model(pts)
+    full = F.fit_model(pts)
     held, _ = holdout(pts, full, "lodo")
     odd = [x for x in held if x.point.device == "odd"]
     rest = [x for x in held if x.point.device != "odd"]
@@ -64,7 +64,7 @@ def test_folds_refit_their_own_scales():
     """A fold re-estimates the noise and shrinkage scales on its own data (nothing from the full fit but a
     warm start)."""
     pts = _points({"a": 0.6, "b": 0.62, "c": 0.58, "odd": 0.3}, noise=0.05, seed=4)
-    full = H.fit_model(pts)
+    full = F.fit_model(pts)
     _, states = holdout(pts, full, "lodo", keep_states=True)
     sig = {k: s.scales.sigma["decode"] for k, s in states.items()}
     assert sig["odd"] != pytest.approx(full.scales.sigma["decode"], rel=1e-6)
@@ -73,7 +73,7 @@ def test_folds_refit_their_own_scales():
 
 def test_lomo_and_gate_schemes():
     pts = _points({"only": 0.6})
-    full = H.fit_model(pts)
+    full = F.fit_model(pts)
     held = {s: holdout(pts, full, s)[0] for s in ("lodo", "lomo")}
     gate = gate_holdout(pts, held)
     assert {x.scheme for x in gate} == {"lomo (single device)"}
@@ -84,7 +84,7 @@ def test_lomo_and_gate_schemes():
 
 def test_lofo_predicts_from_other_families_only():
     pts = _points({"a": 0.6, "b": 0.6, "c": 0.6}, family=lambda d: f"f{d}")
-    full = H.fit_model(pts)
+    full = F.fit_model(pts)
     held, _ = holdout(pts, full, "lofo")
     assert {x.basis for x in held} == {"pooled"} and len(held) == len(pts)
     assert np.median([x.ape for x in held]) < 0.1  # the same physics in every family
@@ -115,8 +115,19 @@ def test_out_of_sample_coverage_is_near_nominal():
         p = _points({f"d{d}": 0.6}, n=5, seed=d)
         held += [HeldOut(x, float(rng.normal(0, 0.1)), "lodo", "family") for x in p]
     cov = coverage(held, {"lodo": held}, FOLDS["lodo"])
-    assert 0.85 <= cov <= 0.95
+    assert 0.85 <= cov.groups <= 0.95 and 0.85 <= cov.points <= 0.95
+    assert cov.n_groups == 40 and cov.n_points == 200
     assert coverage([], {}, FOLDS["lodo"]) is None
+
+
+def test_group_weighted_interval_gives_every_group_one_vote():
+    """One device with 100 residuals near 0 and 20 devices with one residual each spread wide: per point
+    the interval would be narrow, per group it spans the single-point devices."""
+    r = [0.0] * 100 + list(np.linspace(-1.0, 1.0, 20))
+    groups = ["big"] * 100 + [f"d{i}" for i in range(20)]
+    narrow = interval(r)
+    wide = interval(r, groups=groups)
+    assert narrow[1] < 0.5 and wide[0] <= -0.85 and wide[1] >= 0.85
 
 
 def test_ape_stats():

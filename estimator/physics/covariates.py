@@ -28,8 +28,6 @@ Groups and the covariates they give (name: value; reference level in brackets ha
   Blackwell, MI300-series; tools/catalog/hardware_covariates.csv with sources);
 * ``bw_measured``: ln(bandwidth_measured_gbs / bandwidth_gbs / 0.85) where an achievable bandwidth is
   published, else 0 (0.85: the typical streaming fraction of shared/reference/hardware.md);
-* ``flops_per_byte``: ln(GEMM peak FLOP/s / bandwidth B/s / 100): compute per byte of memory bandwidth,
-  which decides how close a ubatch pass gets to the compute roof (0 when the peak is not catalogued);
 * ``year``: (release year - 2020) / 4 from the catalog (0 when unknown): llama.cpp's kernels are written for
   recent architectures (tensor cores, dp4a, int8 MMQ), so a 2014 Kepler reaches a smaller share of its
   datasheet than a 2022 Ada.
@@ -61,7 +59,6 @@ REFERENCE_BACKEND = "CUDA"
 REFERENCE_VENDOR = "nvidia"
 TYPICAL_STREAM_FRACTION = 0.85
 BW_SCALE_GBS = 500.0
-FLOPS_PER_BYTE_SCALE = 100.0
 YEAR_CENTRE, YEAR_SCALE = 2020, 4.0
 
 # Backend names as records spell them -> one name per backend.
@@ -89,12 +86,6 @@ def memory_class(hardware: HardwareSpec) -> str:
         if t.startswith(cls) or f" {cls}" in t:
             return cls
     return "unknown"
-
-
-def _peak_tflops(hardware: HardwareSpec, engine: str) -> float | None:
-    from estimator.physics.speed import datasheet_tflops  # speed imports coefficients, which imports us
-
-    return datasheet_tflops(hardware, False, engine)
 
 
 def covariates(hardware: HardwareSpec, engine: str, backend: str | None, groups) -> dict[str, float]:
@@ -125,10 +116,4 @@ def covariates(hardware: HardwareSpec, engine: str, backend: str | None, groups)
             x["bw_measured"] = math.log(frac / TYPICAL_STREAM_FRACTION)
         elif g == "year" and hardware.year:
             x["year"] = (int(hardware.year) - YEAR_CENTRE) / YEAR_SCALE
-        elif g == "flops_per_byte" and hardware.bandwidth_gbs:
-            peak = _peak_tflops(hardware, engine)
-            if peak:
-                x["flops_per_byte"] = math.log(
-                    peak * 1e12 / (float(hardware.bandwidth_gbs) * 1e9) / FLOPS_PER_BYTE_SCALE
-                )
     return x
