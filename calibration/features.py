@@ -229,10 +229,7 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
         if r.decode_tok_s is None and r.prefill_tok_s is None:
             continue
         try:
-            model, quant, hw = resolver.spec_for(r)
-            if not hw.bandwidth_gbs:
-                raise SpecError(f"device {hw.id!r} has no bandwidth in the catalog")
-            wl = workload_for(r)
+            model, quant, hw, wl = record_specs(resolver, r)
             for phase, samples in (("prefill", r.prefill_samples_tok_s), ("decode", r.decode_samples_tok_s)):
                 spread = sample_spread(samples)
                 if spread is not None and spread > MAX_SAMPLE_SPREAD:
@@ -258,6 +255,15 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
         except (SpecError, KeyError, ValueError, ZeroDivisionError) as exc:
             rejected.append(Rejection(lr.file, lr.line, r.record_id, f"features: {exc}"))
     return points, rejected
+
+
+def record_specs(resolver: Resolver, rec):
+    """(model, quant, hardware, workload) of a record; SpecError when one is unknown or the device has no
+    bandwidth (nothing of its speed can be predicted)."""
+    model, quant, hw = resolver.spec_for(rec)
+    if not hw.bandwidth_gbs:
+        raise SpecError(f"device {hw.id!r} has no bandwidth in the catalog")
+    return model, quant, hw, workload_for(rec)
 
 
 def has_datasheet_peak(hw: HardwareSpec, engine: str) -> bool:

@@ -28,7 +28,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from calibration.dataset import Dataset, Rejection
-from calibration.features import Resolver, point_family, workload_for
+from calibration.features import Resolver, point_family, record_specs
 from calibration.validate import FOLDS, ape_stats
 
 E2E_BUILDS = (re.compile(r"llama-bench -pg"), re.compile(r"offline .*batch latency", re.I))
@@ -95,10 +95,7 @@ def latency_points(
         if not is_e2e(r):
             continue
         try:
-            model, quant, hw = resolver.spec_for(r)
-            if not hw.bandwidth_gbs:
-                raise SpecError(f"device {hw.id!r} has no bandwidth in the catalog")
-            wl = workload_for(r)
+            model, quant, hw, wl = record_specs(resolver, r)
             n_batch = stated_n_batch(r)
             if n_batch:
                 wl = replace(wl, n_batch=n_batch)

@@ -310,7 +310,7 @@ def _uncalibrated(cal: Calibration, fitted: set) -> list[dict]:
                     "engine": k[1],
                     "backend": k[2],
                     "phase": k[3],
-                    "reason": why + " (features failed; see rejections): predicted from covariates (pooled)",
+                    "reason": why + " (features failed; see rejections)",
                 }
             )
     return out

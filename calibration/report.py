@@ -235,7 +235,8 @@ def render_markdown(cal: Calibration, doc: dict, df: pd.DataFrame, plots: list[s
         ]
         agg = defaultdict(list)
         for r in df.itertuples():
-            agg[(r.family, r.engine, r.backend, r.phase)].append((r.ape, r.scheme))
+            scheme = r.scheme if r.basis != "pooled" else f"{r.scheme} -> pooled"
+            agg[(r.family, r.engine, r.backend, r.phase)].append((r.ape, scheme))
         for k in sorted(agg):
             med, p90 = ape_stats([a for a, _ in agg[k]])
             schemes = ", ".join(sorted({s for _, s in agg[k]}))
