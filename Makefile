@@ -80,9 +80,8 @@ RAY_ADDRESS ?= auto
 measure-cluster: ## run a sweep plan on a Ray cluster: make measure-cluster PLAN=plans/gpu.toml RAY_ADDRESS=auto
 	$(PYTHON) -m harness measure --plan $(PLAN) --results $(RESULTS) --executor ray --address $(RAY_ADDRESS) $(ARGS)
 
-calibrate: ## refit coefficients from results/ and write the calibration report
-	$(PYTHON) -m calibration fit --results $(RESULTS)
-	$(PYTHON) -m calibration report --results $(RESULTS)
+calibrate: ## refit coefficients from results/ and write the calibration report (one fit, one cross-validation)
+	$(PYTHON) -m calibration fit --results $(RESULTS) --report
 
 report: ## the main job on the embedded defaults
 	$(PYTHON) -m estimator report --model glm-4.5 --hardware mi300x --quant Q4_K_M --ctx 8192

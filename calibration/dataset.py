@@ -34,9 +34,12 @@ from harness.records import Deduplicator, RecordError, RunRecord, record_to_dict
 
 DEFAULT_QUALITIES: tuple[str, ...] = ("ok",)
 KNOWN_QUALITIES: tuple[str, ...] = ("ok", "legacy", "rounded", "suspect", "aggregate", "approximate")
-# Measurements of serving at concurrency / offline batches (RunRecord schema 2): fitted by calibration.serving
-# (the serving model, estimator.physics.serving), which lists the records it cannot use with their reason.
+# Measurements of serving at concurrency / offline batches (RunRecord schema 2).  A record that carries only
+# these is not a speed or memory point: it is counted under SERVING_REASON and kept in
+# ``Dataset.serving_records`` for the serving fit (calibration.serving) and the end-to-end latency check
+# (calibration.latency), which list the records they cannot use with their reason.
 SERVING_MEASUREMENTS = ("ttft_s", "tpot_s", "itl_s", "e2e_latency_s", "total_tok_s", "output_tok_s")
+SERVING_REASON = "serving / batch latency only (TTFT, TPOT, ITL, e2e, throughput): the serving fit"
 
 # Memory fields that must be > 0 when present on an ok record (zero memory is impossible).
 _POSITIVE_MEMORY = ("weights_bytes", "kv_bytes", "compute_bytes", "device_total_bytes", "host_rss_bytes")
@@ -81,6 +84,9 @@ class Dataset:
     excluded_kind: dict[str, int] = field(default_factory=dict)  # reason -> count of records left out by kind
     qualities: tuple[str, ...] = DEFAULT_QUALITIES
     input_hash: str = ""
+    # ok serving / batch-latency-only records of an allowed quality (not fitted: calibration.latency
+    # predicts the end-to-end latency ones; not part of input_hash)
+    serving_records: list[LoadedRecord] = field(default_factory=list)
 
 
 def record_quality(rec: RunRecord) -> str:
@@ -263,10 +269,16 @@ def build_dataset(
     by_status: dict[str, int] = {}
     by_quality: dict[str, int] = {}
     by_kind: dict[str, int] = {}
+    serving: list[LoadedRecord] = []
     for lr in loaded:
         rec = lr.record
         if rec.status != "ok":
             by_status[rec.status] = by_status.get(rec.status, 0) + 1
+            continue
+        if is_serving_only(rec):
+            by_kind[SERVING_REASON] = by_kind.get(SERVING_REASON, 0) + 1
+            if record_quality(rec) in qualities:
+                serving.append(lr)
             continue
         q = record_quality(rec)
         if q not in qualities:
@@ -287,6 +299,7 @@ def build_dataset(
         excluded_kind=by_kind,
         qualities=qualities,
         input_hash=input_hash(lr.record for lr in keep),
+        serving_records=serving,
     )
 
 

@@ -25,42 +25,44 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from calibration.dataset import Dataset, LoadedRecord, Rejection
-from calibration.fit import PhaseModel, SpeedPoint
 from estimator.engines import ENGINES, get_engine
-from estimator.physics.coefficients import fitted_params
 from estimator.specs import HardwareSpec, ModelSpec, SpecError, Workload
 
-# The free parameters of each fit come from the estimator's one parameter table
-# (estimator.physics.coefficients.PARAMS: name, phase, kind, start / prior mean, bounds).  Prefill GEMM
-# efficiencies of weight-kernel classes and of routed experts are relative to k-quants / dense GEMMs; the
-# hierarchy shrinks each towards its pool's value and the pools towards 1 (no difference).
-DECODE_PARAMS = fitted_params("decode")
-PREFILL_PARAMS = fitted_params("prefill")
-# Devices without datasheet TFLOPS (CPUs): the effective throughput itself is fitted, flops_eff stays 1.
-PREFILL_ABS_PARAMS = fitted_params("prefill", absolute=True)
 # Repetitions of one point on an undisturbed device agree within a few percent (llama-bench style samples,
 # shared/reference/methods.md A5).  A point whose fastest repetition is more than this many times its slowest
 # measured interference (other processes on the cores), not the device: its speed is left out (and listed).
 MAX_SAMPLE_SPREAD = 2.0
 
 
+@dataclass(frozen=True)
+class SpeedPoint:
+    """One measured time (seconds) with its estimator features and hardware, plus identity for grouping/CV."""
+
+    features: object  # estimator.physics.speed PrefillFeatures, or a list of DecodeFeatures (tg depths)
+    hardware: object  # estimator.specs.HardwareSpec
+    measured_s: float
+    phase: str
+    family: str
+    engine: str
+    backend: str
+    device: str
+    model: str
+    where: str = ""
+    record_id: str = ""
+    vendor: str = ""
+    kind: str = ""
+    n_devices: int = 1
+    extra: dict = field(default_factory=dict)
+
+
+
 def _speed():
     from estimator.physics import speed
 
     return speed
-
-
-def decode_model() -> PhaseModel:
-    """Decode: seconds of one step (mean over the tg depths): ``estimator.physics.speed.decode_step_s``."""
-    return PhaseModel("decode", DECODE_PARAMS, _speed().decode_step_s)
-
-
-def prefill_model(absolute: bool = False) -> PhaseModel:
-    """Prefill: seconds of the whole prompt = ``estimator.physics.speed.prefill_s``."""
-    return PhaseModel("prefill", PREFILL_ABS_PARAMS if absolute else PREFILL_PARAMS, _speed().prefill_s)
 
 
 def hardware_from_detected(rec) -> HardwareSpec:
@@ -255,10 +257,7 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
         if r.decode_tok_s is None and r.prefill_tok_s is None:
             continue
         try:
-            model, quant, hw = resolver.spec_for(r)
-            if not hw.bandwidth_gbs:
-                raise SpecError(f"device {hw.id!r} has no bandwidth in the catalog")
-            wl = workload_for(r)
+            model, quant, hw, wl = record_specs(resolver, r)
             on_host = fallback_on_host(model, quant, hw, wl)
             if on_host:
                 rejected.append(Rejection(lr.file, lr.line, r.record_id, on_host))
@@ -290,6 +289,15 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
     return points, rejected
 
 
+def record_specs(resolver: Resolver, rec):
+    """(model, quant, hardware, workload) of a record; SpecError when one is unknown or the device has no
+    bandwidth (nothing of its speed can be predicted)."""
+    model, quant, hw = resolver.spec_for(rec)
+    if not hw.bandwidth_gbs:
+        raise SpecError(f"device {hw.id!r} has no bandwidth in the catalog")
+    return model, quant, hw, workload_for(rec)
+
+
 def has_datasheet_peak(hw: HardwareSpec, engine: str) -> bool:
     """True when ``estimator.physics.speed.peak_tflops`` has a datasheet rate for this device and engine."""
     try:
@@ -312,6 +320,133 @@ def _stable(samples) -> bool:
     return spread is None or spread <= MAX_SAMPLE_SPREAD
 
 
-def is_absolute(p: SpeedPoint) -> bool:
-    """Prefill points of devices whose TFLOPS are unknown use PREFILL_ABS_PARAMS."""
-    return p.phase == "prefill" and (p.kind == "cpu" or not has_datasheet_peak(p.hardware, p.engine))
+# ------------------------------------------------------------------------------ vectorised evaluation
+# The fit evaluates every point of a phase at once: the features of all points stacked field by field into
+# numpy arrays, and the same estimator formulas (speed.step_s / speed.prefill_time on speed.rates_for_decode
+# / rates_for_prefill) applied to them.  Tests check point for point against decode_step_s / prefill_s.
+
+# Parameters each phase's time needs, by the name the formulas read -> the parameter table key that supplies
+# it (the other phase's parameters are borrowed as estimator.physics.speed.merged_params borrows them).
+def phase_inputs(phase: str, keys) -> dict[str, str]:
+    """{param name the phase's formula reads: table key ``phase.name``} for the fitted keys ``keys``."""
+    sp = _speed()
+    other = "prefill" if phase == "decode" else "decode"
+    borrow = sp.BORROW_FROM_PREFILL if phase == "decode" else sp.BORROW_FROM_DECODE
+    out = {}
+    for key in keys:
+        ph, name = key.split(".", 1)
+        if ph == phase or (ph == other and name in borrow):
+            out[name] = key
+    return out
+
+
+@dataclass
+class PhaseArrays:
+    """The points of one phase, stacked: ``index`` into the point list, ``unit`` (row of the design),
+    ``log_measured`` = ln(measured seconds), ``features`` (array fields), ``device`` (speed.DeviceRates with
+    array fields; peak NaN where not catalogued) and ``absolute`` (no datasheet peak: flops_eff is 1).
+    Decode keeps one row per tg depth of a batched point: ``owner`` maps rows to points, ``count`` the rows
+    of each point (the step time of a point is the mean over its rows)."""
+
+    phase: str
+    index: object
+    unit: object
+    log_measured: object
+    features: object
+    device: object
+    absolute: object
+    owner: object = None
+    count: object = None
+
+
+_DECODE_NUM = ("weight_bytes", "kv_bytes", "host_bytes", "expert_union_bytes", "flops_per_token", "batch",
+               "n_layers", "n_moe_layers", "hidden_size", "n_devices")  # fmt: skip
+_PREFILL_NUM = ("tokens", "flops", "expert_flops", "gemm_outputs", "expert_gemm_outputs", "attn_flops",
+                "kq_bytes", "weight_bytes", "host_bytes", "n_passes", "ubatch_tokens", "pipeline_factor",
+                "n_layers", "n_moe_layers", "hidden_size", "n_devices")  # fmt: skip
+
+
+def _stack(cls, rows: list, numeric) -> object:
+    import numpy as np
+
+    cols = {}
+    for f in dataclasses.fields(cls):
+        vals = [getattr(r, f.name) for r in rows]
+        cols[f.name] = np.asarray(vals, dtype=float) if f.name in numeric else np.asarray(vals)
+    return cls(**cols)
+
+
+def _device_arrays(rows: list) -> object:
+    import numpy as np
+
+    sp = _speed()
+    out = {}
+    for f in dataclasses.fields(sp.DeviceRates):
+        out[f.name] = np.asarray([np.nan if getattr(r, f.name) is None else getattr(r, f.name) for r in rows],
+                                 dtype=float)  # fmt: skip
+    return sp.DeviceRates(**out)
+
+
+def stack_phase(points, phase: str, unit_of) -> PhaseArrays | None:
+    """The points of ``phase`` stacked (see PhaseArrays); ``unit_of(point) -> int``; None without points."""
+    import numpy as np
+
+    sp = _speed()
+    idx = [i for i, p in enumerate(points) if p.phase == phase]
+    if not idx:
+        return None
+    rows, dev, owner = [], [], []
+    for k, i in enumerate(idx):
+        p = points[i]
+        feats = p.features if isinstance(p.features, list) else [p.features]
+        f0 = feats[0]
+        d = sp.device_rates(p.hardware, f0.engine, f0.fp8)
+        rows += feats
+        dev += [d] * len(feats)
+        owner += [k] * len(feats)
+    pts = [points[i] for i in idx]
+    absolute = np.array([is_absolute_device(p) for p in pts])
+    if phase == "decode":
+        feats = _stack(sp.DecodeFeatures, rows, _DECODE_NUM)
+        owner_a = np.asarray(owner)
+        device = _device_arrays(dev)
+    else:
+        feats = _stack(sp.PrefillFeatures, rows, _PREFILL_NUM)
+        owner_a = None
+        device = _device_arrays(dev)
+    return PhaseArrays(
+        phase=phase,
+        index=np.asarray(idx),
+        unit=np.asarray([unit_of(p) for p in pts]),
+        log_measured=np.log([p.measured_s for p in pts]),
+        features=feats,
+        device=device,
+        absolute=absolute,
+        owner=owner_a,
+        count=None if owner_a is None else np.bincount(owner_a, minlength=len(idx)).astype(float),
+    )
+
+
+def phase_seconds(arr: PhaseArrays, params: dict) -> object:
+    """Seconds of every point of ``arr`` from per-point parameter arrays ``params`` (names as the phase's
+    formula reads them, estimator.physics.speed): decode = mean step over each point's rows."""
+    import numpy as np
+
+    sp = _speed()
+    params = dict(params)
+    if "flops_eff" in params:  # devices without a datasheet peak: the fitted absolute rate, eff 1
+        params["flops_eff"] = np.where(arr.absolute, 1.0, params["flops_eff"])
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if arr.phase == "decode":
+            rows = {k: v[arr.owner] for k, v in params.items()}
+            rates = sp.rates_for_decode(arr.device, rows, arr.features.kernel_class)
+            t = sp.step_s(arr.features, rates)
+            return np.bincount(arr.owner, weights=t, minlength=len(arr.index)) / arr.count
+        rates = sp.rates_for_prefill(arr.device, params, arr.features.kernel_class)
+        return sp.prefill_time(arr.features, rates)
+
+
+def is_absolute_device(p: SpeedPoint) -> bool:
+    """True when the point's device has no datasheet GEMM peak for its engine (CPUs): its prefill (and the
+    compute roof of batched decode) runs at the fitted flops_abs_tflops with flops_eff 1."""
+    return p.kind == "cpu" or not has_datasheet_peak(p.hardware, p.engine)

@@ -1,228 +1,215 @@
-"""Bounded robust least squares for one calibration group (scipy.optimize.least_squares).
+"""Fitting the speed model (calibration.hierarchy's structure) to measured points, and predicting held-out
+ones.
 
-A ``PhaseModel`` names the free parameters of one phase (decode or prefill) — rows of the estimator's
-parameter table, ``estimator.physics.coefficients.Param``, with their physical bounds — and the function that
-predicts the time of one point in seconds from (features, hardware, params).  That function is the
-estimator's own (``estimator.physics.speed.decode_step_s`` / ``prefill_s``, wired in calibration.features), so
-the fitted model is the estimator's model.
+``fit_model`` solves for z (covariate coefficients, family and device effects; calibration.hierarchy)::
 
-Residual of point i (dimensionless):  r_i = ln(t_pred_i / t_meas_i) / sigma
-    sigma: the noise scale in log space, 1.4826 * MAD of the residuals of a first pass (floored at 0.01).
-Prior (shrinkage) residuals, one per parameter (see calibration.hierarchy):
-    efficiency / rate parameters:  (ln theta - ln mu) / tau        (tau in log units)
-    time parameters (seconds):     (theta - mu) / tau               (tau in seconds)
-Loss: soft_l1 (or huber) with f_scale 2, i.e. points more than ~2 sigma off are down-weighted.
-Bounds: efficiencies in [1e-3, 1], times >= 0, rates > 0.
-Standard errors: cov = s^2 (J^T J)^-1 from the Jacobian at the solution, s^2 = sum(r_data^2) / max(n - p, 1);
-a parameter sitting on a bound is flagged ``at_bound`` (its standard error is then only indicative).
+    data residual  (ln t_pred - ln t_meas) / sigma_phase      t_pred: the estimator's own formulas on arrays
+    prior residual (z - prior mean) / prior scale              for every beta, family and device effect
+
+with ``scipy.optimize.least_squares`` (trf, sparse lsmr, soft_l1 loss with f_scale 2): the Jacobian is the
+exact chain rule through the linear predictors, d ln t_i / d eta_ij by one finite difference of all points
+per parameter.  Noise and shrinkage scales are estimated (``estimate_scales``: sigma_phase = 1.4826 MAD of the
+residuals of a pass; tau from the well-measured groups, calibration.hierarchy), then the fit runs once more.
+Units: seconds (times), ln units (residuals and scales).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import sparse
 from scipy.optimize import least_squares
 
-from estimator.physics.coefficients import EFF, RATE, TIME, Param  # noqa: F401 - kinds re-exported
+from calibration import features as feat
+from calibration.features import SpeedPoint  # noqa: F401 - the fitted point, re-exported
+from calibration.hierarchy import (
+    MIN_GROUPS_FOR_TAU,
+    MIN_POINTS_FOR_TAU,
+    SIGMA_FLOOR,
+    SIGMA_START,
+    TAU_DEFAULT,
+    TAU_MIN,
+    Design,
+    Scales,
+    build_design,
+    default_scales,
+    prior_scale,
+    tau_max,
+    unit_key,
+)
+from estimator.physics.coefficients import EFF, RATE, TIME, from_eta  # noqa: F401 - kinds re-exported
+
+FD_STEP = 1e-5
+LOSS, F_SCALE = "soft_l1", 2.0
+MAX_NFEV = 60
 
 
-@dataclass(frozen=True)
-class PhaseModel:
-    """The free parameters of a phase and the estimator function that predicts seconds per point.
+class Problem:
+    """Points of both phases stacked against a design: residuals and the sparse Jacobian of the objective."""
 
-    ``predict_s(features, hardware, params) -> seconds``; ``fixed`` params are passed through unchanged.
-    """
+    def __init__(self, points: Sequence[SpeedPoint], design: Design):
+        self.points = list(points)
+        self.design = design
+        uidx = {u: i for i, u in enumerate(design.units)}
+        unit_of = lambda p: uidx[unit_key(p)]  # noqa: E731
+        stacked = [feat.stack_phase(self.points, ph, unit_of) for ph in ("decode", "prefill")]
+        self.arrays = [a for a in stacked if a is not None]
+        keys = [p.key for p in design.params]
+        self.inputs = {a.phase: {n: keys.index(k) for n, k in feat.phase_inputs(a.phase, keys).items()}
+                       for a in self.arrays}  # fmt: skip
+        # point-level selection of each block: rows = the phase arrays' points in order
+        order = np.concatenate([a.unit for a in self.arrays]) if self.arrays else np.zeros(0, int)
+        self.n = int(order.size)
+        sel = sparse.csr_matrix(
+            (np.ones(self.n), (np.arange(self.n), order)), shape=(self.n, len(design.units))
+        )
+        m = sparse.hstack([sel @ a for a in design.A], format="csr")
+        self.M = m
+        self.nz_row = np.repeat(np.arange(self.n), np.diff(m.indptr))
+        self.nz_param = design.col_param[m.indices]
+        self.y = np.concatenate([a.log_measured for a in self.arrays]) if self.arrays else np.zeros(0)
+        self.phase_of = np.concatenate([[a.phase] * len(a.index) for a in self.arrays]) if self.arrays else []
+        self.offsets = [0]
+        for a in self.arrays:
+            self.offsets.append(self.offsets[-1] + len(a.index))
 
-    phase: str
-    params: tuple[Param, ...]
-    predict_s: Callable[[object, object, dict], float]
+    def log_times(self, eta_units: np.ndarray) -> np.ndarray:
+        """ln seconds of every point (phase arrays in order) for unit-level transformed values."""
+        out = np.empty(self.n)
+        for k, a in enumerate(self.arrays):
+            eta = eta_units[a.unit]
+            params = {n: from_eta(self.design.params[j], eta[:, j]) for n, j in self.inputs[a.phase].items()}
+            t = feat.phase_seconds(a, params)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[self.offsets[k] : self.offsets[k + 1]] = np.log(t)
+        return out
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(p.name for p in self.params)
-
-
-@dataclass(frozen=True)
-class SpeedPoint:
-    """One measured time (seconds) with its estimator features and hardware, plus identity for grouping/CV."""
-
-    features: object  # estimator.physics.speed PrefillFeatures, or a list of DecodeFeatures (tg depths)
-    hardware: object  # estimator.specs.HardwareSpec
-    measured_s: float
-    phase: str
-    family: str
-    engine: str
-    backend: str
-    device: str
-    model: str
-    where: str = ""
-    record_id: str = ""
-    vendor: str = ""
-    kind: str = ""
-    n_devices: int = 1
-    extra: dict = field(default_factory=dict)
+    def gradient(self, eta_units: np.ndarray, base: np.ndarray) -> np.ndarray:
+        """points x params: d ln t_i / d eta_ij (forward differences, all points of a parameter at once)."""
+        g = np.zeros((self.n, len(self.design.params)))
+        used = {j for m in self.inputs.values() for j in m.values()}
+        for j in used:
+            e = eta_units.copy()
+            e[:, j] += FD_STEP
+            g[:, j] = (self.log_times(e) - base) / FD_STEP
+        return np.nan_to_num(g, nan=0.0, posinf=0.0, neginf=0.0)
 
 
-@dataclass(frozen=True)
-class Prior:
-    """Gaussian prior per parameter: mean and scale (log units for EFF/RATE, seconds for TIME)."""
+@dataclass
+class FitState:
+    """A fitted model: the design, z, the scales it was fitted with, and per-point in-sample residuals."""
 
-    mean: dict[str, float]
-    scale: dict[str, float]
-    source: str = ""
-
-
-@dataclass(frozen=True)
-class FitResult:
-    params: dict[str, float]
-    stderr: dict[str, float]
-    n_points: int
-    devices: tuple[str, ...]
-    models: tuple[str, ...]
-    sigma_log: float  # robust noise scale of ln(pred/meas)
-    rms_log: float  # root mean square of ln(pred/meas) on the fitted points
+    design: Design
+    z: np.ndarray
+    scales: Scales
+    residuals: np.ndarray  # ln(t_pred / t_meas) of the problem's points, phase arrays in order
     converged: bool
     message: str
-    at_bound: tuple[str, ...] = ()
-    prior_source: str = ""
+    n_points: dict[str, int] = field(default_factory=dict)
+    train: list | None = None  # the points a cross-validation fold was fitted on (kept when asked)
+
+    @property
+    def theta(self) -> np.ndarray:
+        return self.design.theta(self.z)
 
 
-class FitError(RuntimeError):
-    """A group could not be fitted (no points, or the model returned a non-positive/non-finite time)."""
+def solve(problem: Problem, scales: Scales, z0: np.ndarray | None = None, max_nfev: int = MAX_NFEV):
+    """One bounded-free robust fit of z for fixed scales (module doc)."""
+    d = problem.design
+    mean = d.prior_mean
+    ps = prior_scale(d, scales)
+    sig = np.array([scales.sigma[ph] for ph in problem.phase_of]) if problem.n else np.zeros(0)
+    z0 = mean.copy() if z0 is None else z0.copy()
+    cache: dict = {}
+
+    def data_part(z):
+        key = z.tobytes()
+        if cache.get("key") != key:
+            eta = d.eta(z)
+            lt = problem.log_times(eta)
+            bad = ~np.isfinite(lt)
+            lt = np.where(bad, problem.y + 30.0, lt)
+            cache.update(key=key, eta=eta, lt=lt)
+        return cache["eta"], cache["lt"]
+
+    def fun(z):
+        _, lt = data_part(z)
+        return np.concatenate([(lt - problem.y) / sig, (z - mean) / ps])
+
+    def jac(z):
+        eta, lt = data_part(z)
+        g = problem.gradient(eta, lt)
+        jd = problem.M.copy()
+        jd.data = jd.data * g[problem.nz_row, problem.nz_param] / sig[problem.nz_row]
+        return sparse.vstack([jd, sparse.diags(1.0 / ps)], format="csr")
+
+    res = least_squares(fun, z0, jac=jac, method="trf", tr_solver="lsmr", loss=LOSS, f_scale=F_SCALE,
+                        x_scale="jac", max_nfev=max_nfev)  # fmt: skip
+    _, lt = data_part(res.x)
+    return res.x, lt - problem.y, bool(res.success), str(res.message)
 
 
-def _prior_residuals(x: np.ndarray, defs: Sequence[Param], prior: Prior | None) -> np.ndarray:
-    if prior is None:
-        return np.zeros(0)
-    out = []
-    for xi, d in zip(x, defs, strict=True):
-        if d.name not in prior.mean:
-            continue
-        mu, tau = prior.mean[d.name], prior.scale[d.name]
-        if d.kind == TIME:
-            out.append((xi - mu) / tau)
+def estimate_scales(problem: Problem, z: np.ndarray, resid: np.ndarray, old: Scales) -> Scales:
+    """Noise scale per phase from the residuals, random-effect scales from the well-measured groups."""
+    d = problem.design
+    sigma = {}
+    for ph in ("decode", "prefill"):
+        r = resid[np.asarray(problem.phase_of) == ph] if problem.n else np.zeros(0)
+        sigma[ph] = max(SIGMA_FLOOR, 1.4826 * float(np.median(np.abs(r - np.median(r))))) if r.size >= 10 \
+            else old.sigma.get(ph, SIGMA_START)  # fmt: skip
+    # points per family / device (a group's effect is estimated well enough to count when it has many)
+    counts: dict[str, Counter] = {"family": Counter(), "device": Counter()}
+    for p in problem.points:
+        counts["family"][p.family] += 1
+        counts["device"][p.device] += 1
+    tau = {}
+    for j, eff in old.tau:
+        blk = d.block[j]
+        vals = [z[blk][i] for i, (k, g) in enumerate(zip(d.col_kind[blk], d.col_group[blk], strict=True))
+                if k == eff and counts[eff][g] >= MIN_POINTS_FOR_TAU]  # fmt: skip
+        kind = d.params[j].kind
+        if len(vals) >= MIN_GROUPS_FOR_TAU:
+            tau[(j, eff)] = float(np.clip(np.std(vals, ddof=1), TAU_MIN, tau_max(kind, eff)))
         else:
-            out.append((math.log(max(xi, 1e-12)) - math.log(max(mu, 1e-12))) / tau)
-    return np.asarray(out, dtype=float)
+            tau[(j, eff)] = min(TAU_DEFAULT[kind], tau_max(kind, eff))
+    return Scales(sigma, tau)
 
 
-def predict_times(
+def fit_model(
     points: Sequence[SpeedPoint],
-    model: PhaseModel,
-    params: dict[str, float],
-    fixed: dict[str, float] | None = None,
-) -> np.ndarray:
-    """Seconds predicted by the estimator function for each point.
+    design: Design | None = None,
+    z0: np.ndarray | None = None,
+    scales: Scales | None = None,
+    passes: int = 2,
+) -> FitState:
+    """Fit z with the noise and shrinkage scales estimated from these points (module doc).
 
-    Parameters not fitted here come from ``fixed`` and from each point's ``extra["fixed"]`` (e.g. the decode
-    ``bw_eff`` of the point's family used by the prefill memory term); fitted ``params`` win.
+    ``design``: reuse a design (cross-validation folds keep the full set's units, their held-out effects at
+    0); ``z0`` / ``scales``: warm start (the scales are re-estimated here all the same).
     """
-    base = {**(fixed or {}), **params}
-    out = np.empty(len(points), dtype=float)
-    for i, p in enumerate(points):
-        own = p.extra.get("fixed")
-        out[i] = model.predict_s(p.features, p.hardware, {**own, **base} if own else base)
+    design = design or build_design(points)
+    problem = Problem(points, design)
+    scales = scales or default_scales(design)
+    z, resid, ok, msg = solve(problem, scales, z0)
+    for _ in range(passes - 1):
+        scales = estimate_scales(problem, z, resid, scales)
+        z, resid, ok, msg = solve(problem, scales, z)
+    n = Counter(p.phase for p in points)
+    return FitState(design, z, scales, resid, ok, msg, dict(n), list(points))
+
+
+def predict_log_ratio(state: FitState, points: Sequence[SpeedPoint]) -> np.ndarray:
+    """ln(t_pred / t_meas) of ``points`` (whose units are in the state's design) under the fitted z, in the
+    order of ``points``."""
+    problem = Problem(points, state.design)
+    lt = problem.log_times(state.design.eta(state.z))
+    r = lt - problem.y
+    order = np.concatenate([a.index for a in problem.arrays])
+    out = np.empty(len(points))
+    out[order] = r
     return out
 
 
-def fit_group(
-    points: Sequence[SpeedPoint],
-    model: PhaseModel,
-    prior: Prior | None = None,
-    fixed: dict[str, float] | None = None,
-    loss: str = "soft_l1",
-    sigma_log: float | None = None,
-    x0: dict[str, float] | None = None,
-) -> FitResult:
-    """Fit ``model``'s free parameters to ``points`` (see the module docstring for the objective).
-
-    ``sigma_log`` given: one pass with that noise scale (else two passes, the second with the MAD-estimated
-    one).
-    ``x0``: warm start (cross-validation folds start from the full-data fit).
-    """
-    if not points:
-        raise FitError("no points to fit")
-    if loss not in ("soft_l1", "huber", "linear", "cauchy"):
-        raise ValueError(f"unknown loss {loss!r}")
-    defs = model.params
-    names = [d.name for d in defs]
-    lo = np.array([d.lower for d in defs], dtype=float)
-    hi = np.array([d.upper for d in defs], dtype=float)
-    start = np.array([d.default for d in defs], dtype=float)
-    if x0 is not None:
-        start = np.array([x0.get(d.name, d.default) for d in defs], dtype=float)
-    elif prior is not None:
-        start = np.array([prior.mean.get(d.name, d.default) for d in defs], dtype=float)
-    finite_span = np.where(np.isfinite(hi - lo), hi - lo, 1.0)
-    start = np.clip(
-        start, lo + 1e-9 * finite_span, np.where(np.isfinite(hi), hi - 1e-9 * finite_span, np.inf)
-    )
-    y = np.log(np.array([p.measured_s for p in points], dtype=float))
-    if not np.all(np.isfinite(y)):
-        raise FitError("a measured time is not finite and positive")
-
-    def data_res(x: np.ndarray) -> np.ndarray:
-        t = predict_times(points, model, dict(zip(names, x, strict=True)), fixed)
-        if not np.all(np.isfinite(t)) or np.any(t <= 0):
-            return np.full(len(points), 1e3)
-        return np.log(t) - y
-
-    def run(sigma: float, start: np.ndarray):
-        def fun(x: np.ndarray) -> np.ndarray:
-            return np.concatenate([data_res(x) / sigma, _prior_residuals(x, defs, prior)])
-
-        return least_squares(
-            fun,
-            start,
-            bounds=(lo, hi),
-            loss=loss,
-            f_scale=2.0,
-            x_scale="jac",
-            method="trf",
-            max_nfev=200 * len(defs),
-        )
-
-    if sigma_log is None:
-        first = run(0.1, start)
-        r = data_res(first.x)
-        sigma = max(0.01, 1.4826 * float(np.median(np.abs(r - np.median(r)))))
-        res = run(sigma, first.x)
-    else:
-        sigma = sigma_log
-        res = run(sigma, start)
-    r = data_res(res.x)
-    n, p = len(points), len(defs)
-    jac = np.asarray(res.jac, dtype=float)
-    s2 = float(np.sum((r / sigma) ** 2)) / max(n - p, 1)
-    try:
-        # columns scaled to unit norm first: parameters in seconds and in elements differ by ~1e8 in their
-        # Jacobian columns, and pinv's relative cutoff would drop the small ones (standard error 0)
-        d = np.linalg.norm(jac, axis=0)
-        d = np.where(d > 0, d, 1.0)
-        cov = np.linalg.pinv((jac / d).T @ (jac / d)) / np.outer(d, d) * s2
-        se = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-    except np.linalg.LinAlgError:
-        se = np.full(p, np.nan)
-    span = hi - lo
-    at_bound = tuple(
-        nm
-        for nm, xi, a, b, s in zip(names, res.x, lo, hi, span, strict=True)
-        if (xi - a) <= 1e-6 * (s if math.isfinite(s) else max(abs(xi), 1.0))
-        or (math.isfinite(b) and b - xi <= 1e-6 * s)
-    )
-    return FitResult(
-        params={nm: float(v) for nm, v in zip(names, res.x, strict=True)},
-        stderr={nm: float(v) for nm, v in zip(names, se, strict=True)},
-        n_points=n,
-        devices=tuple(sorted({pt.device for pt in points})),
-        models=tuple(sorted({pt.model for pt in points})),
-        sigma_log=sigma,
-        rms_log=float(np.sqrt(np.mean(r**2))),
-        converged=bool(res.success),
-        message=str(res.message),
-        at_bound=at_bound,
-        prior_source=prior.source if prior else "",
-    )

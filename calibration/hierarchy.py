@@ -1,222 +1,223 @@
-"""Three-level shrinkage: global -> pool -> family.
+"""One speed model across devices, families and backends: covariates + family and device random effects.
 
-Levels and their keys:
-  global  (engine, phase, kind)            prior: shipped prior of the device kind (``prior_for``), widened
-  pool    (engine, phase, kind, vendor)    prior: global params, scale TAU_POOL_EFF (log units)
-  family  (family, engine, backend, phase) prior: pool params, scale tau_eff (log units, see below)
-Time parameters get a prior scale of max(|mu|, floor) * TAU_TIME_REL seconds at every level.
-Each level is a bounded robust fit (calibration.fit.fit_group) whose Gaussian prior is centred on the level
-above.  A family with many points is pulled little (its likelihood dominates); a family with few points
-borrows the pool's values, so a sparse family gets a sensible prediction; a family with none falls back to
-its pool, then to global, and says so (``level`` of ``Hierarchy.params_for``).
+Every free speed parameter theta_j (``estimator.physics.coefficients.PARAMS`` rows that calibration fits,
+decode and prefill together) is modelled per *unit* u = (device, engine, backend) in its transformed space
+(``coefficients.to_eta`` / ``from_eta``: soft-capped log for efficiencies, log for rates and times)::
 
-tau_eff (family | pool, per pool and efficiency/rate parameter) is estimated from the data where it can be:
-the standard deviation of ln(theta) across the pool's families that have >= MIN_POINTS_FOR_TAU points in a
-weakly regularised fit, clipped to [TAU_MIN, TAU_MAX]; with fewer than 3 such families it is TAU_FAMILY_EFF.
+    eta_uj = offset_uj + sum_c beta_jc x_uc + a_j[family(u)] + b_j[device(u)]
+
+* offset: the shipped prior (estimator/data/prior_coefficients.json) of the device kind, so beta = 0 is the
+  prior;
+* x: the device covariates of the parameter's groups (``estimator.physics.covariates``: engine, backend,
+  vendor, kind, year, memory technology, ln bandwidth, die count, published achievable bandwidth);
+  prior beta ~ N(0, PRIOR_INTERCEPT) for the intercept "1", N(mean, PRIOR_COVARIATE) for the others (mean 1
+  for ``bw_measured``: the published fraction moves bw_eff one for one, 0 otherwise);
+* a, b: family and device random effects (the parameter's ``effects``), a ~ N(0, tau_family_j^2),
+  b ~ N(0, tau_device_j^2).
+
+A device nobody measured gets offset + x beta + a[its family] (0 when the family is unmeasured too): it
+inherits from devices *like it*, not only from its family mean.  The time of each point is the estimator's
+own formula on the point's parameters (calibration.features.phase_seconds: speed.step_s / prefill_time), so
+decode and prefill are one fit: the prefill memory term uses the device's decode bw_eff and batched decode
+the prefill compute roof, as estimator.physics.speed.merged_params borrows them.  calibration.fit solves it.
+
+Scales: the prior of beta (PRIOR_INTERCEPT, PRIOR_COVARIATE), and the random-effect scales tau_j estimated per
+fit (calibration.fit.estimate_scales): the standard deviation (ddof 1) of the fitted effects of the groups
+(families / devices) with >= MIN_POINTS_FOR_TAU points, clipped to [TAU_MIN, TAU_MAX] (family effects at most
+TAU_FAMILY_CAP, see there; TAU_DEFAULT with fewer than MIN_GROUPS_FOR_TAU such groups): the spread between
+well-measured groups, their common offset being the covariates' part.
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
+from scipy import sparse
 
-from calibration.fit import EFF, RATE, TIME, FitError, FitResult, PhaseModel, Prior, SpeedPoint, fit_group
+from calibration.features import SpeedPoint
+from estimator.physics import covariates as cov
+from estimator.physics.coefficients import EFF, PARAMS, RATE, TIME, Param, from_eta
 
-TAU_POOL_EFF = 0.5
-TAU_FAMILY_EFF = 0.3
-TAU_MIN, TAU_MAX = 0.05, 1.0
-TAU_TIME_REL = 1.0
-# gemm_k_half is in elements (not seconds): its floor is one model width (4096), the size at which the term
-# changes a GEMM's time by a factor of two.
-TIME_FLOOR_S = {"t_fixed_s": 1e-4, "t_layer_s": 1e-5, "moe_route_s": 1e-5, "gemm_k_half": 4096.0}
-DEFAULT_TIME_FLOOR_S = 1e-5
+SPEED_PHASES = ("decode", "prefill")  # the serving rows of PARAMS are the serving fit's (calibration.serving)
+PRIOR_INTERCEPT = {EFF: 1.0, RATE: 1.0, TIME: 2.0}  # eta units: the shipped prior is a weak anchor
+PRIOR_COVARIATE = {EFF: 0.5, RATE: 0.5, TIME: 1.0}
+COVARIATE_PRIOR_MEAN = {("decode.bw_eff", "bw_measured"): 1.0}
+TAU_DEFAULT = {EFF: 0.3, RATE: 0.3, TIME: 0.5}
+TAU_MIN = 0.05
+TAU_MAX = {EFF: 1.0, RATE: 1.0, TIME: 2.0}
+# Family effects are capped: with a family scale as large as the well-measured families' spread (~0.3), the
+# covariate coefficients average the families one vote each, and the dozen one-row families (old parts, odd
+# backends) pull them away from the well-measured ones.  Chosen by cross-validation among 0.05 / 0.1 / 0.15 /
+# estimated (docs/calibration.md): leave-one-family-out decode 9.6-10.3 % at a cap of 0.05-0.15 against 22.5 %
+# estimated, leave-one-device-out prefill 13.7-14.3 % at 0.1-0.15.
+TAU_FAMILY_CAP = 0.15
 MIN_POINTS_FOR_TAU = 10
-# A level with fewer points than this cannot estimate its own noise scale (the MAD of a handful of in-sample
-# residuals of a 3-6 parameter fit is ~0, which would let 1-2 points override the prior): it borrows the
-# noise scale of the level above.
-MIN_POINTS_FOR_SIGMA = 10
-
-Key = tuple[str, ...]
+MIN_GROUPS_FOR_TAU = 3
+SIGMA_START = 0.1
+SIGMA_FLOOR = 0.01
 
 
-def family_key(p: SpeedPoint) -> Key:
-    return (p.family, p.engine, p.backend, p.phase)
+def fitted_params() -> tuple[Param, ...]:
+    """The parameters one speed fit estimates: decode ``fit="all"``, prefill ``"all"``, ``"peak"`` and
+    ``"absolute"`` (flops_abs_tflops: only devices without a datasheet peak inform it); not the serving
+    rows."""
+    return tuple(p for p in PARAMS if p.fit and p.phase in SPEED_PHASES)
 
 
-def global_key(p: SpeedPoint) -> Key:
-    return (p.engine, p.phase, p.kind or "unknown")
-
-
-def pool_key(p: SpeedPoint) -> Key:
-    return (*global_key(p), (p.vendor or "unknown").lower())
-
-
-PriorFor = Callable[[Key], Prior]
-
-
-def prior_around(
-    result_params: dict[str, float], model: PhaseModel, tau_eff: float | dict[str, float], source: str
-) -> Prior:
-    """A prior centred on ``result_params``: log-scale tau for EFF/RATE, relative scale for TIME params."""
-    mean, scale = {}, {}
-    for d in model.params:
-        if d.name not in result_params:
-            continue
-        mu = result_params[d.name]
-        mean[d.name] = mu
-        if d.kind == TIME:
-            scale[d.name] = max(abs(mu), TIME_FLOOR_S.get(d.name, DEFAULT_TIME_FLOOR_S)) * TAU_TIME_REL
-        else:
-            scale[d.name] = tau_eff[d.name] if isinstance(tau_eff, dict) else tau_eff
-    return Prior(mean, scale, source)
+def unit_key(p: SpeedPoint) -> tuple[str, str, str]:
+    """(device, engine, backend) of a point: one row of the covariate table."""
+    return (p.device, p.engine, cov.normalise_backend(p.backend))
 
 
 @dataclass
-class Hierarchy:
-    """Fitted levels; ``params_for`` picks the most specific level that has a fit."""
+class Design:
+    """The linear predictors of every fitted parameter over the units of a point set.
 
-    model: PhaseModel
-    prior_for: PriorFor
-    globals_: dict[Key, FitResult] = field(default_factory=dict)
-    pools: dict[Key, FitResult] = field(default_factory=dict)
-    families: dict[Key, FitResult] = field(default_factory=dict)
-    taus: dict[Key, dict[str, float]] = field(default_factory=dict)  # pool key -> tau per EFF/RATE param
-
-    def params_for(self, p: SpeedPoint) -> tuple[dict[str, float], str]:
-        """(params, level) for a point: level is 'family', 'pool', 'global' or 'prior'."""
-        if family_key(p) in self.families:
-            return self.families[family_key(p)].params, "family"
-        if pool_key(p) in self.pools:
-            return self.pools[pool_key(p)].params, "pool"
-        if global_key(p) in self.globals_:
-            return self.globals_[global_key(p)].params, "global"
-        return dict(self.prior_for(global_key(p)).mean), "prior"
-
-
-def _group(points: Sequence[SpeedPoint], keyf) -> dict[Key, list[SpeedPoint]]:
-    out: dict[Key, list[SpeedPoint]] = defaultdict(list)
-    for p in points:
-        out[keyf(p)].append(p)
-    return dict(out)
-
-
-def estimate_taus(
-    points: Sequence[SpeedPoint], model: PhaseModel, pools: dict[Key, FitResult]
-) -> dict[Key, dict]:
-    """Between-family spread of ln(efficiency) per pool (see module docstring)."""
-    taus: dict[Key, dict[str, float]] = {}
-    by_pool = _group(points, pool_key)
-    for pk, pts in by_pool.items():
-        names = [d.name for d in model.params if d.kind in (EFF, RATE)]
-        logs: dict[str, list[float]] = {n: [] for n in names}
-        if pk in pools:
-            weak = prior_around(pools[pk].params, model, TAU_MAX, "weak")
-            for _fk, fpts in _group(pts, family_key).items():
-                if len(fpts) < MIN_POINTS_FOR_TAU:
-                    continue
-                try:
-                    r = fit_group(fpts, model, weak)
-                except FitError:
-                    continue
-                for n in names:
-                    logs[n].append(math.log(r.params[n]))
-        taus[pk] = {
-            n: float(np.clip(np.std(v, ddof=1), TAU_MIN, TAU_MAX)) if len(v) >= 3 else TAU_FAMILY_EFF
-            for n, v in logs.items()
-        }
-    return taus
-
-
-def fit_hierarchy(
-    points: Sequence[SpeedPoint],
-    model: PhaseModel,
-    prior_for: PriorFor,
-    taus: dict[Key, dict[str, float]] | None = None,
-) -> Hierarchy:
-    """Fit global, pool and family levels.  ``taus`` reuses the family-level scales of an earlier fit (CV
-    folds)."""
-    h = Hierarchy(model=model, prior_for=prior_for)
-    for gk, pts in _group(points, global_key).items():
-        h.globals_[gk] = fit_group(pts, model, prior_for(gk))
-    for pk, pts in _group(points, pool_key).items():
-        g = h.globals_[pk[:3]]
-        h.pools[pk] = fit_group(
-            pts,
-            model,
-            prior_around(g.params, model, TAU_POOL_EFF, "global " + "/".join(pk[:3])),
-            sigma_log=_borrowed_sigma(pts, g),
-        )
-    h.taus = taus if taus is not None else estimate_taus(points, model, h.pools)
-    for fk, pts in _group(points, family_key).items():
-        pk = pool_key(pts[0])
-        prior = prior_around(
-            h.pools[pk].params, model, h.taus.get(pk, TAU_FAMILY_EFF), "pool " + "/".join(pk)
-        )
-        h.families[fk] = fit_group(pts, model, prior, sigma_log=_borrowed_sigma(pts, h.pools[pk]))
-    return h
-
-
-def _borrowed_sigma(points: Sequence[SpeedPoint], parent: FitResult | None) -> float | None:
-    """None (estimate it) when the level has >= MIN_POINTS_FOR_SIGMA points, else the parent's noise scale."""
-    if len(points) >= MIN_POINTS_FOR_SIGMA or parent is None:
-        return None
-    return parent.sigma_log
-
-
-def _fold_sigma(points: Sequence[SpeedPoint], full: FitResult | None, parent: FitResult | None):
-    """Noise scale of a level refitted in a CV fold: the parent's when the fold leaves it too few points,
-    else the full-data fit's."""
-    if len(points) < MIN_POINTS_FOR_SIGMA and parent is not None:
-        return parent.sigma_log
-    return full.sigma_log if full else None
-
-
-def fit_partial(
-    points: Sequence[SpeedPoint], target: SpeedPoint, full: Hierarchy
-) -> tuple[dict[str, float], str]:
-    """Params for ``target`` from a hierarchy refitted on ``points`` (the caller has removed the held-out
-    data).
-
-    Only the levels on the target's path are refitted (its global, pool and family), warm-started from the
-    full-data fit ``full`` with its noise scales and family-level taus, which keeps cross-validation fast.
+    units: (device, engine, backend) rows with their hardware and family; ``names[j]``: the columns of
+    parameter j's block of z (``"cov:<name>"``, ``"family:<f>"``, ``"device:<d>"``); ``A[j]``: units x block
+    (sparse); ``offset[:, j]``; prior means and kinds per column.
     """
-    model = full.model
-    gk, pk, fk = global_key(target), pool_key(target), family_key(target)
-    gpts = [p for p in points if global_key(p) == gk]
-    if not gpts:
-        return dict(full.prior_for(gk).mean), "prior"
-    gfull = full.globals_.get(gk)
-    g = fit_group(
-        gpts,
-        model,
-        full.prior_for(gk),
-        sigma_log=gfull.sigma_log if gfull else None,
-        x0=gfull.params if gfull else None,
+
+    params: tuple[Param, ...]
+    units: list[tuple[str, str, str]]
+    hardware: list
+    family: list[str]
+    kind: list[str]
+    names: list[list[str]]
+    A: list
+    offset: np.ndarray
+    block: list[slice]
+    prior_mean: np.ndarray
+    col_kind: list[str]  # "cov" | "family" | "device" per z column
+    col_param: np.ndarray  # parameter index per z column
+    col_group: list[str]  # covariate name / family / device per z column
+
+    @property
+    def n_z(self) -> int:
+        return int(self.prior_mean.size)
+
+    def eta(self, z: np.ndarray) -> np.ndarray:
+        """units x params transformed values."""
+        return self.offset + np.column_stack([self.A[j] @ z[self.block[j]] for j in range(len(self.params))])
+
+    def theta(self, z: np.ndarray) -> np.ndarray:
+        eta = self.eta(z)
+        return np.column_stack([from_eta(p, eta[:, j]) for j, p in enumerate(self.params)])
+
+
+def _prior_offsets(hardware, params: Sequence[Param]) -> np.ndarray:
+    """eta of the shipped prior of each unit's device kind (``coefficients.prior_eta``: what the estimator
+    adds back at prediction time)."""
+    from estimator.physics.coefficients import _prior_entries, prior_eta
+
+    entries = _prior_entries()
+    return np.array([[prior_eta(p, hw.kind or "gpu", entries) for p in params] for hw in hardware])
+
+
+def build_design(points: Sequence[SpeedPoint], params: Sequence[Param] | None = None) -> Design:
+    """The design of a point set: every unit and every family / device the points name (a fold's held-out
+    units keep their rows, with no data their effects stay at 0)."""
+    params = tuple(params or fitted_params())
+    first: dict[tuple, SpeedPoint] = {}
+    for p in points:
+        first.setdefault(unit_key(p), p)
+    units = sorted(first)
+    hardware = [first[u].hardware for u in units]
+    family = [first[u].family for u in units]
+    families = sorted(set(family))
+    devices = sorted({u[0] for u in units})
+    names, mats, blocks, means, kinds, cparam, cgroup = [], [], [], [], [], [], []
+    start = 0
+    for j, par in enumerate(params):
+        xs = [cov.covariates(hw, u[1], u[2], par.covariates) for u, hw in zip(units, hardware, strict=True)]
+        cov_names = ["1"] + sorted({k for x in xs for k in x})
+        cols = [f"cov:{c}" for c in cov_names]
+        rows, cidx, vals = [], [], []
+        for ui, x in enumerate(xs):
+            rows.append(ui)
+            cidx.append(0)
+            vals.append(1.0)
+            for c, v in x.items():
+                rows.append(ui)
+                cidx.append(cov_names.index(c))
+                vals.append(v)
+        nc = len(cols)
+        if "family" in par.effects:
+            for ui, f in enumerate(family):
+                rows.append(ui)
+                cidx.append(nc + families.index(f))
+                vals.append(1.0)
+            cols += [f"family:{f}" for f in families]
+        nd = len(cols)
+        if "device" in par.effects:
+            for ui, u in enumerate(units):
+                rows.append(ui)
+                cidx.append(nd + devices.index(u[0]))
+                vals.append(1.0)
+            cols += [f"device:{d}" for d in devices]
+        mats.append(sparse.csr_matrix((vals, (rows, cidx)), shape=(len(units), len(cols))))
+        names.append(cols)
+        blocks.append(slice(start, start + len(cols)))
+        start += len(cols)
+        for c in cols:
+            kind, _, group = c.partition(":")
+            kinds.append(kind)
+            cparam.append(j)
+            cgroup.append(group)
+            means.append(COVARIATE_PRIOR_MEAN.get((par.key, group), 0.0) if kind == "cov" else 0.0)
+    return Design(
+        params=params,
+        units=units,
+        hardware=hardware,
+        family=family,
+        kind=[hw.kind or "gpu" for hw in hardware],
+        names=names,
+        A=mats,
+        offset=_prior_offsets(hardware, params),
+        block=blocks,
+        prior_mean=np.asarray(means, dtype=float),
+        col_kind=kinds,
+        col_param=np.asarray(cparam),
+        col_group=cgroup,
     )
-    ppts = [p for p in gpts if pool_key(p) == pk]
-    if not ppts:
-        return g.params, "global"
-    pfull = full.pools.get(pk)
-    pool = fit_group(
-        ppts,
-        model,
-        prior_around(g.params, model, TAU_POOL_EFF, "global"),
-        sigma_log=_fold_sigma(ppts, pfull, g),
-        x0=pfull.params if pfull else None,
-    )
-    fpts = [p for p in ppts if family_key(p) == fk]
-    if not fpts:
-        return pool.params, "pool"
-    ffull = full.families.get(fk)
-    fam = fit_group(
-        fpts,
-        model,
-        prior_around(pool.params, model, full.taus.get(pk, TAU_FAMILY_EFF), "pool"),
-        sigma_log=_fold_sigma(fpts, ffull, pool),
-        x0=ffull.params if ffull else None,
-    )
-    return fam.params, "family"
+
+
+@dataclass
+class Scales:
+    """Noise scale per phase (ln units) and random-effect scale per (parameter index, effect)."""
+
+    sigma: dict[str, float]
+    tau: dict[tuple[int, str], float]
+
+
+def tau_max(kind: str, effect: str) -> float:
+    return min(TAU_MAX[kind], TAU_FAMILY_CAP) if effect == "family" else TAU_MAX[kind]
+
+
+def default_scales(design: Design) -> Scales:
+    tau = {}
+    for j, p in enumerate(design.params):
+        for eff in p.effects:
+            tau[(j, eff)] = min(TAU_DEFAULT[p.kind], tau_max(p.kind, eff))
+    return Scales({"decode": SIGMA_START, "prefill": SIGMA_START}, tau)
+
+
+def prior_scale(design: Design, scales: Scales) -> np.ndarray:
+    out = np.empty(design.n_z)
+    for i, (kind, j, g) in enumerate(zip(design.col_kind, design.col_param, design.col_group, strict=True)):
+        pk = design.params[j].kind
+        if kind == "cov":
+            out[i] = PRIOR_INTERCEPT[pk] if g == "1" else PRIOR_COVARIATE[pk]
+        else:
+            out[i] = scales.tau[(j, kind)]
+    return out
+
+
+def group_points(points: Sequence[SpeedPoint], key) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = defaultdict(list)
+    for i, p in enumerate(points):
+        out[key(p)].append(i)
+    return dict(out)

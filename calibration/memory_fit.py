@@ -59,6 +59,9 @@ class MemoryGateRow:
     measured_bytes: float
     scheme: str
     where: str
+    # what identifies the measurement (source / host, device, count, model, quant, n_ctx, KV dtype, bytes):
+    # the test rows of one run (pp512, tg128 ...) repeat the same memory figures and count once
+    measurement: tuple = ()
 
     @property
     def ape(self) -> float:
@@ -306,14 +309,37 @@ def memory_gate(ds: Dataset, resolver=None) -> tuple[list[MemoryGateRow], list[s
     if unknown:
         notes.append(f"weights+kv: {unknown} published run(s) whose weights figure has no known meaning")
     rows += _held_out_runtime(ds, resolver, notes)
-    return rows, notes
+    distinct = distinct_measurements(rows)
+    if len(distinct) < len(rows):
+        notes.append(
+            f"memory: {len(rows) - len(distinct)} row(s) repeat a measurement already counted (test rows of "
+            "one run): counted once"
+        )
+    return distinct, notes
+
+
+def distinct_measurements(rows: list[MemoryGateRow]) -> list[MemoryGateRow]:
+    """One row per (metric, measurement): the first of rows that repeat the same measured figure."""
+    seen: set = set()
+    out = []
+    for row in rows:
+        key = (row.metric, row.measurement) if row.measurement else (row.metric, row.where)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(row)
+    return out
 
 
 def _row(r, metric: str, pred: float, meas: float, scheme: str, where: str) -> MemoryGateRow:
+    from calibration.dataset import device_key
     from calibration.features import point_family
 
+    origin = r.source if r.origin == "imported" else r.host
+    key = (r.origin, origin, device_key(r), r.n_devices, r.model_id, r.n_layers_measured, r.quant, r.n_ctx,
+           r.kv_dtype, int(round(float(meas))))  # fmt: skip
     return MemoryGateRow(
-        point_family(r), r.engine, r.backend, metric, float(pred), float(meas), scheme, where
+        point_family(r), r.engine, r.backend, metric, float(pred), float(meas), scheme, where, key
     )
 
 

@@ -1,65 +1,61 @@
-"""Orchestration: dataset -> speed points -> hierarchical fits -> cross-validation -> coefficients document.
+"""Orchestration: dataset -> speed points -> one covariate / random-effect model -> cross-validation ->
+conformal intervals -> coefficients document (schema 2).
 
-Order: decode is fitted first; each prefill point then takes its family's decode ``bw_eff`` (the
-estimator's prefill memory term borrows it the same way, estimator.physics.speed.merged_params) as a fixed
-parameter.  Prefill of devices without datasheet TFLOPS (CPUs) fits ``flops_abs_tflops`` with
-``flops_eff`` fixed at 1.
-Cross-validation note: the prefill points' fixed ``bw_eff`` comes from the full-data decode fit (not
-refitted per fold); it only enters the small per-pass weight-streaming term.
+Decode and prefill are one fit (calibration.hierarchy): the prefill memory term uses each device's decode
+bw_eff and batched decode the prefill compute roof, as the estimator borrows them.  Cross-validation refits
+the whole model in every fold (noise scales, shrinkage scales and bw_eff included) under leave-one-device-out,
+leave-one-model-out and leave-one-family-out (calibration.validate).  End-to-end latency records (llama-bench
+-pg, vLLM offline batches) are predicted by the estimator with each scheme's fold coefficients
+(calibration.latency); they are never fitted.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from calibration import features as feat
+from calibration import latency
 from calibration.dataset import Dataset, Rejection
-from calibration.fit import EFF, RATE, TIME, PhaseModel, Prior, SpeedPoint
-from calibration.hierarchy import Hierarchy, Key, family_key, fit_hierarchy, global_key, pool_key
+from calibration.features import SpeedPoint
+from calibration.fit import EFF, RATE, FitState, fit_model
 from calibration.validate import (
+    BASIS_SCHEME,
+    FOLDS,
+    MIN_GROUPS,
     MIN_RESIDUALS,
     HeldOut,
     ape_stats,
+    basis_residuals,
+    coverage,
+    gate_holdout,
     holdout,
     interval,
-    nested_coverage,
 )
+from estimator.physics.coefficients import unit_name
 
-PRIOR_TAU_EFF = 1.0  # log units: the shipped prior is a weak anchor for the global level
-PRIOR_TAU_TIME_REL = 3.0
-PRIOR_TIME_FLOOR_S = 1e-4
-# Additive non-time parameters: prior scale floor in their own unit (gemm_k_half: elements, one model width).
-PRIOR_LINEAR_FLOOR = {"gemm_k_half": 4096.0}
 FITBENCH_VERSION = "0.1.0"
+SCHEMES = ("lodo", "lomo", "lofo")
+PHASES = ("decode", "prefill")
+DEFAULT_INTERVAL = {"log_lo": -0.7, "log_hi": 0.5}
 
 
 @dataclass
-class PhaseFit:
-    phase: str
-    variant: str  # "eff" | "abs" (prefill of devices without datasheet TFLOPS)
+class SpeedFit:
+    """The fitted model, its points and the held-out predictions of each scheme."""
+
     points: list[SpeedPoint]
-    hierarchy: Hierarchy
-    lodo: list[HeldOut] = field(default_factory=list)
-    lomo: list[HeldOut] = field(default_factory=list)
-    lofo: list[HeldOut] = field(default_factory=list)
+    state: FitState
+    held: dict[str, list[HeldOut]] = field(default_factory=dict)
+    states: dict[str, dict[str, FitState]] = field(default_factory=dict)  # scheme -> fold -> fit
 
     def gate(self) -> list[HeldOut]:
-        """Per point: lodo when the family has >= 2 devices, else lomo (>= 2 models), else lodo (pool)."""
-        devs, mods = _per_family(self.points)
-        lodo = {id(h.point): h for h in self.lodo}
-        lomo = {id(h.point): h for h in self.lomo}
-        out = []
-        for p in self.points:
-            fk = family_key(p)
-            if len(devs[fk]) < 2 and len(mods[fk]) >= 2 and id(p) in lomo:
-                h = lomo[id(p)]
-                out.append(HeldOut(p, h.predicted_s, h.level, "lomo (single device)"))
-            elif id(p) in lodo:
-                out.append(lodo[id(p)])
-        return out
+        """Per point: lodo when the family has >= 2 devices, else lomo (>= 2 models), else lodo."""
+        return gate_holdout(self.points, self.held)
+
+    def phase_held(self, scheme: str, phase: str) -> list[HeldOut]:
+        return [h for h in self.held.get(scheme, []) if h.point.phase == phase]
 
 
 @dataclass
@@ -67,127 +63,23 @@ class Calibration:
     dataset: Dataset
     points: list[SpeedPoint]
     rejected: list[Rejection]  # dataset rejections + feature failures
-    fits: list[PhaseFit]
+    speed: SpeedFit | None
     memory: dict = field(default_factory=dict)
     memory_notes: list[str] = field(default_factory=list)
-    serving: object = None  # calibration.serving.ServingFit (the serving phase)
+    latency: list[latency.LatencyPoint] = field(default_factory=list)
+    latency_held: dict[str, list[latency.LatencyResult]] = field(default_factory=dict)
+    latency_rejected: list[Rejection] = field(default_factory=list)  # e2e records that could not be predicted
 
 
-def _per_family(points):
-    devs: dict[Key, set[str]] = defaultdict(set)
-    mods: dict[Key, set[str]] = defaultdict(set)
-    for p in points:
-        devs[family_key(p)].add(p.device)
-        mods[family_key(p)].add(p.model)
-    return devs, mods
-
-
-def make_prior_for(model: PhaseModel):
-    """Base prior per global key (engine, phase, kind) from the estimator's shipped prior, widened."""
-    from estimator.physics.coefficients import load_prior
-
-    entries = load_prior()["pooled"]
-
-    def prior_for(gk: Key) -> Prior:
-        _engine, phase, kind = gk
-        cands = [
-            e
-            for e in entries
-            if e["phase"] == phase
-            and e.get("scope", {}).get("kind") in (kind, None)
-            and "vendor" not in e.get("scope", {})
-        ]
-        cands.sort(key=lambda e: e.get("scope", {}).get("kind") is None)
-        params = cands[0]["params"] if cands else {}
-        mean, scale = {}, {}
-        for d in model.params:
-            mu = float(params.get(d.name, d.default))
-            mean[d.name] = mu
-            if d.kind == TIME:
-                floor = PRIOR_LINEAR_FLOOR.get(d.name, PRIOR_TIME_FLOOR_S)
-                scale[d.name] = max(mu, floor) * PRIOR_TAU_TIME_REL
-            else:
-                scale[d.name] = PRIOR_TAU_EFF
-        return Prior(mean, scale, f"shipped prior ({kind}/{phase}), widened")
-
-    return prior_for
-
-
-def _fit_phase(
-    phase: str, variant: str, points: list[SpeedPoint], model: PhaseModel, cv: bool, lofo: bool
-) -> PhaseFit:
-    h = fit_hierarchy(points, model, make_prior_for(model))
-    pf = PhaseFit(phase, variant, points, h)
+def fit_speed(points: list[SpeedPoint], cv: bool = True, schemes=SCHEMES, latency_points=()) -> SpeedFit:
+    """Fit the model on every point; with ``cv`` the held-out predictions of each scheme (fold fits kept
+    for the latency predictions)."""
+    state = fit_model(points)
+    sf = SpeedFit(points, state)
     if cv:
-        pf.lodo = holdout(points, h, "lodo")
-        pf.lomo = holdout(points, h, "lomo")
-        if lofo:
-            pf.lofo = holdout(points, h, "lofo")
-    return pf
-
-
-def _batched(p: SpeedPoint) -> bool:
-    return p.phase == "decode" and int(p.extra.get("batch") or 1) > 1
-
-
-def _prior_roof(p: SpeedPoint) -> dict:
-    """Compute-roof params of a batched decode point from the shipped prior's prefill set of its kind."""
-    from estimator.physics.coefficients import prior_table
-
-    pp = prior_table().lookup(p.hardware, p.engine, "prefill").params
-    roof = {"flops_eff": pp["flops_eff"]}
-    if not feat.has_datasheet_peak(p.hardware, p.engine):
-        roof = {"flops_eff": 1.0, "flops_abs_tflops": pp["flops_abs_tflops"]}
-    return roof
-
-
-def _fitted_roof(p: SpeedPoint, pre_fits: list[PhaseFit]) -> dict:
-    """Compute-roof params of a batched decode point from the prefill fit (as the estimator borrows them)."""
-    absolute = not feat.has_datasheet_peak(p.hardware, p.engine)
-    for pf in pre_fits:
-        if (pf.variant == "abs") == absolute:
-            params, _ = pf.hierarchy.params_for(dataclasses.replace(p, phase="prefill"))
-            if absolute:
-                return {"flops_eff": 1.0, "flops_abs_tflops": params["flops_abs_tflops"]}
-            return {"flops_eff": params["flops_eff"]}
-    return _prior_roof(p)
-
-
-def _with_fixed(p: SpeedPoint, fixed: dict) -> SpeedPoint:
-    return dataclasses.replace(p, extra={**p.extra, "fixed": {**p.extra.get("fixed", {}), **fixed}})
-
-
-def fit_speed(points: list[SpeedPoint], cv: bool = True, lofo: bool = True) -> list[PhaseFit]:
-    """Fit decode, then prefill (eff and abs variants) hierarchies, with cross-validation when ``cv``.
-
-    Batched decode points (batch > 1) need the compute roof (flops_eff, and flops_abs_tflops on devices
-    without datasheet TFLOPS): the first decode fit takes it from the shipped prior; when such points
-    exist, decode is fitted once more with the roof of the fitted prefill hierarchy (what
-    estimator.physics.speed.merged_params borrows at prediction time).
-    """
-    dec = [p for p in points if p.phase == "decode"]
-    batched = any(_batched(p) for p in dec)
-    dec = [_with_fixed(p, _prior_roof(p)) if _batched(p) else p for p in dec]
-    dec_fit = _fit_phase("decode", "eff", dec, feat.decode_model(), cv and not batched, lofo) if dec else None
-    pre = [p for p in points if p.phase == "prefill"]
-    fixed_pts = []
-    for p in pre:
-        fixed = {}
-        if dec_fit is not None:
-            params, _ = dec_fit.hierarchy.params_for(dataclasses.replace(p, phase="decode"))
-            fixed["bw_eff"] = params["bw_eff"]
-        if feat.is_absolute(p):
-            fixed["flops_eff"] = 1.0
-        fixed_pts.append(dataclasses.replace(p, extra={**p.extra, "fixed": fixed}))
-    pre_fits: list[PhaseFit] = []
-    for variant, absolute in (("eff", False), ("abs", True)):
-        vpts = [p for p in fixed_pts if feat.is_absolute(p) == absolute]
-        if vpts:
-            pre_fits.append(_fit_phase("prefill", variant, vpts, feat.prefill_model(absolute), cv, lofo))
-    if batched:
-        dec = [_with_fixed(p, _fitted_roof(p, pre_fits)) if _batched(p) else p for p in dec]
-        dec_fit = _fit_phase("decode", "eff", dec, feat.decode_model(), cv, lofo)
-    return ([dec_fit] if dec_fit is not None else []) + pre_fits
+        for s in schemes:
+            sf.held[s], sf.states[s] = holdout(points, state, s, keep_states=bool(latency_points))
+    return sf
 
 
 def calibrate(
@@ -196,14 +88,19 @@ def calibrate(
     cv: bool = True,
     memory: bool = True,
     lofo: bool = True,
+    schemes=None,
+    e2e: bool = True,
 ) -> Calibration:
-    """Speed fits (+ CV) and, when ``memory``, the memory section.  ``lofo`` adds leave-one-family-out CV."""
+    """Speed fit (+ CV) and, when ``memory``, the memory section.  ``schemes`` defaults to lodo, lomo and
+    (when ``lofo``) lofo.  ``e2e``: predict the end-to-end latency records."""
+    resolver = resolver or feat.Resolver()
     points, rej = feat.speed_points(ds, resolver)
-    cal = Calibration(ds, points, list(ds.rejected) + rej, fit_speed(points, cv, lofo))
-    # --- serving phase (calibration.serving): its own points, hierarchy and held-out errors -------------
-    from calibration import serving
-
-    cal.serving = serving.fit_serving(ds, resolver, cv, lofo)  # its left-out records: cal.serving.rejected
+    lat, lat_rej = latency.latency_points(ds, resolver) if e2e else ([], [])
+    schemes = schemes or tuple(s for s in SCHEMES if lofo or s != "lofo")
+    sf = fit_speed(points, cv, schemes, lat) if points else None
+    cal = Calibration(ds, points, list(ds.rejected) + rej, sf, latency=lat, latency_rejected=lat_rej)
+    if sf is not None and lat:
+        cal.latency_held = latency.predict_schemes(lat, sf)
     if memory:
         from calibration import memory_fit
 
@@ -216,138 +113,195 @@ def _r(x: float | None, nd: int = 6) -> float | None:
     return None if x is None else float(f"{x:.{nd}g}")
 
 
-def _entry_params(pf: PhaseFit, res) -> tuple[dict, dict]:
-    params = {k: _r(v) for k, v in res.params.items()}
-    stderr = {k: _r(v) for k, v in res.stderr.items()}
-    if pf.variant == "abs":
-        params["flops_eff"] = 1.0
-        stderr["flops_eff"] = 0.0
-    return params, stderr
+def counts(points) -> tuple[dict, dict]:
+    """(families, devices) with their points per phase, as the model section records them; ``units``: the
+    same per engine and backend ("llama.cpp/CUDA"), which the estimator's basis reads (a device measured on
+    CUDA is not a measured device for Vulkan or for vLLM: ``coefficients.model_basis``)."""
+    fams: dict[str, dict] = {}
+    devs: dict[str, dict] = {}
+    for p in points:
+        unit = unit_name(p.engine, p.backend)
+        f = fams.setdefault(
+            p.family, {"decode": 0, "prefill": 0, "devices": set(), "engines": set(), "units": {}}
+        )
+        f[p.phase] += 1
+        f["devices"].add(p.device)
+        f["engines"].add(p.engine)
+        f["units"].setdefault(unit, {"decode": 0, "prefill": 0})[p.phase] += 1
+        d = devs.setdefault(p.device, {"family": p.family, "decode": 0, "prefill": 0, "units": {}})
+        d[p.phase] += 1
+        d["units"].setdefault(unit, {"decode": 0, "prefill": 0})[p.phase] += 1
+    for f in fams.values():
+        f["devices"], f["engines"] = sorted(f["devices"]), sorted(f["engines"])
+    return fams, devs
 
 
-def _cv_block(held_lomo: list[HeldOut], held_lodo: list[HeldOut], n_dev: int, n_mod: int) -> dict:
-    lomo_med, lomo_p90 = ape_stats([h.ape for h in held_lomo]) if n_mod >= 2 else (None, None)
-    lodo_med, lodo_p90 = ape_stats([h.ape for h in held_lodo]) if n_dev >= 2 else (None, None)
+def model_section(state: FitState, points, intervals: dict | None = None, cv: dict | None = None) -> dict:
+    """The ``model`` section of a schema-2 document for a fit (also what a fold's coefficients look like to
+    the estimator: calibration.latency predicts with it).  Effects of groups without data are left out
+    (they are 0)."""
+    d = state.design
+    fams, devs = counts(points)
+    params = []
+    for j, p in enumerate(d.params):
+        blk = d.block[j]
+        entry = {"key": p.key, "beta": {}, "family": {}, "device": {}, "tau": {}}
+        for i, (kind, group) in enumerate(zip(d.col_kind[blk], d.col_group[blk], strict=True)):
+            v = float(state.z[blk][i])
+            if kind == "cov":
+                entry["beta"][group] = _r(v)
+            elif kind == "family" and group in fams:
+                entry["family"][group] = _r(v)
+            elif kind == "device" and group in devs:
+                entry["device"][group] = _r(v)
+        entry["tau"] = {e: _r(state.scales.tau[(j, e)], 4) for e in p.effects}
+        params.append(entry)
     return {
-        "lomo_median_ape": _r(lomo_med, 4),
-        "lomo_p90_ape": _r(lomo_p90, 4),
-        "lodo_median_ape": _r(lodo_med, 4),
-        "lodo_p90_ape": _r(lodo_p90, 4),
+        "params": params,
+        "sigma": {k: _r(v, 4) for k, v in state.scales.sigma.items()},
+        "families": fams,
+        "devices": devs,
+        "intervals": intervals or {},
+        "cv": cv or {},
+        "converged": state.converged,
     }
 
 
-def _interval_block(own: list[HeldOut], pool: list[HeldOut]) -> dict:
-    use = own if len(own) >= MIN_RESIDUALS else pool
-    if len(use) < MIN_RESIDUALS:
-        return {
-            "log_lo": -0.7,
-            "log_hi": 0.5,
-            "coverage": None,
-            "n_residuals": len(use),
-            "source": "too few held-out residuals: default wide interval",
+def _cov(c) -> dict | None:
+    """A validate.Coverage as the document writes it."""
+    if c is None:
+        return None
+    return {
+        "groups": _r(c.groups, 3),
+        "points": _r(c.points, 3),
+        "n_groups": c.n_groups,
+        "n_points": c.n_points,
+    }
+
+
+def _of_basis(held: list[HeldOut], basis: str) -> list[HeldOut]:
+    return [h for h in held if h.basis == basis]
+
+
+def interval_block(sf: SpeedFit) -> dict:
+    """Per phase and basis: the group-weighted conformal interval (calibration.validate.interval), its
+    residuals and its out-of-sample coverage under each scheme."""
+    out: dict = {}
+    for phase in PHASES:
+        out[phase] = {}
+        for basis, scheme in BASIS_SCHEME.items():
+            res = basis_residuals(sf.held, phase, basis)
+            groups = [FOLDS[scheme](h.point) for h in res]
+            if len(res) < MIN_RESIDUALS or len(set(groups)) < MIN_GROUPS:
+                out[phase][basis] = {
+                    **DEFAULT_INTERVAL,
+                    "n_residuals": len(res),
+                    "n_groups": len(set(groups)),
+                    "scheme": "",
+                    "note": "too few held-out residuals: default wide interval",
+                }
+                continue
+            lo, hi = interval([h.log_ratio for h in res], groups=groups)
+            out[phase][basis] = {
+                "log_lo": _r(lo, 4),
+                "log_hi": _r(hi, 4),
+                "n_residuals": len(res),
+                "n_groups": len(set(groups)),
+                "scheme": scheme,
+                "coverage": {
+                    s: _cov(coverage(_of_basis(sf.phase_held(s, phase), basis), sf.held, FOLDS[s]))
+                    for s in SCHEMES
+                    if s in sf.held
+                },
+            }
+    return out
+
+
+def coverage_block(sf: SpeedFit) -> dict:
+    """Out-of-sample coverage of the nominal 90 % intervals per phase and scheme (all bases together)."""
+    return {
+        phase: {
+            s: _cov(coverage(sf.phase_held(s, phase), sf.held, FOLDS[s])) for s in SCHEMES if s in sf.held
         }
-    lo, hi = interval([h.log_ratio for h in use])
-    return {
-        "log_lo": _r(lo, 4),
-        "log_hi": _r(hi, 4),
-        "coverage": _r(nested_coverage(own, pool), 3),
-        "n_residuals": len(use),
-        "source": "group" if use is own else "pool",
+        for phase in PHASES
     }
+
+
+def cv_block(sf: SpeedFit) -> dict:
+    """Per phase: n, median and p90 APE of each scheme, overall and by basis; and the gate's."""
+    out: dict = {}
+    for phase in PHASES:
+        out[phase] = {}
+        for s in SCHEMES:
+            hs = sf.phase_held(s, phase)
+            if not hs:
+                continue
+            med, p90 = ape_stats([h.ape for h in hs])
+            entry = {"n": len(hs), "median_ape": _r(med, 4), "p90_ape": _r(p90, 4), "by_basis": {}}
+            for basis in BASIS_SCHEME:
+                bh = [h for h in hs if h.basis == basis]
+                if bh:
+                    m, q = ape_stats([h.ape for h in bh])
+                    entry["by_basis"][basis] = {"n": len(bh), "median_ape": _r(m, 4), "p90_ape": _r(q, 4)}
+            out[phase][s] = entry
+        gate = [h for h in sf.gate() if h.point.phase == phase]
+        if gate:
+            med, p90 = ape_stats([h.ape for h in gate])
+            out[phase]["gate"] = {"n": len(gate), "median_ape": _r(med, 4), "p90_ape": _r(p90, 4)}
+    return out
+
+
+def family_cv(sf: SpeedFit) -> list[dict]:
+    """Per (family, engine, backend, phase): points, devices and the error of each scheme."""
+    rows: dict[tuple, dict] = {}
+    for s, hs in sf.held.items():
+        for h in hs:
+            p = h.point
+            k = (p.family, p.engine, p.backend, p.phase)
+            rows.setdefault(k, defaultdict(list))[s].append(h.ape)
+    out = []
+    for k in sorted(rows):
+        pts = [p for p in sf.points if (p.family, p.engine, p.backend, p.phase) == k]
+        entry = {"family": k[0], "engine": k[1], "backend": k[2], "phase": k[3], "n_points": len(pts),
+                 "devices": sorted({p.device for p in pts}), "cv": {}}  # fmt: skip
+        for s, apes in rows[k].items():
+            med, p90 = ape_stats(apes)
+            entry["cv"][s] = {"median_ape": _r(med, 4), "p90_ape": _r(p90, 4)}
+        out.append(entry)
+    return out
 
 
 def coefficients_document(cal: Calibration) -> dict:
-    """The results/coefficients.json document (schema in estimator/physics/coefficients.py)."""
-    groups, pooled = [], []
-    for pf in cal.fits:
-        h = pf.hierarchy
-        gate = pf.gate()
-        by_fam = defaultdict(list)
-        by_pool = defaultdict(list)
-        for g in gate:
-            by_fam[family_key(g.point)].append(g)
-            by_pool[pool_key(g.point)].append(g)
-        for fk, res in sorted(h.families.items()):
-            pk = None
-            lomo = [x for x in pf.lomo if family_key(x.point) == fk]
-            lodo = [x for x in pf.lodo if family_key(x.point) == fk]
-            pk = pool_key(next(p for p in pf.points if family_key(p) == fk))
-            params, stderr = _entry_params(pf, res)
-            groups.append(
-                {
-                    "family": fk[0],
-                    "engine": fk[1],
-                    "backend": fk[2],
-                    "phase": fk[3],
-                    "params": params,
-                    "stderr": stderr,
-                    "n_points": res.n_points,
-                    "devices": list(res.devices),
-                    "models": list(res.models),
-                    "cv": _cv_block(lomo, lodo, len(res.devices), len(res.models)),
-                    "interval": _interval_block(by_fam.get(fk, []), by_pool.get(pk, [])),
-                    "sigma_log": _r(res.sigma_log, 4),
-                    "at_bound": list(res.at_bound),
-                    "prior": res.prior_source,
-                    "variant": pf.variant,
-                    "converged": res.converged,
-                }
-            )
-        for level, fits, keyf in (("pool", h.pools, pool_key), ("global", h.globals_, global_key)):
-            for k, res in sorted(fits.items()):
-                lofo = [x for x in pf.lofo if keyf(x.point) == k]
-                fams = sorted({p.family for p in pf.points if keyf(p) == k})
-                med, p90 = ape_stats([x.ape for x in lofo]) if len(fams) >= 2 else (None, None)
-                params, stderr = _entry_params(pf, res)
-                scope = {"kind": k[2]} if level == "global" else {"kind": k[2], "vendor": k[3]}
-                iv = _interval_block(lofo if len(fams) >= 2 else [], [])
-                pooled.append(
-                    {
-                        "scope": scope,
-                        "engine": k[0],
-                        "phase": k[1],
-                        "params": params,
-                        "stderr": stderr,
-                        "n_points": res.n_points,
-                        "families": fams,
-                        "devices": list(res.devices),
-                        "cv": {"lofo_median_ape": _r(med, 4), "lofo_p90_ape": _r(p90, 4)},
-                        "interval": iv,
-                        "level": level,
-                        "variant": pf.variant,
-                        "note": "leave-one-family-out errors: what a device of an unmeasured family gets",
-                    }
-                )
-    # --- serving phase (calibration.serving) ---------------------------------------------------------
-    serving_cv = None
-    if cal.serving is not None:
-        from calibration import serving
-
-        serving_groups, serving_pooled = serving.document_entries(cal.serving)
-        groups += serving_groups
-        pooled += serving_pooled
-        serving_cv = serving.cv_summary(cal.serving)
-    fitted = {(g["family"], g["engine"], g["backend"], g["phase"]) for g in groups}
-    uncal = _uncalibrated(cal, fitted)
+    """The results/coefficients.json document (schema 2, estimator/physics/coefficients.py)."""
+    sf = cal.speed
+    model = None
+    if sf is not None:
+        extra = {"coverage": coverage_block(sf)} if sf.held else {}
+        model = model_section(sf.state, sf.points, interval_block(sf) if sf.held else {},
+                              cv_block(sf) if sf.held else {})  # fmt: skip
+        model.update(extra)
+        if cal.latency_held:
+            model["e2e"] = latency.summary(cal.latency_held)
+    fitted = {(p.family, p.engine, p.backend, p.phase) for p in cal.points}
     return {
-        "schema_version": 1,
+        "schema_version": 2,
         "fitbench_version": FITBENCH_VERSION,
         "created_utc": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "input_hash": cal.dataset.input_hash,
         "quality_filter": list(cal.dataset.qualities),
         "n_records": len(cal.dataset.records),
         "n_rejected": len(cal.rejected),
-        "groups": groups,
-        "pooled": pooled,
-        "uncalibrated": uncal,
+        "model": model or {"params": []},
+        "families": family_cv(sf) if sf is not None and sf.held else [],
+        "uncalibrated": _uncalibrated(cal, fitted),
         "memory": cal.memory,
         "memory_notes": cal.memory_notes,
-        "serving_cv": serving_cv,
     }
 
 
 def _uncalibrated(cal: Calibration, fitted: set) -> list[dict]:
-    """Families seen in the records (usable or rejected) with no fitted group, per engine/backend/phase."""
+    """Families seen in the records (usable or rejected) with no fitted point, per engine/backend/phase:
+    the estimator predicts them from covariates (basis pooled)."""
     seen: dict[tuple, str] = {}
     for lr in cal.dataset.records:
         r = lr.record
@@ -370,4 +324,4 @@ def _uncalibrated(cal: Calibration, fitted: set) -> list[dict]:
     return out
 
 
-__all__ = ["Calibration", "PhaseFit", "calibrate", "coefficients_document", "fit_speed", "EFF", "RATE"]
+__all__ = ["Calibration", "SpeedFit", "calibrate", "coefficients_document", "fit_speed", "EFF", "RATE"]

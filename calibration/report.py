@@ -3,11 +3,14 @@
 Plots (held-out predictions, gate scheme: leave-one-device-out, single-device families leave-one-model-out):
   pred_vs_meas_<phase>.png   predicted vs measured tokens/s per family (log-log, y = x line)
   residuals_<phase>.png      ln(measured / predicted) vs model weight bytes read (GiB = 2^30 B)
-Tables: per family x phase error (median / p90 APE), fitted parameters with standard errors, rejections.
+Tables: headline errors per cross-validation scheme (LODO / LOMO / LOFO, gate) and by basis, interval
+coverage out of sample, end-to-end latency, per family x phase error, the model's covariate coefficients and
+shrinkage scales, rejections.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -22,28 +25,27 @@ GIB = 2**30
 
 def _held_frame(cal: Calibration) -> pd.DataFrame:
     rows = []
-    for pf in cal.fits:
-        for h in pf.gate():
-            p = h.point
-            # tokens per measured time: the prompt tokens of a prefill, the sequences of a decode step
-            n_tok = p.features.tokens if pf.phase == "prefill" else int(p.extra.get("batch") or 1)
-            rows.append(
-                {
-                    "phase": pf.phase,
-                    "family": p.family,
-                    "engine": p.engine,
-                    "backend": p.backend,
-                    "device": p.device,
-                    "model": p.model,
-                    "measured_tok_s": n_tok / p.measured_s,
-                    "predicted_tok_s": n_tok / h.predicted_s,
-                    "log_ratio": h.log_ratio,
-                    "ape": h.ape,
-                    "scheme": h.scheme,
-                    "level": h.level,
-                    "model_gib": (p.extra.get("model_bytes") or 0) / GIB,
-                }
-            )
+    for h in cal.speed.gate() if cal.speed is not None else []:
+        p = h.point
+        # tokens per measured time: the prompt tokens of a prefill, the sequences of a decode step
+        n_tok = p.features.tokens if p.phase == "prefill" else int(p.extra.get("batch") or 1)
+        rows.append(
+            {
+                "phase": p.phase,
+                "family": p.family,
+                "engine": p.engine,
+                "backend": p.backend,
+                "device": p.device,
+                "model": p.model,
+                "measured_tok_s": n_tok / p.measured_s,
+                "predicted_tok_s": n_tok / h.predicted_s,
+                "log_ratio": h.log_ratio,
+                "ape": h.ape,
+                "scheme": h.scheme,
+                "basis": h.basis,
+                "model_gib": (p.extra.get("model_bytes") or 0) / GIB,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -117,6 +119,98 @@ def ds_quality(cal: Calibration) -> list[tuple[str, int]]:
     return list(cal.dataset.excluded_quality.items())
 
 
+def _scheme_lines(doc: dict) -> list[str]:
+    model = doc.get("model", {})
+    cv, cover = model.get("cv", {}), model.get("coverage", {})
+    if not cv:
+        return []
+    lines = [
+        "## Headline errors per cross-validation scheme",
+        "",
+        "Every fold refits the whole model (covariate coefficients, family and device effects, noise and "
+        "shrinkage scales, the decode bw_eff the prefill memory term borrows).  **LODO** "
+        "leave-one-device-out "
+        "(a device nobody measured, its family known through other devices); **LOMO** leave-one-model-out "
+        "(a model nobody measured on measured devices); **LOFO** leave-one-family-out (a device of a family "
+        "nobody measured: covariates only); **gate** = LODO, or LOMO for a family with a single device.  "
+        "Coverage: share of held-out points inside their nominal 90 % interval, the interval built without "
+        "the point's group (device / family / model); *mean over groups* gives every held-out group one vote "
+        "(what the gate checks: the intervals are for a new device or family), *points* every point one.",
+        "",
+        "| phase | scheme | n | median | p90 | coverage: mean over groups | coverage: points |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for phase, by in cv.items():
+        for scheme in ("lodo", "lomo", "lofo", "gate"):
+            e = by.get(scheme)
+            if e:
+                c = cover.get(phase, {}).get(scheme) or {}
+                lines.append(
+                    f"| {phase} | {scheme} | {e['n']} | {_pct(e['median_ape'])} | {_pct(e['p90_ape'])} "
+                    f"| {_pct(c.get('groups'))} | {_pct(c.get('points'))} |"
+                )
+    lines += ["", "By basis (how far the held-out prediction was from calibrated data):", "",
+              "| phase | scheme | basis | n | median | p90 |", "|---|---|---|---:|---:|---:|"]  # fmt: skip
+    for phase, by in cv.items():
+        for scheme in ("lodo", "lomo", "lofo"):
+            for basis, e in by.get(scheme, {}).get("by_basis", {}).items():
+                lines.append(f"| {phase} | {scheme} | {basis} | {e['n']} | {_pct(e['median_ape'])} | "
+                             f"{_pct(e['p90_ape'])} |")  # fmt: skip
+    iv = model.get("intervals", {})
+    if iv:
+        lines += ["", "## Intervals by basis (split conformal, nominal 90 %)", "",
+                  "| phase | basis | from | n residuals | ln interval | x interval "
+                  "| coverage lodo / lofo / lomo |",
+                  "|---|---|---|---:|---|---|---|"]  # fmt: skip
+        for phase, by in iv.items():
+            for basis, e in by.items():
+                cov = e.get("coverage", {})
+                covs = " / ".join(_pct((cov.get(s) or {}).get("groups")) for s in ("lodo", "lofo", "lomo"))
+                lines.append(
+                    f"| {phase} | {basis} | {e.get('scheme') or 'default'} | {e['n_residuals']} | "
+                    f"[{e['log_lo']:.3f}, {e['log_hi']:.3f}] | x{math.exp(e['log_lo']):.2f} .. "
+                    f"x{math.exp(e['log_hi']):.2f} | {covs} |"
+                )
+    e2e = model.get("e2e", {})
+    if e2e:
+        lines += ["", "## End-to-end latency (predicted by the estimator, never fitted)", "",
+                  "llama-bench -pg (prompt + generate, one sequence) and vLLM offline batches (B requests at "
+                  "once): prefill of B x n_prompt tokens + n_gen decode steps of B sequences.  *full*: the "
+                  "coefficients as shipped (the latency records are not in the fit); the schemes: the fold "
+                  "that "
+                  "holds out the record's device / model / family.", "",
+                  "| scheme | engine | n | median | p90 |", "|---|---|---:|---:|---:|"]  # fmt: skip
+        for scheme, e in e2e.items():
+            lines.append(f"| {scheme} | all | {e['n']} | {_pct(e['median_ape'])} | {_pct(e['p90_ape'])} |")
+            if scheme != "full":
+                continue
+            for eng, x in e["by_engine"].items():
+                cells = f"{x['n']} | {_pct(x['median_ape'])} | {_pct(x['p90_ape'])}"
+                lines.append(f"| {scheme} | {eng} | {cells} |")
+        by_dev = e2e.get("full", {}).get("by_device", [])
+        if by_dev:
+            lines += ["", "Per device (full fit; ln(predicted / measured) < 0: predicted too fast):", "",
+                      "| engine | device | devices | basis | n | median | median ln(pred/meas) |",
+                      "|---|---|---:|---|---:|---:|---:|"]  # fmt: skip
+            for d in by_dev:
+                head = f"| {d['engine']} | {d['device']} | {d['n_devices']} | {d['basis']} | {d['n']} |"
+                lines.append(f"{head} {_pct(d['median_ape'])} | {d['median_log_ratio']:+.2f} |")
+    return lines + [""]
+
+
+def _model_lines(doc: dict) -> list[str]:
+    model = doc.get("model", {})
+    lines = ["## The model: covariate coefficients (eta units) and shrinkage scales", "",
+             "eta = prior offset + sum beta x + family effect + device effect (docs/calibration.md); "
+             f"noise scale sigma: {model.get('sigma')}.", "",
+             "| parameter | tau family | tau device | coefficients |", "|---|---:|---:|---|"]  # fmt: skip
+    for e in model.get("params", []):
+        betas = ", ".join(f"{k}={v:+.3f}" for k, v in e["beta"].items() if v is not None and abs(v) >= 5e-3)
+        tau = e.get("tau", {})
+        lines.append(f"| {e['key']} | {tau.get('family', '-')} | {tau.get('device', '-')} | {betas} |")
+    return lines + [""]
+
+
 def render_markdown(cal: Calibration, doc: dict, df: pd.DataFrame, plots: list[str]) -> str:
     lines = [
         "# Calibration report",
@@ -127,47 +221,41 @@ def render_markdown(cal: Calibration, doc: dict, df: pd.DataFrame, plots: list[s
         *[f"Not fitted: {n} record(s), {why}." for why, n in sorted(cal.dataset.excluded_kind.items())],
         *[f"Quality flag `{q}` not used: {n} record(s)." for q, n in sorted(ds_quality(cal))],
         "",
-        "Errors are absolute percentage errors of tokens/s, held out: each point predicted by coefficients "
-        "fitted without its device (leave-one-device-out); a family with a single device is held out by "
-        "model (leave-one-model-out).  Speeds are estimated by estimator.physics.speed with the coefficients "
-        "below.",
+        "Errors are absolute percentage errors of tokens/s, held out.  Speeds are estimated by "
+        "estimator.physics.speed with the coefficients of results/coefficients.json (schema 2).",
         "",
+        *_scheme_lines(doc),
     ]
     if not df.empty:
         lines += [
-            "## Error per family and phase",
+            "## Error per family and phase (gate scheme)",
             "",
             "| family | engine | backend | phase | n | median | p90 | held out by |",
             "|---|---|---|---|---:|---:|---:|---|",
         ]
         agg = defaultdict(list)
         for r in df.itertuples():
-            agg[(r.family, r.engine, r.backend, r.phase)].append((r.ape, r.scheme))
+            scheme = r.scheme if r.basis != "pooled" else f"{r.scheme} -> pooled"
+            agg[(r.family, r.engine, r.backend, r.phase)].append((r.ape, scheme))
         for k in sorted(agg):
             med, p90 = ape_stats([a for a, _ in agg[k]])
             schemes = ", ".join(sorted({s for _, s in agg[k]}))
             lines.append(f"| {' | '.join(k)} | {len(agg[k])} | {_pct(med)} | {_pct(p90)} | {schemes} |")
-        for phase, d in df.groupby("phase"):
-            med, p90 = ape_stats(d["ape"].tolist())
-            lines.append(f"\nOverall {phase}: n = {len(d)}, median {_pct(med)}, p90 {_pct(p90)}.")
         lines.append("")
-    lines += [
-        "## Fitted parameters (per family; ± standard error from the Jacobian)",
-        "",
-        "| family | engine | backend | phase | n | devices | params | interval (ln) | coverage |",
-        "|---|---|---|---|---:|---:|---|---|---:|",
-    ]
-    for g in doc["groups"]:
-        ps = ", ".join(f"{k}={v:.3g}±{g['stderr'].get(k, float('nan')):.2g}" for k, v in g["params"].items())
-        iv = g["interval"]
-        lines.append(
-            f"| {g['family']} | {g['engine']} | {g['backend']} | {g['phase']} | {g['n_points']} | "
-            f"{len(g['devices'])} | {ps} | [{iv['log_lo']}, {iv['log_hi']}] | {iv.get('coverage')} |"
-        )
-    if cal.serving is not None:  # the serving phase (calibration.serving)
-        from calibration.serving import markdown_section
-
-        lines += markdown_section(cal.serving, doc)
+    fams = doc.get("families", [])
+    if fams:
+        lines += ["## Error per family and phase, every scheme", "",
+                  "| family | engine | backend | phase | n | devices | lodo | lomo | lofo |",
+                  "|---|---|---|---|---:|---:|---|---|---|"]  # fmt: skip
+        for f in fams:
+            cells = [
+                f"{_pct(f['cv'][s]['median_ape'])} / {_pct(f['cv'][s]['p90_ape'])}" if s in f["cv"] else "-"
+                for s in ("lodo", "lomo", "lofo")
+            ]
+            head = f"| {f['family']} | {f['engine']} | {f['backend']} | {f['phase']} | {f['n_points']} |"
+            lines.append(f"{head} {len(f['devices'])} | {' | '.join(cells)} |")
+        lines.append("")
+    lines += _model_lines(doc)
     if doc["uncalibrated"]:
         lines += ["", "## Uncalibrated families", ""]
         lines += [
@@ -179,14 +267,18 @@ def render_markdown(cal: Calibration, doc: dict, df: pd.DataFrame, plots: list[s
     lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     if cal.rejected:
         lines += ["", "## Records left out", ""] + [f"- `{r}`" for r in cal.rejected]
+    if cal.latency_rejected:
+        lines += ["", "## End-to-end latency records not predicted", ""]
+        lines += [f"- `{r}`" for r in cal.latency_rejected]
     return "\n".join(lines) + "\n"
 
 
-def write_report(cal: Calibration, out: str | Path) -> Path:
-    """Write calibration.md and the PNG plots into ``out``; returns the Markdown path."""
+def write_report(cal: Calibration, out: str | Path, doc: dict | None = None) -> Path:
+    """Write calibration.md and the PNG plots into ``out``; returns the Markdown path.  ``doc``: the
+    coefficients document of ``cal`` when the caller has it already."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    doc = coefficients_document(cal)
+    doc = doc or coefficients_document(cal)
     df = _held_frame(cal)
     plots = _plots(df, out) if not df.empty else []
     path = out / "calibration.md"

@@ -138,6 +138,8 @@ class HardwareSpec:
     bf16_tflops / fp8_tflops: dense tensor throughput, 10^12 FLOP/s (None when unknown / unsupported).
     host_bandwidth_gbs: host RAM bandwidth used for CPU / MoE-expert offload (None: a default applies).
     kind: "gpu" | "unified" (Apple / APU: memory shared with the host) | "cpu" | "npu".
+    n_dies: compute dies presented as one device (Apple Ultra, Blackwell, MI300-series: > 1).
+    bandwidth_measured_gbs: achievable memory bandwidth where a measurement is published (None: unknown).
     """
 
     id: str
@@ -156,6 +158,8 @@ class HardwareSpec:
     year: int | None = None
     host_bandwidth_gbs: float | None = None
     memory_type: str | None = None
+    n_dies: int = 1
+    bandwidth_measured_gbs: float | None = None
     status: str = "unverified"  # verified | derived | partial | unverified (from the catalog's notes)
     source: str = ""
     # the most memory the GPU may use when less than usable_fraction x memory_bytes says: Apple's Metal

@@ -169,3 +169,16 @@ def test_fit_memory_recovers_the_compute_buffer_and_the_estimator_reads_it(tmp_p
     prior = estimate_memory(m, q, h, wl, None)
     assert fitted.runtime_bytes != prior.runtime_bytes
     assert fitted.coefficients != "prior"
+
+
+def test_memory_gate_counts_each_measurement_once():
+    """The test rows of one run (pp512, tg128) repeat its memory figures: one sample, not two."""
+    from calibration.memory_fit import MemoryGateRow, distinct_measurements
+
+    key = ("imported", "https://example/run", "rtx-3090", 1, "llama-2-7b", 32, "Q4_0", 4096, "f16", 4 * 10**9)
+    pp = MemoryGateRow("nvidia-ampere", "llama.cpp", "CUDA", "weights+kv", 4.0e9, 4.0e9, "exact", "a:1", key)
+    tg = MemoryGateRow("nvidia-ampere", "llama.cpp", "CUDA", "weights+kv", 4.0e9, 4.0e9, "exact", "a:2", key)
+    other = MemoryGateRow("nvidia-ampere", "llama.cpp", "CUDA", "weights+kv", 4.0e9, 4.1e9, "exact", "a:3",
+                          (*key[:-1], 4_100_000_000))  # fmt: skip
+    total = MemoryGateRow("nvidia-ampere", "llama.cpp", "CUDA", "total", 5.0e9, 5.0e9, "lodo", "a:1", key)
+    assert distinct_measurements([pp, tg, other, total]) == [pp, other, total]

@@ -52,7 +52,7 @@ def test_fit_out_symlink_updates_the_real_file(results, tmp_path_factory):
     link = results / "coefficients.json"
     link.symlink_to(real)
     assert main(["fit", "--results", str(results)]) == 0
-    assert link.is_symlink() and json.loads(real.read_text())["schema_version"] == 1
+    assert link.is_symlink() and json.loads(real.read_text())["schema_version"] == 2
 
 
 @pytest.mark.parametrize("command", ["fit", "check"])

@@ -16,6 +16,11 @@ from estimator.specs import GIB, LAYER_KINDS, SpecError
 
 ROOT = Path(__file__).resolve().parents[1]
 REF = ROOT.parent / "shared" / "reference"
+# the catalog's source: tests that compare against it or rebuild from it skip when it is not beside the repo
+needs_reference = pytest.mark.skipif(
+    not (REF / "models.json").is_file() or not (REF / "hardware.csv").is_file(),
+    reason=f"{REF} is absent (../shared/reference, the catalog's source, is not beside the repository)",
+)
 
 
 @pytest.mark.parametrize("mid", catalog.model_ids())
@@ -48,6 +53,7 @@ def test_kv_per_token_matches_reference(mid):
         assert per["sliding"] + per["chunked"] == (ref["kv_bytes_per_token_bf16_windowed_layers"] or 0)
 
 
+@needs_reference
 def test_catalog_covers_reference_and_keeps_provenance():
     ref = json.loads((REF / "models.json").read_text()) + json.loads((REF / "models_extra.json").read_text())
     added = json.loads((ROOT / "tools" / "catalog" / "models_added.json").read_text())["models"]
@@ -149,6 +155,7 @@ def test_custom_hardware():
         resolve_hardware("custom", bandwidth_gbs=900)
 
 
+@needs_reference
 def test_build_catalog_is_reproducible(tmp_path):
     subprocess.run(
         [

@@ -231,3 +231,95 @@ def test_bad_json_and_missing_file(tmp_path):
         load_coefficients(tmp_path / "absent.json")
     with pytest.raises(CoefficientsError, match="top level"):
         parse_coefficients([1, 2])
+
+
+# ------------------------------------------------------------------------------------------- schema 2
+def _model_doc() -> dict:
+    """A schema-2 document: bw_eff regressed on the memory technology, one family and one device effect."""
+    return {
+        "schema_version": 2,
+        "input_hash": "sha256:abc",
+        "model": {
+            "params": [
+                {"key": "decode.bw_eff", "beta": {"1": 0.5, "mem=hbm": -0.4}, "family": {"nvidia-ada": 0.2},
+                 "device": {"test-dev": 0.3}, "tau": {"family": 0.2, "device": 0.1}},
+                {"key": "decode.t_fixed_s", "beta": {"1": 0.0}},
+                {"key": "prefill.flops_eff", "beta": {"1": 0.0}},
+            ],
+            "families": {"nvidia-ada": {"decode": 40, "prefill": 0}},
+            "devices": {"test-dev": {"family": "nvidia-ada", "decode": 12, "prefill": 0}},
+            "intervals": {
+                "decode": {
+                    "device": {"log_lo": -0.1, "log_hi": 0.1, "n_residuals": 50, "scheme": "lomo",
+                               "coverage": {"lomo": {"groups": 0.9}}},
+                    "family": {"log_lo": -0.2, "log_hi": 0.2, "n_residuals": 50, "scheme": "lodo"},
+                    "pooled": {"log_lo": -0.5, "log_hi": 0.4, "n_residuals": 50, "scheme": "lofo"},
+                },
+            },
+        },
+        "memory": {},
+    }  # fmt: skip
+
+
+def _eta_value(p, eta: float) -> float:
+    from estimator.physics.coefficients import from_eta
+
+    return from_eta(p, eta)
+
+
+def test_schema2_lookup_adds_covariates_and_effects_and_names_the_basis(tmp_path):
+    from estimator.physics.coefficients import param, prior_eta
+
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(_model_doc()))
+    table = load_coefficients(path)
+    bw = param("decode", "bw_eff")
+    base = prior_eta(bw, "gpu") + 0.5
+    measured = table.lookup(_hw(memory_type="GDDR6X"), "llama.cpp", "decode")
+    assert measured.basis == "device" and measured.calibrated and measured.n_points == 12
+    assert measured.params["bw_eff"] == pytest.approx(_eta_value(bw, base + 0.2 + 0.3))
+    assert (measured.log_lo, measured.log_hi) == (-0.1, 0.1) and measured.coverage == 0.9
+    assert measured.interval_note.startswith("device (device measured)")
+    assert "leave-one-model-out" in measured.interval_note
+    sibling = table.lookup(_hw(id="other", memory_type="GDDR6X"), "llama.cpp", "decode")
+    assert sibling.basis == "family" and sibling.params["bw_eff"] == pytest.approx(_eta_value(bw, base + 0.2))
+    hbm = table.lookup(_hw(id="x", family="nvidia-hopper", memory_type="HBM3"), "llama.cpp", "decode")
+    assert hbm.basis == "pooled" and not hbm.calibrated and hbm.source == "pooled"
+    assert hbm.params["bw_eff"] == pytest.approx(_eta_value(bw, base - 0.4))  # inherits the HBM covariate
+    assert (hbm.log_lo, hbm.log_hi) == (-0.5, 0.4)
+    # parameters the model does not carry come from the prior; a phase without intervals gets the default
+    pre = table.lookup(_hw(), "llama.cpp", "prefill")
+    assert pre.basis == "pooled" and "attn_eff" in pre.params and (pre.log_lo, pre.log_hi) == (-0.7, 0.5)
+
+
+def test_schema2_speed_report_says_the_interval_basis(tmp_path):
+    from estimator.catalog.resolve import resolve_model
+    from estimator.physics.quant import get_quant
+    from estimator.physics.speed import estimate_speed
+    from estimator.specs import Workload
+
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(_model_doc()))
+    s = estimate_speed(resolve_model("llama-3.1-8b"), get_quant("Q4_K_M"), _hw(), Workload(),
+                       load_coefficients(path))  # fmt: skip
+    assert s.decode.basis == "device" and "basis device" in s.decode.coefficients
+    head = "decode interval basis: device (device measured); 90 % interval"
+    assert any(n.startswith(head) for n in s.notes)
+    assert any(n.startswith("prefill interval basis") for n in s.notes)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.pop("model"), "missing key 'model'"),
+        (lambda d: d["model"]["params"][0].update(key="decode.bogus"), "unknown parameter"),
+        (lambda d: d["model"]["params"][0]["beta"].update(x=float("nan")), "finite number"),
+        (lambda d: d["model"]["intervals"]["decode"]["device"].update(log_lo=0.5), "log_lo <= log_hi"),
+        (lambda d: d.update(schema_version=3), "reads 1, 2"),
+    ],
+)
+def test_schema2_validation_errors(tmp_path, mutate, message):
+    doc = _model_doc()
+    mutate(doc)
+    with pytest.raises(CoefficientsError, match=message):
+        parse_coefficients(doc, "c.json")

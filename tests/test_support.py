@@ -243,8 +243,12 @@ def test_a_native_configuration_gives_the_formulas_numbers():
 def test_a_family_calibrated_on_another_backend_is_used_uncalibrated():
     h = get_hardware("rtx-4090")
     cuda = TABLE.lookup(h, "llama.cpp", "decode", "CUDA")
-    sycl = TABLE.lookup(h, "llama.cpp", "decode", "SYCL")  # nvidia-ada has CUDA and Vulkan groups only
-    assert cuda.calibrated and not sycl.calibrated and "uncalibrated for SYCL" in sycl.label
+    sycl = TABLE.lookup(h, "llama.cpp", "decode", "SYCL")  # nvidia-ada is measured on CUDA and Vulkan only
+    assert cuda.calibrated and not sycl.calibrated
+    assert "uncalibrated for nvidia-ada on llama.cpp SYCL" in sycl.label
+    assert sycl.basis == "pooled" and cuda.basis == "device"
+    vllm = TABLE.lookup(h, "vllm", "decode")  # no vLLM run on any Ada device: not "rtx-4090 measured"
+    assert not vllm.calibrated and "on vllm CUDA" in vllm.label
 
 
 def test_quant_matrix_never_picks_what_cannot_run():

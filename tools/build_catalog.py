@@ -33,7 +33,11 @@ Additions kept in this repository (tools/catalog/, each row or entry with its so
 * ``hardware_added.csv``: devices the reference lacks (same 16 columns as hardware.csv, ``source`` and
   ``verified_notes`` per row);
 * ``hardware_aliases.csv``: names under which published data names a catalog device (aiconfigurator system
-  ids, published hardware_name strings), stored on the device as ``aliases`` [{alias, used_by, note}].
+  ids, published hardware_name strings), stored on the device as ``aliases`` [{alias, used_by, note}];
+* ``hardware_covariates.csv``: device facts the speed model uses as covariates that the reference's columns
+  lack, each row with its source: ``n_dies`` (compute dies presented as one device: Apple Ultra, Blackwell,
+  MI300-series) and ``bandwidth_measured_gbs`` (achievable bandwidth where a measurement is published);
+  stored on the device as ``n_dies`` (default 1), ``bandwidth_measured_gbs`` and ``covariate_source``.
 """
 
 from __future__ import annotations
@@ -509,7 +513,25 @@ def build_hardware(ref: Path) -> list[dict]:
                     }
                 )
     attach_hardware_aliases(out)
+    attach_hardware_covariates(out)
     return out
+
+
+def attach_hardware_covariates(devices: list[dict]) -> None:
+    """tools/catalog/hardware_covariates.csv -> n_dies, bandwidth_measured_gbs, covariate_source."""
+    by_id = {d["id"]: d for d in devices}
+    for d in devices:
+        d.update(n_dies=1, bandwidth_measured_gbs=None, covariate_source=None)
+    with open(ADDED / "hardware_covariates.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            dev = by_id.get(row["hardware_id"])
+            if dev is None:
+                raise SystemExit(f"hardware covariates: no device {row['hardware_id']!r}")
+            if not row["source"].strip():
+                raise SystemExit(f"hardware covariates of {row['hardware_id']!r}: no source")
+            dev["n_dies"] = int(row["n_dies"] or 1)
+            dev["bandwidth_measured_gbs"] = _num(row["bandwidth_measured_gbs"])
+            dev["covariate_source"] = f"{row['source']} ({row['note']})"
 
 
 def attach_hardware_aliases(devices: list[dict]) -> None:

@@ -224,6 +224,8 @@ def get_hardware(hw_id: str) -> HardwareSpec:
         year=d.get("year"),
         host_bandwidth_gbs=d.get("host_bandwidth_gbs"),
         memory_type=d.get("memory_type"),
+        n_dies=int(d.get("n_dies") or 1),
+        bandwidth_measured_gbs=d.get("bandwidth_measured_gbs"),
         status=d.get("status") or "unverified",
         source=d.get("source") or "",
         gpu_working_set_bytes=apple_working_set_bytes(mem_bytes) if apple else None,

@@ -22,7 +22,30 @@ that group is used as an uncalibrated set (``source`` "other-backend", widened l
 card runs at a different speed under Vulkan / SYCL than under CUDA / ROCm.  Missing optional params of a
 calibrated set are filled from the prior.
 
-File format (schema_version 1, JSON)::
+File format, schema_version 2 (JSON; written by calibration since the transfer model)::
+
+    {"schema_version": 2, "fitbench_version", "created_utc", "input_hash", "quality_filter", ...,
+     "model": {
+        "params": [{"key": "decode.bw_eff", "beta": {"1": b0, "<covariate>": b, ...},
+                    "family": {"<family>": a, ...}, "device": {"<device>": v, ...},
+                    "tau": {"family": t, "device": t}}],
+        "sigma": {"decode": s, "prefill": s},
+        "families": {"<family>": {"decode": n, "prefill": n, "devices": [...], "engines": [...]}},
+        "devices": {"<device>": {"family": f, "decode": n, "prefill": n}},
+        "intervals": {"decode": {"device" | "family" | "pooled": {"log_lo", "log_hi", "n_residuals",
+                                  "scheme", "coverage": {"lodo", "lofo", "lomo"}}}, "prefill": {...}},
+        "cv": {...}},
+     "uncalibrated": [...], "memory": {...}}
+
+A parameter's value for a device is ``from_eta(offset + sum beta_c x_c + a[family] + v[device])``
+(estimator.physics.covariates gives x; the offset is the shipped prior of the device kind; a family or
+device the fit never saw has a = 0 / v = 0).  Its *basis* says how far the prediction is from calibrated
+data: ``device`` (this device measured in this phase), ``family`` (other devices of its family measured) or
+``pooled`` (nothing of its family: covariates only); the interval is the one calibrated for that basis from
+held-out residuals (conformal: leave-one-model-out for ``device``, leave-one-device-out for ``family``,
+leave-one-family-out for ``pooled``).
+
+Schema 1 (still read, e.g. tests/golden/coefficients.json)::
 
     {"schema_version": 1, "fitbench_version": "0.1.0", "created_utc": "...", "input_hash": "sha256:...",
      "groups": [{"family", "engine", "backend", "phase", "params", "stderr", "n_points", "devices", "models",
@@ -41,14 +64,17 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from estimator.specs import HardwareSpec, SpecError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+BASES = ("device", "family", "pooled")
 PHASES = ("decode", "prefill", "serving")
+MODEL_PHASES = ("decode", "prefill")  # the schema-2 speed model; serving sets are groups / pooled entries
 ENV_VAR = "FITBENCH_COEFFICIENTS"
 PRIOR_PATH = Path(__file__).resolve().parent.parent / "data" / "prior_coefficients.json"
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "results" / "coefficients.json"
@@ -66,10 +92,13 @@ class Param:
 
     kind: EFF | RATE | TIME (bounds and prior scale, see calibration.fit); ``default``: the value applied when
     a coefficient set does not carry it and the start / prior mean of a fit; ``lower`` / ``upper``: the fit's
-    bounds.  ``required``: every set of the phase carries it.  ``fit``: which prefill fits estimate it —
-    ``"all"`` (decode, and both prefill variants), ``"peak"`` (devices with datasheet TFLOPS only),
-    ``"absolute"`` (devices without: CPUs, where the effective TFLOPS are fitted instead), or ``""`` (never
-    fitted: a documented assumption or borrowed from the other phase).
+    bounds.  ``required``: every set of the phase carries it.  ``fit``: which devices inform it — ``"all"``,
+    ``"peak"`` (devices with datasheet TFLOPS only), ``"absolute"`` (devices without: CPUs, whose effective
+    TFLOPS are fitted instead, flops_eff 1), or ``""`` (never fitted: a documented assumption or borrowed from
+    the other phase).
+    ``covariates``: the covariate groups (estimator.physics.covariates) the parameter is regressed on across
+    devices; ``effects``: its random effects (``"family"``, ``"device"``) — the schema-2 model
+    (``to_eta`` / ``from_eta`` give the transformed space the regression lives in).
     """
 
     name: str
@@ -81,14 +110,26 @@ class Param:
     required: bool = False
     fit: str = ""
     doc: str = ""
-    absolute_default: float | None = None  # start / prior mean in the absolute-rate prefill fit, if different
+    covariates: tuple[str, ...] = ()
+    effects: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """``phase.name``: t_layer_s exists in both phases."""
+        return f"{self.phase}.{self.name}"
 
 
+_LEVEL = ("engine", "backend", "vendor", "kind", "year")  # covariate groups of every fitted parameter's level
+_OVERHEAD = ("engine", "backend", "kind")
+_FD = ("family", "device")
 PARAMS: tuple[Param, ...] = (
     # decode (estimator.physics.speed: t_step = t_fixed_s + t_layer_s L + moe_route_s L_moe + max(...) + comm)
-    Param("bw_eff", "decode", EFF, 0.7, 1e-3, 1.0, True, "all", "fraction of datasheet bandwidth reached"),
-    Param("t_layer_s", "decode", TIME, 1e-5, 0.0, 1e-2, True, "all", "per-layer overhead of one step, s"),
-    Param("t_fixed_s", "decode", TIME, 3e-4, 0.0, 1.0, True, "all", "fixed overhead of one step, s"),
+    Param("bw_eff", "decode", EFF, 0.7, 1e-3, 1.0, True, "all", "fraction of datasheet bandwidth reached",
+          covariates=(*_LEVEL, "mem", "ln_bw", "multi_die", "bw_measured"), effects=_FD),
+    Param("t_layer_s", "decode", TIME, 1e-5, 0.0, 1e-2, True, "all", "per-layer overhead of one step, s",
+          covariates=_OVERHEAD, effects=_FD),
+    Param("t_fixed_s", "decode", TIME, 3e-4, 0.0, 1.0, True, "all", "fixed overhead of one step, s",
+          covariates=(*_OVERHEAD, "ln_bw"), effects=_FD),
     Param("moe_route_s", "decode", TIME, 0.0, 0.0, 1e-2,
           doc="per MoE layer and step (router, expert gather), s"),
     Param("host_bw_eff", "decode", EFF, 0.6, 1e-3, 1.0,
@@ -99,29 +140,50 @@ PARAMS: tuple[Param, ...] = (
           doc="one device<->host switch of a fallback path, s (assumption, estimator.physics.fallback)"),
     Param("flops_eff", "decode", EFF, 1.0, 1e-3, 1.0, doc="compute roof of batched decode (from prefill)"),
     Param("flops_abs_tflops", "decode", RATE, 0.5, 1e-4, 1e4, doc="effective TFLOPS (from prefill, CPUs)"),
+    # decode kernel classes (estimator.physics.counts.decode_kernel_class): the weight bytes of a class are
+    # read at bw_eff x bw_rel_<class> (k-quants = 1, the reference); per backend, shrunk to 1
+    Param("bw_rel_f16", "decode", RATE, 1.0, 0.2, 5.0, fit="all",
+          doc="decode bandwidth ratio of F16/BF16/F32", covariates=("backend",), effects=("family",)),
+    Param("bw_rel_q4_0", "decode", RATE, 1.0, 0.2, 5.0, fit="all",
+          doc="decode bandwidth ratio of q4_0/q4_1/q5_0/q5_1", covariates=("backend",), effects=("family",)),
+    Param("bw_rel_q8_0", "decode", RATE, 1.0, 0.2, 5.0, fit="all", doc="decode bandwidth ratio of q8_0",
+          covariates=("backend",), effects=("family",)),
+    Param("bw_rel_mxfp4", "decode", RATE, 1.0, 0.2, 5.0, fit="all", doc="decode bandwidth ratio of mxfp4",
+          covariates=("backend",), effects=("family",)),
+    Param("bw_rel_iquant", "decode", RATE, 1.0, 0.2, 5.0, fit="all", doc="decode bandwidth ratio of i-quants",
+          covariates=("backend",), effects=("family",)),
     # prefill
-    Param("flops_eff", "prefill", EFF, 0.5, 1e-3, 1.0, True, "peak", "fraction of datasheet GEMM TFLOPS"),
+    # memory technology, FLOP per byte and die count as prefill covariates made held-out prefill worse
+    # (leave-one-device-out median 14.3 % without them, 19.0 % with them: confounded with vendor / kind)
+    Param("flops_eff", "prefill", EFF, 0.5, 1e-3, 1.0, True, "peak", "fraction of datasheet GEMM TFLOPS",
+          covariates=_LEVEL, effects=_FD),
     Param("attn_eff", "prefill", EFF, 0.3, 1e-3, 1.0, True, "all", "fraction of peak reached by attention",
-          absolute_default=0.5),
-    Param("t_layer_s", "prefill", TIME, 5e-5, 0.0, 1e-1, True, "all", "per layer and ubatch pass, s"),
+          covariates=_LEVEL, effects=_FD),
+    Param("t_layer_s", "prefill", TIME, 5e-5, 0.0, 1e-1, True, "all", "per layer and ubatch pass, s",
+          covariates=_OVERHEAD, effects=_FD),
     Param("flops_abs_tflops", "prefill", RATE, 0.5, 1e-4, 1e4, fit="absolute",
-          doc="effective 10^12 FLOP/s when the datasheet TFLOPS are unknown (CPUs)"),
+          doc="effective 10^12 FLOP/s when the datasheet TFLOPS are unknown (CPUs)",
+          covariates=("ln_bw",), effects=_FD),
     Param("bw_eff", "prefill", EFF, 1.0, 1e-3, 1.0, doc="memory term (from decode when absent)"),
     Param("host_bw_eff", "prefill", EFF, 0.6, 1e-3, 1.0, doc="as decode"),
     Param("t_allreduce_s", "prefill", TIME, 2e-5, 0.0, 1e-2, doc="as decode"),
     Param("flops_rel_f16", "prefill", RATE, 1.0, 0.1, 10.0, fit="all",
-          doc="GEMM efficiency of F16/BF16/F32 weights relative to k-quants"),
+          doc="GEMM efficiency of F16/BF16/F32 weights relative to k-quants",
+          covariates=("backend",), effects=("family",)),
     Param("flops_rel_legacy", "prefill", RATE, 1.0, 0.1, 10.0, fit="all",
-          doc="relative GEMM efficiency of legacy 32-element-block types (q4_0 .. q8_0, mxfp4)"),
+          doc="relative GEMM efficiency of legacy 32-element-block types (q4_0 .. q8_0, mxfp4)",
+          covariates=("backend",), effects=("family",)),
     Param("flops_rel_iquant", "prefill", RATE, 1.0, 0.1, 10.0, fit="all",
-          doc="relative GEMM efficiency of i-quants"),
+          doc="relative GEMM efficiency of i-quants", covariates=("backend",), effects=("family",)),
     # <= 1: a routed expert's GEMM gets ~u x k / E of the u rows a dense GEMM gets, so it cannot run more
     # efficiently than the dense ones
     Param("flops_rel_moe", "prefill", RATE, 0.999, 0.05, 1.0, fit="all",
-          doc="efficiency of routed-expert GEMMs relative to dense ones"),
+          doc="efficiency of routed-expert GEMMs relative to dense ones",
+          covariates=("backend",), effects=("family",)),
     # additive (linear prior around 0 = no effect), bounded at 1e6 elements (far beyond any model width)
     Param("gemm_k_half", "prefill", TIME, 0.0, 0.0, 1e6, fit="all",
-          doc="GEMM width term: a GEMM of inner dimension K runs at eff x K / (K + gemm_k_half), elements"),
+          doc="GEMM width term: a GEMM of inner dimension K runs at eff x K / (K + gemm_k_half), elements",
+          covariates=("backend", "kind"), effects=("family",)),
     # serving at concurrency (estimator.physics.serving: one scheduler step mixes decode tokens and prompt
     # chunks; a request queues behind other prompts).  Absent optional ones come from the family's decode /
     # prefill sets (serving_params); the fit estimates them all.
@@ -153,6 +215,60 @@ PARAMS: tuple[Param, ...] = (
     Param("moe_route_s", "serving", TIME, 0.0, 0.0, 1e-2, doc="as decode"),
 )  # fmt: skip
 
+# Transformed space of the schema-2 model (calibration.hierarchy fits eta, the estimator turns it back):
+#   EFF and RATE parameters with an upper bound of 1: soft-capped log, theta = (e^(-k eta) + upper^-k)^(-1/k)
+#       (log-linear far below the cap, saturating at it; k = SOFTCAP_K);
+#   other RATE: log, theta = e^eta clipped to [lower, upper];
+#   TIME: log with a floor, theta = e^eta (an additive term cannot be exactly 0, only negligible).
+SOFTCAP_K = 4.0
+# smallest theta a log-transformed TIME parameter's prior is centred on (its default may be 0)
+TIME_PRIOR_FLOOR = {"gemm_k_half": 409.6}
+
+
+def _np(x):
+    """numpy when ``x`` is an array (calibration), else None: the report path never imports numpy."""
+    if hasattr(x, "shape"):
+        import numpy as np
+
+        return np
+    return None
+
+
+def _exp(x):
+    np = _np(x)
+    return np.exp(x) if np else math.exp(x)
+
+
+def _clip(x, lo, hi):
+    np = _np(x)
+    return np.clip(x, lo, hi) if np else min(max(x, lo), hi)
+
+
+def softcapped(p: Param) -> bool:
+    """True when the parameter's transform saturates at its upper bound (efficiencies, flops_rel_moe)."""
+    return p.kind in (EFF, RATE) and p.upper <= 1.0
+
+
+def from_eta(p: Param, eta):
+    """Parameter value of a transformed value (numbers or numpy arrays); see the transform table above."""
+    if softcapped(p):
+        k = SOFTCAP_K
+        return _clip((_exp(-k * eta) + p.upper ** (-k)) ** (-1.0 / k), p.lower, p.upper)
+    if p.kind == RATE:
+        return _clip(_exp(eta), p.lower, p.upper)
+    return _clip(_exp(eta), 0.0, p.upper)
+
+
+def to_eta(p: Param, value: float) -> float:
+    """The transformed value of a parameter value (inverse of ``from_eta``; values at or beyond the cap are
+    taken at 0.98 of it, a zero time at 1e-12)."""
+    if softcapped(p):
+        v = min(max(value, p.lower), 0.98 * p.upper)
+        return -math.log(v ** (-SOFTCAP_K) - p.upper ** (-SOFTCAP_K)) / SOFTCAP_K
+    if p.kind == RATE:
+        return math.log(min(max(value, p.lower), p.upper))
+    return math.log(max(value, 1e-12))
+
 
 def phase_params(phase: str) -> tuple[Param, ...]:
     """The parameters of one phase, in table order."""
@@ -165,17 +281,6 @@ def param(phase: str, name: str) -> Param:
         if p.phase == phase and p.name == name:
             return p
     raise KeyError(f"{phase}.{name}")
-
-
-def fitted_params(phase: str, absolute: bool = False) -> tuple[Param, ...]:
-    """What a fit of ``phase`` estimates: decode -> every ``fit="all"`` parameter; prefill -> ``"all"`` plus
-    ``"peak"`` (devices with datasheet TFLOPS) or ``"absolute"`` (devices without, ``absolute=True``).
-    The absolute-rate parameter comes first in place of flops_eff."""
-    which = ("all", "absolute" if absolute else "peak")
-    chosen = [p for p in phase_params(phase) if p.fit in which]
-    if absolute:
-        chosen = [p if p.absolute_default is None else replace(p, default=p.absolute_default) for p in chosen]
-    return tuple(sorted(chosen, key=lambda p: p.fit != which[1]))
 
 
 REQUIRED_PARAMS = {ph: tuple(p.name for p in phase_params(ph) if p.required) for ph in PHASES}
@@ -211,6 +316,8 @@ class CoefficientSet:
     source: str = "prior"
     # serving sets: one interval of ln(measured / predicted) per metric ("ttft", "tpot", "e2e")
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    basis: str = ""  # schema 2: device | family | pooled (how far from calibrated data); "" for schema 1
+    interval_note: str = ""  # schema 2: where the interval comes from, one line
 
     def interval(self, value: float) -> tuple[float, float]:
         """(lo, hi) of a positive point estimate: value x exp(log_lo), value x exp(log_hi)."""
@@ -234,6 +341,7 @@ class CoefficientTable:
     path: str | None = None
     input_hash: str | None = None
     created_utc: str | None = None
+    model: dict | None = None  # schema 2: the covariate / random-effect model (module doc)
 
     @property
     def calibrated(self) -> bool:
@@ -250,6 +358,8 @@ class CoefficientTable:
         if prior is None:  # the shipped prior always has a global "*" entry; guard anyway
             raise CoefficientsError(f"the coefficient prior has no entry for phase {phase!r}")
         prior_params = dict(prior["params"])
+        if self.model is not None and phase in MODEL_PHASES:  # serving sets stay per group (below)
+            return model_set(self.model, prior_params, hardware, engine, phase, backend)
         exact = [
             g
             for g in self.groups
@@ -356,6 +466,169 @@ def _make_set(
     )
 
 
+def prior_eta(p: Param, kind: str, prior_entries=None) -> float:
+    """The transformed value of the shipped prior for a parameter on a device kind: the schema-2 model's
+    offset (the global prior entry of the kind, else the ``*`` entry, else ``Param.default``)."""
+    entries = prior_entries if prior_entries is not None else _prior_entries()
+    cands = [e for e in entries if e["phase"] == p.phase and "vendor" not in e.get("scope", {})
+             and e.get("scope", {}).get("kind") in (kind, None)]  # fmt: skip
+    cands.sort(key=lambda e: e.get("scope", {}).get("kind") is None)
+    value = cands[0]["params"].get(p.name, p.default) if cands else p.default
+    return to_eta(p, max(float(value), TIME_PRIOR_FLOOR.get(p.name, 0.0)))
+
+
+_PRIOR_CACHE: list = []
+
+
+def _prior_entries() -> list:
+    if not _PRIOR_CACHE:
+        _PRIOR_CACHE.append(load_prior()["pooled"])
+    return _PRIOR_CACHE[0]
+
+
+def device_key(hardware: HardwareSpec) -> str:
+    """The device name the schema-2 model's device effects use (the catalog id)."""
+    return hardware.id
+
+
+def model_params(model: dict, hardware: HardwareSpec, engine: str, phase: str, backend: str | None):
+    """{name: value} of the fitted parameters of ``phase`` for one device under the schema-2 model."""
+    from estimator.physics import covariates as cov
+
+    dev, fam, kind = device_key(hardware), hardware.family, hardware.kind or "gpu"
+    out = {}
+    for entry in model["params"]:
+        p = param(*entry["key"].split(".", 1))
+        if p.phase != phase:
+            continue
+        beta = entry.get("beta", {})
+        eta = prior_eta(p, kind) + beta.get("1", 0.0)
+        for c, x in cov.covariates(hardware, engine, backend, p.covariates).items():
+            eta += beta.get(c, 0.0) * x
+        eta += entry.get("family", {}).get(fam, 0.0) + entry.get("device", {}).get(dev, 0.0)
+        out[p.name] = float(from_eta(p, eta))
+    return out
+
+
+def unit_name(engine: str, backend: str | None) -> str:
+    """'engine/backend' as the model section counts its points (backend spelt one way: 'HIP' -> 'ROCm')."""
+    from estimator.physics.covariates import normalise_backend
+
+    return f"{engine}/{normalise_backend(backend)}"
+
+
+def model_basis(
+    model: dict, hardware: HardwareSpec, phase: str, engine: str = "", backend: str | None = None
+) -> tuple[str, int]:
+    """(basis, points behind it): the device measured in this phase with this engine and backend, else its
+    family measured so, else pooled.  The backend defaults to the engine profile's for the device.  A model
+    section without per-unit counts (``units``, older files) counts any engine and backend."""
+    from estimator.physics.covariates import default_backend
+
+    unit = unit_name(engine, backend or default_backend(hardware, engine)) if engine else ""
+
+    def n_of(entry: dict) -> int:
+        if not unit or "units" not in entry:
+            return int(entry.get(phase, 0))
+        return int(entry["units"].get(unit, {}).get(phase, 0))
+
+    dev = model.get("devices", {}).get(device_key(hardware), {})
+    if dev.get("family") == hardware.family and n_of(dev):
+        return "device", n_of(dev)
+    fam = model.get("families", {}).get(hardware.family, {})
+    if n_of(fam):
+        return "family", n_of(fam)
+    return "pooled", int(sum(f.get(phase, 0) for f in model.get("families", {}).values()))
+
+
+_BASIS_SCHEME = {"device": "lomo", "family": "lodo", "pooled": "lofo"}  # what calibrates each interval
+_BASIS_TEXT = {
+    "device": "device measured",
+    "family": "family calibrated, device not measured",
+    "pooled": "family not measured: covariates of similar devices",
+}
+_SCHEME_TEXT = {"lomo": "leave-one-model-out", "lodo": "leave-one-device-out", "lofo": "leave-one-family-out"}
+
+
+def model_set(
+    model: dict, prior_params: dict, hardware: HardwareSpec, engine: str, phase: str, backend: str | None
+) -> CoefficientSet:
+    """The CoefficientSet of one phase on one device under the schema-2 model (module doc)."""
+    from estimator.physics.speed import datasheet_tflops  # speed imports this module
+
+    params = {**prior_params, **model_params(model, hardware, engine, phase, backend)}
+    if phase == "prefill" and datasheet_tflops(hardware, False, engine) is None:
+        params["flops_eff"] = 1.0  # no datasheet peak: the fitted absolute rate is the effective one
+    basis, n = model_basis(model, hardware, phase, engine, backend)
+    from estimator.physics.covariates import default_backend
+
+    unit_text = f"{engine} {backend or default_backend(hardware, engine)}".strip()
+    iv = model.get("intervals", {}).get(phase, {}).get(basis, {})
+    lo, hi = float(iv.get("log_lo", -0.7)), float(iv.get("log_hi", 0.5))
+    scheme = iv.get("scheme", "")
+    note = f"{basis} ({_BASIS_TEXT[basis]}); 90 % interval " + (
+        f"from {_SCHEME_TEXT.get(scheme, scheme)} held-out residuals "
+        f"(conformal, {iv.get('n_residuals')} residuals)"
+        if scheme
+        else "of default width (too few held-out residuals)"
+    )
+    where = {
+        "device": f"{hardware.id} measured, {hardware.family}/{engine}",
+        "family": f"family {hardware.family}/{engine}",
+        "pooled": f"pooled over calibrated families (uncalibrated for {hardware.family} on {unit_text})",
+    }[basis]
+    label = f"{'calibrated' if basis != 'pooled' else 'covariates'}: {where} ({n} runs); basis {basis}"
+    return CoefficientSet(
+        family=hardware.family,
+        engine=engine,
+        backend=backend or "",
+        phase=phase,
+        params=params,
+        n_points=n,
+        cv=dict(model.get("cv", {}).get(phase, {}).get(basis, {})),
+        log_lo=min(lo, 0.0),
+        log_hi=max(hi, 0.0),
+        coverage=((iv.get("coverage") or {}).get(_BASIS_SCHEME[basis]) or {}).get("groups"),
+        calibrated=basis != "pooled",
+        label=label,
+        source="calibrated" if basis != "pooled" else "pooled",
+        basis=basis,
+        interval_note=note,
+    )
+
+
+def _validate_model(model: Any, where: str) -> None:
+    """Raise CoefficientsError naming the first problem of a schema-2 ``model`` section."""
+    if not isinstance(model, dict):
+        raise CoefficientsError(f"{where}: 'model' must be an object")
+    entries = model.get("params")
+    if not isinstance(entries, list) or not entries:
+        raise CoefficientsError(f"{where}: model.params must be a non-empty list")
+    for i, e in enumerate(entries):
+        at = f"{where}: model.params[{i}]"
+        if not isinstance(e, dict) or "key" not in e:
+            raise CoefficientsError(f"{at}: missing key 'key'")
+        try:
+            param(*str(e["key"]).split(".", 1))
+        except (KeyError, TypeError):
+            raise CoefficientsError(f"{at}: unknown parameter {e['key']!r}") from None
+        for part in ("beta", "family", "device"):
+            vals = e.get(part, {})
+            if not isinstance(vals, dict):
+                raise CoefficientsError(f"{at}: {part!r} must be an object")
+            for k, v in vals.items():
+                if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v):
+                    raise CoefficientsError(f"{at}: {part}[{k!r}] must be a finite number, got {v!r}")
+    for phase, by_basis in (model.get("intervals") or {}).items():
+        for basis, iv in by_basis.items():
+            lo, hi = iv.get("log_lo"), iv.get("log_hi")
+            if not (isinstance(lo, int | float) and isinstance(hi, int | float) and lo <= hi):
+                raise CoefficientsError(
+                    f"{where}: model.intervals.{phase}.{basis} needs numbers log_lo <= log_hi, "
+                    f"got {lo!r}, {hi!r}"
+                )
+
+
 def _validate_entry(entry: Any, where: str, need_family: bool) -> None:
     """Raise CoefficientsError naming the first missing key or impossible value of one group/pooled entry."""
     if not isinstance(entry, dict):
@@ -400,11 +673,17 @@ def parse_coefficients(data: Any, where: str = "<coefficients>") -> dict:
         raise CoefficientsError(f"{where}: expected a JSON object at the top level")
     if "schema_version" not in data:
         raise CoefficientsError(f"{where}: missing key 'schema_version'")
-    if data["schema_version"] != SCHEMA_VERSION:
+    if data["schema_version"] not in READABLE_VERSIONS:
         raise CoefficientsError(
             f"{where}: unsupported schema_version {data['schema_version']!r} "
-            f"(this fitbench reads {SCHEMA_VERSION})"
+            f"(this fitbench reads {', '.join(map(str, READABLE_VERSIONS))})"
         )
+    if data["schema_version"] == 2:
+        if "model" not in data:
+            raise CoefficientsError(f"{where}: missing key 'model'")
+        _validate_model(data["model"], where)
+        data.setdefault("groups", [])
+        data.setdefault("pooled", [])
     for k in ("groups", "pooled"):
         if k not in data:
             raise CoefficientsError(f"{where}: missing key {k!r}")
@@ -470,6 +749,7 @@ def load_coefficients(path: str | os.PathLike | None = None) -> CoefficientTable
         path=str(chosen),
         input_hash=data.get("input_hash"),
         created_utc=data.get("created_utc"),
+        model=data.get("model"),
     )
 
 

@@ -22,6 +22,15 @@ KQ_SCORE_BYTES = 16
 SCHED_MAX_COPIES = 4
 # Prefill kernel classes and the optional coefficient that scales flops_eff for each (k-quants = reference).
 KERNEL_CLASS_PARAMS = {"f16": "flops_rel_f16", "legacy": "flops_rel_legacy", "iquant": "flops_rel_iquant"}
+# Decode kernel classes (``decode_kernel_class``) and the optional coefficient that scales bw_eff for the
+# weight bytes of each (k-quants = reference): the mat-vec kernels reach different fractions of the bandwidth.
+DECODE_CLASS_PARAMS = {
+    "f16": "bw_rel_f16",
+    "q4_0": "bw_rel_q4_0",
+    "q8_0": "bw_rel_q8_0",
+    "mxfp4": "bw_rel_mxfp4",
+    "iquant": "bw_rel_iquant",
+}
 # Optional coefficient scaling the efficiency of routed-expert GEMMs (mul_mat_id) in prefill.
 MOE_PARAM = "flops_rel_moe"
 _F16_TYPES = ("f32", "f16", "bf16")
@@ -114,10 +123,9 @@ def n_moe_layers(model: ModelSpec) -> int:
     return 0 if model.moe is None else model.n_layers - len(model.moe.dense_layers)
 
 
-def kernel_class(model: ModelSpec, quant: QuantSpec | None) -> str:
-    """Prefill GEMM kernel class of the weights: f16 (f32/f16/bf16), legacy (q4_0/q4_1/q5_0/q5_1/q8_0/mxfp4:
-    32-element blocks with one scale), kquant (q2_K .. q6_K super-blocks), iquant (iq*), or other (fp8, int4
-    AWQ/GPTQ, ...).  A GGUF model is classed by the type holding most elements of its 2-D tensors."""
+def dominant_type(model: ModelSpec, quant: QuantSpec | None) -> str:
+    """The storage type of the weight GEMMs (lower case): a GGUF model's type holding most elements of its 2-D
+    layer tensors, else the quant's default type (f16 without a quant)."""
     t = quant.default_type if quant is not None else "f16"
     if model.gguf_tensors is not None:
         count: dict[str, int] = {}
@@ -125,7 +133,14 @@ def kernel_class(model: ModelSpec, quant: QuantSpec | None) -> str:
             if name.endswith(".weight") and "norm" not in name and "token_embd" not in name:
                 count[typ.lower()] = count.get(typ.lower(), 0) + n
         t = max(count, key=count.__getitem__) if count else t
-    t = t.lower()
+    return t.lower()
+
+
+def kernel_class(model: ModelSpec, quant: QuantSpec | None) -> str:
+    """Prefill GEMM kernel class of the weights: f16 (f32/f16/bf16), legacy (q4_0/q4_1/q5_0/q5_1/q8_0/mxfp4:
+    32-element blocks with one scale), kquant (q2_K .. q6_K super-blocks), iquant (iq*), or other (fp8, int4
+    AWQ/GPTQ, ...).  A GGUF model is classed by the type holding most elements of its 2-D tensors."""
+    t = dominant_type(model, quant)
     if t in _F16_TYPES:
         return "f16"
     if t in _LEGACY_TYPES:
@@ -135,6 +150,40 @@ def kernel_class(model: ModelSpec, quant: QuantSpec | None) -> str:
     if t.endswith("_k"):
         return "kquant"
     return "other"
+
+
+def decode_kernel_class(model: ModelSpec, quant: QuantSpec | None) -> str:
+    """Decode (mat-vec) kernel class of the weights, finer than the prefill class because the per-byte cost of
+    dequantizing differs per block layout: f16 (f32/f16/bf16), q4_0 (q4_0/q4_1/q5_0/q5_1: 32-element blocks of
+    4-5 bit), q8_0, mxfp4, kquant (q2_K .. q6_K, the reference), iquant (iq*), other (fp8, AWQ/GPTQ ...)."""
+    t = dominant_type(model, quant)
+    if t in _F16_TYPES:
+        return "f16"
+    if t in ("q4_0", "q4_1", "q5_0", "q5_1"):
+        return "q4_0"
+    if t in ("q8_0", "mxfp4"):
+        return t
+    if t.startswith("iq"):
+        return "iquant"
+    if t.endswith("_k"):
+        return "kquant"
+    return "other"
+
+
+def class_rel(params: dict, kernel_class, table: dict[str, str]):
+    """The relative efficiency ``params[table[class]]`` of a kernel class (1 when the class has no parameter
+    or the set does not carry it).  ``kernel_class`` may be a numpy array of class names (calibration
+    evaluates many points at once): then the result is an array."""
+    if isinstance(kernel_class, str):
+        name = table.get(kernel_class)
+        return params.get(name, 1.0) if name else 1.0
+    import numpy as np
+
+    out = np.ones(np.shape(kernel_class), dtype=float)
+    for cls, name in table.items():
+        if name in params:
+            out = np.where(kernel_class == cls, params[name], out)
+    return out
 
 
 def pipeline_makespan(m: int, p: int, copies: int = SCHED_MAX_COPIES) -> float:

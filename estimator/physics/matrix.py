@@ -214,19 +214,19 @@ def _label(table: CoefficientTable, h: HardwareSpec, engine: str) -> str:
     return table.lookup(h, engine, "decode").label
 
 
-def _stacked_rates(hardware, table, engine: str, fp8: bool) -> speed.DecodeRates:
+def _stacked_rates(hardware, table, engine: str, fp8: bool, kernel_class: str) -> speed.DecodeRates:
     """The devices' ``speed.DecodeRates`` stacked field by field into arrays of shape [1, H, 1] (NaN where a
     device lacks the figure), so ``speed.step_s`` broadcasts over models and contexts."""
     rows = []
     for h in hardware:
         _, _, p, _ = speed.merged_params(table, h, engine)
         try:
-            rows.append(speed.decode_rates(h, p, engine, fp8))
+            rows.append(speed.decode_rates(h, p, engine, fp8, kernel_class))
         except ValueError:  # no bandwidth: every figure of this device is NaN
             rows.append(None)
     cols = {}
     for name in ("bw_bs", "host_bw_bs", "flops_s", "link_bs", "t_fixed_s", "t_layer_s", "moe_route_s",
-                 "t_allreduce_s"):  # fmt: skip
+                 "t_allreduce_s", "weight_rel"):  # fmt: skip
         vals = [np.nan if r is None or getattr(r, name) is None else getattr(r, name) for r in rows]
         cols[name] = np.array(vals, dtype=float)[None, :, None]
     return speed.DecodeRates(**cols)
@@ -259,7 +259,13 @@ def _decode_tok_s(models, hardware, quants, contexts, table, wl, decode_at_conte
         return np.array([fn(m) for m in models], dtype=float)[:, None, None]
 
     for k, q in enumerate(quants):
-        rates = _stacked_rates(hardware, table, wl.engine, speed.is_fp8(q))
+        # the decode kernel class of each model's weights in this quant ([M, 1, 1] ratios of the sets)
+        classes = [speed.decode_kernel_class(m, q) for m in models]
+        by_class = {c: _stacked_rates(hardware, table, wl.engine, speed.is_fp8(q), c) for c in set(classes)}
+        rates = by_class[classes[0]]
+        if len(by_class) > 1:
+            rel = np.concatenate([by_class[c].weight_rel for c in classes], axis=0)
+            rates = replace(rates, weight_rel=rel)
         read = [speed.weights_read(m, q, b) for m in models]  # (device, host, union) bytes
         steps = np.zeros((M, H, C))
         for dd in range(n_d):

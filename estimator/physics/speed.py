@@ -74,6 +74,7 @@ from estimator.physics import kv as kv_mod
 from estimator.physics import weights as weights_mod
 from estimator.physics.coefficients import CoefficientSet, CoefficientTable, param
 from estimator.physics.counts import (  # noqa: F401 - re-exported: the speed physics' public helpers
+    DECODE_CLASS_PARAMS,
     GEMM_K_HALF_PARAM,
     KERNEL_CLASS_PARAMS,
     KQ_SCORE_BYTES,
@@ -81,6 +82,8 @@ from estimator.physics.counts import (  # noqa: F401 - re-exported: the speed ph
     SCHED_MAX_COPIES,
     attention_flops,
     attn_flops_per_key,
+    class_rel,
+    decode_kernel_class,
     expert_union,
     gemm_outputs_per_token,
     is_fp8,
@@ -108,6 +111,10 @@ DEFAULT_INTERCONNECT_GBS = 64.0  # PCIe 4.0 x16, bidirectional aggregate (as the
 DEFAULT_HOST_BW_EFF = param("decode", "host_bw_eff").default
 DEFAULT_T_ALLREDUCE_S = param("decode", "t_allreduce_s").default
 TTFT_PROMPT_TOKENS = 4096
+# What each phase's parameters borrow from the other phase's set (merged_params; calibration does the same):
+# batched decode's compute roof from prefill, the prefill memory / offload / all-reduce terms from decode.
+BORROW_FROM_PREFILL = ("flops_eff", "flops_abs_tflops")
+BORROW_FROM_DECODE = ("bw_eff", "host_bw_eff", "t_allreduce_s")
 ACTIVATION_BYTES = 2  # bf16/f16 activations exchanged between devices
 _MIDPOINT_SEGMENTS = 16  # tg{n} mean: midpoint rule over this many segments (exact for piecewise-linear t)
 
@@ -129,6 +136,7 @@ class SpeedEstimate:
     calibrated: bool
     n_points: int
     family: str
+    basis: str = ""  # schema-2 coefficients: device | family | pooled (how far from calibrated data)
 
     def time_at(self, tok_s: float) -> float:
         """The operation's time at another rate for the same tokens: time_s x tok_s / rate (s)."""
@@ -181,6 +189,7 @@ class DecodeFeatures:
     split: str
     fp8: bool
     engine: str
+    kernel_class: str = "kquant"  # decode kernel class of the weights (counts.decode_kernel_class)
 
     @property
     def bytes_per_token(self) -> float:
@@ -321,6 +330,7 @@ def decode_features(model: ModelSpec, quant: QuantSpec, workload: Workload, dept
         split=workload.split,
         fp8=is_fp8(quant),
         engine=workload.engine,
+        kernel_class=decode_kernel_class(model, quant),
     )
 
 
@@ -389,8 +399,8 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
 
 
 # ------------------------------------------------------------------------------------------------ times
-def peak_tflops(hardware: HardwareSpec, params: dict, fp8: bool = False, engine: str = "") -> float:
-    """Dense TFLOPS the engine's GEMMs run at (10^12 FLOP/s).
+def datasheet_tflops(hardware: HardwareSpec, fp8: bool = False, engine: str = "") -> float | None:
+    """Dense TFLOPS the engine's GEMMs run at on this device (10^12 FLOP/s), None when not catalogued.
 
     * FP8 weights: the FP8 rate where the device has one.
     * an engine whose quantized GEMMs run on the int8 / fp16-accumulate path (profile ``int8_gemm``:
@@ -399,8 +409,7 @@ def peak_tflops(hardware: HardwareSpec, params: dict, fp8: bool = False, engine:
       SKU's dense INT8 rate is twice its FP16-accumulate rate.  The bf16 column is the FP32-accumulate rate,
       which GeForce parts run at half speed (shared/reference/hardware.md), so it would understate GeForce
       cards 2x; on data-centre / workstation parts int8 / 2 equals the bf16 column.
-    * otherwise the datasheet BF16 rate; ``flops_abs_tflops`` of the coefficient set when the datasheet figure
-      is unknown (CPUs).
+    * otherwise the datasheet BF16 rate.
     """
     if fp8 and hardware.fp8_tflops:
         return float(hardware.fp8_tflops)
@@ -409,6 +418,15 @@ def peak_tflops(hardware: HardwareSpec, params: dict, fp8: bool = False, engine:
         return float(hardware.int8_tops) / 2.0
     if hardware.bf16_tflops:
         return float(hardware.bf16_tflops)
+    return None
+
+
+def peak_tflops(hardware: HardwareSpec, params: dict, fp8: bool = False, engine: str = "") -> float:
+    """Dense TFLOPS of the GEMMs: ``datasheet_tflops``, else ``flops_abs_tflops`` of the coefficient set (a
+    device without a datasheet figure: CPUs); ValueError when neither is known."""
+    peak = datasheet_tflops(hardware, fp8, engine)
+    if peak is not None:
+        return peak
     if "flops_abs_tflops" in params:
         return float(params["flops_abs_tflops"])
     raise ValueError(
@@ -422,28 +440,85 @@ def _bandwidth_gbs(hardware: HardwareSpec) -> float:
     return float(hardware.bandwidth_gbs)
 
 
+def host_link_cap_bs(hardware: HardwareSpec) -> float:
+    """Cap on the rate offloaded weights reach a discrete device (kind gpu/npu) in prefill: one direction of
+    interconnect_gbs (the catalog quotes bidirectional aggregates), B/s; infinite for CPUs and unified
+    memory."""
+    if hardware.kind in ("gpu", "npu"):
+        return 0.5 * (hardware.interconnect_gbs or DEFAULT_INTERCONNECT_GBS) * 1e9
+    return math.inf
+
+
 def host_bandwidth_bs(hardware: HardwareSpec, params: dict, over_link: bool) -> float:
     """Effective bytes/s for offloaded weights: host RAM bandwidth x host_bw_eff.
 
     Decode runs offloaded layers where they live (host CPU reads host RAM).  Prefill of a discrete device
     (kind gpu/npu) copies offloaded weights over the link each pass, so ``over_link`` caps it at one direction
-    of interconnect_gbs (the catalog quotes bidirectional aggregates).
+    of interconnect_gbs (``host_link_cap_bs``).
     """
     eff = params.get("host_bw_eff", DEFAULT_HOST_BW_EFF)
     bw = (hardware.host_bandwidth_gbs or DEFAULT_HOST_BANDWIDTH_GBS) * 1e9 * eff
-    if over_link and hardware.kind in ("gpu", "npu"):
-        bw = min(bw, 0.5 * (hardware.interconnect_gbs or DEFAULT_INTERCONNECT_GBS) * 1e9)
+    if over_link:
+        bw = _minimum(bw, host_link_cap_bs(hardware))
     return bw
+
+
+def link_bs(hardware: HardwareSpec) -> float:
+    """One direction of the device interconnect, B/s (tensor-parallel all-reduces, pipeline hops)."""
+    return 0.5 * (hardware.interconnect_gbs or DEFAULT_INTERCONNECT_GBS) * 1e9
+
+
+@dataclass(frozen=True)
+class DeviceRates:
+    """What a device contributes to the time formulas before any coefficient: B/s and FLOP/s.
+
+    bandwidth_bs: datasheet memory bandwidth; peak_flops_s: the GEMM rate of ``datasheet_tflops`` (None when
+    not catalogued: a coefficient set's flops_abs_tflops stands in); host_bandwidth_bs: host RAM (offload);
+    link_cap_bs: ``host_link_cap_bs``; link_bs: one direction of the interconnect.  Fields may be numpy arrays
+    over points (calibration) or devices (estimator.physics.matrix).
+    """
+
+    bandwidth_bs: float
+    peak_flops_s: float | None
+    host_bandwidth_bs: float
+    link_cap_bs: float
+    link_bs: float
+
+
+def device_rates(hardware: HardwareSpec, engine: str = "", fp8: bool = False) -> DeviceRates:
+    """The DeviceRates of a device (raises ValueError when its bandwidth is unknown)."""
+    peak = datasheet_tflops(hardware, fp8, engine)
+    return DeviceRates(
+        bandwidth_bs=_bandwidth_gbs(hardware) * 1e9,
+        peak_flops_s=None if peak is None else peak * 1e12,
+        host_bandwidth_bs=(hardware.host_bandwidth_gbs or DEFAULT_HOST_BANDWIDTH_GBS) * 1e9,
+        link_cap_bs=host_link_cap_bs(hardware),
+        link_bs=link_bs(hardware),
+    )
+
+
+def gemm_peak_s(peak_flops_s, params: dict):
+    """FLOP/s the GEMMs run at before efficiencies: the datasheet peak, else the set's flops_abs_tflops x 1e12
+    (None when neither is known).  An array of peaks (calibration) holds NaN where the datasheet has none."""
+    absolute = params.get("flops_abs_tflops")
+    if peak_flops_s is None:
+        return None if absolute is None else absolute * 1e12
+    if absolute is not None and _is_array(peak_flops_s):
+        import numpy as np
+
+        return np.where(np.isnan(peak_flops_s), absolute * 1e12, peak_flops_s)
+    return peak_flops_s
 
 
 @dataclass(frozen=True)
 class DecodeRates:
     """What one device with one decode coefficient set gives the step-time formula (B/s, FLOP/s, s).
 
-    bw_bs = bandwidth x bw_eff; host_bw_bs = host RAM bandwidth x host_bw_eff; flops_s = GEMM peak x
-    flops_eff (None when the device has no TFLOPS figure: only batched decode needs it, and then it is an
-    error); link_bs = one direction of the interconnect; the overheads of the set.  Fields may be numpy
-    arrays over devices (estimator.physics.matrix stacks them).
+    bw_bs = bandwidth x bw_eff; weight_rel: the decode kernel class's bandwidth ratio (``bw_rel_*``, 1 for
+    k-quants and sets without it), applied to the weight bytes; host_bw_bs = host RAM bandwidth x host_bw_eff;
+    flops_s = GEMM peak x flops_eff (None when the device has no TFLOPS figure: only batched decode needs it,
+    and then it is an error); link_bs = one direction of the interconnect; the overheads of the set.  Fields
+    may be numpy arrays over devices (estimator.physics.matrix) or points (calibration).
     """
 
     bw_bs: float
@@ -455,27 +530,44 @@ class DecodeRates:
     moe_route_s: float
     t_allreduce_s: float
     flops_error: str = ""
+    weight_rel: float = 1.0
 
 
-def decode_rates(hardware: HardwareSpec, params: dict, engine: str = "", fp8: bool = False) -> DecodeRates:
-    """The DecodeRates of a device (raises ValueError when its bandwidth is unknown)."""
-    try:
-        peak = peak_tflops(hardware, params, fp8, engine)
-        flops_s: float | None = peak * 1e12 * params.get("flops_eff", 1.0)
-        error = ""
-    except ValueError as exc:
-        flops_s, error = None, str(exc)
+def rates_for_decode(
+    d: DeviceRates, params: dict, kernel_class="kquant", flops_error: str = ""
+) -> DecodeRates:
+    """DecodeRates from a device's rates and a decode set's params (arrays allowed: one formula for the
+    report, the vectorised matrix and calibration).  A device without a datasheet peak uses flops_abs_tflops
+    for the compute roof when the set carries it."""
+    peak = gemm_peak_s(d.peak_flops_s, params)
     return DecodeRates(
-        bw_bs=_bandwidth_gbs(hardware) * 1e9 * params["bw_eff"],
-        host_bw_bs=host_bandwidth_bs(hardware, params, over_link=False),
-        flops_s=flops_s,
-        link_bs=0.5 * (hardware.interconnect_gbs or DEFAULT_INTERCONNECT_GBS) * 1e9,
+        bw_bs=d.bandwidth_bs * params["bw_eff"],
+        host_bw_bs=d.host_bandwidth_bs * params.get("host_bw_eff", DEFAULT_HOST_BW_EFF),
+        flops_s=None if peak is None else peak * params.get("flops_eff", 1.0),
+        link_bs=d.link_bs,
         t_fixed_s=params["t_fixed_s"],
         t_layer_s=params["t_layer_s"],
         moe_route_s=params.get("moe_route_s", 0.0),
-        t_allreduce_s=float(params.get("t_allreduce_s", DEFAULT_T_ALLREDUCE_S)),
-        flops_error=error,
+        t_allreduce_s=params.get("t_allreduce_s", DEFAULT_T_ALLREDUCE_S),
+        flops_error=flops_error if peak is None else "",
+        weight_rel=class_rel(params, kernel_class, DECODE_CLASS_PARAMS),
     )
+
+
+def decode_rates(
+    hardware: HardwareSpec, params: dict, engine: str = "", fp8: bool = False, kernel_class: str = "kquant"
+) -> DecodeRates:
+    """The DecodeRates of a device (raises ValueError when its bandwidth is unknown)."""
+    try:
+        peak_tflops(hardware, params, fp8, engine)
+        error = ""
+    except ValueError as exc:
+        error = str(exc)
+    return rates_for_decode(device_rates(hardware, engine, fp8), params, kernel_class, error)
+
+
+def _is_array(x) -> bool:
+    return getattr(x, "ndim", 0) > 0
 
 
 def _maximum(a, b):
@@ -489,35 +581,64 @@ def _maximum(a, b):
         return np.maximum(a, b)
 
 
+def _minimum(a, b):
+    """min(a, b) for numbers; element-wise for numpy arrays."""
+    try:
+        return a if a <= b else b
+    except ValueError:
+        import numpy as np
+
+        return np.minimum(a, b)
+
+
+def _where(cond, a, b):
+    """``a if cond else b`` for a scalar condition; element-wise (numpy.where) for an array one."""
+    if not _is_array(cond):
+        return a if cond else b
+    import numpy as np
+
+    return np.where(cond, a, b)
+
+
+def _tp(n_devices, split):
+    """Devices a tensor-parallel step divides bytes and FLOPs over (1 under layer split)."""
+    if isinstance(split, str):
+        return n_devices if split == "tp" else 1
+    return _where(split == "tp", n_devices, 1)
+
+
 def comm_s(n_devices: int, split: str, n_layers, hidden_size, tokens: int, link_bs, t_allreduce_s):
     """Interconnect time of one forward pass of ``tokens`` tokens over n_devices (see module doc): pipeline
-    (pp) N-1 activation hops; tensor parallel (tp) 2 ring all-reduces per layer."""
-    msg = hidden_size * tokens * ACTIVATION_BYTES
-    if hasattr(n_devices, "shape"):  # arrays of device counts (serving calibration): the same, element-wise
-        n, many = n_devices, n_devices > 1
+    (pp) N-1 activation hops; tensor parallel (tp) 2 ring all-reduces per layer.  Arrays allowed (points of
+    a calibration: every argument element-wise)."""
+    if not (_is_array(n_devices) or _is_array(split)):
+        n = int(n_devices)
+        if n <= 1:
+            return 0.0
+        msg = hidden_size * tokens * ACTIVATION_BYTES
         if split == "pp":
-            return many * (n - 1) * (t_allreduce_s + msg / link_bs)
-        return many * n_layers * 2 * (t_allreduce_s + 2 * (n - 1) / n * msg / link_bs)
-    n = int(n_devices)
-    if n <= 1:
-        return 0.0
-    if split == "pp":
-        return (n - 1) * (t_allreduce_s + msg / link_bs)
-    return n_layers * 2 * (t_allreduce_s + 2 * (n - 1) / n * msg / link_bs)
+            return (n - 1) * (t_allreduce_s + msg / link_bs)
+        return n_layers * 2 * (t_allreduce_s + 2 * (n - 1) / n * msg / link_bs)
+    n = n_devices
+    msg = hidden_size * tokens * ACTIVATION_BYTES
+    pp = (n - 1) * (t_allreduce_s + msg / link_bs)
+    tp = n_layers * 2 * (t_allreduce_s + 2 * (n - 1) / n * msg / link_bs)
+    return _where(n <= 1, 0.0, _where(split == "pp", pp, tp))
 
 
 def step_s(f: DecodeFeatures, r: DecodeRates):
-    """Seconds of one decode step from features and rates: the one formula of decode (module doc)."""
-    tp = f.n_devices if f.split == "tp" else 1
-    t_mem = f.bytes_per_token / (tp * r.bw_bs) + f.host_bytes / r.host_bw_bs
+    """Seconds of one decode step from features and rates: the one formula of decode (module doc).  Feature
+    and rate fields may be numpy arrays (the vectorised matrix, calibration)."""
+    tp = _tp(f.n_devices, f.split)
+    t_mem = (f.weight_bytes / r.weight_rel + f.kv_bytes) / (tp * r.bw_bs) + f.host_bytes / r.host_bw_bs
     t_comp = 0.0
-    batched = f.batch > 1  # a bool, or a boolean array when the features hold arrays (serving calibration)
-    if batched is True or (batched is not False and batched.any()):
+    if _is_array(f.batch):
+        if r.flops_s is not None:
+            t_comp = _where(f.batch > 1, f.flops / (tp * r.flops_s), 0.0)
+    elif f.batch > 1:
         if r.flops_s is None:
             raise ValueError(r.flops_error)
         t_comp = f.flops / (tp * r.flops_s)
-        if batched is not True:
-            t_comp = t_comp * batched
     overhead = r.t_fixed_s + r.t_layer_s * f.n_layers + r.moe_route_s * f.n_moe_layers
     comm = comm_s(f.n_devices, f.split, f.n_layers, f.hidden_size, f.batch, r.link_bs, r.t_allreduce_s)
     return overhead + _maximum(t_mem, t_comp) + comm
@@ -527,36 +648,88 @@ def decode_step_s(features: DecodeFeatures | Sequence[DecodeFeatures], hardware:
     """Seconds of one decode step (each of ``batch`` sequences gains a token); the mean over a list of
     features (``tg_features``: the mean step of tg{n_gen}).
 
-    params: a decode set's params (bw_eff, t_layer_s, t_fixed_s, optional moe_route_s, host_bw_eff,
-    t_allreduce_s, and flops_eff / flops_abs_tflops for the compute roof when batch > 1).
+    params: a decode set's params (bw_eff, t_layer_s, t_fixed_s, optional bw_rel_* per decode kernel class,
+    moe_route_s, host_bw_eff, t_allreduce_s, and flops_eff / flops_abs_tflops for the compute roof when
+    batch > 1).
     """
     feats = [features] if isinstance(features, DecodeFeatures) else list(features)
-    rates = decode_rates(hardware, params, feats[0].engine, feats[0].fp8)
+    f0 = feats[0]
+    rates = decode_rates(hardware, params, f0.engine, f0.fp8, f0.kernel_class)
     return sum(step_s(f, rates) for f in feats) / len(feats)
+
+
+@dataclass(frozen=True)
+class PrefillRates:
+    """What one device with one prefill coefficient set gives the prefill formula (FLOP/s, B/s, s).
+
+    peak_s: GEMM peak (datasheet, or flops_abs_tflops); eff = flops_eff x rel[kernel class]; moe_rel:
+    flops_rel_moe; k_half: gemm_k_half (elements); attn_eff; bw_bs = bandwidth x bw_eff; host_bw_bs: host RAM
+    x host_bw_eff, capped by the link on discrete devices; link_bs; t_layer_s; t_allreduce_s.  Fields may be
+    numpy arrays over points (calibration).
+    """
+
+    peak_s: float
+    eff: float
+    moe_rel: float
+    k_half: float
+    attn_eff: float
+    bw_bs: float
+    host_bw_bs: float
+    link_bs: float
+    t_layer_s: float
+    t_allreduce_s: float
+
+
+def rates_for_prefill(d: DeviceRates, params: dict, kernel_class="kquant") -> PrefillRates:
+    """PrefillRates from a device's rates and a prefill set's params (arrays allowed).  The peak is the
+    datasheet rate, else the set's flops_abs_tflops (ValueError when neither is known)."""
+    peak = gemm_peak_s(d.peak_flops_s, params)
+    if peak is None:
+        raise ValueError("datasheet TFLOPS unknown and the coefficient set has no flops_abs_tflops")
+    return PrefillRates(
+        peak_s=peak,
+        eff=params["flops_eff"] * class_rel(params, kernel_class, KERNEL_CLASS_PARAMS),
+        moe_rel=params.get(MOE_PARAM, 1.0),
+        k_half=params.get(GEMM_K_HALF_PARAM, 0.0),
+        attn_eff=params["attn_eff"],
+        bw_bs=d.bandwidth_bs * params.get("bw_eff", 1.0),
+        host_bw_bs=_minimum(
+            d.host_bandwidth_bs * params.get("host_bw_eff", DEFAULT_HOST_BW_EFF), d.link_cap_bs
+        ),
+        link_bs=d.link_bs,
+        t_layer_s=params["t_layer_s"],
+        t_allreduce_s=params.get("t_allreduce_s", DEFAULT_T_ALLREDUCE_S),
+    )
+
+
+def prefill_time(f: PrefillFeatures, r: PrefillRates):
+    """Seconds to prefill ``f.tokens`` tokens from features and rates: the one formula of prefill (module
+    doc).  Fields may be numpy arrays (calibration evaluates its points at once); 0 when there are no
+    tokens."""
+    tp = _tp(f.n_devices, f.split)
+    peak = r.peak_s * tp
+    bw = r.bw_bs * tp
+    kw = 2.0 * r.k_half  # FLOP-equivalents per GEMM output element
+    dense = f.flops - f.expert_flops + kw * (f.gemm_outputs - f.expert_gemm_outputs)
+    t_c = dense / (peak * r.eff) + (f.expert_flops + kw * f.expert_gemm_outputs) / (peak * r.eff * r.moe_rel)
+    passes = _maximum(f.n_passes, 1)
+    t_mm = passes * _maximum(t_c / passes, f.weight_bytes / bw)
+    t_attn = f.attn_flops / (peak * r.attn_eff) + f.kq_bytes / bw
+    t = t_mm + t_attn + f.n_passes * (f.host_bytes / r.host_bw_bs + r.t_layer_s * f.n_layers)
+    t += f.n_passes * comm_s(
+        f.n_devices, f.split, f.n_layers, f.hidden_size, f.ubatch_tokens, r.link_bs, r.t_allreduce_s
+    )
+    return _where(f.tokens > 0, t * f.pipeline_factor, 0.0)
 
 
 def prefill_s(f: PrefillFeatures, hardware: HardwareSpec, params: dict) -> float:
     """Seconds to prefill ``f.tokens`` tokens; see the module doc.  0 when there are no tokens."""
     if not f.tokens:
         return 0.0
-    tp = f.n_devices if f.split == "tp" else 1
-    peak = peak_tflops(hardware, params, f.fp8, f.engine) * 1e12 * tp
-    bw = _bandwidth_gbs(hardware) * 1e9 * params.get("bw_eff", 1.0) * tp
-    host_bw = host_bandwidth_bs(hardware, params, over_link=True)
-    eff = params["flops_eff"] * params.get(KERNEL_CLASS_PARAMS.get(f.kernel_class, ""), 1.0)
-    kw = 2.0 * params.get(GEMM_K_HALF_PARAM, 0.0)  # FLOP-equivalents per GEMM output element
-    dense = f.flops - f.expert_flops + kw * (f.gemm_outputs - f.expert_gemm_outputs)
-    t_c = dense / (peak * eff) + (f.expert_flops + kw * f.expert_gemm_outputs) / (
-        peak * eff * params.get(MOE_PARAM, 1.0)
-    )
-    passes = max(int(f.n_passes), 1)
-    t_mm = passes * max(t_c / passes, f.weight_bytes / bw)
-    t_attn = f.attn_flops / (peak * params["attn_eff"]) + f.kq_bytes / bw
-    t = t_mm + t_attn + f.n_passes * (f.host_bytes / host_bw + params["t_layer_s"] * f.n_layers)
-    link = 0.5 * (hardware.interconnect_gbs or DEFAULT_INTERCONNECT_GBS) * 1e9
-    lat = float(params.get("t_allreduce_s", DEFAULT_T_ALLREDUCE_S))
-    t += f.n_passes * comm_s(f.n_devices, f.split, f.n_layers, f.hidden_size, f.ubatch_tokens, link, lat)
-    return t * f.pipeline_factor
+    d = device_rates(hardware, f.engine, f.fp8)
+    if d.peak_flops_s is None:
+        peak_tflops(hardware, params, f.fp8, f.engine)  # the error names the device
+    return prefill_time(f, rates_for_prefill(d, params, f.kernel_class))
 
 
 # ------------------------------------------------------------------------------------------- estimates
@@ -568,8 +741,8 @@ def merged_params(table: CoefficientTable, hardware: HardwareSpec, engine: str, 
     """
     dec = table.lookup(hardware, engine, "decode", backend)
     pre = table.lookup(hardware, engine, "prefill", backend)
-    borrow_pre = {k: pre.params[k] for k in ("flops_eff", "flops_abs_tflops") if k in pre.params}
-    borrow_dec = {k: dec.params[k] for k in ("bw_eff", "host_bw_eff", "t_allreduce_s") if k in dec.params}
+    borrow_pre = {k: pre.params[k] for k in BORROW_FROM_PREFILL if k in pre.params}
+    borrow_dec = {k: dec.params[k] for k in BORROW_FROM_DECODE if k in dec.params}
     return dec, pre, {**borrow_pre, **dec.params}, {**borrow_dec, **pre.params}
 
 
@@ -586,6 +759,7 @@ def estimate(phase: str, tok_s: float, time_s: float, cset: CoefficientSet) -> S
         calibrated=cset.calibrated,
         n_points=cset.n_points,
         family=cset.family,
+        basis=cset.basis,
     )
 
 
@@ -786,7 +960,12 @@ def estimate_speed(
     if sets.path is not None:
         notes.append(fallback_note(sets))
     if not sets.dec.calibrated or not sets.pre.calibrated:
-        notes.append("speed from the pooled prior (uncalibrated): wide interval")
+        notes.append(
+            "speed from devices like this one (family not calibrated): wide interval"
+            if sets.dec.basis or sets.pre.basis
+            else "speed from the pooled prior (uncalibrated): wide interval"
+        )
+    notes += [f"{cs.phase} interval basis: {cs.interval_note}" for cs in (sets.dec, sets.pre) if cs.basis]
     if sets.widen_lo and (sets.path is not None or not (sets.dec.calibrated and sets.pre.calibrated)):
         v = sets.path.verdict if sets.path is not None else None
         maturity = v.maturity if v is not None else "less mature"

@@ -53,6 +53,9 @@ def build(b: Build) -> SpeedSection | None:
     basis = (
         "estimated from calibrated coefficients"
         if calibrated
+        else "estimated from the covariates of similar devices (this hardware family is not calibrated): "
+        "wide interval"
+        if s.decode.basis or s.prefill.basis
         else "estimated from the pooled prior (UNCALIBRATED for this hardware family): wide interval"
     )
     if support.speed_path:

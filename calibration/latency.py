@@ -1,0 +1,197 @@
+"""End-to-end latency of published runs, predicted by the estimator: llama-bench ``-pg`` (prompt + generate of
+one sequence) and vLLM offline batches (B requests submitted at once, ``LLM.generate``).
+
+Both are a prefill followed by n_gen decode steps, so the estimator's own functions predict them::
+
+    t_e2e = prefill_s(B x n_prompt tokens at depth 0, n_batch / n_ubatch of the run)
+            + n_gen x mean decode step of B sequences over depths n_prompt .. n_prompt + n_gen - 1
+
+with the coefficients of a cross-validation fold turned into a schema-2 model section
+(``pipeline.model_section``) and looked up exactly as the estimator looks up results/coefficients.json
+(``estimator.physics.speed.merged_params``).  The records are never fitted: the error says how well the
+speed model predicts a measurement of another kind.  vLLM serving at a concurrency with arrival rates is not
+an offline batch and is left to the serving model.
+
+Which records: ``e2e_latency_s`` of ``llama.cpp`` rows built by ``llama-bench -pg`` and ``vllm`` rows of an
+offline batch-latency benchmark (``build_info``); the throughput rows of the same tests (total_tok_s) are
+the same measurement and are not counted twice.  llama-bench's ``-b`` (n_batch, which caps n_ubatch) is the
+published ``batch_raw`` ``n_batch N`` where the record has no n_batch.
+
+Error per record: ape = |t_pred / t_meas - 1| of the latency (the ratio of times, as for speeds).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, replace
+
+from calibration.dataset import Dataset, Rejection
+from calibration.features import Resolver, point_family, record_specs
+from calibration.validate import FOLDS, ape_stats
+
+E2E_BUILDS = (re.compile(r"llama-bench -pg"), re.compile(r"offline .*batch latency", re.I))
+_N_BATCH = re.compile(r"^\s*n_batch\s+(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class LatencyPoint:
+    """One end-to-end latency record with what the estimator needs to predict it."""
+
+    model: object
+    quant: object
+    hardware: object
+    workload: object  # estimator.specs.Workload: n_seq = B, n_prompt, n_gen, n_batch, n_ubatch, n_devices
+    measured_s: float
+    device: str
+    family: str
+    engine: str
+    backend: str
+    model_id: str
+    batch: int
+    where: str
+    prefill: object = None  # speed.PrefillFeatures (built once)
+    decode: object = None  # list of speed.DecodeFeatures of the n_gen steps
+
+
+@dataclass(frozen=True)
+class LatencyResult:
+    point: LatencyPoint
+    predicted_s: float
+    scheme: str
+    basis: str  # the decode set's basis (device | family | pooled)
+
+    @property
+    def ape(self) -> float:
+        return abs(self.predicted_s / self.point.measured_s - 1.0)
+
+
+def is_e2e(rec) -> bool:
+    return rec.e2e_latency_s is not None and any(p.search(rec.build_info or "") for p in E2E_BUILDS)
+
+
+def stated_n_batch(rec) -> int | None:
+    """The run's n_batch: the record's, else llama-bench -b from the published ``batch_raw`` ("n_batch N")."""
+    if rec.n_batch:
+        return int(rec.n_batch)
+    pub = rec.extra.get("published", {}) if isinstance(rec.extra, dict) else {}
+    m = _N_BATCH.match(str(pub.get("batch_raw", "")))
+    return int(m.group(1)) if m else None
+
+
+def latency_points(
+    ds: Dataset, resolver: Resolver | None = None
+) -> tuple[list[LatencyPoint], list[Rejection]]:
+    """The end-to-end latency records of the dataset (module doc) with their features, and the records
+    whose features failed."""
+    from estimator.physics import speed
+    from estimator.specs import SpecError
+
+    resolver = resolver or Resolver()
+    out, rejected = [], []
+    for lr in ds.serving_records:
+        r = lr.record
+        if not is_e2e(r):
+            continue
+        try:
+            model, quant, hw, wl = record_specs(resolver, r)
+            n_batch = stated_n_batch(r)
+            if n_batch:
+                wl = replace(wl, n_batch=n_batch)
+            b = max(int(r.batch), 1)
+            wl = replace(wl, n_seq=b, n_depth=0)
+            pre = speed.prefill_features(model, quant, wl)
+            dec = speed.tg_features(model, quant, wl, int(r.n_prompt), max(int(r.n_gen), 1))
+            out.append(
+                LatencyPoint(
+                    model, quant, hw, wl, float(r.e2e_latency_s), _device(r), point_family(r, hw), r.engine,
+                    r.backend, r.model_id, b, lr.where, pre, dec,
+                )
+            )  # fmt: skip
+        except (SpecError, KeyError, ValueError, ZeroDivisionError) as exc:
+            rejected.append(Rejection(lr.file, lr.line, r.record_id, f"e2e features: {exc}"))
+    return out, rejected
+
+
+def _device(r) -> str:
+    from calibration.dataset import device_key
+
+    return device_key(r)
+
+
+def predict_s(lp: LatencyPoint, table) -> tuple[float, str]:
+    """(seconds, basis) of one latency point with a coefficient table (the estimator's lookup)."""
+    from estimator.physics import speed
+
+    dec, _pre, dparams, pparams = speed.merged_params(table, lp.hardware, lp.engine, lp.backend or None)
+    t_pre = speed.prefill_s(lp.prefill, lp.hardware, pparams)
+    t_dec = speed.decode_step_s(lp.decode, lp.hardware, dparams) * lp.workload.n_gen
+    return t_pre + t_dec, dec.basis or dec.source
+
+
+def table_for(model_section: dict):
+    """A CoefficientTable holding one schema-2 model section (and the shipped prior)."""
+    from estimator.physics.coefficients import CoefficientTable, load_prior
+
+    prior = load_prior()
+    return CoefficientTable(groups=(), pooled=(), prior=tuple(prior["pooled"]), memory={}, path="<fold>",
+                            model=model_section)  # fmt: skip
+
+
+def predict_schemes(points: list[LatencyPoint], sf) -> dict[str, list[LatencyResult]]:
+    """Predictions of every latency point under the full fit ("full": what the shipped coefficients say) and
+    under each cross-validation scheme (the fold that holds out the point's device / model / family; the
+    full fit when no fold does, i.e. nothing of that group was fitted)."""
+    from calibration.pipeline import model_section
+
+    full = table_for(model_section(sf.state, sf.points))
+    out: dict[str, list[LatencyResult]] = defaultdict(list)
+    for lp in points:
+        t, basis = predict_s(lp, full)
+        out["full"].append(LatencyResult(lp, t, "full", basis))
+    keys = {"lodo": lambda lp: lp.device, "lomo": lambda lp: lp.model_id, "lofo": lambda lp: lp.family}
+    for scheme, states in sf.states.items():
+        tables: dict[str, object] = {}
+        for lp in points:
+            fold = keys[scheme](lp)
+            st = states.get(fold)
+            if st is None:
+                t, basis = predict_s(lp, full)
+            else:
+                if fold not in tables:
+                    tables[fold] = table_for(model_section(st, st.train))
+                t, basis = predict_s(lp, tables[fold])
+            out[scheme].append(LatencyResult(lp, t, scheme, basis))
+    assert set(keys) >= set(FOLDS)
+    return dict(out)
+
+
+def summary(held: dict[str, list[LatencyResult]]) -> dict:
+    """Per scheme: n, median and p90 APE of the latency, overall and per engine; for the full fit also per
+    (engine, device, device count) with the median ln(predicted / measured) and the basis."""
+    out = {}
+    for scheme, rs in held.items():
+        med, p90 = ape_stats([r.ape for r in rs])
+        entry = {"n": len(rs), "median_ape": _r(med), "p90_ape": _r(p90), "by_engine": {}}
+        for eng in sorted({r.point.engine for r in rs}):
+            m, q = ape_stats([r.ape for r in rs if r.point.engine == eng])
+            entry["by_engine"][eng] = {"n": sum(r.point.engine == eng for r in rs), "median_ape": _r(m),
+                                       "p90_ape": _r(q)}  # fmt: skip
+        if scheme == "full":
+            groups: dict[tuple, list[LatencyResult]] = defaultdict(list)
+            for r in rs:
+                groups[(r.point.engine, r.point.device, r.point.workload.n_devices, r.basis)].append(r)
+            entry["by_device"] = [
+                {"engine": k[0], "device": k[1], "n_devices": k[2], "basis": k[3], "n": len(g),
+                 "median_ape": _r(ape_stats([r.ape for r in g])[0]),
+                 "median_log_ratio": _r(float(sorted(math.log(r.predicted_s / r.point.measured_s)
+                                                     for r in g)[len(g) // 2]))}
+                for k, g in sorted(groups.items())
+            ]  # fmt: skip
+        out[scheme] = entry
+    return out
+
+
+def _r(x):
+    return None if x is None or not math.isfinite(x) else float(f"{x:.4g}")

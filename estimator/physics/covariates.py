@@ -1,0 +1,119 @@
+"""Device covariates of the speed model: what a device's speed coefficients are regressed on.
+
+Calibration fits every free speed parameter (``estimator.physics.coefficients.PARAMS``) as one model across
+devices, families and backends, in the parameter's transformed space (``coefficients.to_eta``)::
+
+    eta(device) = offset(shipped prior of the device kind) + sum_c beta_c x_c(device, engine, backend)
+                  + u_family + v_device
+
+so a device nobody measured inherits from devices *like it* (same memory technology, backend, vendor, kind,
+bandwidth class, die count), not only from its family mean; ``u`` / ``v`` are the family / device random
+effects (zero for a family / device without data).  This module computes the x_c; the coefficients file
+(schema 2) carries beta, u and v.  Each parameter regresses on the covariate *groups* its table row names
+(``Param.covariates``).
+
+Groups and the covariates they give (name: value; reference level in brackets has no covariate):
+
+* ``engine``: ``engine=<e>@<cpu|accel>`` = 1 for an engine other than llama.cpp, per CPU / accelerator (an
+  engine measured only on a CPU says nothing about its GPU efficiency);
+* ``backend``: ``backend=<b>`` = 1 for a llama.cpp backend other than [CUDA] (ROCm, Vulkan, Metal, CPU, SYCL,
+  OpenCL): launch/sync overheads and kernel quality per backend;
+* ``vendor``: ``vendor=<v>`` = 1 for a vendor other than [NVIDIA];
+* ``kind``: ``kind=<k>`` = 1 for unified / cpu / npu (reference [gpu]);
+* ``mem``: memory technology from the catalog's ``memory_type`` (its source is the catalog row):
+  ``mem=hbm`` (HBM*), ``mem=lpddr`` (LPDDR*, unified), ``mem=ddr`` (DDR*), reference [GDDR];
+* ``ln_bw``: ln(bandwidth_gbs / 500): very fast memory leaves a larger share of a step to kernel and launch
+  overheads (datacenter HBM parts vs consumer GDDR);
+* ``multi_die``: 1 when the device is several compute dies presented as one (``n_dies`` > 1: Apple Ultra,
+  Blackwell, MI300-series; tools/catalog/hardware_covariates.csv with sources);
+* ``bw_measured``: ln(bandwidth_measured_gbs / bandwidth_gbs / 0.85) where an achievable bandwidth is
+  published, else 0 (0.85: the typical streaming fraction of shared/reference/hardware.md);
+* ``year``: (release year - 2020) / 4 from the catalog (0 when unknown): llama.cpp's kernels are written for
+  recent architectures (tensor cores, dp4a, int8 MMQ), so a 2014 Kepler reaches a smaller share of its
+  datasheet than a 2022 Ada.
+
+Units: GB/s = 10^9 B/s, TFLOPS = 10^12 FLOP/s.  Pure functions of the specs; no numpy.
+"""
+
+from __future__ import annotations
+
+import math
+
+from estimator.engines import ENGINES, get_engine
+from estimator.specs import HardwareSpec
+
+GROUPS = (
+    "engine",
+    "backend",
+    "vendor",
+    "kind",
+    "mem",
+    "ln_bw",
+    "multi_die",
+    "bw_measured",
+    "flops_per_byte",
+    "year",
+)
+REFERENCE_ENGINE = "llama.cpp"
+REFERENCE_BACKEND = "CUDA"
+REFERENCE_VENDOR = "nvidia"
+TYPICAL_STREAM_FRACTION = 0.85
+BW_SCALE_GBS = 500.0
+YEAR_CENTRE, YEAR_SCALE = 2020, 4.0
+
+# Backend names as records spell them -> one name per backend.
+_BACKEND_NAMES = {"hip": "ROCm", "rocm": "ROCm", "cuda": "CUDA", "vulkan": "Vulkan", "metal": "Metal",
+                  "cpu": "CPU", "sycl": "SYCL", "opencl": "OpenCL"}  # fmt: skip
+
+
+def normalise_backend(backend: str | None) -> str:
+    """One spelling per backend ('HIP' and 'rocm' -> 'ROCm'); '' stays ''; unknown names kept as given."""
+    b = (backend or "").strip()
+    return _BACKEND_NAMES.get(b.lower(), b)
+
+
+def default_backend(hardware: HardwareSpec, engine: str) -> str:
+    """The backend a report assumes when the user names none: the engine profile's choice for the device."""
+    if engine in ENGINES:
+        return get_engine(engine).backend_for(hardware)
+    return ""
+
+
+def memory_class(hardware: HardwareSpec) -> str:
+    """hbm | gddr | lpddr | ddr | unknown from the catalog's memory_type text (HBM2e, GDDR6X, LPDDR5X ...)."""
+    t = (hardware.memory_type or "").lower()
+    for cls in ("hbm", "gddr", "lpddr", "ddr"):
+        if t.startswith(cls) or f" {cls}" in t:
+            return cls
+    return "unknown"
+
+
+def covariates(hardware: HardwareSpec, engine: str, backend: str | None, groups) -> dict[str, float]:
+    """The non-zero covariates of the requested groups for one device, engine and backend (see the module
+    doc).  ``backend`` None or '' -> the engine profile's default for the device."""
+    backend = normalise_backend(backend) or default_backend(hardware, engine)
+    kind = hardware.kind or "gpu"
+    x: dict[str, float] = {}
+    for g in groups:
+        if g == "engine" and engine != REFERENCE_ENGINE:
+            x[f"engine={engine}@{'cpu' if kind == 'cpu' else 'accel'}"] = 1.0
+        elif g == "backend" and engine == REFERENCE_ENGINE and backend and backend != REFERENCE_BACKEND:
+            x[f"backend={backend}"] = 1.0
+        elif g == "vendor" and (hardware.vendor or "").lower() not in (REFERENCE_VENDOR, ""):
+            x[f"vendor={hardware.vendor}"] = 1.0
+        elif g == "kind" and kind != "gpu":
+            x[f"kind={kind}"] = 1.0
+        elif g == "mem":
+            cls = memory_class(hardware)
+            if cls not in ("gddr", "unknown"):
+                x[f"mem={cls}"] = 1.0
+        elif g == "ln_bw" and hardware.bandwidth_gbs:
+            x["ln_bw"] = math.log(float(hardware.bandwidth_gbs) / BW_SCALE_GBS)
+        elif g == "multi_die" and (hardware.n_dies or 1) > 1:
+            x["multi_die"] = 1.0
+        elif g == "bw_measured" and hardware.bandwidth_measured_gbs and hardware.bandwidth_gbs:
+            frac = float(hardware.bandwidth_measured_gbs) / float(hardware.bandwidth_gbs)
+            x["bw_measured"] = math.log(frac / TYPICAL_STREAM_FRACTION)
+        elif g == "year" and hardware.year:
+            x["year"] = (int(hardware.year) - YEAR_CENTRE) / YEAR_SCALE
+    return x

@@ -1,0 +1,80 @@
+"""End-to-end latency records (llama-bench -pg, vLLM offline batches) predicted by the estimator from the fit:
+prefill of B x n_prompt tokens + n_gen decode steps of B sequences."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+pytest.importorskip("estimator.physics.speed")
+
+from calibration import latency, pipeline  # noqa: E402
+from calibration.dataset import load_dataset  # noqa: E402
+from calibration.features import workload_for  # noqa: E402
+from estimator.catalog.resolve import resolve_hardware, resolve_model  # noqa: E402
+from estimator.physics import speed  # noqa: E402
+from estimator.physics.quant import get_quant  # noqa: E402
+from tests.calibration_gen import base_record, generate, write_records  # noqa: E402
+
+DEVICES = {"rtx-3090": "nvidia-ampere", "rtx-a6000": "nvidia-ampere", "a100-80gb-pcie": "nvidia-ampere"}
+DEC = {"nvidia-ampere": {"bw_eff": 0.7, "t_layer_s": 2e-5, "t_fixed_s": 4e-4}}
+PRE = {"nvidia-ampere": {"flops_eff": 0.45, "attn_eff": 0.3, "t_layer_s": 6e-5}}
+
+
+def _e2e(hw_id: str, build: str, batch: int, n_batch_raw: str | None, rid: str, engine: str = "llama.cpp"):
+    """An e2e record whose latency is the estimator's sum with the generating parameters."""
+    rec = base_record(
+        record_id=rid, engine=engine, hardware_id=hw_id, hardware_family="nvidia-ampere",
+        model_id="llama-2-7b", quant="Q4_0",
+        n_prompt=128, n_gen=128, batch=batch, decode_tok_s=None, build_info=build, schema_version=2,
+        n_batch=None, extra={"published": {"batch_raw": n_batch_raw}} if n_batch_raw else {},
+    )  # fmt: skip
+    m, q, hw = resolve_model("llama-2-7b"), get_quant("Q4_0"), resolve_hardware(hw_id)
+    wl = replace(workload_for(rec), n_seq=batch, n_depth=0)
+    if n_batch_raw:
+        wl = replace(wl, n_batch=int(n_batch_raw.split()[1]))
+    pp = {**PRE["nvidia-ampere"], "bw_eff": DEC["nvidia-ampere"]["bw_eff"]}
+    dp = {**DEC["nvidia-ampere"], "flops_eff": PRE["nvidia-ampere"]["flops_eff"]}
+    t = speed.prefill_s(speed.prefill_features(m, q, wl), hw, pp)
+    t += 128 * speed.decode_step_s(speed.tg_features(m, q, wl, 128, 128), hw, dp)
+    return replace(rec, e2e_latency_s=t)
+
+
+def test_stated_n_batch_reads_llama_bench_b_from_the_published_row():
+    r = base_record(n_batch=None, extra={"published": {"batch_raw": "n_batch 16"}})
+    assert latency.stated_n_batch(r) == 16
+    assert latency.stated_n_batch(replace(r, n_batch=64)) == 64
+    assert latency.stated_n_batch(replace(r, extra={"published": {"batch_raw": "512"}})) is None
+
+
+def test_only_prompt_plus_generate_and_offline_batches_are_e2e():
+    r = base_record(e2e_latency_s=1.0, build_info="llama.cpp (llama-bench -pg)")
+    assert latency.is_e2e(r)
+    assert latency.is_e2e(replace(r, build_info="vLLM (offline LLM.generate batch latency)"))
+    assert not latency.is_e2e(replace(r, build_info="vLLM serving benchmark"))
+    assert not latency.is_e2e(replace(r, e2e_latency_s=None))
+
+
+def test_e2e_latency_is_predicted_from_the_fit(tmp_path):
+    recs = generate(DEVICES, DEC, PRE, noise=0.01, seed=3, quants=("Q4_0", "Q8_0"))
+    e2e = [
+        _e2e("rtx-3090", "llama.cpp (llama-bench -pg)", 1, "n_batch 16", "e1"),
+        _e2e("rtx-3090", "llama.cpp (llama-bench -pg)", 1, "n_batch 1", "e2"),
+        _e2e("rtx-a6000", "llama.cpp (llama-bench -pg)", 1, None, "e3"),
+        _e2e("a100-80gb-pcie", "vLLM (offline LLM.generate batch latency)", 8, None, "e4", "vllm"),
+    ]
+    write_records(tmp_path / "runs" / "gen.jsonl", recs + e2e)
+    ds = load_dataset(tmp_path)
+    assert len(ds.serving_records) == 4
+    cal = pipeline.calibrate(ds, cv=True, memory=False, schemes=("lodo",))
+    assert len(cal.latency) == 4 and {r.scheme for r in cal.latency_held["full"]} == {"full"}
+    for r in cal.latency_held["full"]:
+        assert r.ape < 0.05, (r.point.where, r.predicted_s, r.point.measured_s)
+    # n_batch 1 prefills token by token: 128 passes, much slower than n_batch 16
+    by_id = {r.point.where.rsplit(":", 1)[-1]: r for r in cal.latency_held["full"]}
+    assert len(by_id) == 4
+    lodo = cal.latency_held["lodo"]
+    assert len(lodo) == 4 and all(r.ape < 0.15 for r in lodo)
+    summary = latency.summary(cal.latency_held)
+    assert summary["full"]["n"] == 4 and summary["full"]["by_engine"]["vllm"]["n"] == 1
