@@ -121,6 +121,17 @@ def _run(args) -> int:
             f"famil(ies) and {len(model.get('devices', {}))} device(s), {len(doc['uncalibrated'])} "
             f"uncalibrated, {len(ds.records)} records used, {len(cal.rejected)} left out"
         )
+        srv = doc["serving"]
+        if srv["n_points"]:
+            gate = srv["cv"].get("gate", {})
+            meds = [(m.upper(), gate.get(f"all/{m}", {}).get("median_ape")) for m in ("tpot", "ttft")]
+            med = ", ".join(f"{m} {v:.1%}" for m, v in meds if v is not None)
+            console.print(
+                f"  serving: {sum(srv['n_points'].values())} TTFT / TPOT points"
+                + (f", held-out median (gate) {med}" if med else "")
+                + f"; {srv['n_left_out']} serving record(s) left out (see the calibration report)",
+                markup=False,
+            )
         for why, n in sorted(ds.excluded_kind.items()):
             console.print(f"  left out {n} record(s): {why}", markup=False)
         for rej in cal.rejected[:20]:

@@ -57,6 +57,12 @@ class SpeedPoint:
     n_devices: int = 1
     extra: dict = field(default_factory=dict)
 
+    @property
+    def stratum(self) -> str:
+        """The noise / error group of the point: its phase, or ``serving.<metric>`` for a serving point
+        (``extra["metric"]``: ttft | tpot), which has its own noise scale, errors and intervals."""
+        metric = self.extra.get("metric")
+        return f"{self.phase}.{metric}" if metric else self.phase
 
 
 def _speed():
@@ -357,6 +363,16 @@ class PhaseArrays:
     absolute: object
     owner: object = None
     count: object = None
+
+    @property
+    def strata(self) -> list[str]:
+        """The noise group of every point (calibration.fit.TimeModel): the phase."""
+        return [self.phase] * len(self.index)
+
+    @property
+    def row_unit(self) -> object:
+        """Design row per evaluation row (the parameters ``phase_seconds`` takes are per point)."""
+        return self.unit
 
 
 _DECODE_NUM = ("weight_bytes", "kv_bytes", "host_bytes", "expert_union_bytes", "flops_per_token", "batch",

@@ -3,21 +3,28 @@ ones.
 
 ``fit_model`` solves for z (covariate coefficients, family and device effects; calibration.hierarchy)::
 
-    data residual  (ln t_pred - ln t_meas) / sigma_phase      t_pred: the estimator's own formulas on arrays
+    data residual  (ln t_pred - ln t_meas) / sigma_stratum    t_pred: the estimator's own formulas on arrays
     prior residual (z - prior mean) / prior scale              for every beta, family and device effect
 
 with ``scipy.optimize.least_squares`` (trf, sparse lsmr, Huber loss with f_scale 1: quadratic within one
 noise scale, linear beyond): the Jacobian is the
 exact chain rule through the linear predictors, d ln t_i / d eta_ij by one finite difference of all points
-per parameter.  Noise and shrinkage scales are estimated (``estimate_scales``: sigma_phase = 1.4826 MAD of the
-residuals of a pass; tau from the well-measured groups, calibration.hierarchy), then the fit runs once more.
+per parameter.  Noise and shrinkage scales are estimated (``estimate_scales``: sigma_stratum = 1.4826 MAD of
+the residuals of a pass; tau from the well-measured groups, calibration.hierarchy), then the fit runs once
+more.
 Units: seconds (times), ln units (residuals and scales).
+
+What is fitted is pluggable (``TimeModel``): a set of PARAMS phases and the vectorised time function of
+their points.  ``SPEED`` is decode and prefill (calibration.features: one fit, each phase borrowing the
+other's terms as the estimator does); calibration.serving plugs in the serving model (TTFT / TPOT at
+concurrency) the same way.  A *stratum* is a noise group with its own sigma (``SpeedPoint.stratum``: the
+phase, or ``serving.ttft`` / ``serving.tpot``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,12 +38,14 @@ from calibration.hierarchy import (
     MIN_POINTS_FOR_TAU,
     SIGMA_FLOOR,
     SIGMA_START,
+    SPEED_PHASES,
     TAU_DEFAULT,
     TAU_MIN,
     Design,
     Scales,
     build_design,
     default_scales,
+    fitted_params,
     prior_scale,
     tau_max,
     unit_key,
@@ -48,20 +57,55 @@ LOSS, F_SCALE = "huber", 1.0  # chosen by cross-validation (docs/calibration.md,
 MAX_NFEV = 60
 
 
-class Problem:
-    """Points of both phases stacked against a design: residuals and the sparse Jacobian of the objective."""
+@dataclass(frozen=True)
+class TimeModel:
+    """A set of phases and the vectorised time function of their points: what a Problem evaluates.
 
-    def __init__(self, points: Sequence[SpeedPoint], design: Design):
+    ``phases``: the PARAMS phases whose fitted rows the design holds (``hierarchy.fitted_params``);
+    ``strata``: the noise groups (one sigma each; ``SpeedPoint.stratum``);
+    ``stack(points, unit_of)``: the points as blocks evaluated at once, each with ``index`` (into the points),
+    ``unit`` (design row per point), ``log_measured`` (ln measured seconds per point), ``strata`` (per point)
+    and ``row_unit`` (design row per evaluation row: the rows the parameter arrays are given for);
+    ``inputs(block, keys)``: {name the block's formula reads: the fitted key ``phase.name`` supplying it};
+    ``seconds(block, params)``: predicted seconds per point of the block from ``params`` (arrays per
+    evaluation row).
+    """
+
+    phases: tuple[str, ...]
+    strata: tuple[str, ...]
+    stack: Callable[[Sequence[SpeedPoint], Callable], list]
+    inputs: Callable[[object, Sequence[str]], dict[str, str]]
+    seconds: Callable[[object, dict], np.ndarray]
+
+
+def _speed_stack(points: Sequence[SpeedPoint], unit_of) -> list:
+    stacked = [feat.stack_phase(points, ph, unit_of) for ph in SPEED_PHASES]
+    return [a for a in stacked if a is not None]
+
+
+SPEED = TimeModel(
+    phases=SPEED_PHASES,
+    strata=SPEED_PHASES,
+    stack=_speed_stack,
+    inputs=lambda a, keys: feat.phase_inputs(a.phase, keys),
+    seconds=feat.phase_seconds,
+)
+
+
+class Problem:
+    """Points stacked against a design (the blocks of ``model``, decode and prefill by default): residuals and
+    the sparse Jacobian of the objective."""
+
+    def __init__(self, points: Sequence[SpeedPoint], design: Design, model: TimeModel = SPEED):
         self.points = list(points)
         self.design = design
+        self.model = model
         uidx = {u: i for i, u in enumerate(design.units)}
         unit_of = lambda p: uidx[unit_key(p)]  # noqa: E731
-        stacked = [feat.stack_phase(self.points, ph, unit_of) for ph in ("decode", "prefill")]
-        self.arrays = [a for a in stacked if a is not None]
+        self.arrays = model.stack(self.points, unit_of)
         keys = [p.key for p in design.params]
-        self.inputs = {a.phase: {n: keys.index(k) for n, k in feat.phase_inputs(a.phase, keys).items()}
-                       for a in self.arrays}  # fmt: skip
-        # point-level selection of each block: rows = the phase arrays' points in order
+        self.inputs = [{n: keys.index(k) for n, k in model.inputs(a, keys).items()} for a in self.arrays]
+        # point-level selection of each block: rows = the blocks' points in order
         order = np.concatenate([a.unit for a in self.arrays]) if self.arrays else np.zeros(0, int)
         self.n = int(order.size)
         sel = sparse.csr_matrix(
@@ -72,18 +116,18 @@ class Problem:
         self.nz_row = np.repeat(np.arange(self.n), np.diff(m.indptr))
         self.nz_param = design.col_param[m.indices]
         self.y = np.concatenate([a.log_measured for a in self.arrays]) if self.arrays else np.zeros(0)
-        self.phase_of = np.concatenate([[a.phase] * len(a.index) for a in self.arrays]) if self.arrays else []
+        self.phase_of = np.concatenate([np.asarray(a.strata) for a in self.arrays]) if self.arrays else []
         self.offsets = [0]
         for a in self.arrays:
             self.offsets.append(self.offsets[-1] + len(a.index))
 
     def log_times(self, eta_units: np.ndarray) -> np.ndarray:
-        """ln seconds of every point (phase arrays in order) for unit-level transformed values."""
+        """ln seconds of every point (blocks in order) for unit-level transformed values."""
         out = np.empty(self.n)
         for k, a in enumerate(self.arrays):
-            eta = eta_units[a.unit]
-            params = {n: from_eta(self.design.params[j], eta[:, j]) for n, j in self.inputs[a.phase].items()}
-            t = feat.phase_seconds(a, params)
+            eta = eta_units[a.row_unit]
+            params = {n: from_eta(self.design.params[j], eta[:, j]) for n, j in self.inputs[k].items()}
+            t = self.model.seconds(a, params)
             with np.errstate(divide="ignore", invalid="ignore"):
                 out[self.offsets[k] : self.offsets[k + 1]] = np.log(t)
         return out
@@ -91,7 +135,7 @@ class Problem:
     def gradient(self, eta_units: np.ndarray, base: np.ndarray) -> np.ndarray:
         """points x params: d ln t_i / d eta_ij (forward differences, all points of a parameter at once)."""
         g = np.zeros((self.n, len(self.design.params)))
-        used = {j for m in self.inputs.values() for j in m.values()}
+        used = {j for m in self.inputs for j in m.values()}
         for j in used:
             e = eta_units.copy()
             e[:, j] += FD_STEP
@@ -106,11 +150,12 @@ class FitState:
     design: Design
     z: np.ndarray
     scales: Scales
-    residuals: np.ndarray  # ln(t_pred / t_meas) of the problem's points, phase arrays in order
+    residuals: np.ndarray  # ln(t_pred / t_meas) of the problem's points, blocks in order
     converged: bool
     message: str
     n_points: dict[str, int] = field(default_factory=dict)
     train: list | None = None  # the points a cross-validation fold was fitted on (kept when asked)
+    model: TimeModel = SPEED  # what was fitted (its folds and predictions use the same)
 
     @property
     def theta(self) -> np.ndarray:
@@ -154,10 +199,10 @@ def solve(problem: Problem, scales: Scales, z0: np.ndarray | None = None, max_nf
 
 
 def estimate_scales(problem: Problem, z: np.ndarray, resid: np.ndarray, old: Scales) -> Scales:
-    """Noise scale per phase from the residuals, random-effect scales from the well-measured groups."""
+    """Noise scale per stratum from the residuals, random-effect scales from the well-measured groups."""
     d = problem.design
     sigma = {}
-    for ph in ("decode", "prefill"):
+    for ph in problem.model.strata:
         r = resid[np.asarray(problem.phase_of) == ph] if problem.n else np.zeros(0)
         sigma[ph] = max(SIGMA_FLOOR, 1.4826 * float(np.median(np.abs(r - np.median(r))))) if r.size >= 10 \
             else old.sigma.get(ph, SIGMA_START)  # fmt: skip
@@ -185,27 +230,29 @@ def fit_model(
     z0: np.ndarray | None = None,
     scales: Scales | None = None,
     passes: int = 2,
+    model: TimeModel = SPEED,
 ) -> FitState:
     """Fit z with the noise and shrinkage scales estimated from these points (module doc).
 
     ``design``: reuse a design (cross-validation folds keep the full set's units, their held-out effects at
-    0); ``z0`` / ``scales``: warm start (the scales are re-estimated here all the same).
+    0); ``z0`` / ``scales``: warm start (the scales are re-estimated here all the same); ``model``: what is
+    fitted (decode and prefill by default).
     """
-    design = design or build_design(points)
-    problem = Problem(points, design)
-    scales = scales or default_scales(design)
+    design = design or build_design(points, fitted_params(model.phases))
+    problem = Problem(points, design, model)
+    scales = scales or default_scales(design, model.strata)
     z, resid, ok, msg = solve(problem, scales, z0)
     for _ in range(passes - 1):
         scales = estimate_scales(problem, z, resid, scales)
         z, resid, ok, msg = solve(problem, scales, z)
     n = Counter(p.phase for p in points)
-    return FitState(design, z, scales, resid, ok, msg, dict(n), list(points))
+    return FitState(design, z, scales, resid, ok, msg, dict(n), list(points), model)
 
 
 def predict_log_ratio(state: FitState, points: Sequence[SpeedPoint]) -> np.ndarray:
     """ln(t_pred / t_meas) of ``points`` (whose units are in the state's design) under the fitted z, in the
     order of ``points``."""
-    problem = Problem(points, state.design)
+    problem = Problem(points, state.design, state.model)
     lt = problem.log_times(state.design.eta(state.z))
     r = lt - problem.y
     order = np.concatenate([a.index for a in problem.arrays])

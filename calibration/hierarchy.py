@@ -20,6 +20,8 @@ inherits from devices *like it*, not only from its family mean.  The time of eac
 own formula on the point's parameters (calibration.features.phase_seconds: speed.step_s / prefill_time), so
 decode and prefill are one fit: the prefill memory term uses the device's decode bw_eff and batched decode
 the prefill compute roof, as estimator.physics.speed.merged_params borrows them.  calibration.fit solves it.
+The same structure serves the serving parameters (``fitted_params(("serving",))``; calibration.serving): a
+design is built for whichever parameter rows a fit names, over the units of its points.
 
 Scales: the prior of beta (PRIOR_INTERCEPT, PRIOR_COVARIATE), and the random-effect scales tau_j estimated per
 fit (calibration.fit.estimate_scales): the standard deviation (ddof 1) of the fitted effects of the groups
@@ -41,7 +43,8 @@ from calibration.features import SpeedPoint
 from estimator.physics import covariates as cov
 from estimator.physics.coefficients import EFF, PARAMS, RATE, TIME, Param, from_eta
 
-SPEED_PHASES = ("decode", "prefill")  # the serving rows of PARAMS are the serving fit's (calibration.serving)
+# decode and prefill are one fit; the serving rows of PARAMS are the serving fit's (calibration.serving)
+SPEED_PHASES = ("decode", "prefill")
 PRIOR_INTERCEPT = {EFF: 1.0, RATE: 1.0, TIME: 2.0}  # eta units: the shipped prior is a weak anchor
 PRIOR_COVARIATE = {EFF: 0.5, RATE: 0.5, TIME: 1.0}
 COVARIATE_PRIOR_MEAN = {("decode.bw_eff", "bw_measured"): 1.0}
@@ -60,11 +63,11 @@ SIGMA_START = 0.1
 SIGMA_FLOOR = 0.01
 
 
-def fitted_params() -> tuple[Param, ...]:
-    """The parameters one speed fit estimates: decode ``fit="all"``, prefill ``"all"``, ``"peak"`` and
-    ``"absolute"`` (flops_abs_tflops: only devices without a datasheet peak inform it); not the serving
-    rows."""
-    return tuple(p for p in PARAMS if p.fit and p.phase in SPEED_PHASES)
+def fitted_params(phases: Sequence[str] = SPEED_PHASES) -> tuple[Param, ...]:
+    """The parameters one fit of ``phases`` estimates (the PARAMS rows with a ``fit``).  The speed fit
+    (default): decode ``fit="all"``, prefill ``"all"``, ``"peak"`` and ``"absolute"`` (flops_abs_tflops: only
+    devices without a datasheet peak inform it); the serving fit: ``("serving",)``."""
+    return tuple(p for p in PARAMS if p.fit and p.phase in phases)
 
 
 def unit_key(p: SpeedPoint) -> tuple[str, str, str]:
@@ -187,7 +190,8 @@ def build_design(points: Sequence[SpeedPoint], params: Sequence[Param] | None = 
 
 @dataclass
 class Scales:
-    """Noise scale per phase (ln units) and random-effect scale per (parameter index, effect)."""
+    """Noise scale per stratum (ln units; the phase, or ``serving.<metric>``) and random-effect scale per
+    (parameter index, effect)."""
 
     sigma: dict[str, float]
     tau: dict[tuple[int, str], float]
@@ -197,12 +201,12 @@ def tau_max(kind: str, effect: str) -> float:
     return min(TAU_MAX[kind], TAU_FAMILY_CAP) if effect == "family" else TAU_MAX[kind]
 
 
-def default_scales(design: Design) -> Scales:
+def default_scales(design: Design, strata: Sequence[str] = SPEED_PHASES) -> Scales:
     tau = {}
     for j, p in enumerate(design.params):
         for eff in p.effects:
             tau[(j, eff)] = min(TAU_DEFAULT[p.kind], tau_max(p.kind, eff))
-    return Scales({"decode": SIGMA_START, "prefill": SIGMA_START}, tau)
+    return Scales({s: SIGMA_START for s in strata}, tau)
 
 
 def prior_scale(design: Design, scales: Scales) -> np.ndarray:

@@ -2,24 +2,27 @@
 conformal intervals -> coefficients document (schema 2).
 
 Decode and prefill are one fit (calibration.hierarchy): the prefill memory term uses each device's decode
-bw_eff and batched decode the prefill compute roof, as the estimator borrows them.  Cross-validation refits
-the whole model in every fold (noise scales, shrinkage scales and bw_eff included) under leave-one-device-out,
-leave-one-model-out and leave-one-family-out (calibration.validate).  End-to-end latency records (llama-bench
--pg, vLLM offline batches) are predicted by the estimator with each scheme's fold coefficients
-(calibration.latency); they are never fitted.
+bw_eff and batched decode the prefill compute roof, as the estimator borrows them.  Serving (TTFT / TPOT at
+concurrency, calibration.serving) is a second fit of the same kind: its own design over the serving points
+and its own parameters, the serving time model plugged into the same optimiser.  Cross-validation refits the
+whole model in every fold (noise scales, shrinkage scales and bw_eff included) under leave-one-device-out,
+leave-one-model-out and leave-one-family-out (calibration.validate); errors, intervals and coverage are per
+*stratum* (decode, prefill, serving.ttft, serving.tpot).  Both fits go into the one ``model`` section of the
+document.  End-to-end latency records (llama-bench -pg, vLLM offline batches) are predicted by the estimator
+with each scheme's fold coefficients (calibration.latency); they are never fitted.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from calibration import features as feat
-from calibration import latency
+from calibration import latency, serving
 from calibration.dataset import Dataset, Rejection
 from calibration.features import SpeedPoint
-from calibration.fit import EFF, RATE, FitState, fit_model
+from calibration.fit import EFF, RATE, SPEED, FitState, TimeModel, fit_model
 from calibration.validate import (
     BASIS_SCHEME,
     FOLDS,
@@ -37,7 +40,6 @@ from estimator.physics.coefficients import unit_name
 
 FITBENCH_VERSION = "0.1.0"
 SCHEMES = ("lodo", "lomo", "lofo")
-PHASES = ("decode", "prefill")
 DEFAULT_INTERVAL = {"log_lo": -0.7, "log_hi": 0.5}
 
 
@@ -54,8 +56,14 @@ class SpeedFit:
         """Per point: lodo when the family has >= 2 devices, else lomo (>= 2 models), else lodo."""
         return gate_holdout(self.points, self.held)
 
-    def phase_held(self, scheme: str, phase: str) -> list[HeldOut]:
-        return [h for h in self.held.get(scheme, []) if h.point.phase == phase]
+    @property
+    def strata(self) -> tuple[str, ...]:
+        """The strata of the fitted model (decode, prefill; or serving.ttft, serving.tpot)."""
+        return self.state.model.strata
+
+    def phase_held(self, scheme: str, stratum: str) -> list[HeldOut]:
+        """The held-out predictions of one scheme in one stratum (a phase, or serving.<metric>)."""
+        return [h for h in self.held.get(scheme, []) if h.point.stratum == stratum]
 
 
 @dataclass
@@ -69,12 +77,16 @@ class Calibration:
     latency: list[latency.LatencyPoint] = field(default_factory=list)
     latency_held: dict[str, list[latency.LatencyResult]] = field(default_factory=dict)
     latency_rejected: list[Rejection] = field(default_factory=list)  # e2e records that could not be predicted
+    serving: SpeedFit | None = None  # the serving fit (calibration.serving), None without serving points
+    serving_rejected: list[Rejection] = field(default_factory=list)  # serving records left out, with why
 
 
-def fit_speed(points: list[SpeedPoint], cv: bool = True, schemes=SCHEMES, latency_points=()) -> SpeedFit:
-    """Fit the model on every point; with ``cv`` the held-out predictions of each scheme (fold fits kept
-    for the latency predictions)."""
-    state = fit_model(points)
+def fit_speed(
+    points: list[SpeedPoint], cv: bool = True, schemes=SCHEMES, latency_points=(), model: TimeModel = SPEED
+) -> SpeedFit:
+    """Fit ``model`` (decode and prefill by default; calibration.serving.SERVING) on every point; with
+    ``cv`` the held-out predictions of each scheme (fold fits kept for the latency predictions)."""
+    state = fit_model(points, model=model)
     sf = SpeedFit(points, state)
     if cv:
         for s in schemes:
@@ -90,9 +102,11 @@ def calibrate(
     lofo: bool = True,
     schemes=None,
     e2e: bool = True,
+    serve: bool = True,
 ) -> Calibration:
-    """Speed fit (+ CV) and, when ``memory``, the memory section.  ``schemes`` defaults to lodo, lomo and
-    (when ``lofo``) lofo.  ``e2e``: predict the end-to-end latency records."""
+    """Speed fit (+ CV), when ``serve`` the serving fit (+ CV) and, when ``memory``, the memory section.
+    ``schemes`` defaults to lodo, lomo and (when ``lofo``) lofo.  ``e2e``: predict the end-to-end latency
+    records."""
     resolver = resolver or feat.Resolver()
     points, rej = feat.speed_points(ds, resolver)
     lat, lat_rej = latency.latency_points(ds, resolver) if e2e else ([], [])
@@ -101,6 +115,10 @@ def calibrate(
     cal = Calibration(ds, points, list(ds.rejected) + rej, sf, latency=lat, latency_rejected=lat_rej)
     if sf is not None and lat:
         cal.latency_held = latency.predict_schemes(lat, sf)
+    if serve:
+        srv_points, cal.serving_rejected = serving.serving_points(ds, resolver)
+        if srv_points:
+            cal.serving = fit_speed(srv_points, cv, schemes, model=serving.SERVING)
     if memory:
         from calibration import memory_fit
 
@@ -114,23 +132,28 @@ def _r(x: float | None, nd: int = 6) -> float | None:
 
 
 def counts(points) -> tuple[dict, dict]:
-    """(families, devices) with their points per phase, as the model section records them; ``units``: the
-    same per engine and backend ("llama.cpp/CUDA"), which the estimator's basis reads (a device measured on
-    CUDA is not a measured device for Vulkan or for vLLM: ``coefficients.model_basis``)."""
+    """(families, devices) with their points per phase (decode, prefill and, with serving points, serving),
+    as the model section records them; ``units``: the same per engine and backend ("llama.cpp/CUDA"), which
+    the estimator's basis reads (a device measured on CUDA is not a measured device for Vulkan or for vLLM:
+    ``coefficients.model_basis``)."""
     fams: dict[str, dict] = {}
     devs: dict[str, dict] = {}
+
+    def add(entry: dict, phase: str) -> None:
+        entry[phase] = entry.get(phase, 0) + 1
+
     for p in points:
         unit = unit_name(p.engine, p.backend)
         f = fams.setdefault(
             p.family, {"decode": 0, "prefill": 0, "devices": set(), "engines": set(), "units": {}}
         )
-        f[p.phase] += 1
+        add(f, p.phase)
         f["devices"].add(p.device)
         f["engines"].add(p.engine)
-        f["units"].setdefault(unit, {"decode": 0, "prefill": 0})[p.phase] += 1
+        add(f["units"].setdefault(unit, {"decode": 0, "prefill": 0}), p.phase)
         d = devs.setdefault(p.device, {"family": p.family, "decode": 0, "prefill": 0, "units": {}})
-        d[p.phase] += 1
-        d["units"].setdefault(unit, {"decode": 0, "prefill": 0})[p.phase] += 1
+        add(d, p.phase)
+        add(d["units"].setdefault(unit, {"decode": 0, "prefill": 0}), p.phase)
     for f in fams.values():
         f["devices"], f["engines"] = sorted(f["devices"]), sorted(f["engines"])
     return fams, devs
@@ -183,18 +206,36 @@ def _of_basis(held: list[HeldOut], basis: str) -> list[HeldOut]:
     return [h for h in held if h.basis == basis]
 
 
+def _default_interval(stratum: str) -> dict:
+    """The interval of a stratum with too few held-out residuals: DEFAULT_INTERVAL, for a serving metric the
+    shipped prior's (estimator/data/prior_coefficients.json, of the time)."""
+    if stratum in serving.STRATA:
+        from estimator.physics.coefficients import load_prior
+
+        metric = stratum.split(".", 1)[1]
+        for e in load_prior()["pooled"]:
+            iv = (e.get("intervals") or {}).get(metric) if e["phase"] == serving.PHASE else None
+            if iv:
+                return {"log_lo": iv["log_lo"], "log_hi": iv["log_hi"]}
+    return dict(DEFAULT_INTERVAL)
+
+
 def interval_block(sf: SpeedFit) -> dict:
-    """Per phase and basis: the group-weighted conformal interval (calibration.validate.interval), its
-    residuals and its out-of-sample coverage under each scheme."""
+    """Per stratum and basis: the group-weighted conformal interval (calibration.validate.interval), its
+    residuals and its out-of-sample coverage under each scheme.
+
+    The interval is of ln(measured / predicted) of what the estimator reports: tokens/s for decode and
+    prefill (= the held-out log ratio ln(t_pred / t_meas)), the time for the serving metrics TTFT / TPOT
+    (= -log ratio: the interval is mirrored)."""
     out: dict = {}
-    for phase in PHASES:
+    for phase in sf.strata:
         out[phase] = {}
         for basis, scheme in BASIS_SCHEME.items():
             res = basis_residuals(sf.held, phase, basis)
             groups = [FOLDS[scheme](h.point) for h in res]
             if len(res) < MIN_RESIDUALS or len(set(groups)) < MIN_GROUPS:
                 out[phase][basis] = {
-                    **DEFAULT_INTERVAL,
+                    **_default_interval(phase),
                     "n_residuals": len(res),
                     "n_groups": len(set(groups)),
                     "scheme": "",
@@ -202,6 +243,8 @@ def interval_block(sf: SpeedFit) -> dict:
                 }
                 continue
             lo, hi = interval([h.log_ratio for h in res], groups=groups)
+            if phase in serving.STRATA:  # of the time: ln(t_meas / t_pred) = -log ratio
+                lo, hi = -hi, -lo
             out[phase][basis] = {
                 "log_lo": _r(lo, 4),
                 "log_hi": _r(hi, 4),
@@ -218,19 +261,19 @@ def interval_block(sf: SpeedFit) -> dict:
 
 
 def coverage_block(sf: SpeedFit) -> dict:
-    """Out-of-sample coverage of the nominal 90 % intervals per phase and scheme (all bases together)."""
+    """Out-of-sample coverage of the nominal 90 % intervals per stratum and scheme (all bases together)."""
     return {
         phase: {
             s: _cov(coverage(sf.phase_held(s, phase), sf.held, FOLDS[s])) for s in SCHEMES if s in sf.held
         }
-        for phase in PHASES
+        for phase in sf.strata
     }
 
 
 def cv_block(sf: SpeedFit) -> dict:
-    """Per phase: n, median and p90 APE of each scheme, overall and by basis; and the gate's."""
+    """Per stratum: n, median and p90 APE of each scheme, overall and by basis; and the gate's."""
     out: dict = {}
-    for phase in PHASES:
+    for phase in sf.strata:
         out[phase] = {}
         for s in SCHEMES:
             hs = sf.phase_held(s, phase)
@@ -244,7 +287,7 @@ def cv_block(sf: SpeedFit) -> dict:
                     m, q = ape_stats([h.ape for h in bh])
                     entry["by_basis"][basis] = {"n": len(bh), "median_ape": _r(m, 4), "p90_ape": _r(q, 4)}
             out[phase][s] = entry
-        gate = [h for h in sf.gate() if h.point.phase == phase]
+        gate = [h for h in sf.gate() if h.point.stratum == phase]
         if gate:
             med, p90 = ape_stats([h.ape for h in gate])
             out[phase]["gate"] = {"n": len(gate), "median_ape": _r(med, 4), "p90_ape": _r(p90, 4)}
@@ -252,16 +295,17 @@ def cv_block(sf: SpeedFit) -> dict:
 
 
 def family_cv(sf: SpeedFit) -> list[dict]:
-    """Per (family, engine, backend, phase): points, devices and the error of each scheme."""
+    """Per (family, engine, backend, stratum): points, devices and the error of each scheme (``phase``: the
+    stratum, serving.ttft / serving.tpot for the serving metrics)."""
     rows: dict[tuple, dict] = {}
     for s, hs in sf.held.items():
         for h in hs:
             p = h.point
-            k = (p.family, p.engine, p.backend, p.phase)
+            k = (p.family, p.engine, p.backend, p.stratum)
             rows.setdefault(k, defaultdict(list))[s].append(h.ape)
     out = []
     for k in sorted(rows):
-        pts = [p for p in sf.points if (p.family, p.engine, p.backend, p.phase) == k]
+        pts = [p for p in sf.points if (p.family, p.engine, p.backend, p.stratum) == k]
         entry = {"family": k[0], "engine": k[1], "backend": k[2], "phase": k[3], "n_points": len(pts),
                  "devices": sorted({p.device for p in pts}), "cv": {}}  # fmt: skip
         for s, apes in rows[k].items():
@@ -271,17 +315,42 @@ def family_cv(sf: SpeedFit) -> list[dict]:
     return out
 
 
+def fit_section(sf: SpeedFit) -> dict:
+    """The model section of one fit with its cross-validation (intervals, cv, coverage)."""
+    model = model_section(sf.state, sf.points, interval_block(sf) if sf.held else {},
+                          cv_block(sf) if sf.held else {})  # fmt: skip
+    if sf.held:
+        model["coverage"] = coverage_block(sf)
+    return model
+
+
+def join_sections(speed: dict, other: dict, points) -> dict:
+    """``other`` (the serving fit's section) joined into ``speed`` (the decode / prefill fit's): parameters
+    appended, noise scales, intervals, cv and coverage by stratum, point counts per family / device / unit
+    of all ``points``; ``converged`` when both fits converged, ``fits`` says which."""
+    out = dict(speed)
+    out["params"] = speed["params"] + other["params"]
+    for k in ("sigma", "intervals", "cv", "coverage"):
+        out[k] = {**speed.get(k, {}), **other.get(k, {})}
+    out["families"], out["devices"] = counts(points)
+    out["converged"] = bool(speed["converged"] and other["converged"])
+    out["fits"] = {"decode+prefill": {"converged": speed["converged"]},
+                   "serving": {"converged": other["converged"]}}  # fmt: skip
+    return out
+
+
 def coefficients_document(cal: Calibration) -> dict:
-    """The results/coefficients.json document (schema 2, estimator/physics/coefficients.py)."""
-    sf = cal.speed
+    """The results/coefficients.json document (schema 2, estimator/physics/coefficients.py): the speed fit's
+    model section with the serving fit's joined in (``join_sections``)."""
+    sf, srv = cal.speed, cal.serving
     model = None
     if sf is not None:
-        extra = {"coverage": coverage_block(sf)} if sf.held else {}
-        model = model_section(sf.state, sf.points, interval_block(sf) if sf.held else {},
-                              cv_block(sf) if sf.held else {})  # fmt: skip
-        model.update(extra)
+        model = fit_section(sf)
         if cal.latency_held:
             model["e2e"] = latency.summary(cal.latency_held)
+    if srv is not None:
+        other = fit_section(srv)
+        model = other if model is None else join_sections(model, other, sf.points + srv.points)
     fitted = {(p.family, p.engine, p.backend, p.phase) for p in cal.points}
     return {
         "schema_version": 2,
@@ -292,10 +361,33 @@ def coefficients_document(cal: Calibration) -> dict:
         "n_records": len(cal.dataset.records),
         "n_rejected": len(cal.rejected),
         "model": model or {"params": []},
-        "families": family_cv(sf) if sf is not None and sf.held else [],
+        "families": [
+            *(family_cv(sf) if sf is not None and sf.held else []),
+            *(family_cv(srv) if srv is not None and srv.held else []),
+        ],
         "uncalibrated": _uncalibrated(cal, fitted),
         "memory": cal.memory,
         "memory_notes": cal.memory_notes,
+        "serving": serving_summary(cal),
+    }
+
+
+def serving_summary(cal: Calibration) -> dict:
+    """The serving fit at a glance: points per metric, records left out by reason, and the held-out error
+    per scheme, engine and metric (calibration.serving.cv_summary; the gate's under "gate")."""
+    srv = cal.serving
+    reasons: dict[str, int] = defaultdict(int)
+    for r in cal.serving_rejected:
+        reasons[serving.rejection_reason(r)] += 1
+    held = {**srv.held, "gate": srv.gate()} if srv is not None and srv.held else {}
+    cv = {s: {k: {"n": v["n"], "median_ape": _r(v["median"], 4), "p90_ape": _r(v["p90"], 4)}
+              for k, v in rows.items()}
+          for s, rows in serving.cv_summary(held).items()}  # fmt: skip
+    return {
+        "n_points": dict(sorted(Counter(p.extra["metric"] for p in srv.points).items())) if srv else {},
+        "n_left_out": len(cal.serving_rejected),
+        "left_out": dict(sorted(reasons.items(), key=lambda x: -x[1])),
+        "cv": cv,
     }
 
 

@@ -4,8 +4,9 @@ Plots (held-out predictions, gate scheme: leave-one-device-out, single-device fa
   pred_vs_meas_<phase>.png   predicted vs measured tokens/s per family (log-log, y = x line)
   residuals_<phase>.png      ln(measured / predicted) vs model weight bytes read (GiB = 2^30 B)
 Tables: headline errors per cross-validation scheme (LODO / LOMO / LOFO, gate) and by basis, interval
-coverage out of sample, end-to-end latency, per family x phase error, the model's covariate coefficients and
-shrinkage scales, rejections.
+coverage out of sample, end-to-end latency, per family x phase error, serving at concurrency (TTFT / TPOT per
+engine and scheme, records left out by reason), the model's covariate coefficients and shrinkage scales,
+rejections.
 """
 
 from __future__ import annotations
@@ -198,6 +199,37 @@ def _scheme_lines(doc: dict) -> list[str]:
     return lines + [""]
 
 
+def _serving_lines(doc: dict) -> list[str]:
+    """The serving section: the fit, its held-out errors per scheme, engine and metric against the gate,
+    and the serving records left out by reason."""
+    srv = doc.get("serving") or {}
+    if not srv.get("n_points") and not srv.get("n_left_out"):
+        return []
+    n = srv.get("n_points", {})
+    lines = [
+        "## Serving at concurrency (TTFT, TPOT)",
+        "",
+        "Model: estimator.physics.serving (the mixed scheduler step on the decode step formula, the closed "
+        "loop and the request queue); its parameters (the `serving.*` rows below) are fitted like decode and "
+        "prefill, one model over (device, engine, backend) units with engine / vendor covariates and "
+        "family / device effects (calibration/serving.py).  Points: "
+        + ", ".join(f"{k} {v}" for k, v in n.items())
+        + ".  Error = |t_meas / t_pred - 1| of the time; the strata serving.ttft / serving.tpot in the "
+        "tables above are these points (intervals of ln(measured / predicted) time).  Gate (`python -m "
+        "calibration check`): overall median of the gate scheme, TPOT <= 20 %, TTFT <= 35 %; the issue's "
+        "targets are 12 % / 25 %.",
+        "",
+        "| scheme | engine / metric | n | median | p90 |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for scheme, rows in srv.get("cv", {}).items():
+        for k, v in rows.items():
+            lines.append(f"| {scheme} | {k} | {v['n']} | {_pct(v['median_ape'])} | {_pct(v['p90_ape'])} |")
+    lines += ["", f"Serving records with TTFT / TPOT left out: {srv.get('n_left_out', 0)}.", ""]
+    lines += [f"- {cnt} x {why}" for why, cnt in srv.get("left_out", {}).items()]
+    return lines + [""]
+
+
 def _model_lines(doc: dict) -> list[str]:
     model = doc.get("model", {})
     lines = ["## The model: covariate coefficients (eta units) and shrinkage scales", "",
@@ -221,10 +253,12 @@ def render_markdown(cal: Calibration, doc: dict, df: pd.DataFrame, plots: list[s
         *[f"Not fitted: {n} record(s), {why}." for why, n in sorted(cal.dataset.excluded_kind.items())],
         *[f"Quality flag `{q}` not used: {n} record(s)." for q, n in sorted(ds_quality(cal))],
         "",
-        "Errors are absolute percentage errors of tokens/s, held out.  Speeds are estimated by "
-        "estimator.physics.speed with the coefficients of results/coefficients.json (schema 2).",
+        "Errors are absolute percentage errors of tokens/s (serving: of the TTFT / TPOT time), held out.  "
+        "Speeds are estimated by estimator.physics.speed, serving figures by estimator.physics.serving, with "
+        "the coefficients of results/coefficients.json (schema 2).",
         "",
         *_scheme_lines(doc),
+        *_serving_lines(doc),
     ]
     if not df.empty:
         lines += [

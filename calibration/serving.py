@@ -1,64 +1,67 @@
-"""Serving calibration: TTFT, TPOT and batch latencies of vLLM / SGLang records -> serving coefficient sets.
+"""Serving calibration: TTFT and TPOT of vLLM / SGLang serving records, fitted as one model across devices.
 
-The model is the estimator's own (``estimator.physics.serving``: the mixed scheduler step on the decode step
-formula of ``estimator.physics.speed`` and the request queue); its free parameters are the ``serving`` rows of
-``estimator.physics.coefficients.PARAMS``.  One serving set is fitted per (hardware family, engine, backend)
-in the same three-level hierarchy as decode and prefill (``calibration.hierarchy.fit_hierarchy``: global ->
-vendor pool -> family, shrunk towards the shipped prior), cross-validated leave-one-device-out and
-leave-one-model-out (``calibration.validate.holdout``), with intervals per metric.
+The model is the estimator's own (``estimator.physics.serving.solve``: the mixed scheduler step on the decode
+step formula of ``estimator.physics.speed``, the closed loop and the request queue); its free parameters are
+the ``serving`` rows of ``estimator.physics.coefficients.PARAMS``.  They are fitted with the machinery of
+decode and prefill (calibration.hierarchy / calibration.fit): per unit u = (device, engine, backend),
 
-Points (one per measured figure of a record; ``SpeedPoint.extra["metric"]``):
+    eta_uj = prior offset_j(kind of u) + sum_c beta_jc x_uc + a_j[family(u)] + b_j[device(u)]
 
-* ``ttft`` (``ttft_s``) and ``tpot`` (``tpot_s``) of a serving benchmark at a stated concurrency
-  (aiconfigurator silicon rows, ``vllm bench serve`` / SGLang ``bench_serving`` rows): mode ``serve`` (closed
-  loop), isl / osl = n_prompt / n_gen;
-* ``e2e`` (``e2e_latency_s``) of an offline batch of ``batch`` requests (Argonne LLM-Inference-Bench: vLLM
-  ``LLM.generate``), and ``ttft`` of such a batch with one output token: mode ``batch``.
+with the covariates and effects each serving row names, solved by the same robust least squares; this module
+plugs the serving time function into it (``SERVING``, a ``calibration.fit.TimeModel``).  The serving fit is
+its own design over the serving points (its own parameters): the step efficiencies it fits are the serving
+engines' (vLLM / SGLang on datacenter GPUs), which the decode / prefill records (llama.cpp almost only) do not
+measure.  Cross-validation, intervals and coverage are calibration.validate's (lodo / lomo / lofo; the gate:
+lodo, lomo for a family with one device), per *stratum* ``serving.ttft`` / ``serving.tpot`` (each with its
+own noise scale).
 
-Measured time of a point = the figure itself (seconds).  Error = |t_meas / t_pred - 1| (as decode and prefill:
-the error of the rate 1 / t).  Intervals are of ln(t_meas / t_pred) per metric.
+Points (one per measured figure of a record; ``SpeedPoint.extra["metric"]``): ``ttft`` (``ttft_s``) and
+``tpot`` (``tpot_s``) of a serving benchmark at a stated concurrency (aiconfigurator silicon rows, ``vllm
+bench serve`` / SGLang ``bench_serving`` rows): mode ``serve`` (closed loop), isl / osl = n_prompt / n_gen;
+and the ``ttft`` of an offline batch with one output token (Argonne's vLLM ``LLM.generate`` rows): mode
+``batch``.
+Measured time of a point = the figure itself (seconds); error = |t_meas / t_pred - 1|.  End-to-end latencies
+of offline batches are not fitted here: calibration.latency predicts them from the decode / prefill fit.
 
 What is left out, each with its reason (``Rejection``): engines without a profile (TensorRT-LLM: its scheduler
-and kernels are not modelled; engine ``other`` rows are SGLang when their build says so), disaggregated rows
-(separate prefill and decode workers: another system), throughput-only figures (``output_tok_s`` /
-``total_tok_s`` are derived from the same runs as TTFT / TPOT / e2e, or suspect), ``itl_s`` (the same steps
-as TPOT), a precision the record does not state, instances of more than ``MAX_DEVICES`` devices, requests
-longer than the model's context (the engine truncates or refuses them), devices without a datasheet TFLOPS
-figure, and models / quants / devices the catalog does not know.
+and kernels are not modelled; engine ``other`` rows are SGLang when their build says so), llama.cpp serving
+(its speed is the decode / prefill fit), disaggregated rows (separate prefill and decode workers: another
+system), a precision the record does not state, pipeline-parallel instances, instances of more than
+``MAX_DEVICES`` devices, requests longer than the model's context (the engine truncates or refuses them),
+devices without a datasheet TFLOPS figure, and models / quants / devices the catalog does not know.
+Throughput-only figures (``output_tok_s`` / ``total_tok_s``: derived from the same runs) and ``itl_s`` (the
+same steps as TPOT) are not points.
 
 Assumption (stated, checked by the fit): the aiconfigurator silicon rows do not state the KV-cache dtype; rows
 of 8- and 4-bit float precision are sized with an fp8 KV cache (aiconfigurator pairs fp8 / fp4 GEMMs with an
 fp8 KV cache), bf16 otherwise.
 
-Evaluation is vectorised: points are stacked into bundles of equal scheduler shape (numpy arrays in
-``ServingFeatures``) and ``estimator.physics.serving.solve`` runs once per bundle and parameter vector; the
-per-point ``predict_s`` the hierarchy calls reads the memoised result.
+Evaluation is vectorised: the points are stacked into blocks of one scheduler shape (engine, captured graph
+sizes, mixing, batch mode: the fields ``solve`` needs uniform), one row per record (its TTFT and TPOT points
+share it), and ``estimator.physics.serving.solve`` runs once per block on numpy arrays.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections import OrderedDict, defaultdict
-from dataclasses import dataclass, field
+from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 
 from calibration.dataset import Dataset, LoadedRecord, Rejection
-from calibration.features import Resolver, _point, point_family, workload_for
-from calibration.fit import PhaseModel, SpeedPoint
-from calibration.hierarchy import Hierarchy, family_key, fit_hierarchy, global_key, pool_key
-from calibration.pipeline import _cv_block, _r  # the decode / prefill groups' CV block and rounding
-from calibration.validate import MIN_RESIDUALS, HeldOut, ape_stats, holdout, interval, nested_coverage
-from estimator.physics.coefficients import fitted_params
+from calibration.features import Resolver, SpeedPoint, _point, workload_for
+from calibration.fit import TimeModel
+from calibration.validate import HeldOut, ape_stats
 from estimator.specs import SpecError
 
 PHASE = "serving"
 ENGINES = ("vllm", "sglang")
-METRICS = {"ttft_s": "ttft", "tpot_s": "tpot", "e2e_latency_s": "e2e"}
+METRICS = {"ttft_s": "ttft", "tpot_s": "tpot"}
 GATED_METRICS = ("tpot", "ttft")
+STRATA = tuple(f"{PHASE}.{m}" for m in METRICS.values())
 FP_KV_PRECISIONS = ("FP8", "FP8-BLOCK", "NVFP4", "MXFP4")
 MAX_DEVICES = 8  # devices of one serving instance the model covers (one node's interconnect)
-SERVING_PARAMS = fitted_params(PHASE)
 
 
 def record_engine(rec) -> str | None:
@@ -71,70 +74,8 @@ def record_engine(rec) -> str | None:
 
 
 def is_serving_record(rec) -> bool:
-    """True when a record carries a serving / batch latency figure this module fits."""
+    """True when a record carries a figure this module fits (TTFT or TPOT)."""
     return any(getattr(rec, k) is not None for k in METRICS)
-
-
-# ------------------------------------------------------------------------------------------- bundles
-@dataclass
-class Bundle:
-    """Points of one scheduler shape stacked into array features, with a small memo of solved results."""
-
-    key: tuple
-    rows: list = field(default_factory=list)  # scalar ServingFeatures
-    features: object = None
-    memo: OrderedDict = field(default_factory=OrderedDict)
-    _last_params: dict | None = None
-    _last: dict | None = None
-
-    def stack(self) -> None:
-        from estimator.physics.serving import ServingFeatures
-
-        first = self.rows[0]
-        uniform = {"fp8", "mixes_prefill", "graph_sizes", "batch_mode", "engine"}
-        values = {}
-        for f in dataclasses.fields(ServingFeatures):
-            if f.name in uniform:
-                values[f.name] = getattr(first, f.name)
-            else:
-                values[f.name] = np.array([float(getattr(r, f.name)) for r in self.rows])
-        values["fp8"] = False  # unused by the step formula (the GEMM rate is in gemm_flops_s)
-        self.features = ServingFeatures(**values)
-
-    def solved(self, params: dict) -> dict:
-        from estimator.physics.serving import solve
-
-        if params is self._last_params:  # calibration.fit.predict_times passes one dict for every point
-            return self._last
-        key = tuple(sorted((k, float(v)) for k, v in params.items()))
-        hit = self.memo.get(key)
-        if hit is None:
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                hit = solve(self.features, params)
-            self.memo[key] = hit
-            if len(self.memo) > 8:
-                self.memo.popitem(last=False)
-        self._last_params, self._last = params, hit
-        return hit
-
-
-@dataclass(frozen=True)
-class ServingRef:
-    """SpeedPoint.features of a serving point: its bundle, row and metric."""
-
-    bundle: Bundle
-    index: int
-    metric: str
-
-
-def predict_s(ref: ServingRef, hardware, params: dict) -> float:  # noqa: ARG001 - device is in the features
-    """Predicted seconds of one point: ``estimator.physics.serving.solve`` of its bundle (memoised)."""
-    return float(ref.bundle.solved(params)[ref.metric + "_s"][ref.index])
-
-
-def serving_model() -> PhaseModel:
-    """The serving phase: free parameters from PARAMS, prediction through estimator.physics.serving."""
-    return PhaseModel(PHASE, SERVING_PARAMS, predict_s)
 
 
 # -------------------------------------------------------------------------------------------- points
@@ -151,7 +92,7 @@ def _reject(lr: LoadedRecord, why: str) -> Rejection:
 def _why_not(rec) -> str | None:
     """Why a serving record cannot be fitted (None: it can)."""
     if rec.engine == "llama.cpp":
-        return "llama.cpp batch latency (llama-bench -pg): its speed is fitted as decode / prefill"
+        return "llama.cpp serving: its speed is the decode / prefill fit (llama-server's queue is not fitted)"
     if record_engine(rec) is None:
         name = "TensorRT-LLM" if rec.engine == "trtllm" else repr(rec.engine)
         return f"engine {name} has no profile (scheduler and kernels not modelled)"
@@ -172,26 +113,27 @@ def _why_not(rec) -> str | None:
 
 
 def serving_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[SpeedPoint], list[Rejection]]:
-    """SpeedPoints (phase ``serving``) of every usable serving record, and the records left out with why."""
+    """SpeedPoints (phase ``serving``, ``features`` = the record's scalar ``ServingFeatures``, shared by its
+    TTFT and TPOT points) of every usable serving record (``Dataset.serving_records``), and the records with
+    a TTFT / TPOT figure that are left out, with why."""
     from estimator.physics import serving as sv
-    from estimator.physics.serving import ServingLoad
+    from estimator.physics.coefficients import prior_table
 
     resolver = resolver or Resolver()
     points: list[SpeedPoint] = []
     rejected: list[Rejection] = []
-    bundles: dict[tuple, Bundle] = {}
-    table = _prior_table()
-    for lr in ds.records:
+    table = prior_table()
+    for lr in ds.serving_records:
         r = lr.record
         if not is_serving_record(r):
-            continue
+            continue  # e2e / throughput only: calibration.latency
         why = _why_not(r)
         if why:
             rejected.append(_reject(lr, why))
             continue
         engine = record_engine(r)
         try:
-            model, quant, hw = resolver.spec_for(r)
+            model, quant, hw = resolver.spec_for(dataclasses.replace(r, engine=engine))
             if r.n_prompt + r.n_gen > model.max_context:
                 raise SpecError(
                     f"requests of {r.n_prompt} + {r.n_gen} tokens exceed the model's context "
@@ -202,7 +144,7 @@ def serving_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[
             rec = dataclasses.replace(r, engine=engine, kv_dtype=_kv_dtype(r))
             wl = dataclasses.replace(workload_for(rec), split="tp", n_seq=1)
             serve = r.concurrency is not None
-            load = ServingLoad(
+            load = sv.ServingLoad(
                 int(r.concurrency if serve else r.batch), r.n_prompt, r.n_gen, sv.SERVE if serve else sv.BATCH
             )
             cap = sv.kv_capacity(model, quant, hw, dataclasses.replace(wl, n_ctx=r.n_prompt + r.n_gen), table)
@@ -210,252 +152,134 @@ def serving_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[
         except (SpecError, KeyError, ValueError, ZeroDivisionError) as exc:
             rejected.append(_reject(lr, f"features: {exc}"))
             continue
-        family = point_family(r, hw)
-        key = (family, engine, r.backend, f.graph_sizes, f.mixes_prefill, f.batch_mode)
-        bundle = bundles.setdefault(key, Bundle(key))
         for field_name, metric in METRICS.items():
             value = getattr(r, field_name)
             if value is None:
                 continue
-            bundle.rows.append(f)
-            ref = ServingRef(bundle, len(bundle.rows) - 1, metric)
-            serving_extra = {"metric": metric, "concurrency": load.concurrency, "isl": r.n_prompt,
-                             "osl": r.n_gen, "mode": load.mode, "quant": r.quant}  # fmt: skip
-            p = _point(lr, PHASE, ref, hw, float(value))
-            points.append(dataclasses.replace(p, engine=engine, extra=serving_extra))
-    for b in bundles.values():
-        b.stack()
+            extra = {"metric": metric, "concurrency": load.concurrency, "isl": r.n_prompt, "osl": r.n_gen,
+                     "mode": load.mode, "quant": r.quant}  # fmt: skip
+            p = _point(lr, PHASE, f, hw, float(value))
+            points.append(dataclasses.replace(p, engine=engine, extra=extra))
     return points, rejected
 
 
-def _prior_table():
-    from estimator.physics.coefficients import prior_table
+# ------------------------------------------------------------------------------ vectorised evaluation
+# Fields of ServingFeatures that solve() needs uniform within a block (the rest become numpy arrays).
+_UNIFORM = ("fp8", "mixes_prefill", "graph_sizes", "batch_mode", "engine")
 
-    return prior_table()
 
-
-# ------------------------------------------------------------------------------------------------ fit
 @dataclass
-class ServingFit:
-    """The serving hierarchy, its held-out predictions and what was left out."""
+class ServingBlock:
+    """Serving points of one scheduler shape, stacked (a calibration.fit.TimeModel block).
 
-    points: list[SpeedPoint]
-    hierarchy: Hierarchy | None
-    rejected: list[Rejection]
-    lodo: list[HeldOut] = field(default_factory=list)
-    lomo: list[HeldOut] = field(default_factory=list)
-    lofo: list[HeldOut] = field(default_factory=list)
-
-    def gate(self) -> list[HeldOut]:
-        """Per point: lodo when its family has >= 2 devices, else lomo (>= 2 models), else lodo (pool): the
-        decode / prefill gate (calibration.pipeline.PhaseFit.gate) on the serving points."""
-        from calibration.pipeline import PhaseFit
-
-        return PhaseFit.gate(self)
-
-
-def fit_serving(ds: Dataset, resolver=None, cv: bool = True, lofo: bool = True) -> ServingFit:
-    """Serving points -> hierarchy (+ lodo / lomo / lofo held-out predictions when ``cv``)."""
-    from calibration.pipeline import make_prior_for
-
-    points, rejected = serving_points(ds, resolver)
-    if not points:
-        return ServingFit(points, None, rejected)
-    model = serving_model()
-    h = fit_hierarchy(points, model, make_prior_for(model))
-    sf = ServingFit(points, h, rejected)
-    if cv:
-        sf.lodo = holdout(points, h, "lodo")
-        sf.lomo = holdout(points, h, "lomo")
-        if lofo:
-            sf.lofo = holdout(points, h, "lofo")
-    return sf
-
-
-# ------------------------------------------------------------------------------------------ document
-def _by_metric(held: list[HeldOut]) -> dict[str, list[HeldOut]]:
-    out: dict[str, list[HeldOut]] = defaultdict(list)
-    for h in held:
-        out[h.point.extra["metric"]].append(h)
-    return out
-
-
-def _time_interval(own: list[HeldOut], pool: list[HeldOut]) -> dict:
-    """Interval of ln(t_meas / t_pred) (= -HeldOut.log_ratio) from the group's held-out residuals, or the
-    pool's when the group has fewer than MIN_RESIDUALS."""
-    use = own if len(own) >= MIN_RESIDUALS else pool
-    if len(use) < MIN_RESIDUALS:
-        return {"log_lo": -0.9, "log_hi": 0.6, "coverage": None, "n_residuals": len(use),
-                "source": "too few held-out residuals: default wide interval"}  # fmt: skip
-    lo, hi = interval([-h.log_ratio for h in use])
-    flipped = [dataclasses.replace(h, predicted_s=h.point.measured_s**2 / h.predicted_s) for h in own]
-    pool_flipped = [dataclasses.replace(h, predicted_s=h.point.measured_s**2 / h.predicted_s) for h in pool]
-    return {
-        "log_lo": _r(lo, 4),
-        "log_hi": _r(hi, 4),
-        "coverage": _r(nested_coverage(flipped, pool_flipped), 3),
-        "n_residuals": len(use),
-        "source": "group" if use is own else "pool",
-    }
-
-
-def _params(res) -> tuple[dict, dict]:
-    return {k: _r(v) for k, v in res.params.items()}, {k: _r(v) for k, v in res.stderr.items()}
-
-
-def document_entries(sf: ServingFit) -> tuple[list[dict], list[dict]]:
-    """(groups, pooled) entries of the coefficients document for the serving phase.
-
-    A group's ``cv`` holds the TPOT errors (the label the estimator prints), ``cv_by_metric`` every metric's;
-    ``intervals`` one time interval per metric, ``interval`` TPOT's.
+    Per point: ``index`` (into the point list), ``unit`` (design row), ``log_measured``, ``strata``,
+    ``row`` (its record's row) and ``is_ttft``; per row: ``row_unit`` and the array ``features``.
     """
-    if sf.hierarchy is None:
-        return [], []
-    h = sf.hierarchy
-    gate = sf.gate()
-    by_fam, by_pool = defaultdict(list), defaultdict(list)
-    for g in gate:
-        by_fam[family_key(g.point)].append(g)
-        by_pool[pool_key(g.point)].append(g)
-    groups, pooled = [], []
-    for fk, res in sorted(h.families.items()):
-        pts = [p for p in sf.points if family_key(p) == fk]
-        pk = pool_key(pts[0])
-        lomo = _by_metric([x for x in sf.lomo if family_key(x.point) == fk])
-        lodo = _by_metric([x for x in sf.lodo if family_key(x.point) == fk])
-        own, pool = _by_metric(by_fam.get(fk, [])), _by_metric(by_pool.get(pk, []))
-        metrics = sorted({p.extra["metric"] for p in pts})
-        cv = {m: _cv_block(lomo[m], lodo[m], len(res.devices), len(res.models)) for m in metrics}
-        intervals = {m: _time_interval(own[m], pool[m]) for m in metrics}
-        primary = "tpot" if "tpot" in metrics else metrics[0]
-        params, stderr = _params(res)
-        groups.append(
-            {
-                "family": fk[0],
-                "engine": fk[1],
-                "backend": fk[2],
-                "phase": PHASE,
-                "params": params,
-                "stderr": stderr,
-                "n_points": res.n_points,
-                "devices": list(res.devices),
-                "models": list(res.models),
-                "metrics": {m: sum(1 for p in pts if p.extra["metric"] == m) for m in metrics},
-                "cv": cv[primary],
-                "cv_by_metric": cv,
-                "interval": intervals[primary],
-                "intervals": intervals,
-                "sigma_log": _r(res.sigma_log, 4),
-                "at_bound": list(res.at_bound),
-                "prior": res.prior_source,
-                "variant": "serving",
-                "converged": res.converged,
-            }
-        )
-    for level, fits, keyf in (("pool", h.pools, pool_key), ("global", h.globals_, global_key)):
-        for k, res in sorted(fits.items()):
-            fams = sorted({p.family for p in sf.points if keyf(p) == k})
-            lofo = _by_metric([x for x in sf.lofo if keyf(x.point) == k])
-            metrics = sorted({p.extra["metric"] for p in sf.points if keyf(p) == k})
-            cv = {}
-            for m in metrics:
-                med, p90 = ape_stats([x.ape for x in lofo[m]]) if len(fams) >= 2 else (None, None)
-                cv[m] = {"lofo_median_ape": _r(med, 4), "lofo_p90_ape": _r(p90, 4)}
-            intervals = {m: _time_interval(lofo[m] if len(fams) >= 2 else [], []) for m in metrics}
-            primary = "tpot" if "tpot" in metrics else metrics[0]
-            params, stderr = _params(res)
-            pooled.append(
-                {
-                    "scope": {"kind": k[2]} if level == "global" else {"kind": k[2], "vendor": k[3]},
-                    "engine": k[0],
-                    "phase": PHASE,
-                    "params": params,
-                    "stderr": stderr,
-                    "n_points": res.n_points,
-                    "families": fams,
-                    "devices": list(res.devices),
-                    "cv": cv[primary],
-                    "cv_by_metric": cv,
-                    "interval": intervals[primary],
-                    "intervals": intervals,
-                    "level": level,
-                    "variant": "serving",
-                    "note": "leave-one-family-out errors: what a device of an unmeasured family gets",
-                }
+
+    index: np.ndarray
+    unit: np.ndarray
+    log_measured: np.ndarray
+    strata: list[str]
+    row: np.ndarray
+    is_ttft: np.ndarray
+    row_unit: np.ndarray
+    features: object  # estimator.physics.serving.ServingFeatures with array fields
+
+
+def _shape_key(f) -> tuple:
+    return tuple(getattr(f, k) for k in _UNIFORM if k != "fp8")
+
+
+def stack(points, unit_of) -> list[ServingBlock]:
+    """The serving points as blocks (see ServingBlock): one row per (record features, unit)."""
+    from estimator.physics.serving import ServingFeatures
+
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for i, p in enumerate(points):
+        if p.phase == PHASE:
+            groups[_shape_key(p.features)].append(i)
+    blocks = []
+    for key in sorted(groups, key=repr):
+        idx = groups[key]
+        rows: dict[tuple, int] = {}
+        feats, row_unit, row_of = [], [], []
+        for i in idx:
+            p = points[i]
+            rk = (id(p.features), unit_of(p))
+            if rk not in rows:
+                rows[rk] = len(feats)
+                feats.append(p.features)
+                row_unit.append(rk[1])
+            row_of.append(rows[rk])
+        first = feats[0]
+        values = {}
+        for fld in dataclasses.fields(ServingFeatures):
+            if fld.name in _UNIFORM:
+                values[fld.name] = getattr(first, fld.name)
+            else:
+                values[fld.name] = np.array([float(getattr(f, fld.name)) for f in feats])
+        values["fp8"] = False  # unused by the step formula (the GEMM rate of the format is in gemm_flops_s)
+        pts = [points[i] for i in idx]
+        blocks.append(
+            ServingBlock(
+                index=np.asarray(idx),
+                unit=np.asarray([unit_of(p) for p in pts]),
+                log_measured=np.log([p.measured_s for p in pts]),
+                strata=[p.stratum for p in pts],
+                row=np.asarray(row_of),
+                is_ttft=np.array([p.extra["metric"] == "ttft" for p in pts]),
+                row_unit=np.asarray(row_unit),
+                features=ServingFeatures(**values),
             )
-    return groups, pooled
+        )
+    return blocks
 
 
-# ---------------------------------------------------------------------------------------------- gate
-def gate_samples(sf: ServingFit) -> list[tuple[tuple, float, str]]:
+def inputs(block: ServingBlock, keys) -> dict[str, str]:  # noqa: ARG001 - every block reads the same
+    """{name serving.solve reads: fitted key} of the serving rows among ``keys``."""
+    return {k.split(".", 1)[1]: k for k in keys if k.startswith(PHASE + ".")}
+
+
+def seconds(block: ServingBlock, params: dict) -> np.ndarray:
+    """Predicted seconds of every point of ``block`` (``params``: arrays per row): TTFT or TPOT of
+    ``estimator.physics.serving.solve`` on the block's features."""
+    from estimator.physics.serving import solve
+
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        s = solve(block.features, params)
+    return np.where(block.is_ttft, s["ttft_s"][block.row], s["tpot_s"][block.row])
+
+
+SERVING = TimeModel(phases=(PHASE,), strata=STRATA, stack=stack, inputs=inputs, seconds=seconds)
+
+
+# ------------------------------------------------------------------------------------- summaries
+def gate_samples(held: list[HeldOut]) -> list[tuple[tuple, float, str]]:
     """(key (family, engine, backend, metric), ape, scheme) of every gated held-out serving point."""
     out = []
-    for h in sf.gate():
+    for h in held:
         p = h.point
-        metric = p.extra["metric"]
-        scheme = h.scheme if h.level == "family" else f"{h.scheme} -> {h.level}"
-        out.append(((p.family, p.engine, p.backend, metric), h.ape, scheme))
+        scheme = h.scheme if h.basis != "pooled" else f"{h.scheme} -> pooled"
+        out.append(((p.family, p.engine, p.backend, p.extra["metric"]), h.ape, scheme))
     return out
 
 
-def cv_summary(sf: ServingFit) -> dict[str, dict[str, dict]]:
-    """Held-out error per scheme, engine and metric: {scheme: {"engine/metric": {n, median, p90}}}."""
+def cv_summary(held: dict[str, list[HeldOut]]) -> dict[str, dict[str, dict]]:
+    """Held-out error per scheme, engine and metric: {scheme: {"engine/metric": {n, median, p90}}}
+    (``held``: scheme -> held-out predictions, the gate's under "gate")."""
     out: dict[str, dict[str, dict]] = {}
-    for scheme, held in (("lodo", sf.lodo), ("lomo", sf.lomo), ("gate", sf.gate())):
+    for scheme, hs in held.items():
         groups: dict[str, list[float]] = defaultdict(list)
-        for h in held:
+        for h in hs:
             groups[f"{h.point.engine}/{h.point.extra['metric']}"].append(h.ape)
             groups[f"all/{h.point.extra['metric']}"].append(h.ape)
         out[scheme] = {}
         for k, v in sorted(groups.items()):
             med, p90 = ape_stats(v)
-            out[scheme][k] = {"n": len(v), "median": _r(med, 4), "p90": _r(p90, 4)}
+            out[scheme][k] = {"n": len(v), "median": med, "p90": p90}
     return out
 
 
-# -------------------------------------------------------------------------------------------- report
-def markdown_section(sf: ServingFit, doc: dict) -> list[str]:
-    """The serving section of the calibration report: held-out errors per engine and metric, the groups'
-    errors, and the records left out counted by reason."""
-
-    def pct(x) -> str:
-        return "-" if x is None else f"{x:.1%}"
-
-    lines = [
-        "",
-        "## Serving at concurrency (TTFT, TPOT, batch latency)",
-        "",
-        "Model: estimator.physics.serving (the mixed scheduler step on the decode step formula, the "
-        "request queue); parameters per (family, engine, backend) in the same hierarchy.  Error = "
-        "|t_meas / t_pred - 1| of the time (TTFT, TPOT, end-to-end batch latency), held out by device "
-        "(lodo) and by model (lomo); the gate takes lodo where a family has two devices, else lomo.",
-        "",
-        "| scheme | engine / metric | n | median | p90 |",
-        "|---|---|---:|---:|---:|",
-    ]
-    for scheme, rows in cv_summary(sf).items():
-        for k, v in rows.items():
-            lines.append(f"| {scheme} | {k} | {v['n']} | {pct(v['median'])} | {pct(v['p90'])} |")
-    lines += [
-        "",
-        "| family | engine | backend | metric | n | lodo median (p90) | lomo median (p90) | interval "
-        "(ln t) |",
-        "|---|---|---|---|---:|---|---|---|",
-    ]
-    for g in doc["groups"]:
-        if g["phase"] != PHASE:
-            continue
-        for m, cv in g["cv_by_metric"].items():
-            iv = g["intervals"][m]
-            lines.append(
-                f"| {g['family']} | {g['engine']} | {g['backend']} | {m} | {g['metrics'][m]} | "
-                f"{pct(cv['lodo_median_ape'])} ({pct(cv['lodo_p90_ape'])}) | "
-                f"{pct(cv['lomo_median_ape'])} ({pct(cv['lomo_p90_ape'])}) | "
-                f"[{iv['log_lo']}, {iv['log_hi']}] |"
-            )
-    reasons: dict[str, int] = defaultdict(int)
-    for r in sf.rejected:
-        reasons[r.reason.split(" [")[0] if r.reason.startswith("serving: features") else r.reason] += 1
-    lines += ["", f"Serving records left out: {len(sf.rejected)}.", ""]
-    lines += [f"- {n} x {why}" for why, n in sorted(reasons.items(), key=lambda x: -x[1])]
-    return lines
+def rejection_reason(r: Rejection) -> str:
+    """The reason of a left-out serving record without the ``serving:`` prefix (the report counts them)."""
+    return r.reason.removeprefix("serving: ")

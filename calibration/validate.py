@@ -16,11 +16,13 @@ points of other devices of its family, else ``pooled``.
 Errors, per point (speeds, tokens/s; t = time):
   ape       = |tok_s_pred / tok_s_meas - 1| = |t_meas / t_pred - 1|
   log_ratio = ln(t_pred / t_meas) = ln(tok_s_meas / tok_s_pred)
-Intervals (split conformal, per phase and basis): the held-out log ratios of the scheme that matches the
-basis (device: lomo; family: lodo; pooled: lofo) give [q_lo, q_hi] at the (n+1)-corrected ranks
-floor((n+1) a/2) and ceil((n+1)(1 - a/2)), a = 1 - LEVEL, widened to contain 0; a prediction x then has the
-interval [x exp(log_lo), x exp(log_hi)].  Coverage is checked out of sample: under lodo each device's points,
-under lofo each family's, under lomo each model's, are judged by the interval built without that group.
+Intervals (split conformal, per stratum and basis; a stratum is a phase, or ``serving.ttft`` /
+``serving.tpot``: ``SpeedPoint.stratum``): the held-out log ratios of the scheme that matches the basis
+(device: lomo; family: lodo; pooled: lofo) give [q_lo, q_hi] at the (n+1)-corrected ranks floor((n+1) a/2)
+and ceil((n+1)(1 - a/2)), a = 1 - LEVEL, widened to contain 0; a prediction x then has the interval
+[x exp(log_lo), x exp(log_hi)].  Coverage is checked out of sample: under lodo each device's points, under
+lofo each family's, under lomo each model's, are judged by the interval built without that group.  The same
+schemes and intervals serve every fitted TimeModel (calibration.fit): the folds refit with the full fit's.
 """
 
 from __future__ import annotations
@@ -112,7 +114,8 @@ def holdout(
         idx = by_fold[fold]
         train = [p for p in points if fold_of(p) != fold]
         held = [points[i] for i in idx]
-        st = fit_model(train, full.design, z0=_reset_groups(full, held, scheme), scales=full.scales)
+        z0 = _reset_groups(full, held, scheme)
+        st = fit_model(train, full.design, z0=z0, scales=full.scales, model=full.model)
         if keep_states:
             states[fold] = st
         lr = predict_log_ratio(st, held)
@@ -198,15 +201,16 @@ class Coverage:
     n_points: int
 
 
-def basis_residuals(held: dict[str, list[HeldOut]], phase: str, basis: str) -> list[HeldOut]:
-    """The held-out predictions that calibrate the interval of (phase, basis)."""
-    return [h for h in held.get(BASIS_SCHEME[basis], []) if h.point.phase == phase and h.basis == basis]
+def basis_residuals(held: dict[str, list[HeldOut]], stratum: str, basis: str) -> list[HeldOut]:
+    """The held-out predictions that calibrate the interval of (stratum, basis); a stratum is a phase, or
+    ``serving.<metric>`` (``SpeedPoint.stratum``)."""
+    return [h for h in held.get(BASIS_SCHEME[basis], []) if h.point.stratum == stratum and h.basis == basis]
 
 
 def coverage(held: Sequence[HeldOut], calib: dict[str, list[HeldOut]], group: FoldKey) -> Coverage | None:
     """Out-of-sample coverage of the held-out predictions ``held``: each one judged by the group-weighted
-    interval of its (phase, basis) built from ``calib``'s residuals of the *other* groups (``group``: device,
-    family or model; at least MIN_RESIDUALS residuals from MIN_GROUPS groups).  None when no group
+    interval of its (stratum, basis) built from ``calib``'s residuals of the *other* groups (``group``:
+    device, family or model; at least MIN_RESIDUALS residuals from MIN_GROUPS groups).  None when no group
     qualifies."""
     by_group: dict[str, list[HeldOut]] = defaultdict(list)
     for h in held:
@@ -216,10 +220,10 @@ def coverage(held: Sequence[HeldOut], calib: dict[str, list[HeldOut]], group: Fo
     for g, hs in by_group.items():
         g_in = g_n = 0
         for h in hs:
-            key = (g, h.point.phase, h.basis)
+            key = (g, h.point.stratum, h.basis)
             if key not in cache:
                 scheme = BASIS_SCHEME[h.basis]
-                others = [x for x in basis_residuals(calib, h.point.phase, h.basis) if group(x.point) != g]
+                others = [x for x in basis_residuals(calib, h.point.stratum, h.basis) if group(x.point) != g]
                 keys = [FOLDS[scheme](x.point) for x in others]
                 enough = len(others) >= MIN_RESIDUALS and len(set(keys)) >= MIN_GROUPS
                 cache[key] = interval([x.log_ratio for x in others], groups=keys) if enough else None

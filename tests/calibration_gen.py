@@ -122,3 +122,60 @@ def write_records(path: Path, records: list[RunRecord]) -> Path:
         for r in records:
             fh.write(json.dumps(record_to_dict(r), sort_keys=True) + "\n")
     return path
+
+
+SERVING_MODELS = (("llama-3.1-8b", "BF16"), ("qwen3-30b-a3b", "BF16"), ("llama-3.1-70b", "FP8"),
+                  ("qwen3-8b", "BF16"), ("qwen3-32b", "FP8"))  # fmt: skip
+
+
+def generate_serving(
+    devices: dict[str, str],
+    params: dict[str, dict],
+    noise: float = 0.03,
+    seed: int = 0,
+    models=SERVING_MODELS,
+    engine: str = "vllm",
+    concurrencies=(1, 8, 64),
+    lengths=((1024, 1024), (8192, 1024)),
+) -> list[RunRecord]:
+    """Serving records (schema 2: TTFT and TPOT of a closed loop at ``concurrencies``, vLLM ``agg``) for
+    every device x model x load.
+
+    devices: hardware id -> family; params: family -> serving params.  Times come from
+    estimator.physics.serving.solve with those params on the features calibration.serving builds for the
+    record (the path a real record takes); multiplicative log-normal noise of sd ``noise``.
+    """
+    from calibration.dataset import LoadedRecord, build_dataset
+    from calibration.serving import serving_points
+    from estimator.catalog.resolve import resolve_hardware, resolve_model
+    from estimator.physics.serving import solve
+
+    rng = np.random.default_rng(seed)
+    recs = []
+    for hw_id, fam in devices.items():
+        hw = resolve_hardware(hw_id)
+        for mid, q in models:
+            n_layers = resolve_model(mid).n_layers
+            for c in concurrencies:
+                for isl, osl in lengths:
+                    recs.append(
+                        base_record(
+                            record_id=f"s{len(recs)}-{engine}", schema_version=2, engine=engine,
+                            engine_version="0.19.0", hardware_id=hw_id, hardware_family=fam,
+                            backend="ROCm" if hw.vendor.upper() == "AMD" else "CUDA",
+                            device_name=hw.name, model_id=mid, n_layers_real=n_layers,
+                            n_layers_measured=n_layers, quant=q, n_prompt=isl, n_gen=osl, batch=c, n_ctx=0,
+                            kv_dtype="", n_batch=None, n_ubatch=None, n_gpu_layers=None, decode_tok_s=None,
+                            concurrency=c, serving_mode="agg", ttft_s=1.0, tpot_s=1.0,
+                        )
+                    )  # fmt: skip
+    ds = build_dataset([LoadedRecord(r, "generated", i) for i, r in enumerate(recs)])
+    points, rejected = serving_points(ds)
+    assert not rejected, rejected
+    feats = {p.record_id: p.features for p in points}
+    out = []
+    for r in recs:
+        s = solve(feats[r.record_id], params[r.hardware_family])
+        ttft, tpot = (float(s[k]) * float(np.exp(rng.normal(0, noise))) for k in ("ttft_s", "tpot_s"))
+        out.append(replace(r, ttft_s=ttft, tpot_s=tpot))
+    return out

@@ -177,10 +177,11 @@ def test_vllm_serving_closed_loop_records(vllm_python, tmp_path):
     for rec in records:
         check_record(rec)
         assert rec.ttft_s > 0 and rec.tpot_s > 0 and rec.output_tok_s > 0 and rec.status == "ok"
-    # calibration reads them through the serving path; the tiny synthetic model is not in the catalog and a
-    # host without datasheet TFLOPS cannot be fitted: both left out, each saying why
+    # calibration reads them through the serving path (Dataset.serving_records: serving-only records); the
+    # tiny synthetic model is not in the catalog and a host without datasheet TFLOPS cannot be fitted: both
+    # left out, each saying why
     ds = build_dataset([LoadedRecord(rec, "mem", i) for i, rec in enumerate(records)])
-    assert len(ds.records) == 2
+    assert len(ds.serving_records) == 2 and not ds.records
     points, rejected = serving_points(ds)
     assert not points and len(rejected) == 2
     assert all(x.reason.startswith("serving: features:") for x in rejected), [x.reason for x in rejected]

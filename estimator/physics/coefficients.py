@@ -15,7 +15,10 @@ values, ``serving_params``).
 ``[x * exp(log_lo), x * exp(log_hi)]``; a file interval that excludes 0 (a biased fit) is widened to include
 it when used, so the interval always contains the point estimate.
 
-Lookup order (``CoefficientTable.lookup``): exact calibrated (family, engine[, backend]) -> calibrated
+Lookup (``CoefficientTable.lookup``): a schema-2 file answers decode and prefill from its ``model`` section
+(below), and serving too when the section carries the serving fit (``model_carries``: ``serving.*``
+parameters, and a device with the datasheet bandwidth and bf16 TFLOPS the serving fit admits).  Otherwise
+(schema 1, or serving absent from the model): exact calibrated (family, engine[, backend]) -> calibrated
 pooled set of the same vendor and kind -> same kind -> any (each widened by ``POOLED_WIDEN``) -> the shipped
 prior for the device kind.  When a backend is asked for and the family is calibrated on other backends only,
 that group is used as an uncalibrated set (``source`` "other-backend", widened like a pooled set): the same
@@ -29,13 +32,21 @@ File format, schema_version 2 (JSON; written by calibration since the transfer m
         "params": [{"key": "decode.bw_eff", "beta": {"1": b0, "<covariate>": b, ...},
                     "family": {"<family>": a, ...}, "device": {"<device>": v, ...},
                     "tau": {"family": t, "device": t}}],
-        "sigma": {"decode": s, "prefill": s},
-        "families": {"<family>": {"decode": n, "prefill": n, "devices": [...], "engines": [...]}},
-        "devices": {"<device>": {"family": f, "decode": n, "prefill": n}},
+        "sigma": {"decode": s, "prefill": s, "serving.ttft": s, "serving.tpot": s},
+        "families": {"<family>": {"decode": n, "prefill": n, "serving"?: n, "devices": [...],
+                                  "engines": [...], "units": {"<engine>/<backend>": {"decode": n, ...}}}},
+        "devices": {"<device>": {"family": f, "decode": n, "prefill": n, "serving"?: n, "units": {...}}},
         "intervals": {"decode": {"device" | "family" | "pooled": {"log_lo", "log_hi", "n_residuals",
-                                  "scheme", "coverage": {"lodo", "lofo", "lomo"}}}, "prefill": {...}},
-        "cv": {...}},
-     "uncalibrated": [...], "memory": {...}}
+                                  "scheme", "coverage": {"lodo", "lofo", "lomo"}}}, "prefill": {...},
+                      "serving.ttft": {...}, "serving.tpot": {...}},
+        "cv": {...}, "coverage": {...}, "fits": {"decode+prefill" | "serving": {"converged"}}},
+     "uncalibrated": [...], "memory": {...}, "serving": {"n_points", "left_out", "cv"}}
+
+The decode / prefill parameters are one fit; the serving parameters (``serving.*``) another of the same kind
+(calibration.serving) whose strata ``serving.ttft`` / ``serving.tpot`` have their own noise scales,
+intervals and cross-validation.  The decode / prefill intervals are of ln(measured / predicted) tokens/s,
+the serving ones of ln(measured / predicted) *time* (TTFT, TPOT: ``CoefficientSet.intervals`` per metric,
+``metric_interval``).
 
 A parameter's value for a device is ``from_eta(offset + sum beta_c x_c + a[family] + v[device])``
 (estimator.physics.covariates gives x; the offset is the shipped prior of the device kind; a family or
@@ -74,7 +85,8 @@ SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 BASES = ("device", "family", "pooled")
 PHASES = ("decode", "prefill", "serving")
-MODEL_PHASES = ("decode", "prefill")  # the schema-2 speed model; serving sets are groups / pooled entries
+MODEL_PHASES = ("decode", "prefill", "serving")  # phases the schema-2 model section can carry
+SERVING_METRICS = ("ttft", "tpot")  # serving intervals: one per metric, of the time (model_set)
 ENV_VAR = "FITBENCH_COEFFICIENTS"
 PRIOR_PATH = Path(__file__).resolve().parent.parent / "data" / "prior_coefficients.json"
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "results" / "coefficients.json"
@@ -122,6 +134,8 @@ class Param:
 _LEVEL = ("engine", "backend", "vendor", "kind", "year")  # covariate groups of every fitted parameter's level
 _OVERHEAD = ("engine", "backend", "kind")
 _FD = ("family", "device")
+_SERVE = ("engine",)  # serving rows: vLLM / SGLang (estimator.physics.covariates: engine=<e>@accel)
+_SERVE_EFF = ("engine", "vendor")
 PARAMS: tuple[Param, ...] = (
     # decode (estimator.physics.speed: t_step = t_fixed_s + t_layer_s L + moe_route_s L_moe + max(...) + comm)
     Param("bw_eff", "decode", EFF, 0.7, 1e-3, 1.0, True, "all", "fraction of datasheet bandwidth reached",
@@ -186,30 +200,41 @@ PARAMS: tuple[Param, ...] = (
           covariates=("backend", "kind"), effects=("family",)),
     # serving at concurrency (estimator.physics.serving: one scheduler step mixes decode tokens and prompt
     # chunks; a request queues behind other prompts).  Absent optional ones come from the family's decode /
-    # prefill sets (serving_params); the fit estimates them all.
-    Param("bw_eff", "serving", EFF, 0.75, 1e-3, 1.0, fit="all", doc="weights streamed per step, as decode"),
+    # prefill sets (serving_params); the serving fit (calibration.serving) estimates them all, per engine
+    # (vLLM vs SGLang schedulers and kernels) with family / device effects, efficiencies also per vendor.
+    Param("bw_eff", "serving", EFF, 0.75, 1e-3, 1.0, fit="all", doc="weights streamed per step, as decode",
+          covariates=_SERVE_EFF, effects=_FD),
     Param("kv_bw_eff", "serving", EFF, 0.75, 1e-3, 1.0, fit="all",
-          doc="fraction of datasheet bandwidth reached reading the decoding requests' KV cache"),
+          doc="fraction of datasheet bandwidth reached reading the decoding requests' KV cache",
+          covariates=_SERVE, effects=("family",)),
     Param("flops_eff", "serving", EFF, 0.5, 1e-3, 1.0, fit="all",
-          doc="fraction of the datasheet GEMM rate (FP8 for 8- and 4-bit float formats) in a step"),
+          doc="fraction of the datasheet GEMM rate (FP8 for 8- and 4-bit float formats) in a step",
+          covariates=_SERVE_EFF, effects=_FD),
     Param("flops_rel_fp4", "serving", RATE, 1.0, 0.1, 10.0, fit="all",
           doc="GEMM rate of 4-bit float weights (NVFP4, MXFP4) relative to FP8: FP4 tensor cores > 1, "
-          "weight-only kernels that dequantize to bf16 < 1"),
+          "weight-only kernels that dequantize to bf16 < 1", covariates=_SERVE, effects=("family",)),
     Param("flops_rel_moe", "serving", RATE, 0.999, 0.05, 1.0, fit="all",
-          doc="efficiency of routed-expert GEMMs relative to dense ones (as prefill)"),
+          doc="efficiency of routed-expert GEMMs relative to dense ones (as prefill)",
+          covariates=_SERVE, effects=("family",)),
     Param("attn_eff", "serving", EFF, 0.3, 1e-3, 1.0, fit="all",
-          doc="fraction of the bf16 rate reached by prompt attention"),
-    Param("t_fixed_s", "serving", TIME, 3e-4, 0.0, 1.0, fit="all", doc="fixed overhead of one step, s"),
-    Param("t_layer_s", "serving", TIME, 1e-5, 0.0, 1e-2, fit="all", doc="per layer of one step, s"),
+          doc="fraction of the bf16 rate reached by prompt attention",
+          covariates=_SERVE, effects=("family",)),
+    Param("t_fixed_s", "serving", TIME, 3e-4, 0.0, 1.0, fit="all", doc="fixed overhead of one step, s",
+          covariates=_SERVE, effects=_FD),
+    Param("t_layer_s", "serving", TIME, 1e-5, 0.0, 1e-2, fit="all", doc="per layer of one step, s",
+          covariates=_SERVE, effects=("family",)),
     Param("t_allreduce_s", "serving", TIME, 2e-5, 0.0, 1e-2, fit="all",
-          doc="latency of one tensor-parallel all-reduce, s"),
+          doc="latency of one tensor-parallel all-reduce, s", covariates=_SERVE, effects=("family",)),
     Param("t_seq_s", "serving", TIME, 1e-5, 0.0, 1e-2, True, "all",
-          "per running request and step (scheduling, sampling, output processing), s"),
+          "per running request and step (scheduling, sampling, output processing), s",
+          covariates=_SERVE, effects=_FD),
     Param("ttft_fixed_s", "serving", TIME, 0.02, 0.0, 10.0, True, "all",
-          "per request before its first token is out (API, tokenisation, streaming), s"),
+          "per request before its first token is out (API, tokenisation, streaming), s",
+          covariates=_SERVE, effects=_FD),
     Param("queue_share", "serving", EFF, 0.5, 1e-3, 1.0, True, "all",
           "share of the other running requests' prompts a new one waits behind (1: every request of a "
-          "benchmark's equal-length cohort arrives together; small: arrivals spread out)"),
+          "benchmark's equal-length cohort arrives together; small: arrivals spread out)",
+          covariates=_SERVE, effects=("family",)),
     Param("flops_abs_tflops", "serving", RATE, 0.5, 1e-4, 1e4, doc="effective TFLOPS (from prefill, CPUs)"),
     Param("host_bw_eff", "serving", EFF, 0.6, 1e-3, 1.0, doc="as decode"),
     Param("moe_route_s", "serving", TIME, 0.0, 0.0, 1e-2, doc="as decode"),
@@ -358,7 +383,7 @@ class CoefficientTable:
         if prior is None:  # the shipped prior always has a global "*" entry; guard anyway
             raise CoefficientsError(f"the coefficient prior has no entry for phase {phase!r}")
         prior_params = dict(prior["params"])
-        if self.model is not None and phase in MODEL_PHASES:  # serving sets stay per group (below)
+        if self.model is not None and model_carries(self.model, phase, hardware):
             return model_set(self.model, prior_params, hardware, engine, phase, backend)
         exact = [
             g
@@ -491,6 +516,20 @@ def device_key(hardware: HardwareSpec) -> str:
     return hardware.id
 
 
+def model_carries(model: dict, phase: str, hardware: HardwareSpec) -> bool:
+    """True when a schema-2 model section answers ``phase`` on ``hardware``: decode and prefill always (one
+    fit); serving when the section holds the serving fit's parameters (files written before it keep serving
+    as groups / pooled entries, and the lookup falls back to those, then to the prior) and the device has the
+    datasheet bandwidth and bf16 TFLOPS the serving fit admits (calibration.serving: CPUs and devices without
+    a TFLOPS figure are outside it, so they keep the prior's serving terms)."""
+    if phase not in MODEL_PHASES:
+        return False
+    if phase != "serving":
+        return True
+    fitted = any(str(e.get("key", "")).startswith("serving.") for e in model["params"])
+    return fitted and bool(hardware.bandwidth_gbs and hardware.bf16_tflops)
+
+
 def model_params(model: dict, hardware: HardwareSpec, engine: str, phase: str, backend: str | None):
     """{name: value} of the fitted parameters of ``phase`` for one device under the schema-2 model."""
     from estimator.physics import covariates as cov
@@ -550,6 +589,17 @@ _BASIS_TEXT = {
 _SCHEME_TEXT = {"lomo": "leave-one-model-out", "lodo": "leave-one-device-out", "lofo": "leave-one-family-out"}
 
 
+def _interval_source(iv: dict) -> str:
+    """Where an interval of the model section comes from, in words."""
+    scheme = iv.get("scheme", "")
+    if not scheme:
+        return "of default width (too few held-out residuals)"
+    return (
+        f"from {_SCHEME_TEXT.get(scheme, scheme)} held-out residuals (conformal, {iv.get('n_residuals')} "
+        "residuals)"
+    )
+
+
 def model_set(
     model: dict, prior_params: dict, hardware: HardwareSpec, engine: str, phase: str, backend: str | None
 ) -> CoefficientSet:
@@ -563,21 +613,29 @@ def model_set(
     from estimator.physics.covariates import default_backend
 
     unit_text = f"{engine} {backend or default_backend(hardware, engine)}".strip()
-    iv = model.get("intervals", {}).get(phase, {}).get(basis, {})
+    # the serving metrics each have their own interval (of the time); the set's own is TPOT's
+    by_basis = model.get("intervals", {})
+    metrics = {m: by_basis.get(f"{phase}.{m}", {}).get(basis, {}) for m in SERVING_METRICS}
+    iv = metrics["tpot"] if phase == "serving" else by_basis.get(phase, {}).get(basis, {})
     lo, hi = float(iv.get("log_lo", -0.7)), float(iv.get("log_hi", 0.5))
-    scheme = iv.get("scheme", "")
-    note = f"{basis} ({_BASIS_TEXT[basis]}); 90 % interval " + (
-        f"from {_SCHEME_TEXT.get(scheme, scheme)} held-out residuals "
-        f"(conformal, {iv.get('n_residuals')} residuals)"
-        if scheme
-        else "of default width (too few held-out residuals)"
-    )
+    if phase == "serving":
+        note = f"{basis} ({_BASIS_TEXT[basis]}); 90 % intervals: " + "; ".join(
+            f"{m.upper()} {_interval_source(iv_m)}" for m, iv_m in metrics.items()
+        )
+        intervals = {
+            m: (min(float(iv_m.get("log_lo", lo)), 0.0), max(float(iv_m.get("log_hi", hi)), 0.0))
+            for m, iv_m in metrics.items()
+            if iv_m
+        }
+    else:
+        note, intervals = f"{basis} ({_BASIS_TEXT[basis]}); 90 % interval {_interval_source(iv)}", {}
     where = {
         "device": f"{hardware.id} measured, {hardware.family}/{engine}",
         "family": f"family {hardware.family}/{engine}",
         "pooled": f"pooled over calibrated families (uncalibrated for {hardware.family} on {unit_text})",
     }[basis]
-    label = f"{'calibrated' if basis != 'pooled' else 'covariates'}: {where} ({n} runs); basis {basis}"
+    what = "points" if phase == "serving" else "runs"  # a serving record gives a TTFT and a TPOT point
+    label = f"{'calibrated' if basis != 'pooled' else 'covariates'}: {where} ({n} {what}); basis {basis}"
     return CoefficientSet(
         family=hardware.family,
         engine=engine,
@@ -592,6 +650,7 @@ def model_set(
         calibrated=basis != "pooled",
         label=label,
         source="calibrated" if basis != "pooled" else "pooled",
+        intervals=intervals,
         basis=basis,
         interval_note=note,
     )

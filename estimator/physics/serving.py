@@ -63,12 +63,13 @@ ceil(n_run isl / B) steps of t(0, c), c = min(B, n_run isl), then decodes osl - 
 e2e = ttft_fixed_s + waves x (prefill + decode); TTFT = ttft_fixed_s + the first wave's prefill;
 output_tok_s = C x osl / e2e.
 
-The free parameters (``serving_params``): a calibrated serving set of the device's family and engine carries
-them all (estimator.physics.coefficients, phase ``serving``), and so does a pooled serving set (same vendor /
-kind) when the family's decode set is not calibrated either; otherwise the step's efficiencies and overheads
-are the family's decode / prefill values (``speed.merged_params``) and only the serving terms (t_seq_s,
-ttft_fixed_s, queue_share, kv_bw_eff = bw_eff, flops_rel_fp4, flops_rel_moe) come from the pooled serving
-set or the prior.
+The free parameters (``serving_params``): a calibrated serving set carries them all (estimator.physics.
+coefficients, phase ``serving``: the schema-2 model's serving fit with basis ``device`` / ``family``, or a
+schema-1 group of the device's family and engine), and so does an uncalibrated one (the serving fit's
+covariates, basis ``pooled``; a schema-1 pooled set of the same vendor / kind) when the device's decode set is
+not calibrated either; otherwise the step's efficiencies and overheads are the device's decode / prefill
+values (``speed.merged_params``) and only the serving terms (t_seq_s, ttft_fixed_s, queue_share, kv_bw_eff =
+bw_eff, flops_rel_fp4, flops_rel_moe) come from the serving set or the prior.
 
 Scalars on the report path (no numpy); the feature fields may be numpy arrays of one shape (calibration
 evaluates many points at once), in which case the helpers below switch to numpy element-wise operations.
