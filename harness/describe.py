@@ -74,16 +74,28 @@ def device_label(rec: RunRecord) -> str:
 
 def speed(rec: RunRecord) -> tuple[str, float | None, float | None]:
     """(what, mean tok/s, standard deviation tok/s) of the record's headline speed: the decode speed of a
-    tg (or pp+tg) test, the prefill speed of a pp test, the output throughput of a serving benchmark;
-    (what, None, None) when it holds none."""
+    tg (or pp+tg) test, the prefill speed of a pp test, the output throughput of a serving benchmark; else
+    the throughput it states (output, then total tokens / wall time: a published batch latency run);
+    ("", None, None) when it holds none."""
     kinds = test_kinds(rec)
-    if kinds == ("serve",):
-        return "output", rec.output_tok_s, None
-    if "tg" in kinds:
+    if "tg" in kinds and rec.decode_tok_s is not None:
         return "decode", rec.decode_tok_s, rec.decode_tok_s_std
-    if "pp" in kinds:
+    if "pp" in kinds and rec.prefill_tok_s is not None:
         return "prefill", rec.prefill_tok_s, rec.prefill_tok_s_std
+    if rec.output_tok_s is not None:
+        return "output", rec.output_tok_s, None
+    if rec.total_tok_s is not None:
+        return "total", rec.total_tok_s, None
     return "", None, None
+
+
+def latency_text(rec: RunRecord) -> str:
+    """The latencies a record states, in one cell: "TTFT 120 ms, TPOT 12.3 ms", "e2e 3.21 s"; "" if none."""
+    stated = (("TTFT", rec.ttft_s), ("TPOT", rec.tpot_s), ("ITL", rec.itl_s))
+    parts = [f"{name} {value * 1000:,.1f} ms" for name, value in stated if value is not None]
+    if rec.e2e_latency_s is not None:
+        parts.append(f"e2e {rec.e2e_latency_s:,.3g} s")
+    return ", ".join(parts)
 
 
 def _sum(*values: int | None) -> int | None:
