@@ -32,8 +32,8 @@ def _png_size(data: bytes) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
-@pytest.mark.parametrize("n_families", [3, 20, 50])
-def test_plots_are_readable_and_tell_every_family_apart(tmp_path, monkeypatch, n_families):
+def _plot(n_families: int, out, monkeypatch) -> tuple[list[str], dict]:
+    """report._plots on a frame of ``n_families`` families: (plot names, figure by name)."""
     figures = {}
     save = report._save_png
 
@@ -42,7 +42,12 @@ def test_plots_are_readable_and_tell_every_family_apart(tmp_path, monkeypatch, n
         save(fig, path)
 
     monkeypatch.setattr(report, "_save_png", keep)
-    names = report._plots(_frame(n_families), tmp_path)
+    return report._plots(_frame(n_families), out), figures
+
+
+@pytest.mark.parametrize("n_families", [3, 20, 50])
+def test_plots_are_readable_and_tell_every_family_apart(tmp_path, monkeypatch, n_families):
+    names, figures = _plot(n_families, tmp_path, monkeypatch)
     assert names == ["pred_vs_meas_decode.png", "residuals_decode.png",
                      "pred_vs_meas_prefill.png", "residuals_prefill.png"]  # fmt: skip
     families = [f"family-{f:02d}" for f in range(n_families)]
@@ -67,15 +72,7 @@ def test_plots_are_readable_and_tell_every_family_apart(tmp_path, monkeypatch, n
 
 
 def test_pred_vs_meas_draws_y_equals_x_and_the_25_percent_band(tmp_path, monkeypatch):
-    figures = {}
-    save = report._save_png
-
-    def keep(fig, path):
-        figures[path.name] = fig
-        save(fig, path)
-
-    monkeypatch.setattr(report, "_save_png", keep)
-    report._plots(_frame(2), tmp_path)
+    _, figures = _plot(2, tmp_path, monkeypatch)
     ax = figures["pred_vs_meas_decode.png"].axes[0]
     (line,) = [ln for ln in ax.get_lines() if ln.get_label() == "y = x (exact)"]
     x, y = line.get_data()
