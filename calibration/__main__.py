@@ -1,7 +1,10 @@
 """``python -m calibration fit|check|report [--results DIR]``.
 
 fit     refit from every record under DIR/runs and write DIR/coefficients.json (atomically); with --report
-        also the calibration report of the same fit (one cross-validation instead of two)
+        also the calibration report of the same fit (one cross-validation instead of two).  Prints how many
+        records were left out with their causes grouped (calibration.leftout; --verbose: every one) and
+        ends with the gate table of ``check`` from the same cross-validation (the exit status stays 0: the
+        gate's verdict is ``check``'s)
 check   the CI gate (calibration.check): held-out errors vs thresholds, stale coefficients -> exit 1
 report  Markdown + PNG plots into DIR/calibration/ (calibration.report)
 Bad input (missing folder, unknown quality flag, unreadable coefficients file, no usable record for fit or
@@ -51,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument(
                 "--report", action="store_true", help="also write RESULTS/calibration/ (Markdown + plots)"
             )
+            p.add_argument(
+                "--verbose", action="store_true", help="every record left out (default: grouped by cause)"
+            )
         if name == "check":
             p.add_argument("--coefficients", default=None, help="default: RESULTS/coefficients.json")
     return ap
@@ -89,7 +95,7 @@ def _no_records(results: Path, n_left_out: int, what: str) -> ValueError:
 def _run(args) -> int:
     from rich.console import Console
 
-    from calibration import check, pipeline
+    from calibration import check, leftout, pipeline
     from calibration.dataset import DEFAULT_QUALITIES, load_dataset
 
     console = Console() if sys.stdout.isatty() else Console(width=140)
@@ -133,15 +139,18 @@ def _run(args) -> int:
                 markup=False,
             )
         for why, n in sorted(ds.excluded_kind.items()):
-            console.print(f"  left out {n} record(s): {why}", markup=False)
-        for rej in cal.rejected[:20]:
-            console.print(f"  left out: {rej}", markup=False)
-        if len(cal.rejected) > 20:
-            console.print(f"  ... and {len(cal.rejected) - 20} more (see the calibration report)")
+            console.print(f"  not in the speed fit: {n} record(s), {why}", markup=False)
+        listed = "`python -m calibration report` lists each with its file:line"
         if args.report:
             from calibration import report
 
-            console.print(f"wrote {report.write_report(cal, results / 'calibration', doc)}")
+            path = report.write_report(cal, results / "calibration", doc)
+            console.print(f"wrote {path}")
+            listed = f"each with its file:line in {path}"
+        leftout.render(cal.rejected, console, listed, args.verbose)
+        with console.status("the gate: held-out errors of this fit"):
+            gate = check.run_check(results, out, cal=cal)  # the fit's own cross-validation, not a second one
+        check.render(gate, console)
         return 0
     from calibration import report
 

@@ -114,7 +114,11 @@ def staleness(ds_hash: str, doc: dict | None, path: Path, n_records: int) -> str
     return None
 
 
-def run_check(results: str | Path, coefficients: str | Path | None = None, resolver=None) -> CheckResult:
+def run_check(
+    results: str | Path, coefficients: str | Path | None = None, resolver=None, cal=None
+) -> CheckResult:
+    """The gate of the records under ``results``.  ``cal``: their calibration with cross-validation when the
+    caller has it already (``python -m calibration fit`` ends with this gate), so it is not run twice."""
     from calibration import memory_fit, pipeline, serving
 
     results = Path(results)
@@ -128,7 +132,7 @@ def run_check(results: str | Path, coefficients: str | Path | None = None, resol
     stale = staleness(ds.input_hash, doc, path, len(ds.records))
     if stale:
         out.failures.append(stale)
-    cal = pipeline.calibrate(ds, resolver, cv=True, memory=False)
+    cal = cal if cal is not None else pipeline.calibrate(ds, resolver, cv=True, memory=False)
     out.n_rejected = len(cal.rejected)
     samples: dict[tuple, list[float]] = defaultdict(list)
     schemes: dict[tuple, set[str]] = defaultdict(set)

@@ -1,8 +1,9 @@
 """Calibration report: Markdown + PNG plots (matplotlib, Agg) in results/calibration/.
 
 Plots (held-out predictions, gate scheme: leave-one-device-out, single-device families leave-one-model-out):
-  pred_vs_meas_<phase>.png   predicted vs measured tokens/s per family (log-log, y = x line)
+  pred_vs_meas_<phase>.png   predicted vs measured tokens/s per family (log-log, y = x line, +-25 % band)
   residuals_<phase>.png      ln(measured / predicted) vs model weight bytes read (GiB = 2^30 B)
+  (12 x 8 in at 150 dpi; one (colour, marker) pair and one legend entry per family, legend outside the axes)
 Tables: headline errors per cross-validation scheme (LODO / LOMO / LOFO, gate) and by basis, interval
 coverage out of sample, end-to-end latency, per family x phase error, serving at concurrency (TTFT / TPOT per
 engine and scheme, records left out by reason), the model's covariate coefficients and shrinkage scales,
@@ -50,10 +51,19 @@ def _held_frame(cal: Calibration) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+PLOT_SIZE_IN = (12.0, 8.0)  # figure size, inches
+PLOT_DPI = 150  # -> 1800 x 1200 px
+PLOT_MARKERS = "os^Dv<>PXhp*"  # with the 8 palette colours: 96 families told apart by (colour, marker)
+BAND = 0.25  # the +-25 % band around y = x
+
+
 def _plots(df: pd.DataFrame, out: Path) -> list[str]:
-    """PNG plots in the HTML report's chart style (estimator.render.style: palette, fonts, light grid);
-    families are
-    told apart by colour and marker (the palette has 8 colours)."""
+    """PNG plots in the HTML report's chart style (estimator.render.style: palette, fonts, light grid), 12 x 8
+    in at 150 dpi.  Each family has its own (colour, marker) pair, the same in both plots of a phase: the
+    palette's 8 colours, then the next marker for the next 8 families; the legend (one entry per family,
+    plus the reference lines) sits outside the axes, in two columns past 44 entries.
+    pred_vs_meas: predicted vs measured tokens/s (log-log), y = x and the +-25 % band; residuals:
+    ln(measured / predicted) vs the weight bytes a pass reads (GiB), 0 and the +-25 % band."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -61,44 +71,54 @@ def _plots(df: pd.DataFrame, out: Path) -> list[str]:
 
     from estimator.render import style
 
-    markers = "os^Dv<>P"
+    n_col = len(style.SERIES)
     names = []
+
+    def legend(ax, n_entries: int) -> None:
+        ncol = 1 if n_entries <= 44 else 2
+        ax.figure.subplots_adjust(left=0.08, right=0.68 if ncol == 1 else 0.52, top=0.93, bottom=0.08)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8, ncol=ncol,
+                  markerscale=1.5, title="family (held out)", title_fontsize=9, frameon=False)  # fmt: skip
+
     with plt.rc_context(style.matplotlib_rc()):
         for phase, d in df.groupby("phase"):
             fams = sorted(d["family"].unique())
-            n_col = len(style.SERIES)
+            marker = {f: PLOT_MARKERS[(i // n_col) % len(PLOT_MARKERS)] for i, f in enumerate(fams)}
             look = {
-                f: {"color": style.SERIES[i % n_col], "marker": markers[(i // n_col) % len(markers)]}
+                f: {"color": style.SERIES[i % n_col], "marker": marker[f], "s": 28, "alpha": 0.85}
                 for i, f in enumerate(fams)
             }
-            fig, ax = plt.subplots(figsize=(7, 6))
-            for fam, g in d.groupby("family"):
-                ax.scatter(g["measured_tok_s"], g["predicted_tok_s"], s=12, label=fam, **look[fam])
-            lo = min(d["measured_tok_s"].min(), d["predicted_tok_s"].min())
-            hi = max(d["measured_tok_s"].max(), d["predicted_tok_s"].max())
-            ax.plot([lo, hi], [lo, hi], color=style.AXIS_COLOR, lw=0.8)
-            ax.set(
-                xscale="log",
-                yscale="log",
-                xlabel="measured tokens/s",
-                ylabel="predicted tokens/s (held out)",
-                title=f"{phase}: predicted vs measured",
-            )
-            ax.legend(fontsize=6, ncol=2)
+            fig, ax = plt.subplots(figsize=PLOT_SIZE_IN)
+            lo = min(d["measured_tok_s"].min(), d["predicted_tok_s"].min()) / 1.5
+            hi = max(d["measured_tok_s"].max(), d["predicted_tok_s"].max()) * 1.5
+            x = [lo, hi]
+            band = {"color": style.AXIS_COLOR, "alpha": 0.12, "lw": 0}
+            ax.fill_between(x, [lo * (1 - BAND), hi * (1 - BAND)], [lo * (1 + BAND), hi * (1 + BAND)], **band,
+                            label=f"±{BAND:.0%} of measured")  # fmt: skip
+            ax.plot(x, x, color=style.AXIS_COLOR, lw=1.0, label="y = x (exact)")
+            for fam in fams:
+                g = d[d["family"] == fam]
+                ax.scatter(g["measured_tok_s"], g["predicted_tok_s"], label=fam, **look[fam])
+            ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi),
+                   xlabel="measured speed (tokens/s)", ylabel="predicted speed, held out (tokens/s)",
+                   title=f"{phase}: predicted vs measured ({len(d)} points, {len(fams)} families, "
+                   "gate scheme)")  # fmt: skip
+            legend(ax, len(fams) + 2)
             name = f"pred_vs_meas_{phase}.png"
             _save_png(fig, out / name)
             plt.close(fig)
             names.append(name)
-            fig, ax = plt.subplots(figsize=(7, 4))
-            for fam, g in d.groupby("family"):
-                ax.scatter(g["model_gib"], g["log_ratio"], s=12, label=fam, **look[fam])
-            ax.axhline(0, color=style.AXIS_COLOR, lw=0.8)
-            ax.set(
-                xscale="log",
-                xlabel="weight bytes read per pass (GiB)",
-                ylabel="ln(measured / predicted)",
-                title=f"{phase}: held-out residuals vs model size",
-            )
+            fig, ax = plt.subplots(figsize=PLOT_SIZE_IN)
+            ax.axhspan(math.log(1 / (1 + BAND)), math.log(1 / (1 - BAND)), **band,
+                       label=f"prediction ±{BAND:.0%}")  # fmt: skip
+            ax.axhline(0, color=style.AXIS_COLOR, lw=1.0, label="0 (exact)")
+            for fam in fams:
+                g = d[d["family"] == fam]
+                ax.scatter(g["model_gib"], g["log_ratio"], label=fam, **look[fam])
+            ax.set(xscale="log", xlabel="weight bytes read per pass (GiB)",
+                   ylabel="ln(measured / predicted) (0 = exact; > 0: predicted too slow)",
+                   title=f"{phase}: held-out residuals vs model size ({len(d)} points)")  # fmt: skip
+            legend(ax, len(fams) + 2)
             name = f"residuals_{phase}.png"
             _save_png(fig, out / name)
             plt.close(fig)
@@ -107,8 +127,9 @@ def _plots(df: pd.DataFrame, out: Path) -> list[str]:
 
 
 def _save_png(fig, path: Path) -> None:
-    """One plot, written like every output (harness.safe_files.atomic_write: whole or not at all)."""
-    atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=80))
+    """One plot, written like every output (harness.safe_files.atomic_write: whole or not at all), the whole
+    figure at PLOT_DPI (not cropped to its content: every plot has the same size)."""
+    atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=PLOT_DPI, bbox_inches=fig.bbox_inches))
 
 
 def _pct(x) -> str:

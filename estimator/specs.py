@@ -10,7 +10,7 @@ Units live in names: ``*_bytes`` (bytes), ``*_gbs`` (10^9 B/s), ``*_tflops`` (10
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 GIB = 2**30
 GB = 10**9
@@ -127,6 +127,15 @@ class ModelSpec:
     ffn_gated: bool = True  # False: up/down MLP without a gate projection (Nemotron-H relu2)
     # q projection also yields an output gate (Qwen3-Next / Qwen3.5): 2x q width
     attn_output_gate: bool = False
+
+    def depth_proxy(self, n_layers: int) -> ModelSpec:
+        """The model cut to its first ``n_layers`` layers (same widths, the first entries of the layer
+        pattern, no GGUF inventory): the depth-reduced proxy the harness builds and measures.  SpecError
+        unless 1 <= n_layers <= self.n_layers."""
+        n = int(n_layers)
+        if not 1 <= n <= self.n_layers:
+            raise SpecError(f"n_layers must be in 1..{self.n_layers} for {self.id}, got {n_layers}")
+        return replace(self, n_layers=n, layer_types=self.layer_types[:n], gguf_tensors=None, gguf_path=None)
 
 
 @dataclass(frozen=True)

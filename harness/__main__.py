@@ -8,6 +8,9 @@
                                   [--source URL] [--results results] [--timestamp ISO]
                                   [--input-len N --output-len N --batch-size N]   (vLLM bench latency)
     python -m harness ls [--results results]
+    python -m harness show [--results results] [--model M] [--hardware H] [--family F] [--engine E]
+                           [--quant Q] [--status S] [--test pp|tg|mem|serve] [--plan P] [--file F]
+                           [--last N] [--format text|json|csv]   (the records, one row each)
     python -m harness build-model --model ID --quant Q --engine E --layers K   (the sweep's build child)
     python -m harness consistency [--results results] [--format table|json] [--tolerance 0.01]
                                   [--coefficients FILE]   (engine memory vs estimator; 1 = out of tolerance)
@@ -202,6 +205,16 @@ def cmd_ls(args: argparse.Namespace) -> int:
         return _fail(str(exc))
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    from harness.show import FIELDS, Filters, ShowError, run_cli
+
+    filters = Filters({name: getattr(args, name) for name in FIELDS}, args.last)
+    try:
+        return run_cli(args.results, filters, args.format)
+    except ShowError as exc:
+        return _fail(str(exc))
+
+
 def cmd_build_model(args: argparse.Namespace) -> int:
     """Build (or find in the cache) a synthetic model and print its path on the last stdout line."""
     from estimator.catalog.resolve import resolve_model
@@ -288,6 +301,24 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("ls", help="summarise results/ per hardware family, engine and model")
     ls.add_argument("--results", default="results")
     ls.set_defaults(func=cmd_ls)
+
+    sh = sub.add_parser("show", help="the stored records, one row each (filters, text / json / csv)")
+    sh.add_argument("--results", default="results")
+    for name, what in (
+        ("model", "model id"),
+        ("hardware", "catalog id or device name"),
+        ("family", "hardware family"),
+        ("engine", "engine (llama.cpp, vllm, ...)"),
+        ("quant", "quant (Q4_K_M, BF16, ...)"),
+        ("status", "ok, failed or skipped"),
+        ("test", "pp, tg, mem or serve"),
+        ("plan", "plan name of an own sweep"),
+        ("file", "records file under runs/ (name or stem, e.g. published)"),
+    ):
+        sh.add_argument(f"--{name}", default=None, help=f"{what}; a glob or a comma-separated list")
+    sh.add_argument("--last", type=int, default=None, help="only the N newest records left by the filters")
+    sh.add_argument("--format", default="text", choices=["text", "json", "csv"])
+    sh.set_defaults(func=cmd_show)
 
     b = sub.add_parser("build-model", help="(internal) build a cached synthetic model, print its path")
     b.add_argument("--model", required=True)

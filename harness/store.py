@@ -117,6 +117,7 @@ class StoreScan:
 
     files: list[Path]
     records: list[RunRecord] = field(default_factory=list)
+    lines: list[RecordLine] = field(default_factory=list)  # the same records with where they are
     errors: list[str] = field(default_factory=list)  # "FILE:LINE: reason"
     duplicates: list[tuple[str, str, str]] = field(default_factory=list)  # (where, first where, record_id)
 
@@ -133,6 +134,7 @@ def scan_store(results: str | Path) -> StoreScan:
                     scan.errors.append(ln.message)
                 else:
                     scan.records.append(ln.record)
+                    scan.lines.append(ln)
         except RecordError as exc:
             scan.errors.append(str(exc))
     scan.duplicates = dedup.duplicates

@@ -44,6 +44,8 @@ from rich.progress import (
 )
 
 from harness import isolate
+from harness.announce import Announcer
+from harness.estimate import Estimator
 from harness.hwdetect import HostInfo, detect_host
 from harness.locks import HeldLock, LockHeld
 from harness.plan import Plan, PlannedPoint
@@ -202,6 +204,19 @@ class Sweep:
         self.console = console or Console(stderr=True)
         self.show_progress = show_progress
         self._lock: HeldLock | None = None
+        self.announce = Announcer(self._emit, Estimator(self.results))
+
+    def _emit(self, text: str, style: str) -> None:
+        """One line through the sweep's console: above the progress bar while it shows."""
+        self.console.print(text, style=style or None, markup=False, highlight=False, soft_wrap=True)
+
+    def _store_point(self, path: Path, records: list[RunRecord], summary: SweepSummary) -> None:
+        """Store one point's records (one atomic append to ``path``), count them, and print its lines
+        (``harness.announce``): the one path every executor stores a point through."""
+        append_records(path, records)
+        summary.points_run += 1
+        summary.record_status.update(r.status for r in records)
+        self.announce(records)
 
     # --- steps ------------------------------------------------------------------------------------
     def _build(self, point: PlannedPoint) -> tuple[Path | None, str]:
@@ -336,11 +351,9 @@ class Sweep:
                     progress.update(task, description=f"[{point.index + 1}] {point.label}")
                     t0 = time.monotonic()
                     records = self._run_point(point, key, host, sha, source)
-                    append_records(out_path, records)
+                    self._store_point(out_path, records, summary)
                     done.add(key)
-                    summary.points_run += 1
                     summary.point_times_s.append(time.monotonic() - t0)
-                    summary.record_status.update(r.status for r in records)
                     progress.advance(task)
         finally:
             summary.elapsed_s = time.monotonic() - t_start

@@ -125,10 +125,7 @@ def proxy_spec(model: ModelSpec, n_layers: int | None = None) -> ModelSpec:
     pattern, without the real file's GGUF inventory (the synthetic file has its own tensors).  The estimator
     sizes this spec to compare with the engine (``harness.consistency``); quant rules such as Q4_K_M's
     ffn_down promotion depend on the layer count the quantizer sees, i.e. the proxy's."""
-    n = proxy_layers(model, n_layers)
-    return dataclasses.replace(
-        model, n_layers=n, layer_types=model.layer_types[:n], gguf_tensors=None, gguf_path=None
-    )
+    return model.depth_proxy(proxy_layers(model, n_layers))
 
 
 def tensor_plan(model: ModelSpec, n_layers: int | None = None) -> list[TensorPlan]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -153,6 +154,10 @@ def test_cpu_quick_on_two_nodes_carries_each_nodes_provenance(nodes, tmp_path):
     groups = _assert_each_point_once(results, CPU_QUICK)
     recs = [rec for g in groups.values() for rec in g]
     assert all(rec.status == "ok" and rec.build_info.startswith("TEST DOUBLE") for rec in recs)
+    # the driver prints each stored point, one line per test, llama-bench style against the estimate
+    lines = [ln for ln in r.stderr.splitlines() if " | " in ln]
+    assert len(lines) == len(recs), r.stderr
+    assert all(re.search(r"\| (pp|tg)\d+\S* \| [\d,.]+ ± [\d,.]+ tok/s \| est\. ", ln) for ln in lines), lines
     # both nodes measured (1 CPU each, 4 points submitted at once), each record names its node and kinds
     assert {tuple(rec.extra["ray_node_kinds"]) for rec in recs} == {("kind-a",), ("kind-b",)}
     assert len({rec.extra["ray_node_id"] for rec in recs}) == 2

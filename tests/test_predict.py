@@ -357,3 +357,22 @@ def test_serving_rows_batch_mode_and_bad_input(table):
     assert "n_gen" in out[3]["error"]
     for row in out[1:]:
         assert row["ttft_s"] == "" and row["tpot_s"] == ""
+
+
+def test_n_layers_predicts_the_depth_reduced_proxy(table):
+    """The harness measures depth-reduced proxies (the model's first N layers): a row with n_layers sizes and
+    times that proxy, and an impossible layer count is the row's error."""
+    full, proxy, too_many, zero = predict.predict_rows(
+        [_row(n_prompt=0, n_gen=32), _row(n_prompt=0, n_gen=32, n_layers=4),
+         _row(n_prompt=0, n_gen=32, n_layers=33), _row(n_prompt=0, n_gen=32, n_layers=0)], table
+    )  # fmt: skip
+    m = get_model("llama-3.1-8b")
+    four = m.depth_proxy(4)
+    assert four.n_layers == 4 and four.layer_types == m.layer_types[:4] and four.gguf_tensors is None
+    wl = Workload(n_ctx=32, n_prompt=0, n_gen=32)
+    hw, mem_coeffs = get_hardware("rtx-4090"), table.memory_for("llama.cpp")
+    mem = estimate_memory(four, get_quant("Q4_K_M"), hw, wl, mem_coeffs)
+    assert int(proxy["weights_bytes"]) == mem.weights_bytes < int(full["weights_bytes"])
+    assert float(proxy["decode_tok_s"]) > float(full["decode_tok_s"])
+    assert "n_layers must be in 1..32" in too_many["error"] and too_many["decode_tok_s"] == ""
+    assert "n_layers" in zero["error"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -123,7 +124,7 @@ def double_env(tmp_path, monkeypatch):
 def _sweep(plan_path: str, results: Path, **kw) -> Sweep:
     plan = parse_plan(Path(plan_path).read_text(), plan_path)
     engines = kw.pop("engines", {"llama.cpp": EngineState(True, "0.0-double")})
-    return Sweep(plan, results, host=HOST, engines=engines, show_progress=False, **kw)
+    return Sweep(plan, results, host=kw.pop("host", HOST), engines=engines, show_progress=False, **kw)
 
 
 def test_unwritable_results_refused_before_measuring(double_env):
@@ -284,3 +285,97 @@ def test_sigterm_interrupts_cleanly(double_env):
     assert proc.returncode == 130 and "--resume" in err
     _wait_for(lambda: _is_zombie(child) or not Path(f"/proc/{child}").exists(), 20)
     assert _n_points(results) == 0  # the interrupted point is not recorded
+
+
+# --- the line printed after each point (harness.announce) ------------------------------------------------
+PROBED_HOST = HostInfo(
+    host="test-host", backend="CPU", device_name="Test CPU", n_devices=1, driver="", hardware_id="",
+    hardware_family="cpu-x86-avx2",
+    cpu=CpuInfo("Test CPU", "x86_64", 2, 2, 2**34, ("avx2",), "cpu-x86-avx2"),
+    detected={"cpu_model": "Test CPU", "host_bandwidth_probe_gbs": 40.0, "ram_bytes": 2**34},
+)  # fmt: skip
+
+
+def _point_lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.startswith("smollm2-135m")]
+
+
+def test_each_point_prints_measured_mean_sd_against_the_estimate(double_env):
+    """One line per test: the double's pp16 (100 ± 10 tok/s) and tg4 (10 ± 0) against what
+    estimator.app.predict says for the same point, written here as a predict row by hand; the failed point
+    prints one line with its status and reason."""
+    import io
+
+    from rich.console import Console
+
+    from estimator.app.predict import predict_rows
+    from estimator.physics.coefficients import load_coefficients
+    from harness.describe import number, signed_pct
+
+    buf = io.StringIO()
+    plan = parse_plan(Path(p := _plan(double_env, ["ok", "abort"])).read_text(), p)
+    console = Console(file=buf, width=60)  # narrower than a line: each point line must stay one line
+    Sweep(plan, double_env / "results", host=PROBED_HOST, engines={"llama.cpp": EngineState(True, "0.0")},
+          show_progress=True, console=console).run()  # fmt: skip
+    lines = _point_lines(buf.getvalue())
+    base = {"model": "smollm2-135m", "n_layers": "1", "hardware": "custom", "kind": "cpu",
+            "family": "cpu-x86-avx2", "memory_gib": "16", "bandwidth_gbs": "40", "host_bandwidth_gbs": "40",
+            "engine": "llama.cpp", "backend": "CPU", "quant": "F16", "n_ctx": "256",
+            "flash_attn": "0"}  # fmt: skip
+    rows = [{**base, "n_prompt": "16", "n_gen": "0"}, {**base, "n_prompt": "0", "n_gen": "4"}]
+    pp, tg = predict_rows(rows, load_coefficients())
+    est_pp, est_tg = float(pp["prefill_tok_s"]), float(tg["decode_tok_s"])
+    head = "smollm2-135m (1/30 L) F16 | llama.cpp CPU"
+    pct_pp, pct_tg = signed_pct((100 - est_pp) / est_pp), signed_pct((10 - est_tg) / est_tg)
+    assert lines == [
+        f"{head} | pp16 | 100.00 ± 10.00 tok/s | est. {number(est_pp)} ({pct_pp})",
+        f"{head} | tg4 | 10.00 ± 0.00 tok/s | est. {number(est_tg)} ({pct_tg})",
+        f"{head} | pp16, tg4 | FAILED: crashed: killed by SIGABRT (exit status -6)",
+    ]
+    assert "est. = estimator.app.predict with " in buf.getvalue()
+
+
+def test_an_estimate_that_cannot_be_made_prints_a_dash_and_the_sweep_goes_on(double_env, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    import estimator.app.predict as predict
+
+    buf = io.StringIO()
+    results = double_env / "results"
+    # the default test host has no bandwidth probe: no device to estimate on
+    _sweep(_plan(double_env, ["ok"]), results, console=Console(file=buf, width=200)).run()
+    lines = _point_lines(buf.getvalue())
+    assert len(lines) == 2 and all("est. — (host not in the hardware catalog" in ln for ln in lines)
+    assert "100.00 ± 10.00 tok/s" in lines[0]
+
+    def broken(rows, table=None):
+        raise RuntimeError("estimator exploded")
+
+    monkeypatch.setattr(predict, "predict_rows", broken)
+    buf = io.StringIO()
+    plan = _plan(double_env, ["ok"])
+    s = _sweep(plan, results, host=PROBED_HOST, repeat=True, console=Console(file=buf, width=200)).run()
+    assert s.points_run == 1 and s.record_status["ok"] == 2  # stored all the same
+    lines = _point_lines(buf.getvalue())
+    assert len(lines) == 2 and all(ln.endswith("est. — (estimator exploded)") for ln in lines)
+    assert "Traceback" not in buf.getvalue()
+
+
+def test_measure_command_prints_a_line_per_test_above_the_progress_bar(double_env):
+    """The user's command, `python -m harness measure --plan P --results R`, with its progress bar."""
+    results = double_env / "results"
+    plan = _plan(double_env, ["ok", "abort"])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argv = [sys.executable, "-m", "harness", "measure", "--plan", plan, "--results", str(results)]
+    r = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = _point_lines(r.stderr)
+    number = r"[\d,]+(\.\d+)?"
+    est = rf"est\. ({number} \([+−]\d+\.\d %\)|— \(.+\))"
+    head = r"smollm2-135m \(1/30 L\) F16 \| llama\.cpp CPU.*"
+    assert re.fullmatch(rf"{head} \| pp16 \| 100\.00 ± 10\.00 tok/s \| {est}", lines[0]), lines
+    assert re.fullmatch(rf".* \| tg4 \| 10\.00 ± 0\.00 tok/s \| {est}", lines[1]), lines
+    assert re.fullmatch(r".* \| pp16, tg4 \| FAILED: crashed: killed by SIGABRT.*", lines[2]), lines
+    assert len(lines) == 3 and "2 points run" in r.stderr and "Traceback" not in r.stderr

@@ -12,7 +12,9 @@ Input columns (llama-bench semantics):
   ``n_ubatch``, ``n_batch``, ``offload_bytes``, ``moe_offload_layers``, and the llama.cpp KV switches
   ``swa_full`` (0: sliding-window layers hold window cells; 1: --swa-full), ``kv_unified`` (1: the ``batch``
   sequences share one cache, --kv-unified; 0: one stream per sequence) and ``kv_pad`` (0: current builds'
-  256-cell padding; 32 for builds of May 2024 - Oct 2025 without flash attention).
+  256-cell padding; 32 for builds of May 2024 - Oct 2025 without flash attention); ``n_layers``: run only
+  the model's first N layers, the depth-reduced proxy the harness measures (``ModelSpec.depth_proxy``; a
+  GGUF model then needs a ``quant``); default every layer.
 * Every other column passes through untouched.
 
 Output adds OUTPUT_COLUMNS:
@@ -57,7 +59,7 @@ from estimator.engines import ENGINES, engines_for, get_engine
 from estimator.physics import speed, support
 from estimator.physics.coefficients import CoefficientTable, load_coefficients
 from estimator.specs import HardwareSpec, QuantSpec, SpecError, Workload
-from estimator.validate import check_number, parse_number
+from estimator.validate import MODEL_BOUNDS, check_number, parse_number
 
 MAX_CASES_BYTES = 64 * 2**20  # a CASES.csv larger than this is refused before it is read
 
@@ -242,6 +244,10 @@ def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None =
             raise SpecError("a serving row needs n_prompt (input tokens) and n_gen (output tokens) >= 1")
         wl = replace(wl, n_seq=conc, concurrency=conc, n_depth=0)
     model = resolver.model(_text(row, "model"))
+    if _text(row, "n_layers"):
+        model = model.depth_proxy(
+            int(parse_number(_text(row, "n_layers"), MODEL_BOUNDS["n_layers"], "column 'n_layers'"))
+        )
     hardware = resolver.hardware(row)
     qtext = _text(row, "quant")
     if model.gguf_tensors is not None and qtext.lower() in ("", "gguf"):

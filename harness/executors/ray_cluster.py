@@ -69,7 +69,7 @@ from harness import isolate
 from harness.hwdetect import CpuInfo, HostInfo, detect_host
 from harness.plan import PlannedPoint
 from harness.provenance import git_sha, model_fingerprint
-from harness.records import RecordError, RunRecord, append_records, record_from_dict, record_to_dict
+from harness.records import RecordError, RunRecord, record_from_dict, record_to_dict
 from harness.store import done_point_keys, measured_path, point_key, runs_dir, short_hash
 from harness.sweep import (
     EngineState,
@@ -357,10 +357,7 @@ class RaySweep(Sweep):
         first = records[0]
         written_by_driver = first.extra.get("written_by") == "driver"
         family, host = ("ray", DRIVER_FILE_HOST) if written_by_driver else (first.hardware_family, first.host)
-        path = measured_path(self.results, self.plan.name, family, host)
-        append_records(path, records)
-        summary.points_run += 1
-        summary.record_status.update(r.status for r in records)
+        self._store_point(measured_path(self.results, self.plan.name, family, host), records, summary)
 
     # --- driver loop ------------------------------------------------------------------------------
     def run(self) -> SweepSummary:
