@@ -290,3 +290,25 @@ def test_calibration_leaves_host_fallback_records_out_of_the_device_fit():
     why = fallback_on_host(m, q, h, Workload(engine="llama.cpp", n_devices=8))
     assert "host CPU" in why and "evidence for the support table" in why
     assert fallback_on_host(m, q, get_hardware("rtx-3090"), Workload(engine="llama.cpp")) == ""
+
+
+def test_a_backend_that_does_not_drive_the_device_is_refused_naming_those_that_do():
+    llama = get_engine("llama.cpp")
+    with pytest.raises(SpecError, match=r"Metal backend does not run on .*MI300X.*there: ROCm, Vulkan"):
+        llama.backend_for(get_hardware("mi300x"), "metal")
+    with pytest.raises(SpecError, match="CUDA backend does not run on"):
+        llama.backend_for(get_hardware("apple-m3-max"), "cuda")
+    with pytest.raises(SpecError, match="CPU backend does not run on"):  # size the host CPU as the hardware
+        llama.backend_for(get_hardware("rtx-4090"), "cpu")
+    assert llama.backend_for(get_hardware("apple-m3-max"), "cpu") == "CPU"  # the SoC's own cores
+    assert llama.backend_for(get_hardware("mi300x"), "vulkan") == "Vulkan"
+    with pytest.raises(SpecError, match="ROCm backend does not run on"):
+        get_engine("vllm").backend_for(get_hardware("rtx-4090"), "rocm")
+
+
+def test_report_refuses_a_backend_of_another_vendor_in_one_line(capsys):
+    from estimator.app.cli import main
+
+    code = main(["report", "--model", "qwen3-0.6b", "--hardware", "mi300x", "--backend", "Metal"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Metal backend does not run on" in err and "Traceback" not in err

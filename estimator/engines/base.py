@@ -171,7 +171,9 @@ class EngineProfile:
     # "none" = the engine has no backend for such devices.  What each backend runs is
     # estimator/data/support.csv (estimator.physics.support judges it).
     backends: tuple[tuple[str, str, str], ...] = ()
-    other_backends: tuple[str, ...] = ()  # further backends a user may choose (Workload.backend)
+    # further (vendor, kind, backend) a user may choose with --backend (Workload.backend): a backend runs on a
+    # device when an entry of ``backends`` or of these matches its vendor and kind
+    backend_options: tuple[tuple[str, str, str], ...] = ()
 
     # ------------------------------------------------------------------------------------------- weights
     def runs(self, quant: QuantSpec) -> bool:
@@ -181,7 +183,18 @@ class EngineProfile:
     # ------------------------------------------------------------------------------------------ backends
     def backend_names(self) -> tuple[str, ...]:
         """Every backend name this engine knows (its device map and ``other_backends``), in order."""
-        names = [b for _, _, b in self.backends if b != "none"] + list(self.other_backends)
+        names = [b for _, _, b in self.backends + self.backend_options if b != "none"]
+        return tuple(dict.fromkeys(names))
+
+    def backends_on(self, hardware: HardwareSpec) -> tuple[str, ...]:
+        """The backends that drive ``hardware`` (its vendor and kind), the default first; () when no entry
+        names the device's vendor or kind (an unknown device: any backend is taken as asked)."""
+        vendor = (hardware.vendor or "").lower()
+        names = [
+            b
+            for v, kind, b in self.backends + self.backend_options
+            if v in ("*", vendor) and kind in ("*", hardware.kind) and b != "none"
+        ]
         return tuple(dict.fromkeys(names))
 
     def backend_name(self, requested: str) -> str:
@@ -195,10 +208,18 @@ class EngineProfile:
         return names[requested.lower()]
 
     def backend_for(self, hardware: HardwareSpec, requested: str = "") -> str:
-        """The backend on ``hardware``: ``requested`` when given (``backend_name``), else the first
-        ``backends`` entry matching the device's vendor and kind ("" when none does)."""
+        """The backend on ``hardware``: ``requested`` when given (``backend_name``; SpecError when that
+        backend does not drive this device, naming the ones that do), else the first ``backends`` entry
+        matching the device's vendor and kind ("" when none does)."""
         if requested:
-            return self.backend_name(requested)
+            name = self.backend_name(requested)
+            there = self.backends_on(hardware)
+            if there and name not in there:
+                raise SpecError(
+                    f"{self.label}'s {name} backend does not run on {hardware.name} ({hardware.vendor} "
+                    f"{hardware.kind}); backends there: {', '.join(there)}"
+                )
+            return name
         vendor = (hardware.vendor or "").lower()
         for v, kind, backend in self.backends:
             if v in ("*", vendor) and kind in ("*", hardware.kind):

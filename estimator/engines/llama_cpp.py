@@ -103,7 +103,24 @@ class LlamaCpp(EngineProfile):
         ("intel", "npu", "none"),
         ("*", "cpu", "CPU"),
     )
-    other_backends = ("SYCL", "CPU")
+    # builds a user may pick instead (docs/build.md of llama.cpp): ROCm on AMD APUs (gfx1151 ...), Vulkan on
+    # any discrete or integrated GPU with a Vulkan driver, SYCL on Intel GPUs (and NVIDIA / AMD through the
+    # oneAPI plugins), OpenCL on Intel GPUs, the CPU backend on unified-memory SoCs (their CPU cores)
+    backend_options = (
+        ("amd", "unified", "ROCm"),
+        ("nvidia", "gpu", "Vulkan"),
+        ("nvidia", "unified", "Vulkan"),
+        ("amd", "gpu", "Vulkan"),
+        ("apple", "unified", "Vulkan"),
+        ("qualcomm", "unified", "Vulkan"),
+        ("intel", "gpu", "SYCL"),
+        ("intel", "unified", "SYCL"),
+        ("nvidia", "gpu", "SYCL"),
+        ("amd", "gpu", "SYCL"),
+        ("intel", "gpu", "OpenCL"),
+        ("intel", "unified", "OpenCL"),
+        ("*", "unified", "CPU"),
+    )
 
     def check(self, workload: Workload) -> None:
         """llama.cpp accepts every KV dtype name a report compares; the quantized-V rule is
