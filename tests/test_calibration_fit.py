@@ -205,3 +205,45 @@ def test_gemm_k_half_recovered_from_generated_prefill():
     st = F.fit_model(pts)
     assert _theta(st, "d", "prefill.gemm_k_half") > 1000  # separated from the efficiency, not left near 0
     assert _theta(st, "d", "prefill.flops_eff") == pytest.approx(0.4, rel=0.25)
+
+
+def _huber_objective(prob, scales, z):
+    """The objective solve() minimises: sum of Huber(r_i / sigma_i; c = F_SCALE) over the data rows plus half
+    the squared prior rows."""
+    d = prob.design
+    sig = np.array([scales.sigma[ph] for ph in prob.phase_of])
+    r = np.abs(prob.log_times(d.eta(z)) - prob.y) / sig
+    c = F.F_SCALE
+    rho = np.where(r <= c, 0.5 * r**2, c * r - 0.5 * c**2)
+    prior = (z - d.prior_mean) / H.prior_scale(d, scales)
+    return float(rho.sum() + 0.5 * np.sum(prior**2))
+
+
+def test_robust_solve_reaches_the_huber_optimum_with_outliers(ampere_cal):
+    """With a tenth of the points made 3x slower (outliers), solve()'s IRLS ends at the Huber optimum: a
+    direct
+    quasi-Newton minimisation of the same objective from there finds nothing lower, and the outliers barely
+    move the fit (plain least squares moves it more)."""
+    from scipy.optimize import minimize
+
+    st = ampere_cal.speed.state
+    rng = np.random.default_rng(3)
+    pts = [
+        replace(p, measured_s=p.measured_s * (3.0 if rng.random() < 0.1 else 1.0)) for p in ampere_cal.points
+    ]
+    prob = F.Problem(pts, st.design)
+    z, _, ok, msg = F.solve(prob, st.scales)
+    assert ok, msg
+    best = _huber_objective(prob, st.scales, z)
+    res = minimize(
+        lambda v: _huber_objective(prob, st.scales, v), z, method="L-BFGS-B", options={"maxiter": 200}
+    )
+    assert res.fun >= best - 1e-3 * abs(best)
+    clean = F.solve(F.Problem(ampere_cal.points, st.design), st.scales)[0]
+    ls = F.LOSS
+    try:
+        F.LOSS = "linear"
+        z_ls = F.solve(prob, st.scales)[0]
+    finally:
+        F.LOSS = ls
+    assert np.linalg.norm(z - clean) < np.linalg.norm(z_ls - clean)
