@@ -242,3 +242,13 @@ def test_default_context_is_clamped_for_a_4k_model():
     assert any("default 8,192 tokens is above llama-2-7b's maximum" in n for n in d["notes"])
     line = one_line_error(run("report", "--model", "llama-2-7b", "--hardware", "rtx-4090", "--ctx", "8192"))
     assert "maximum of 4096" in line  # a context the user typed is never changed
+
+
+def test_sglang_users_spell_the_memory_fraction_as_sglang_does():
+    """--mem-fraction-static is --gpu-memory-utilization under SGLang's name: bounded the same, and the SGLang
+    launch command carries it."""
+    sglang = [*REPORT, "--quant", "BF16", "--engine", "sglang", "--mem-fraction-static"]
+    assert "at most 1" in one_line_error(run(*sglang, "2"))
+    doc = json.loads(run(*sglang, "0.8", "--format", "json").stdout)
+    (sg,) = [c["argv"] for c in doc["launch"] if c["engine"] == "sglang"]
+    assert sg[sg.index("--mem-fraction-static") + 1] == "0.8"

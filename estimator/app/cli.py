@@ -96,6 +96,7 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--gpu-memory-utilization",
+        "--mem-fraction-static",
         type=_number("gpu_memory_utilization"),
         default=None,
         help="fraction of device memory an engine that reserves memory takes (vLLM --gpu-memory-utilization, "
