@@ -79,6 +79,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from estimator.physics.covariates import datasheet_tflops, default_backend
 from estimator.specs import HardwareSpec, SpecError
 
 SCHEMA_VERSION = 2
@@ -562,8 +563,6 @@ def model_basis(
     """(basis, points behind it): the device measured in this phase with this engine and backend, else its
     family measured so, else pooled.  The backend defaults to the engine profile's for the device.  A model
     section without per-unit counts (``units``, older files) counts any engine and backend."""
-    from estimator.physics.covariates import default_backend
-
     unit = unit_name(engine, backend or default_backend(hardware, engine)) if engine else ""
 
     def n_of(entry: dict) -> int:
@@ -604,14 +603,10 @@ def model_set(
     model: dict, prior_params: dict, hardware: HardwareSpec, engine: str, phase: str, backend: str | None
 ) -> CoefficientSet:
     """The CoefficientSet of one phase on one device under the schema-2 model (module doc)."""
-    from estimator.physics.speed import datasheet_tflops  # speed imports this module
-
     params = {**prior_params, **model_params(model, hardware, engine, phase, backend)}
     if phase == "prefill" and datasheet_tflops(hardware, False, engine) is None:
         params["flops_eff"] = 1.0  # no datasheet peak: the fitted absolute rate is the effective one
     basis, n = model_basis(model, hardware, phase, engine, backend)
-    from estimator.physics.covariates import default_backend
-
     unit_text = f"{engine} {backend or default_backend(hardware, engine)}".strip()
     # the serving metrics each have their own interval (of the time); the set's own is TPOT's
     by_basis = model.get("intervals", {})

@@ -117,3 +117,25 @@ def covariates(hardware: HardwareSpec, engine: str, backend: str | None, groups)
         elif g == "year" and hardware.year:
             x["year"] = (int(hardware.year) - YEAR_CENTRE) / YEAR_SCALE
     return x
+
+
+def datasheet_tflops(hardware: HardwareSpec, fp8: bool = False, engine: str = "") -> float | None:
+    """Dense TFLOPS the engine's GEMMs run at on this device (10^12 FLOP/s), None when not catalogued.
+
+    * FP8 weights: the FP8 rate where the device has one.
+    * an engine whose quantized GEMMs run on the int8 / fp16-accumulate path (profile ``int8_gemm``:
+      llama.cpp) on NVIDIA with a catalogued INT8 rate: int8_tops / 2.  llama.cpp's CUDA GEMMs are cuBLAS with
+      CUBLAS_COMPUTE_16F (F16 weights, and quants dequantized to F16) or int8 MMQ; on Turing and later every
+      SKU's dense INT8 rate is twice its FP16-accumulate rate.  The bf16 column is the FP32-accumulate rate,
+      which GeForce parts run at half speed (shared/reference/hardware.md), so it would understate GeForce
+      cards 2x; on data-centre / workstation parts int8 / 2 equals the bf16 column.
+    * otherwise the datasheet BF16 rate.
+    """
+    if fp8 and hardware.fp8_tflops:
+        return float(hardware.fp8_tflops)
+    nvidia = (hardware.vendor or "").lower() == "nvidia"
+    if engine and get_engine(engine).int8_gemm and nvidia and hardware.int8_tops:
+        return float(hardware.int8_tops) / 2.0
+    if hardware.bf16_tflops:
+        return float(hardware.bf16_tflops)
+    return None
