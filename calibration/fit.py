@@ -6,8 +6,8 @@ ones.
     data residual  (ln t_pred - ln t_meas) / sigma_stratum    t_pred: the estimator's own formulas on arrays
     prior residual (z - prior mean) / prior scale              for every beta, family and device effect
 
-with ``scipy.optimize.least_squares`` (trf, sparse lsmr, Huber loss with f_scale 1: quadratic within one
-noise scale, linear beyond): the Jacobian is the
+with ``scipy.optimize.least_squares`` (trf, sparse lsmr) on the Huber loss of the data rows (quadratic
+within F_SCALE noise scales, linear beyond; ``huber_rows``) and squares of the prior rows: the Jacobian is the
 exact chain rule through the linear predictors, d ln t_i / d eta_ij by one finite difference of all points
 per parameter.  Noise and shrinkage scales are estimated (``estimate_scales``: sigma_stratum = 1.4826 MAD of
 the residuals of a pass; tau from the well-measured groups, calibration.hierarchy), then the fit runs once
@@ -53,10 +53,9 @@ from calibration.hierarchy import (
 from estimator.physics.coefficients import EFF, RATE, TIME, from_eta  # noqa: F401 - kinds re-exported
 
 FD_STEP = 1e-5
-# robust loss of the data rows: "huber" (IRLS, f_scale in noise units) or "linear"; chosen by cross-validation
-# (docs/calibration.md, "Robust loss")
+# robust loss of the data rows: "huber" (f_scale = c in noise units; huber_rows) or "linear"; chosen by
+# cross-validation (docs/calibration.md, "Robust loss")
 LOSS, F_SCALE = "huber", 1.0
-IRLS_MAX, IRLS_TOL = 30, 1e-3  # reweighting rounds and the weight change that ends them
 MAX_NFEV = 60
 
 
@@ -165,18 +164,33 @@ class FitState:
         return self.design.theta(self.z)
 
 
+def huber_rows(r: np.ndarray, c: float) -> tuple[np.ndarray, np.ndarray]:
+    """Residual rows whose half sum of squares is the Huber loss of ``r`` (noise units), and their derivative.
+
+    rho(r) = r^2 / 2 for |r| <= c, c |r| - c^2 / 2 beyond; row f(r) = sign(r) sqrt(2 rho(r)), so f^2 / 2 = rho
+    (f = r inside, sign(r) sqrt(2 c |r| - c^2) beyond); f'(r) = rho'(r) / f(r) = 1 inside, c / sqrt(2 c |r| -
+    c^2)
+    beyond (continuous at |r| = c).  Least squares on f is the Huber problem with a Gauss-Newton model that
+    keeps curvature on the linear part (scipy's ``loss="huber"`` zeroes it there and stalls on this problem).
+    """
+    a = np.abs(r)
+    inside = a <= c
+    root = np.sqrt(np.maximum(2.0 * c * a - c * c, 1e-300))
+    f = np.where(inside, r, np.sign(r) * root)
+    df = np.where(inside, 1.0, c / root)
+    return f, df
+
+
 def solve(problem: Problem, scales: Scales, z0: np.ndarray | None = None, max_nfev: int = MAX_NFEV):
-    """One robust fit of z for fixed scales (module doc): Huber on the data rows by iteratively reweighted
-    least squares (each step a Gauss-Newton fit of the weighted squares, weights w_i = min(1, c / |r_i|) for
-    the data residuals r_i in noise units, c = F_SCALE; the prior rows stay Gaussian), until no weight moves
-    by more than IRLS_TOL.  scipy's own ``loss="huber"`` stalls here (its curvature is 0 on the linear part),
-    so the weights are applied explicitly; the result is the Huber optimum (a test checks it against a direct
-    minimisation)."""
+    """One robust fit of z for fixed scales (module doc): the data rows r_i = (ln t_pred - ln t_meas) / sigma
+    under the Huber loss with c = F_SCALE (``huber_rows``; ``LOSS = "linear"``: plain squares), the prior rows
+    Gaussian; one trust-region least-squares solve.  A test checks the result against a direct minimisation
+    of the same objective.  Returns (z, ln residuals of the points, converged, message)."""
     d = problem.design
     mean = d.prior_mean
     ps = prior_scale(d, scales)
     sig = np.array([scales.sigma[ph] for ph in problem.phase_of]) if problem.n else np.zeros(0)
-    z = mean.copy() if z0 is None else z0.copy()
+    z0 = mean.copy() if z0 is None else z0.copy()
     cache: dict = {}
 
     def data_part(z):
@@ -186,40 +200,24 @@ def solve(problem: Problem, scales: Scales, z0: np.ndarray | None = None, max_nf
             lt = problem.log_times(eta)
             bad = ~np.isfinite(lt)
             lt = np.where(bad, problem.y + 30.0, lt)
-            cache.update(key=key, eta=eta, lt=lt)
-        return cache["eta"], cache["lt"]
+            r = (lt - problem.y) / sig
+            f, df = huber_rows(r, F_SCALE) if LOSS == "huber" else (r, np.ones_like(r))
+            cache.update(key=key, eta=eta, lt=lt, f=f, df=df)
+        return cache
 
-    w = np.ones(problem.n)  # sqrt of the IRLS weights of the data rows
-    ok, msg = False, ""
-    for _ in range(IRLS_MAX):
+    def fun(z):
+        return np.concatenate([data_part(z)["f"], (z - mean) / ps])
 
-        def fun(z, w=w):
-            _, lt = data_part(z)
-            return np.concatenate([w * (lt - problem.y) / sig, (z - mean) / ps])
+    def jac(z):
+        c = data_part(z)
+        g = problem.gradient(c["eta"], c["lt"])
+        jd = problem.M.copy()
+        row = problem.nz_row
+        jd.data = jd.data * g[row, problem.nz_param] * (c["df"] / sig)[row]
+        return sparse.vstack([jd, sparse.diags(1.0 / ps)], format="csr")
 
-        def jac(z, w=w):
-            eta, lt = data_part(z)
-            g = problem.gradient(eta, lt)
-            jd = problem.M.copy()
-            row = problem.nz_row
-            jd.data = jd.data * g[row, problem.nz_param] * w[row] / sig[row]
-            return sparse.vstack([jd, sparse.diags(1.0 / ps)], format="csr")
-
-        res = least_squares(fun, z, jac=jac, method="trf", tr_solver="lsmr", x_scale="jac", max_nfev=max_nfev)
-        z, ok, msg = res.x, bool(res.success), str(res.message)
-        if LOSS != "huber":
-            break
-        _, lt = data_part(z)
-        r = np.abs(lt - problem.y) / sig
-        w_new = np.sqrt(np.minimum(1.0, F_SCALE / np.maximum(r, 1e-12)))
-        moved = float(np.max(np.abs(w_new**2 - w**2))) if problem.n else 0.0
-        w = w_new
-        if moved <= IRLS_TOL:
-            break
-    else:
-        ok, msg = False, f"IRLS: weights still moving after {IRLS_MAX} rounds"
-    _, lt = data_part(z)
-    return z, lt - problem.y, ok, msg
+    res = least_squares(fun, z0, jac=jac, method="trf", tr_solver="lsmr", x_scale="jac", max_nfev=max_nfev)
+    return res.x, data_part(res.x)["lt"] - problem.y, bool(res.success), str(res.message)
 
 
 def estimate_scales(problem: Problem, z: np.ndarray, resid: np.ndarray, old: Scales) -> Scales:

@@ -220,7 +220,7 @@ def _huber_objective(prob, scales, z):
 
 
 def test_robust_solve_reaches_the_huber_optimum_with_outliers(ampere_cal):
-    """With a tenth of the points made 3x slower (outliers), solve()'s IRLS ends at the Huber optimum: a
+    """With a tenth of the points made 3x slower (outliers), solve() ends at the Huber optimum: a
     direct
     quasi-Newton minimisation of the same objective from there finds nothing lower, and the outliers barely
     move the fit (plain least squares moves it more)."""
