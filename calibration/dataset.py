@@ -96,8 +96,10 @@ def record_quality(rec: RunRecord) -> str:
 
 
 def is_serving_only(rec: RunRecord) -> bool:
-    """True when the record measures only serving / batch latency (no prefill, decode or memory figure)."""
-    return all(getattr(rec, n) is None for n in _MEASUREMENTS) and any(
+    """True when the record measures serving / batch latency and no prefill or decode speed.  Memory figures
+    do not count: a serve test of our runners repeats its point's memory, which the point's pp / tg records
+    carry (and the memory fit reads) already."""
+    return rec.prefill_tok_s is None and rec.decode_tok_s is None and any(
         getattr(rec, n) is not None for n in SERVING_MEASUREMENTS
     )
 
