@@ -312,3 +312,39 @@ def test_report_refuses_a_backend_of_another_vendor_in_one_line(capsys):
     code = main(["report", "--model", "qwen3-0.6b", "--hardware", "mi300x", "--backend", "Metal"])
     err = capsys.readouterr().err
     assert code == 2 and "Metal backend does not run on" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- fit: what cannot run is not "does not fit"
+def test_fit_leaves_out_what_the_engine_cannot_run_there_and_counts_it():
+    """vLLM on the Atlas 300I Duo serves only a few model families (support table): the others are left out
+    of the ranking with a count, never labelled "does not fit" (a memory verdict)."""
+    hw = get_hardware(ATLAS)
+    heads, rows, notes = fit_rows(hw, make_workload("vllm"), TABLE)
+    idx = {h: i for i, h in enumerate(heads)}
+    by = {r[idx["model"]]: r for r in rows}
+    assert "llama-3.1-8b" not in by  # the llama family is not known to run on vllm-ascend's 310P path
+    assert not verdict("llama-3.1-8b", ATLAS, "BF16", "vllm").runs
+    assert by["qwen3-8b"][idx["verdict"]] == "fits"  # qwen3 runs there
+    for r in rows:  # whatever stays "does not fit" runs there in some format: memory is the reason
+        if r[idx["verdict"]] == "does not fit":
+            m = get_model(r[idx["model"]])
+            assert any(verdict(m.id, ATLAS, q, "vllm").runs for q in ("BF16", "F16")), m.id
+    (note,) = [n for n in notes if "cannot run" in n]
+    n_out = int(note.split()[0])
+    assert n_out > 10 and "support table" in note and "llama-3.1-8b" in note
+    # with llama.cpp every catalog model runs on the card (on a fallback): nothing is left out for that reason
+    _, _, llama_notes = fit_rows(hw, make_workload("llama.cpp"), TABLE, FitQuery(top=3))
+    assert not any("cannot run" in n for n in llama_notes)
+
+
+def test_fit_cli_says_left_out_not_does_not_fit(capsys):
+    from estimator.app.cli import main
+
+    code = main(["fit", "--engine", "vllm", "--hardware", ATLAS, "--model-family", "llama-3.1", "--format",
+                 "json"])  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0
+    import json
+
+    assert json.loads(out.out) == []  # every llama-3.1 model is left out, none "does not fit"
+    assert "model(s) left out: the engine cannot run them on this device (support table" in out.err
