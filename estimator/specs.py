@@ -209,7 +209,7 @@ class Workload:
     flash_attn: bool = True
     engine: str = "llama.cpp"  # a name of estimator.engines.ENGINES
     n_devices: int = 1
-    # tp (tensor parallel / llama.cpp row split) | pp (pipeline / layer split); callers take the engine
+    # tp (tensor parallel / llama.cpp -sm tensor) | pp (pipeline / layer split); callers take the engine
     # profile's default_split when the user does not choose
     split: str = "tp"
     offload_bytes: int = 0

@@ -57,7 +57,7 @@ def test_tp_kv_q8_concurrency():
     lc, vl = launch_commands(GLM, "Q4_K_M", w, 200 * GIB)
     assert flag(lc.argv, "-ctk") == "q8_0" and flag(lc.argv, "-ctv") == "q8_0"
     assert flag(lc.argv, "-c") == str(16384 * 8) and flag(lc.argv, "-np") == "8"
-    assert flag(lc.argv, "-sm") == "row" and flag(lc.argv, "-ts") == "1,1,1,1"
+    assert flag(lc.argv, "-sm") == "tensor" and flag(lc.argv, "-ts") == "1,1,1,1"
     assert flag(vl.argv, "--tensor-parallel-size") == "4" and flag(vl.argv, "--max-num-seqs") == "8"
     assert flag(vl.argv, "--kv-cache-dtype") == "fp8" and not vl.exact  # q8_0 has no vLLM equivalent
 

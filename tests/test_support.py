@@ -312,3 +312,132 @@ def test_report_refuses_a_backend_of_another_vendor_in_one_line(capsys):
     code = main(["report", "--model", "qwen3-0.6b", "--hardware", "mi300x", "--backend", "Metal"])
     err = capsys.readouterr().err
     assert code == 2 and "Metal backend does not run on" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- fit: what cannot run is not "does not fit"
+def test_fit_leaves_out_what_the_engine_cannot_run_there_and_counts_it():
+    """vLLM on the Atlas 300I Duo serves only a few model families (support table): the others are left out
+    of the ranking with a count, never labelled "does not fit" (a memory verdict)."""
+    hw = get_hardware(ATLAS)
+    heads, rows, notes = fit_rows(hw, make_workload("vllm"), TABLE)
+    idx = {h: i for i, h in enumerate(heads)}
+    by = {r[idx["model"]]: r for r in rows}
+    assert "llama-3.1-8b" not in by  # the llama family is not known to run on vllm-ascend's 310P path
+    assert not verdict("llama-3.1-8b", ATLAS, "BF16", "vllm").runs
+    assert by["qwen3-8b"][idx["verdict"]] == "fits"  # qwen3 runs there
+    for r in rows:  # whatever stays "does not fit" runs there in some format: memory is the reason
+        if r[idx["verdict"]] == "does not fit":
+            m = get_model(r[idx["model"]])
+            assert any(verdict(m.id, ATLAS, q, "vllm").runs for q in ("BF16", "F16")), m.id
+    (note,) = [n for n in notes if "cannot run" in n]
+    n_out = int(note.split()[0])
+    assert n_out > 10 and "support table" in note and "llama-3.1-8b" in note
+    # with llama.cpp every catalog model runs on the card (on a fallback): nothing is left out for that reason
+    _, _, llama_notes = fit_rows(hw, make_workload("llama.cpp"), TABLE, FitQuery(top=3))
+    assert not any("cannot run" in n for n in llama_notes)
+
+
+def test_fit_cli_says_left_out_not_does_not_fit(capsys):
+    from estimator.app.cli import main
+
+    code = main(["fit", "--engine", "vllm", "--hardware", ATLAS, "--model-family", "llama-3.1", "--format",
+                 "json"])  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0
+    import json
+
+    assert json.loads(out.out) == []  # every llama-3.1 model is left out, none "does not fit"
+    assert "model(s) left out: the engine cannot run them on this device (support table" in out.err
+
+
+# ------------------------------------------------------------------------ multi-device and expert offload
+def test_feature_items_may_carry_a_condition():
+    f = table.find("llama.cpp", "CUDA", "nvidia-hopper", "feature", "tensor_parallel:arch=deepseek_v3")
+    assert f.status == "unsupported" and "llama-arch.cpp" in f.source
+    assert table.find("llama.cpp", "CUDA", "nvidia-hopper", "feature", "tensor_parallel:arch=gemma3n_text")
+    assert table.find("llama.cpp", "CUDA", "nvidia-hopper", "feature", "tensor_parallel:arch=llama") is None
+    assert table.find("llama.cpp", "CUDA", "nvidia-hopper", "feature", "tensor_parallel").status == "native"
+
+
+def test_llama_cpp_tensor_parallel_per_backend():
+    """-sm tensor (the meta device): native on CUDA-family GPUs, host-memory all-reduce on Vulkan, none on the
+    CPU backend; the layer split runs everywhere."""
+    assert verdict("llama-3.1-70b", "rtx-3090", "Q4_K_M", devices=2, split="tp").status == "native"
+    vk = verdict("llama-3.1-70b", "arc-a770-16gb", "Q4_K_M", devices=2, split="tp")
+    assert vk.backend == "Vulkan" and vk.status == "fallback" and vk.runs
+    (f,) = vk.findings
+    assert (f.item, f.fallback) == ("tensor_parallel", "host_copy") and "Vulkan" in f.note
+    assert not vk.uses_host  # a copy path, not host matmuls: the speed path stays the device's
+    assert verdict("llama-3.1-70b", "arc-a770-16gb", "Q4_K_M", devices=2, split="pp").status == "native"
+    cpu = verdict("qwen3-8b", "ryzen-9-7950x", "Q4_K_M", devices=2, split="tp")
+    assert cpu.status == "unsupported" and cpu.findings[0].item == "tensor_parallel"
+
+
+def test_llama_cpp_tensor_parallel_needs_an_architecture_it_implements_and_flash_attention():
+    ds = verdict("deepseek-v3", "h200-141gb-sxm", "Q4_K_M", devices=8, split="tp")
+    assert ds.status == "unsupported"
+    assert [f.item for f in ds.findings] == ["tensor_parallel:arch=deepseek_v3"]
+    assert "for deepseek_v3 models: not supported" in ds.findings[0].message
+    assert verdict("deepseek-v3", "h200-141gb-sxm", "Q4_K_M", devices=8, split="pp").status == "native"
+    assert not verdict("glm-5", "h200-141gb-sxm", "Q4_K_M", devices=8, split="tp").runs  # GLM-DSA
+    assert not verdict("llama-3.1-70b", "rtx-3090", "Q4_K_M", devices=2, split="tp", flash_attn=False).runs
+    assert verdict("llama-3.1-70b", "rtx-3090", "Q4_K_M", devices=2, split="pp", flash_attn=False).runs
+    assert verdict("deepseek-v3", "h200-141gb-sxm", "Q4_K_M").status == "native"  # one device: no split
+
+
+def test_a_split_that_does_not_run_gets_no_launch_command_and_tp_launches_sm_tensor():
+    d = report("deepseek-v3", "h200-141gb-sxm", "Q4_K_M", devices=8, split="tp")
+    assert d["support"]["status"] == "unsupported"
+    launch = {c["engine"]: c for c in d["launch"]}
+    assert launch["llama.cpp"]["text"] == "" and "deepseek_v3" in launch["llama.cpp"]["notes"][0]
+    assert launch["vllm"]["support"] == "native"  # vLLM's tensor parallelism runs it
+    ok = report("llama-3.1-70b", "rtx-3090", "IQ4_XS", devices=2, split="tp")
+    argv = {c["engine"]: c["argv"] for c in ok["launch"]}["llama.cpp"]
+    assert argv[argv.index("-sm") + 1] == "tensor"  # -sm row is gone from CUDA (llama.cpp PR 24216)
+
+
+def test_vllm_and_sglang_parallelism_facts():
+    for engine, backend in (("vllm", "CUDA"), ("vllm", "ROCm"), ("vllm", "CPU"), ("vllm", "XPU"),
+                            ("sglang", "CUDA"), ("sglang", "Ascend")):  # fmt: skip
+        for item in ("tensor_parallel", "pipeline_parallel"):
+            f = table.find(engine, backend, "*", "feature", item)
+            assert f is not None and f.status == "native" and f.source.startswith("https://"), (engine, item)
+    assert table.find("vllm", "Ascend", "huawei-ascend-310p", "feature", "tensor_parallel").status == "native"
+    assert verdict("llama-3.1-8b", "ryzen-9-7950x", "BF16", "vllm", devices=2, split="tp").status == "native"
+    assert verdict("deepseek-v3", "h200-141gb-sxm", "FP8", "vllm", devices=8, split="tp").status == "native"
+
+
+def test_expert_offload_runs_on_every_llama_cpp_backend_and_not_on_vllm():
+    assert verdict("qwen3-30b-a3b", "rtx-4090", "Q4_K_M", moe_offload_layers=24).status == "native"
+    assert verdict("qwen3-30b-a3b", "mi300x", "Q4_K_M", moe_offload_layers=8).status == "native"
+    v = verdict("qwen3-30b-a3b", "rtx-4090", "AWQ-INT4", "vllm", moe_offload_layers=24)
+    assert v.status == "unsupported" and v.findings[0].item == "moe_offload"
+    assert "--cpu-offload-params" in v.findings[0].note  # vLLM's instead: weights streamed, GPU matmuls
+    assert verdict("qwen3-30b-a3b", "rtx-4090", "AWQ-INT4", "vllm").status == "native"
+    sg = table.find("sglang", "CUDA", "nvidia-ada", "feature", "moe_offload")
+    assert sg.status == "native" and sg.confidence == "assessment" and "kt-num-gpu-experts" in sg.note
+    with pytest.raises(SpecError, match="--n-cpu-moe is a llama.cpp option"):  # the profile refuses it first
+        get_engine("vllm").check(make_workload("vllm", moe_offload_layers=4))
+
+
+def test_predict_flags_expert_offload_on_vllm():
+    from estimator.app.predict import predict_one
+
+    row = {"model": "qwen3-30b-a3b", "hardware": "rtx-4090", "engine": "vllm", "quant": "AWQ-INT4",
+           "n_prompt": "128", "n_gen": "16", "moe_offload_layers": "4"}  # fmt: skip
+    assert predict_one(row, TABLE)["support"] == "unsupported"
+    assert predict_one({**row, "moe_offload_layers": "0"}, TABLE)["support"] == "native"
+
+
+def test_other_engines_are_judged_without_llama_cpps_expert_offload():
+    """A llama.cpp --n-cpu-moe report: vLLM / SGLang still get their command (with the note on what replaces
+    --n-cpu-moe) and the quant matrix's vLLM formats are judged as vLLM would run them."""
+    d = report("qwen3-30b-a3b", "rtx-4090", "Q4_K_M", moe_offload_layers=24)
+    launch = {c["engine"]: c for c in d["launch"]}
+    assert launch["vllm"]["text"] and launch["vllm"]["support"] == "native"
+    assert any("--cpu-offload-gb" in n for n in launch["vllm"]["notes"])
+    rows = {r["quant"]: r for r in d["quant_matrix"]}
+    assert rows["AWQ-INT4"]["support"] == "native" and rows["Q4_K_M"]["support"] == "native"
+    adopted = get_engine("vllm").adopt(make_workload(moe_offload_layers=24))
+    assert adopted.engine == "vllm" and adopted.moe_offload_layers == 0 and adopted.backend == ""
+    assert get_engine("llama.cpp").adopt(make_workload("vllm")).moe_offload_layers == 0

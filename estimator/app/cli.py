@@ -91,8 +91,8 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
         "--split",
         choices=("tp", "pp"),
         default=None,
-        help="tp = tensor parallel (llama.cpp -sm row), pp = pipeline / layer split (llama.cpp -sm layer); "
-        "default: the engine's own (llama.cpp pp, vLLM tp)",
+        help="tp = tensor parallel (llama.cpp -sm tensor), pp = pipeline / layer split "
+        "(llama.cpp -sm layer); default: the engine's own (llama.cpp pp, vLLM tp)",
     )
     p.add_argument(
         "--gpu-memory-utilization",

@@ -10,9 +10,18 @@ One row is one public fact, kept with the URL it was read from::
   the catalog (``|``-separated) or ``*``.
 * ``subject`` / ``item``: what the fact is about — ``weights`` (a storage type of the weight matrices:
   ``q4_K``, ``f16``, ``fp8``, ``nvfp4`` ..., as ``estimator.physics.quant`` names them), ``kv`` (a KV dtype),
-  ``feature`` (``flash_attn``, ``multi_device``), ``device`` (the device at all), ``model`` (a model
-  architecture, HF ``model_type``), ``backend`` (the backend itself; carries ``maturity``).  Items are
-  ``|``-separated, case-insensitive shell patterns (``*`` = any).
+  ``feature`` (below), ``device`` (the device at all), ``model`` (a model architecture, HF ``model_type``),
+  ``backend`` (the backend itself; carries ``maturity``).  Items are ``|``-separated, case-insensitive shell
+  patterns (``*`` = any).
+* ``feature`` items: ``flash_attn``; ``multi_device`` (more than one device, any split);
+  ``tensor_parallel`` / ``pipeline_parallel`` (``Workload.split`` tp / pp over more than one device: llama.cpp
+  ``-sm tensor`` / ``-sm layer``, vLLM and SGLang ``--tensor-parallel-size`` / ``--pipeline-parallel-size``);
+  ``moe_offload`` (routed-expert tensors of some layers kept in host RAM with their matmuls on the host CPU,
+  what ``Workload.moe_offload_layers`` sizes: llama.cpp ``--n-cpu-moe``).  A feature item may carry one
+  condition, ``feature:key=value``, for a fact that holds only under it: ``arch=<model_type>`` (the model
+  architecture) or ``flash_attn=on|off`` (the requested switch), e.g. ``tensor_parallel:arch=deepseek_v3``;
+  the judge asks for the plain item and for each condition of the configuration and reports every one that
+  is not native.
 * ``status``: ``native`` | ``fallback`` | ``unsupported``; ``fallback`` names the fallback: ``host_cpu``
   (the matmuls / ops run on the host CPU), ``weight_only`` (weights dequantized inside the kernel, compute at
   the 16-bit rate), ``flash_attn_off`` (attention runs without flash attention), ``cpu_backend`` (the engine

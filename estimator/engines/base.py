@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
 
@@ -225,6 +225,16 @@ class EngineProfile:
             if v in ("*", vendor) and kind in ("*", hardware.kind):
                 return backend
         return ""
+
+    def adopt(self, workload: Workload) -> Workload:
+        """``workload`` (sized for another engine) as this engine would run it: its name, its default backend
+        for the device, and no per-layer expert offload when it has none (``moe_cpu_offload``; its launch
+        command names what replaces it).  What the report judges another engine on (launch commands, the
+        quant matrix's formats of another engine)."""
+        if workload.engine == self.name:
+            return workload
+        offload = workload.moe_offload_layers if self.moe_cpu_offload else 0
+        return replace(workload, engine=self.name, backend="", moe_offload_layers=offload)
 
     # ------------------------------------------------------------------------------------------------ KV
     def layer_kind(self, model: ModelSpec, kind: str) -> str:

@@ -37,8 +37,11 @@ unless the workload asks for one stream per slot (``Workload.kv_unified`` False:
 the workload sets them; ``-ngl`` = layers on the device (999 = all; with ``--offload-gib`` the layer count is
 ``n_layers - ceil(offload_bytes / (weights_bytes / n_layers))``); ``-ctk/-ctv`` = KV dtype; ``-fa on|off``;
 ``--n-cpu-moe N`` (routed experts of the first N layers in host RAM, the same as
-``-ot 'blk\\.(0|..|N-1)\\.ffn_.*_exps\\.=CPU'``); multi-device ``-sm row`` (tensor split) or ``-sm layer``
-(pipeline) with ``-ts 1,1,..``.
+``-ot 'blk\\.(0|..|N-1)\\.ffn_.*_exps\\.=CPU'``); multi-device ``-sm tensor`` (tensor parallelism through
+the meta device, ggml-org/llama.cpp#19378; it needs flash attention and not every architecture has it: the
+support table says where it runs) or ``-sm layer`` (pipeline) with ``-ts 1,1,..``.  ``-sm row`` (split
+buffers) is not used: CUDA dropped it in ggml-org/llama.cpp#24216; split buffers existed only in the
+CUDA-family and SYCL backends.
 
 Scheduler (``scheduler``; llama-server ``update_slots`` in tools/server/server.cpp): one ``llama_decode`` per
 step holds the generating slots' next tokens and then prompt tokens of slots in prompt processing, up to
@@ -207,7 +210,7 @@ class LlamaCpp(EngineProfile):
         if workload.offload_bytes > 0:
             notes.append("-ngl keeps whole layers on the device; the offloaded layers run on the CPU")
         if workload.n_devices > 1:
-            split = "row" if workload.split == "tp" else "layer"
+            split = "tensor" if workload.split == "tp" else "layer"
             argv += ["-sm", split, "-ts", ",".join(["1"] * workload.n_devices)]
         if slots > 1 and workload.kv_unified:
             notes.append(

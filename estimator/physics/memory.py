@@ -7,7 +7,7 @@ Placement (full offload, llama.cpp ``-ngl 999``):
 * unified / cpu: one memory pool, so everything counts on the device.
 
 Multi-device (``workload.n_devices`` = N):
-* ``tp`` (llama.cpp row split / vLLM tensor parallel): matrices split N ways, 1-D tensors (norms, biases)
+* ``tp`` (llama.cpp ``-sm tensor`` / vLLM tensor parallel): matrices split N ways, 1-D tensors (norms, biases)
   replicated; KV split over min(N, n_kv_heads) ways (KV heads are replicated beyond that; the MLA latent is
   shared by all heads and replicated on every device); recurrent state split N ways; runtime and context
   overhead on every device;

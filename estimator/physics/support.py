@@ -10,7 +10,11 @@ kind) and returns a ``SupportVerdict``:
 * every storage type of the weight matrices a token reads (``WeightBreakdown.matmul_bytes_by_type``):
   native, ``weight_only`` (dequantized in the kernel), ``host_cpu`` (the matmuls run on the host CPU) or
   unsupported;
-* the KV dtype (``kv``) and flash attention, multi-device (``feature``).
+* the KV dtype (``kv``) and the features a configuration uses (``feature``): flash attention; with more
+  than one device ``multi_device`` and the split's ``tensor_parallel`` / ``pipeline_parallel``; with routed
+  experts in host RAM (``Workload.moe_offload_layers``) ``moe_offload``.  A feature is also asked under the
+  configuration's conditions (``tensor_parallel:arch=<model_type>``, ``...:flash_attn=on|off``; see
+  estimator.catalog.support), and every answer that is not native is a finding.
 
 ``status``: ``unsupported`` when any part cannot run, else ``fallback`` when any part runs on a fallback,
 else ``native``; ``unlisted`` when the table has no backend for the device (the engine's native path is
@@ -141,6 +145,35 @@ def _finding(fact: table.SupportFact, subject: str, item: str, what: str) -> Fin
     )
 
 
+# the feature item each split uses (True: Workload.split "tp")
+SPLIT_FEATURES = {True: "tensor_parallel", False: "pipeline_parallel"}
+# how a finding names the condition a fact holds under (estimator.catalog.support: feature:key=value)
+_CONDITION_WORDS = {"arch": "for {} models", "flash_attn": "with flash attention {}"}
+
+
+def _features(
+    engine: str,
+    backend: str,
+    family: str,
+    feature: str,
+    conditions: tuple[tuple[str, str], ...],
+    what: str,
+) -> list[Finding]:
+    """Findings of a feature the configuration uses: the plain item and the item under each of its
+    ``conditions`` ((key, value), e.g. ("arch", "deepseek_v3") -> ``feature:arch=deepseek_v3``), every fact
+    that is not native."""
+    out = []
+    asked = [(feature, what)] + [
+        (f"{feature}:{key}={value}", f"{what} {_CONDITION_WORDS[key].format(value)}")
+        for key, value in conditions
+    ]
+    for item, words in asked:
+        fact = table.find(engine, backend, family, "feature", item)
+        if fact is not None and fact.status != NATIVE:
+            out.append(_finding(fact, "feature", item, words))
+    return out
+
+
 def _status(findings: list[Finding]) -> str:
     if any(f.status == UNSUPPORTED for f in findings):
         return UNSUPPORTED
@@ -166,6 +199,8 @@ def judge(
         workload.kv_dtype.lower(),
         bool(workload.flash_attn),
         max(int(workload.n_devices), 1),
+        workload.split,
+        max(int(workload.moe_offload_layers), 0),
     )
 
 
@@ -194,6 +229,8 @@ def _judge(
     kv_dtype: str,
     flash_attn: bool,
     n_devices: int,
+    split: str,
+    moe_offload_layers: int,
 ) -> SupportVerdict:
     if not backend:
         return SupportVerdict(engine, "", family, UNLISTED, "")
@@ -243,6 +280,13 @@ def _judge(
         md = table.find(engine, backend, family, "feature", "multi_device")
         if md is not None and md.status != NATIVE:
             findings.append(_finding(md, "feature", "multi_device", f"{n_devices} devices"))
+        tp = split == "tp"
+        what = f"{'tensor parallelism' if tp else 'the layer (pipeline) split'} over {n_devices} devices"
+        conditions = (("arch", architecture), ("flash_attn", "on" if flash_attn else "off"))
+        findings += _features(engine, backend, family, SPLIT_FEATURES[tp], conditions, what)
+    if moe_offload_layers > 0:
+        what = f"routed experts of {moe_offload_layers} layers in host RAM (--n-cpu-moe)"
+        findings += _features(engine, backend, family, "moe_offload", (("arch", architecture),), what)
 
     share = 1.0 if cpu_backend else min(host_bytes / total, 1.0)
     return SupportVerdict(

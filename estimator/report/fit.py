@@ -1,7 +1,10 @@
 """``python -m estimator fit``: which catalog models run on a device, ranked the way a user chooses.
 
 Formats the engine cannot run on the device (``estimator.physics.support``) are left out; a fallback's speed
-is estimated on its path and labelled so.  For every sizable catalog model that passes the filters
+is estimated on its path and labelled so.  A model the engine runs in none of the formats there (its family
+is not served on the device, or every format is refused) is left out of the ranking and counted in a note —
+it is never "does not fit", which is a verdict about memory.  For every sizable catalog model that passes the
+filters
 (``FitQuery``: a substring of the id / Hugging Face id / architecture, a substring of the license, MoE or
 dense only), the **pick** is the first format of ``quants`` (best quality first: BF16, Q8_0, ..., Q2_K) that
 
@@ -163,6 +166,7 @@ def fit_rows(hw: HardwareSpec, workload: Workload, table, query: FitQuery | None
     # meets the criteria: fits, with expert offload; misses one: fits, with expert offload; does not fit
     groups: list[list] = [[], [], [], [], []]
     too_short: list[str] = []
+    cannot_run: list[str] = []  # no format of ``quants`` runs on this engine / backend / device
     filtered = 0
     for model in all_models():
         if not selected(model, q):
@@ -180,9 +184,11 @@ def fit_rows(hw: HardwareSpec, workload: Workload, table, query: FitQuery | None
         wb = weight_breakdown(model, qspecs[0]) if qspecs else None
         params = [_r(wb.n_params_total / 1e9), _r(wb.n_params_active / 1e9)] if wb else [None, None]
         pick = fallback = None
+        runnable = False  # some format runs there (memory aside)
         for quant in qspecs:
             if not support.runs(model, quant, hw, wl):  # the engine cannot run it there (physics.support)
                 continue
+            runnable = True
             try:
                 m = ph.memory(quant, hw, wl)
             except _ERRORS:
@@ -207,10 +213,13 @@ def fit_rows(hw: HardwareSpec, workload: Workload, table, query: FitQuery | None
         if fallback is not None:
             groups[2].append(fallback)
             continue
+        if not runnable:  # not a memory verdict: the support table says it does not run here at all
+            cannot_run.append(model.id)
+            continue
         offload = None
         if model.moe is not None and profile.moe_cpu_offload:  # the engine can keep experts in host RAM
             for quant in offload_quants:
-                if not support.runs(model, quant, hw, wl):
+                if not support.runs(model, quant, hw, replace(wl, moe_offload_layers=model.n_layers)):
                     continue
                 got = _min_moe_offload(ph, quant, hw, wl, model.n_layers)
                 if got is None:
@@ -250,6 +259,12 @@ def fit_rows(hw: HardwareSpec, workload: Workload, table, query: FitQuery | None
         notes.append(
             f"left out: {len(too_short)} model(s) whose maximum context is below {workload.n_ctx:,} tokens "
             f"({', '.join(too_short)})"
+        )
+    if cannot_run:
+        some = ", ".join(cannot_run[:3]) + (", ..." if len(cannot_run) > 3 else "")
+        notes.append(
+            f"{len(cannot_run)} model(s) left out: the engine cannot run them on this device (support table; "
+            f"{some})"
         )
     if filtered:
         notes.append(f"{filtered} model(s) filtered out by --model-family / --license / --moe / --dense")

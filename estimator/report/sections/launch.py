@@ -30,7 +30,7 @@ def build(b: Build) -> tuple[LaunchEntry, ...]:
     weights = int(b.memory.weights_bytes)
     out = []
     for name in engine_names():
-        wl = b.workload if name == b.workload.engine else replace(b.workload, engine=name, backend="")
+        wl = get_engine(name).adopt(b.workload)  # another engine: its backend, without switches it lacks
         v = support_mod.judge(b.model, b.quant, b.hardware, wl)
         if not v.runs:
             line = support_mod.describe(v, b.quant.name, b.hardware.id)

@@ -6,7 +6,7 @@ does not run) and the cheapest catalog configuration that holds it and runs (est
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from estimator.engines import engines_for, get_engine
 from estimator.physics.quant import QUANTS, get_quant
@@ -38,9 +38,11 @@ class QuantRow:
     support: str = "native"
 
 
-def _judge_as(engine: str, backend: str):
-    """A support function judging with ``engine`` / ``backend`` (the engine that loads the format)."""
-    return lambda m, q, h, w: judge(m, q, h, replace(w, engine=engine, backend=backend))
+def _judge_as(engine: str):
+    """A support function judging with ``engine`` (the engine that loads the format), on the workload as that
+    engine would run it (``EngineProfile.adopt``)."""
+    profile = get_engine(engine)
+    return lambda m, q, h, w: judge(m, q, h, profile.adopt(w))
 
 
 def _memory_fn(sizing):
@@ -66,7 +68,7 @@ def build(b: Build) -> tuple[QuantRow, ...]:
         try:
             m = sizing.memory(q, hw, wl)
             # support is judged with the engine that loads the format (the selected one when it does)
-            wl_q = wl if get_engine(wl.engine).runs(q) else replace(wl, engine=engines_for(q)[0], backend="")
+            wl_q = wl if get_engine(wl.engine).runs(q) else get_engine(engines_for(q)[0]).adopt(wl)
             sup = sizing.support(q, hw, wl_q).status
             dec = sizing.decode(q, hw, wl) if sup != "unsupported" else None
         except SIZING_ERRORS as exc:
@@ -82,7 +84,7 @@ def build(b: Build) -> tuple[QuantRow, ...]:
         if options.hardware_catalog:
             floor = int(m.weights_bytes + m.kv_bytes)
             sizer = Sizer(
-                sizing.model, q, wl, _memory_fn(sizing), None, floor, _judge_as(wl_q.engine, wl_q.backend)
+                sizing.model, q, wl, _memory_fn(sizing), None, floor, _judge_as(wl_q.engine)
             )
             cheapest = cheapest_fit(sizer, eligible(options.hardware_catalog))
         rows.append(
