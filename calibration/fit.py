@@ -6,8 +6,9 @@ ones.
     data residual  (ln t_pred - ln t_meas) / sigma_stratum    t_pred: the estimator's own formulas on arrays
     prior residual (z - prior mean) / prior scale              for every beta, family and device effect
 
-with ``scipy.optimize.least_squares`` (trf, sparse lsmr) on the Huber loss of the data rows (quadratic
-within F_SCALE noise scales, linear beyond; ``huber_rows``) and squares of the prior rows: the Jacobian is the
+with ``scipy.optimize.least_squares`` (trf, sparse lsmr) on the robust loss LOSS of the data rows
+(``robust_rows``: Huber is quadratic within F_SCALE noise scales, linear beyond) and squares of the prior
+rows: the Jacobian is the
 exact chain rule through the linear predictors, d ln t_i / d eta_ij by one finite difference of all points
 per parameter.  Noise and shrinkage scales are estimated (``estimate_scales``: sigma_stratum = 1.4826 MAD of
 the residuals of a pass; tau from the well-measured groups, calibration.hierarchy), then the fit runs once
@@ -53,7 +54,7 @@ from calibration.hierarchy import (
 from estimator.physics.coefficients import EFF, RATE, TIME, from_eta  # noqa: F401 - kinds re-exported
 
 FD_STEP = 1e-5
-# robust loss of the data rows: "huber" (f_scale = c in noise units; huber_rows) or "linear"; chosen by
+# robust loss of the data rows (a RHO key; F_SCALE = c in noise units; robust_rows); chosen by
 # cross-validation (docs/calibration.md, "Robust loss")
 LOSS, F_SCALE = "huber", 1.0
 MAX_NFEV = 60
@@ -164,27 +165,38 @@ class FitState:
         return self.design.theta(self.z)
 
 
-def huber_rows(r: np.ndarray, c: float) -> tuple[np.ndarray, np.ndarray]:
-    """Residual rows whose half sum of squares is the Huber loss of ``r`` (noise units), and their derivative.
+# rho(z) of the robust losses, z = (r / c)^2, as scipy.optimize.least_squares defines them, with rho'(z)
+RHO = {
+    "linear": (lambda z: z, lambda z: np.ones_like(z)),
+    "huber": (
+        lambda z: np.where(z <= 1.0, z, 2.0 * np.sqrt(z) - 1.0),
+        lambda z: 1.0 / np.sqrt(np.maximum(z, 1.0)),
+    ),
+    "soft_l1": (lambda z: 2.0 * (np.sqrt(1.0 + z) - 1.0), lambda z: 1.0 / np.sqrt(1.0 + z)),
+    "cauchy": (lambda z: np.log1p(z), lambda z: 1.0 / (1.0 + z)),
+}
 
-    rho(r) = r^2 / 2 for |r| <= c, c |r| - c^2 / 2 beyond; row f(r) = sign(r) sqrt(2 rho(r)), so f^2 / 2 = rho
-    (f = r inside, sign(r) sqrt(2 c |r| - c^2) beyond); f'(r) = rho'(r) / f(r) = 1 inside, c / sqrt(2 c |r| -
-    c^2)
-    beyond (continuous at |r| = c).  Least squares on f is the Huber problem with a Gauss-Newton model that
-    keeps curvature on the linear part (scipy's ``loss="huber"`` zeroes it there and stalls on this problem).
+
+def robust_rows(r: np.ndarray, loss: str, c: float) -> tuple[np.ndarray, np.ndarray]:
+    """Residual rows whose half sum of squares is the robust loss of ``r`` (noise units), and dF/dr.
+
+    Per row the loss is c^2 rho(z) / 2 with z = (r / c)^2 (``RHO``: huber, soft_l1, cauchy as scipy defines
+    them; linear: r^2 / 2).  Row F(r) = sign(r) c sqrt(rho(z)), so F^2 / 2 is the loss; dF/dr = rho'(z) r / F
+    (1 at r = 0).  Plain least squares on F is the robust problem with a Gauss-Newton model that keeps
+    curvature everywhere (scipy's own ``loss=`` rescaling zeroes it on Huber's linear part and stalls here).
     """
-    a = np.abs(r)
-    inside = a <= c
-    root = np.sqrt(np.maximum(2.0 * c * a - c * c, 1e-300))
-    f = np.where(inside, r, np.sign(r) * root)
-    df = np.where(inside, 1.0, c / root)
+    rho, drho = RHO[loss]
+    z = (r / c) ** 2
+    f = np.sign(r) * c * np.sqrt(rho(z))
+    small = np.abs(f) < 1e-12
+    df = np.where(small, 1.0, drho(z) * r / np.where(small, 1.0, f))
     return f, df
 
 
 def solve(problem: Problem, scales: Scales, z0: np.ndarray | None = None, max_nfev: int = MAX_NFEV):
     """One robust fit of z for fixed scales (module doc): the data rows r_i = (ln t_pred - ln t_meas) / sigma
-    under the Huber loss with c = F_SCALE (``huber_rows``; ``LOSS = "linear"``: plain squares), the prior rows
-    Gaussian; one trust-region least-squares solve.  A test checks the result against a direct minimisation
+    under the robust loss LOSS with c = F_SCALE (``robust_rows``), the prior rows Gaussian; one trust-region
+    least-squares solve.  A test checks the result against a direct minimisation
     of the same objective.  Returns (z, ln residuals of the points, converged, message)."""
     d = problem.design
     mean = d.prior_mean
@@ -201,7 +213,7 @@ def solve(problem: Problem, scales: Scales, z0: np.ndarray | None = None, max_nf
             bad = ~np.isfinite(lt)
             lt = np.where(bad, problem.y + 30.0, lt)
             r = (lt - problem.y) / sig
-            f, df = huber_rows(r, F_SCALE) if LOSS == "huber" else (r, np.ones_like(r))
+            f, df = robust_rows(r, LOSS, F_SCALE)
             cache.update(key=key, eta=eta, lt=lt, f=f, df=df)
         return cache
 
@@ -281,5 +293,3 @@ def predict_log_ratio(state: FitState, points: Sequence[SpeedPoint]) -> np.ndarr
     out = np.empty(len(points))
     out[order] = r
     return out
-
-

@@ -207,25 +207,35 @@ def test_gemm_k_half_recovered_from_generated_prefill():
     assert _theta(st, "d", "prefill.flops_eff") == pytest.approx(0.4, rel=0.25)
 
 
-def _huber_objective(prob, scales, z):
-    """The objective solve() minimises: sum of Huber(r_i / sigma_i; c = F_SCALE) over the data rows plus half
-    the squared prior rows."""
+def _robust_objective(prob, scales, z):
+    """The objective solve() minimises, written from scipy's own loss functions: sum of c^2 rho((r_i / c)^2)
+    / 2
+    over the data rows (r in noise units, c = F_SCALE, rho of F.LOSS) plus half the squared prior rows."""
+    from scipy.optimize._lsq.least_squares import IMPLEMENTED_LOSSES
+
     d = prob.design
     sig = np.array([scales.sigma[ph] for ph in prob.phase_of])
-    r = np.abs(prob.log_times(d.eta(z)) - prob.y) / sig
+    r = (prob.log_times(d.eta(z)) - prob.y) / sig
     c = F.F_SCALE
-    rho = np.where(r <= c, 0.5 * r**2, c * r - 0.5 * c**2)
+    zz = (r / c) ** 2
+    rho = np.empty((3, zz.size))
+    if F.LOSS == "linear":
+        rho[0] = zz
+    else:
+        IMPLEMENTED_LOSSES[F.LOSS](zz, rho, cost_only=True)
     prior = (z - d.prior_mean) / H.prior_scale(d, scales)
-    return float(rho.sum() + 0.5 * np.sum(prior**2))
+    return float(0.5 * c**2 * rho[0].sum() + 0.5 * np.sum(prior**2))
 
 
-def test_robust_solve_reaches_the_huber_optimum_with_outliers(ampere_cal):
-    """With a tenth of the points made 3x slower (outliers), solve() ends at the Huber optimum: a
+@pytest.mark.parametrize("loss", ["huber", "soft_l1", "cauchy"])
+def test_robust_solve_reaches_the_robust_optimum_with_outliers(ampere_cal, loss, monkeypatch):
+    """With a tenth of the points made 3x slower (outliers), solve() ends at the optimum of its robust loss: a
     direct
     quasi-Newton minimisation of the same objective from there finds nothing lower, and the outliers barely
     move the fit (plain least squares moves it more)."""
     from scipy.optimize import minimize
 
+    monkeypatch.setattr(F, "LOSS", loss)
     st = ampere_cal.speed.state
     rng = np.random.default_rng(3)
     pts = [
@@ -234,16 +244,31 @@ def test_robust_solve_reaches_the_huber_optimum_with_outliers(ampere_cal):
     prob = F.Problem(pts, st.design)
     z, _, ok, msg = F.solve(prob, st.scales)
     assert ok, msg
-    best = _huber_objective(prob, st.scales, z)
+    best = _robust_objective(prob, st.scales, z)
     res = minimize(
-        lambda v: _huber_objective(prob, st.scales, v), z, method="L-BFGS-B", options={"maxiter": 200}
+        lambda v: _robust_objective(prob, st.scales, v), z, method="L-BFGS-B", options={"maxiter": 200}
     )
     assert res.fun >= best - 1e-3 * abs(best)
     clean = F.solve(F.Problem(ampere_cal.points, st.design), st.scales)[0]
-    ls = F.LOSS
-    try:
-        F.LOSS = "linear"
-        z_ls = F.solve(prob, st.scales)[0]
-    finally:
-        F.LOSS = ls
+    monkeypatch.setattr(F, "LOSS", "linear")
+    z_ls = F.solve(prob, st.scales)[0]
     assert np.linalg.norm(z - clean) < np.linalg.norm(z_ls - clean)
+
+
+@pytest.mark.parametrize("loss", ["huber", "soft_l1", "cauchy", "linear"])
+def test_robust_rows_are_the_losses_scipy_defines(loss):
+    """Half the square of each row is scipy's robust loss c^2 rho((r/c)^2) / 2, and dF/dr its derivative."""
+    from scipy.optimize._lsq.least_squares import IMPLEMENTED_LOSSES
+
+    r = np.linspace(-6.0, 6.0, 2401)
+    c = 1.5
+    f, df = F.robust_rows(r, loss, c)
+    z = (r / c) ** 2
+    if loss == "linear":
+        rho = z
+    else:
+        out = np.empty((3, r.size))
+        IMPLEMENTED_LOSSES[loss](z, out, cost_only=False)
+        rho = out[0]
+    assert np.allclose(0.5 * f**2, 0.5 * c**2 * rho, atol=1e-12)
+    assert np.allclose(df[1:-1], np.gradient(f, r)[1:-1], atol=2e-3)
