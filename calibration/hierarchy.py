@@ -47,6 +47,8 @@ from estimator.physics.coefficients import EFF, PARAMS, RATE, TIME, Param, from_
 SPEED_PHASES = ("decode", "prefill")
 PRIOR_INTERCEPT = {EFF: 1.0, RATE: 1.0, TIME: 2.0}  # eta units: the shipped prior is a weak anchor
 PRIOR_COVARIATE = {EFF: 0.5, RATE: 0.5, TIME: 1.0}
+# per phase factor on PRIOR_COVARIATE (1 when absent): chosen by cross-validation (docs/calibration.md)
+PRIOR_COVARIATE_PHASE: dict[str, float] = {}
 COVARIATE_PRIOR_MEAN = {("decode.bw_eff", "bw_measured"): 1.0}
 TAU_DEFAULT = {EFF: 0.3, RATE: 0.3, TIME: 0.5}
 TAU_MIN = 0.05
@@ -214,7 +216,9 @@ def prior_scale(design: Design, scales: Scales) -> np.ndarray:
     for i, (kind, j, g) in enumerate(zip(design.col_kind, design.col_param, design.col_group, strict=True)):
         pk = design.params[j].kind
         if kind == "cov":
-            out[i] = PRIOR_INTERCEPT[pk] if g == "1" else PRIOR_COVARIATE[pk]
+            phase = design.params[j].key.split(".", 1)[0]
+            cov = PRIOR_COVARIATE[pk] * PRIOR_COVARIATE_PHASE.get(phase, 1.0)
+            out[i] = PRIOR_INTERCEPT[pk] if g == "1" else cov
         else:
             out[i] = scales.tau[(j, kind)]
     return out
