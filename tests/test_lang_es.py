@@ -47,7 +47,7 @@ ENGLISH = frozenset(
     clients client output stream selected cheapest recommended options quantization wide bound widened
     matmuls context price rate cloud hours month months throughput aggregate family families covariates
     points catalog default maximum warning note none yes model models attention state split file
-    source since reported assessment uncertain
+    source since reported assessment uncertain schema unified
     """.split()
 )
 # A word: letters (and inner apostrophes); ids, flags, paths and numbers are skipped whole.

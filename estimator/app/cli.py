@@ -226,7 +226,10 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
     )
     r.add_argument("-o", "--output", help="write the report to this file")
     r.add_argument(
-        "--lang", choices=("en", "es"), default="en", help="language of the report (text, Markdown, HTML)"
+        "--lang",
+        choices=("en", "es"),
+        default="en",
+        help="language of the report (text, --brief, Markdown, HTML, warnings)",
     )
     r.add_argument("--results", default="results/runs", help="measured runs shown beside estimates (html)")
 

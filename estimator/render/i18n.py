@@ -133,7 +133,7 @@ STRINGS: dict[str, dict[str, str]] = {
     "ttft": {"en": "TTFT (4K prompt)", "es": "TTFT (prompt 4K)"},
     "aggregate": {
         "en": "Aggregate throughput at concurrency {n}",
-        "es": "Rendimiento agregado con {n} secuencias",
+        "es": "Rendimiento agregado con concurrencia {n}",
     },
     "empty_context": {"en": "empty context", "es": "contexto vacío"},
     "kv_half_full": {"en": "KV half full at {n} tokens", "es": "caché KV a medias ({n} tokens)"},

@@ -921,7 +921,8 @@ PATTERNS += [
             r"(?P<h>\S+) \((?P<k>\w+)\) cannot be combined for tensor / pipeline parallelism: (?P<r>.+)"
         ),
         lambda m: (
-            f"{m['h']} ({m['k']}) no se puede combinar en paralelismo tensorial / de pipeline: " + tr(m["r"])
+            f"{m['h']} ({_kind(m['k'])}) no se puede combinar en paralelismo tensorial / de pipeline: "
+            + tr(m["r"])
         ),
     ),
     (
@@ -1010,6 +1011,11 @@ def _probe(text: str) -> str:
         .replace("moved per copy", "movidos por copia")
     )
     return f"{m['g']} medidos ({how})"
+
+
+def _kind(kind: str) -> str:
+    """A device kind (estimator.specs.HardwareSpec.kind) as the report says it."""
+    return {"unified": "memoria unificada"}.get(kind, kind.upper())
 
 
 def _types(text: str) -> str:
@@ -1422,8 +1428,10 @@ PATTERNS += [
             r"(?P<h>\S+) is a (?P<k>\w+) device: several of them cannot be combined for tensor / pipeline "
             r"parallelism; the (?P<n>\d+)-device figures assume they could"
         ),
-        "{h} es un dispositivo de tipo {k}: varios no se pueden combinar en paralelismo tensorial / de "
-        "pipeline; las cifras de {n} dispositivos suponen que sí",
+        lambda m: (
+            f"{m['h']} es un dispositivo de tipo {_kind(m['k'])}: varios no se pueden combinar en "
+            f"paralelismo tensorial / de pipeline; las cifras de {m['n']} dispositivos suponen que sí"
+        ),
     ),
     (
         re.compile(r"bandwidth (?P<b>\S+) GB/s \(--bandwidth-gbs\) instead of the catalog's (?P<c>\S+) GB/s"),
@@ -1514,6 +1522,8 @@ PATTERNS += [
             "completas (--swa-full-tokens-ratio), como se dimensiona aquí"
         ),
     ),
+    # the HTML footer (estimator.report.sections.provenance.footer)
+    (re.compile(r"(?P<a>Generado por .+) · schema (?P<v>\S+)"), "{a} · esquema {v}"),
     # a measured run's source in the HTML (estimator.catalog.measured.MeasuredRun: file:line · origin)
     (
         re.compile(r"(?P<s>\S+) · (?P<o>measured|imported)(?P<t> ·)?"),
