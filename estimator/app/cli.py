@@ -226,7 +226,10 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
     )
     r.add_argument("-o", "--output", help="write the report to this file")
     r.add_argument(
-        "--lang", choices=("en", "es"), default="en", help="language of the report (text, Markdown, HTML)"
+        "--lang",
+        choices=("en", "es"),
+        default="en",
+        help="language of the report (text, --brief, Markdown, HTML, warnings)",
     )
     r.add_argument("--results", default="results/runs", help="measured runs shown beside estimates (html)")
 
@@ -323,9 +326,16 @@ def _interactive() -> bool:
     return sys.stdout is not None and sys.stdout.isatty()
 
 
-def _warn(message: str) -> None:
-    if sys.stderr is not None:  # started with stderr closed: warnings have nowhere to go
-        print(f"warning: {message}", file=sys.stderr)
+def _warn(message: str, lang: str = "en") -> None:
+    """``warning: MESSAGE`` on stderr, in ``lang`` (the report's --lang)."""
+    if sys.stderr is None:  # started with stderr closed: warnings have nowhere to go
+        return
+    line = f"warning: {message}"
+    if lang != "en":
+        from estimator.render.translate import tr
+
+        line = tr(line, lang)
+    print(line, file=sys.stderr)
 
 
 def _write(content, output: str | None) -> None:
@@ -397,7 +407,7 @@ def cmd_report(args) -> int:
     d = document.report_to_dict(make_report(report_request(args)))
     if not args.brief:  # the brief answer carries its warnings itself
         for w in d["warnings"]:
-            _warn(w)
+            _warn(w, args.lang)
     if args.brief and (args.output or not _interactive()):
         _write(document.to_brief(d, _text_width(args.output), args.lang), args.output)
     elif args.format == "json":

@@ -133,7 +133,7 @@ STRINGS: dict[str, dict[str, str]] = {
     "ttft": {"en": "TTFT (4K prompt)", "es": "TTFT (prompt 4K)"},
     "aggregate": {
         "en": "Aggregate throughput at concurrency {n}",
-        "es": "Rendimiento agregado con {n} secuencias",
+        "es": "Rendimiento agregado con concurrencia {n}",
     },
     "empty_context": {"en": "empty context", "es": "contexto vacío"},
     "kv_half_full": {"en": "KV half full at {n} tokens", "es": "caché KV a medias ({n} tokens)"},
@@ -341,10 +341,10 @@ def fmt_seconds(value_s: float | None, lang: str = "en") -> str:
     return f"{fmt_num(value_s, lang, 2)} s"
 
 
-def quant_description(name: str | None, description: str | None, lang: str = "en") -> str:
+def quant_description(description: str | None, lang: str = "en") -> str:
     """A weight format's description in ``lang`` (``estimator.render.translate`` holds the Spanish ones)."""
     if check_lang(lang) == "en" or not description:
         return description or ""
     from estimator.render.translate import translate_quant
 
-    return translate_quant(name or "", description, lang)
+    return translate_quant(description, lang)

@@ -32,7 +32,13 @@ VERDICT_STYLES = {
     "does not fit": "bold red",
     "no": "bold red",
     "yes": "green",
+    # the same cells of a Spanish report (estimator.render.translate)
+    "cabe": "bold green",
+    "cabe con offload": "bold yellow",
+    "no cabe": "bold red",
+    "sí": "green",
 }
+_UNCALIBRATED = re.compile("(UNCALIBRATED|SIN CALIBRAR)")  # bold yellow wherever a line says it
 # Right-aligned: plain numbers, money, percentages and numbers with a short unit ("1,234.5", "$15,000",
 # "9.5%", "750 W", "100.3 M"), or a lone dash.
 _NUMERIC = re.compile(r"^(?:[-+~]?\$?[\d][\d,.]*(?:%| ?(?:[KMBW]|ms|s|GiB|GB))?|–)$")
@@ -80,7 +86,7 @@ def _wrap(text: str, width: int) -> list[str]:
 
 
 def _prose(text: str, width: int, style: str | None = None) -> list[Line]:
-    """A Markdown-ish line wrapped to ``width``: ``**x**`` is bold, UNCALIBRATED bold yellow."""
+    """A Markdown-ish line wrapped to ``width``: ``**x**`` bold, UNCALIBRATED (SIN CALIBRAR) bold yellow."""
     out: list[Line] = []
     bold = False
     for raw in _wrap(text, width) if text else [""]:
@@ -92,11 +98,9 @@ def _prose(text: str, width: int, style: str | None = None) -> list[Line]:
             if not part:
                 continue
             st = "bold" if bold else style
-            for j, chunk in enumerate(part.split("UNCALIBRATED")):
-                if j:
-                    line.append(("UNCALIBRATED", "bold yellow"))
+            for j, chunk in enumerate(_UNCALIBRATED.split(part)):
                 if chunk:
-                    line.append((chunk, st))
+                    line.append((chunk, "bold yellow" if j % 2 else st))
         out.append(line)
     return out
 

@@ -1,18 +1,27 @@
 """Spanish renderings of what the sections write in English: the terminal / Markdown blocks of ``report --lang
-es`` and the strings the HTML shows from the report's data (weight-format descriptions, basis lines, state
-labels, the request's notes and the common warnings).
+es``, the strings the HTML shows from the report's data (weight-format descriptions, engine support verdicts,
+coefficient and basis labels, model facts, state labels, launch and scheduler notes, the request's notes and
+the warnings) and the warnings ``report`` writes to stderr.
 
 The sections build their blocks in English (``Unit.text``); ``translate_block`` turns one block into Spanish
 after the fact, so every section -- a new one included -- renders in Spanish without knowing about languages:
 
 * ``EXACT``: whole strings (titles, column headers, row labels, fixed lines and cells);
-* ``PATTERNS``: templated lines (``re.fullmatch``; the replacement may call ``tr`` on a captured part);
-  ``note: `` / ``warning: `` prefixes are translated and the rest is translated on its own;
-* numbers in Spanish form (1.234,56) where they carry a unit (GiB, GB, tok/s, ms, %, W, tokens, ...), follow a
-  ``$`` or fill a numeric table cell; ids and versions ("llama-3.1-8b", "Llama 3.1") are left alone.
+* ``PATTERNS``: templated lines (``re.fullmatch``, first match wins; the replacement may call ``tr`` on a
+  captured part; a group named ``q`` is a weight format's name); ``note: `` / ``warning: `` prefixes are
+  translated and the rest is translated on its own; a sentence ending in "." is tried without it, and a
+  "; "-separated list clause by clause;
+* numbers in Spanish form (1.234,56) where they carry a unit (GiB, GB, tok/s, ms, %, W, tokens, USD, ...),
+  follow a ``$`` or fill a numeric table cell; ids and versions ("llama-3.1-8b", "Llama 3.1") are left alone
+  (a pattern whose number has no unit after it converts it itself, ``_swap``).
 
-A string with no entry stays English (free-form catalog notes, engine launch notes, sources): what is shown
-is always the report's own text, never a guess.
+``translate_html`` does the same for the text nodes of the HTML fragment (SVG labels through ``tr`` only:
+charts format their numbers per language when drawn).
+
+The catalog's free-form text stays as written: model and hardware notes, sources, and the notes of the
+support table's cited facts (estimator/data/support.csv) are quoted in their source's words, with their
+URL; a string with no entry stays English: what is shown is always the report's own text, never a guess
+(tests/test_lang_es.py fails on English words outside that quoted text).
 """
 
 from __future__ import annotations
@@ -23,42 +32,161 @@ from collections.abc import Callable
 from estimator.render.blocks import Block, Table
 
 # --- weight formats ----------------------------------------------------------------------------------------
+# Keyed by the English description itself (estimator.physics.quant.QUANTS, the engines' checkpoint formats): a
+# description whose English changes no longer matches its old Spanish, and tests/test_lang_es.py fails until
+# the Spanish follows it.
 QUANTS_ES: dict[str, str] = {
-    "F32": "float de 32 bits en todo",
-    "F16": "float de 16 bits",
-    "BF16": "bfloat16 (el dtype nativo del checkpoint de la mayoría de modelos)",
-    "FP8": "capas lineales FP8 E4M3; embeddings, cabeza y normas en bf16 (vLLM / HF fp8)",
-    "Q8_0": "ggml de 8 bits, bloques de 32 elementos (8,5 bits/peso)",
-    "Q6_K": "k-quant ggml de 6 bits (6,5625 bits/peso)",
-    "Q5_K_M": "k-quant de 5 bits; attn_v / ffn_down en q6_K en las capas use_more_bits",
-    "Q5_K_S": "k-quant de 5 bits, sin promociones salvo la cabeza",
-    "Q4_K_M": "k-quant de 4 bits; attn_v / ffn_down en q6_K en las capas use_more_bits",
-    "Q4_K_S": "k-quant de 4 bits; primeras capas attn_v y ffn_down en q5_K",
-    "Q4_0": "ggml clásico de 4 bits, bloques de 32 elementos (4,5 bits/peso)",
-    "IQ4_XS": "i-quant de 4,25 bits; attn_v en q5_K (GQA >= 4), primer ffn_down en q5_K",
-    "Q3_K_M": "k-quant de 3 bits; attn_v q5_K/q4_K, attn_output q4_K, ffn_down q4_K/q5_K",
-    "Q2_K": "k-quant de 2 bits; attn_v q4_K/q3_K, attn_output y ffn_down q3_K",
-    "MXFP4": "MXFP4_MOE de llama.cpp: expertos en MXFP4 (4,25 bits), el resto de matrices en q8_0",
-    "AWQ-INT4": "AWQ de 4 bits, grupo 128, escalas fp16 + ceros de 4 bits; embeddings/cabeza fp16",
-    "GPTQ-INT4": "GPTQ de 4 bits, grupo 128, escalas fp16 + ceros de 4 bits; embeddings/cabeza fp16",
-    "NVFP4": "NVFP4 (ModelOpt): matrices FFN/expertos E2M1 + escala E4M3 cada 16 (4,5 bits); atención, "
-    "embeddings, cabeza y router en bf16 (exclude_modules de los checkpoints NVFP4 de NVIDIA)",
-    "FP8-BLOCK": "capas lineales FP8 E4M3, escala FP32 por bloque de 128x128 (checkpoints FP8 de "
-    "DeepSeek/Qwen3/MiniMax); embeddings, cabeza y router en bf16",
-    "W4A16-G128": "W4A16 de compressed-tensors: INT4 simétrico, escala bf16 cada 128 entradas (4,125 bits); "
-    "embeddings, cabeza y router en bf16",
-    "W4A16-G32": "W4A16 de compressed-tensors: INT4 simétrico, escala bf16 cada 32 entradas (4,5 bits); "
-    "embeddings, cabeza y router en bf16",
+    "32-bit float everywhere": "float de 32 bits en todo",
+    "16-bit float": "float de 16 bits",
+    "bfloat16 (native checkpoint dtype of most models)": (
+        "bfloat16 (el dtype nativo del checkpoint de la mayoría de modelos)"
+    ),
+    "FP8 E4M3 linear layers; embeddings, head, norms in bf16 (vLLM / HF fp8)": (
+        "capas lineales FP8 E4M3; embeddings, cabeza y normas en bf16 (vLLM / HF fp8)"
+    ),
+    "ggml 8-bit, 32-element blocks (8.5 bits/weight)": (
+        "ggml de 8 bits, bloques de 32 elementos (8,5 bits/peso)"
+    ),
+    "Q6_K with output head and token embedding in q8_0 (--output-tensor-type / --token-embedding-type)": (
+        "Q6_K con la cabeza de salida y el embedding de tokens en q8_0 (--output-tensor-type / "
+        "--token-embedding-type)"
+    ),
+    "ggml 6-bit k-quant (6.5625 bits/weight)": "k-quant ggml de 6 bits (6,5625 bits/peso)",
+    "Q5_K_M with output head and token embedding in q8_0": (
+        "Q5_K_M con la cabeza de salida y el embedding de tokens en q8_0"
+    ),
+    "5-bit k-quant; attn_v / ffn_down q6_K on use_more_bits layers": (
+        "k-quant de 5 bits; attn_v / ffn_down en q6_K en las capas use_more_bits"
+    ),
+    "5-bit k-quant, no promotions except the head": "k-quant de 5 bits, sin promociones salvo la cabeza",
+    "ggml legacy 5-bit with offset, 32-element blocks (6 bits/weight)": (
+        "ggml clásico de 5 bits con desplazamiento, bloques de 32 elementos (6 bits/peso)"
+    ),
+    "ggml legacy 5-bit, 32-element blocks (5.5 bits/weight)": (
+        "ggml clásico de 5 bits, bloques de 32 elementos (5,5 bits/peso)"
+    ),
+    "Q4_K_M with output head and token embedding in q8_0": (
+        "Q4_K_M con la cabeza de salida y el embedding de tokens en q8_0"
+    ),
+    "4-bit k-quant; attn_v / ffn_down q6_K on use_more_bits layers": (
+        "k-quant de 4 bits; attn_v / ffn_down en q6_K en las capas use_more_bits"
+    ),
+    "4-bit k-quant; first attn_v and ffn_down layers q5_K": (
+        "k-quant de 4 bits; primeras capas attn_v y ffn_down en q5_K"
+    ),
+    "ggml legacy 4-bit with offset, 32-element blocks (5 bits/weight)": (
+        "ggml clásico de 4 bits con desplazamiento, bloques de 32 elementos (5 bits/peso)"
+    ),
+    "ggml legacy 4-bit, 32-element blocks (4.5 bits/weight)": (
+        "ggml clásico de 4 bits, bloques de 32 elementos (4,5 bits/peso)"
+    ),
+    "4.5-bit non-linear i-quant, 32-element blocks (imatrix); attn_v q5_K (GQA >= 4)": (
+        "i-quant no lineal de 4,5 bits, bloques de 32 elementos (imatrix); attn_v en q5_K (GQA >= 4)"
+    ),
+    "4.25-bit i-quant (imatrix, as published files); attn_v q5_K (GQA >= 4)": (
+        "i-quant de 4,25 bits (imatrix, como los archivos publicados); attn_v en q5_K (GQA >= 4)"
+    ),
+    "Q3_K_L with output head and token embedding in q8_0": (
+        "Q3_K_L con la cabeza de salida y el embedding de tokens en q8_0"
+    ),
+    "3-bit k-quant; attn_v, attn_output and ffn_down q5_K": (
+        "k-quant de 3 bits; attn_v, attn_output y ffn_down en q5_K"
+    ),
+    "3-bit k-quant; attn_v q5_K/q4_K, attn_output q4_K, ffn_down q4_K/q5_K": (
+        "k-quant de 3 bits; attn_v q5_K/q4_K, attn_output q4_K, ffn_down q4_K/q5_K"
+    ),
+    "3.4-bit i-quant; attn_v / attn_output q4_K, first n/8 ffn_down q4_K": (
+        "i-quant de 3,4 bits; attn_v / attn_output en q4_K, el primer n/8 de ffn_down en q4_K"
+    ),
+    "3-bit k-quant, no promotions except the head": "k-quant de 3 bits, sin promociones salvo la cabeza",
+    "3.44-bit i-quant; attn_v q4_K (GQA >= 4)": "i-quant de 3,44 bits; attn_v en q4_K (GQA >= 4)",
+    "3.3-bit i-quant mix: iq3_s with attn_q / attn_k and middle ffn_gate / ffn_up iq3_xxs": (
+        "mezcla i-quant de 3,3 bits: iq3_s con attn_q / attn_k y los ffn_gate / ffn_up centrales en iq3_xxs"
+    ),
+    "3.06-bit i-quant (needs an imatrix); attn_q / attn_k iq2_s, attn_output iq3_s": (
+        "i-quant de 3,06 bits (requiere una imatrix); attn_q / attn_k en iq2_s, attn_output en iq3_s"
+    ),
+    "Q2_K with output head and token embedding in q8_0": (
+        "Q2_K con la cabeza de salida y el embedding de tokens en q8_0"
+    ),
+    "2-bit k-quant; attn_v q4_K/q3_K, attn_output and ffn_down q3_K": (
+        "k-quant de 2 bits; attn_v q4_K/q3_K, attn_output y ffn_down q3_K"
+    ),
+    "2-bit k-quant (needs an imatrix); attn_v q4_K (GQA >= 4), first n/8 ffn_down q4_K": (
+        "k-quant de 2 bits (requiere una imatrix); attn_v en q4_K (GQA >= 4), el primer n/8 de ffn_down en "
+        "q4_K"
+    ),
+    "2.7-bit i-quant (needs an imatrix); iq2_s with attn_v / first ffn_down iq3_s": (
+        "i-quant de 2,7 bits (requiere una imatrix); iq2_s con attn_v / el primer ffn_down en iq3_s"
+    ),
+    "2.5-bit i-quant (needs an imatrix); iq2_xs with attn_v / first ffn_down iq3_s": (
+        "i-quant de 2,5 bits (requiere una imatrix); iq2_xs con attn_v / el primer ffn_down en iq3_s"
+    ),
+    "2.31-bit i-quant (needs an imatrix); attn_v / first ffn_down q2_K": (
+        "i-quant de 2,31 bits (requiere una imatrix); attn_v / el primer ffn_down en q2_K"
+    ),
+    "2.06-bit i-quant (needs an imatrix); attn_v / first ffn_down q2_K": (
+        "i-quant de 2,06 bits (requiere una imatrix); attn_v / el primer ffn_down en q2_K"
+    ),
+    "ternary 2.06-bit (TriLM / BitNet-style models only)": (
+        "ternario de 2,06 bits (solo modelos tipo TriLM / BitNet)"
+    ),
+    "1.75-bit i-quant (needs an imatrix); attn_output iq2_xxs, attn_v / first ffn_down q2_K": (
+        "i-quant de 1,75 bits (requiere una imatrix); attn_output en iq2_xxs, attn_v / el primer ffn_down "
+        "en q2_K"
+    ),
+    "ternary 1.69-bit (TriLM / BitNet-style models only)": (
+        "ternario de 1,69 bits (solo modelos tipo TriLM / BitNet)"
+    ),
+    "1.56-bit i-quant (needs an imatrix); attn_output iq2_xxs, attn_v / first ffn_down q2_K": (
+        "i-quant de 1,56 bits (requiere una imatrix); attn_output en iq2_xxs, attn_v / el primer ffn_down "
+        "en q2_K"
+    ),
+    "llama.cpp MXFP4_MOE: experts MXFP4 (4.25 bits), other matrices q8_0": (
+        "MXFP4_MOE de llama.cpp: expertos en MXFP4 (4,25 bits), el resto de matrices en q8_0"
+    ),
+    "MXFP4 checkpoint (gpt-oss): routed experts MXFP4 (4.25 bits), everything else bf16": (
+        "checkpoint MXFP4 (gpt-oss): expertos enrutados en MXFP4 (4,25 bits), todo lo demás en bf16"
+    ),
+    "AWQ 4-bit, group 128, fp16 scales + 4-bit zeros; embeddings/head fp16": (
+        "AWQ de 4 bits, grupo 128, escalas fp16 + ceros de 4 bits; embeddings/cabeza fp16"
+    ),
+    "GPTQ 4-bit, group 128, fp16 scales + 4-bit zeros; embeddings/head fp16": (
+        "GPTQ de 4 bits, grupo 128, escalas fp16 + ceros de 4 bits; embeddings/cabeza fp16"
+    ),
+    "NVFP4 (ModelOpt): FFN/expert matrices E2M1 + E4M3 scale per 16 (4.5 bits); attention, embeddings, head, "
+    "router bf16 (NVIDIA NVFP4 checkpoints' exclude_modules)": (
+        "NVFP4 (ModelOpt): matrices FFN/expertos E2M1 + escala E4M3 cada 16 (4,5 bits); atención, "
+        "embeddings, "
+        "cabeza y router en bf16 (exclude_modules de los checkpoints NVFP4 de NVIDIA)"
+    ),
+    "FP8 E4M3 linear layers, FP32 scale per 128x128 block (DeepSeek/Qwen3/MiniMax FP8 checkpoints); "
+    "embeddings, head, router bf16": (
+        "capas lineales FP8 E4M3, escala FP32 por bloque de 128x128 (checkpoints FP8 de "
+        "DeepSeek/Qwen3/MiniMax); "
+        "embeddings, cabeza y router en bf16"
+    ),
+    "compressed-tensors W4A16: symmetric INT4, bf16 scale per 128 inputs (4.125 bits); embeddings, head, "
+    "router bf16": (
+        "W4A16 de compressed-tensors: INT4 simétrico, escala bf16 cada 128 entradas (4,125 bits); "
+        "embeddings, "
+        "cabeza y router en bf16"
+    ),
+    "compressed-tensors W4A16: symmetric INT4, bf16 scale per 32 inputs (4.5 bits); embeddings, head, "
+    "router bf16": (
+        "W4A16 de compressed-tensors: INT4 simétrico, escala bf16 cada 32 entradas (4,5 bits); embeddings, "
+        "cabeza y router en bf16"
+    ),
 }
 _FILE_QUANT = re.compile(r"the file's own tensor types, exact bytes \((?P<f>.*)\)")
 
 
-def translate_quant(name: str, description: str, lang: str) -> str:
+def translate_quant(description: str, lang: str) -> str:
     """A weight format's description in ``lang`` (English when there is no entry)."""
     if lang != "es":
         return description
-    if name in QUANTS_ES:
-        return QUANTS_ES[name]
+    if description in QUANTS_ES:
+        return QUANTS_ES[description]
     m = _FILE_QUANT.fullmatch(description)
     return f"los tipos de tensor del propio archivo, bytes exactos ({m['f']})" if m else description
 
@@ -221,7 +349,7 @@ EXACT: dict[str, str] = {
     "bf16 base, 2 bytes/param": "base bf16, 2 bytes/parámetro",
     "adapters fp32, 16 bytes/param": "adaptadores en fp32, 16 bytes/parámetro",
     "gradient checkpointing at every layer, flash attention, unchunked loss (upper bound)": (
-        "gradient checkpointing en cada capa, flash attention, pérdida sin trocear (cota superior)"
+        "gradient checkpointing en cada capa, atención flash, pérdida sin trocear (cota superior)"
     ),
     "estimated from formulas, no measured coefficients": "estimado con fórmulas, sin coeficientes medidos",
     "hardware_comparison: configurations that fit without offload; decode is single-stream, estimated": (
@@ -297,9 +425,10 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
             r"(?P<c>\d+) "
             r"with the KV cache half full \((?P<t>[\d,]+) tokens each\), (?P<p>\S+) per sequence\."
         ),
-        "Decode: {a} un flujo, contexto vacío; {b} tok/s en total con concurrencia {c} y la caché KV a "
-        "medias "
-        "({t} tokens cada una), {p} por secuencia.",
+        lambda m: (
+            f"Decode: {m['a']} un flujo, contexto vacío; {m['b']} tok/s en total con concurrencia {m['c']} y "
+            f"la caché KV a medias ({m['t']} tokens cada una), {_swap(m['p'])} por secuencia."
+        ),
     ),
     (
         re.compile(
@@ -353,8 +482,15 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
         ),
     ),
     (
-        re.compile(r"pooled (?P<g>\S+) \((?P<n>\d+) runs; uncalibrated for (?P<f>\S+)\)"),
-        "prior agrupado {g} ({n} ejecuciones; sin calibrar para {f})",
+        re.compile(r"pooled (?P<g>.+?) \((?P<n>\d+) runs; uncalibrated for (?P<f>\S+)\)"),
+        lambda m: (
+            f"prior agrupado {'todos los dispositivos' if m['g'] == 'all devices' else m['g']} ({m['n']} "
+            f"ejecuciones; sin calibrar para {m['f']})"
+        ),
+    ),
+    (
+        re.compile(r"calibrated on (?P<b>\S+): (?P<f>\S+) \((?P<n>\d+) runs; uncalibrated for (?P<u>\S+)\)"),
+        "calibrado en {b}: {f} ({n} ejecuciones; sin calibrar para {u})",
     ),
     (re.compile(r"Basis: (?P<b>.+)\."), lambda m: f"Base: {tr(m['b'])}."),
     (
@@ -380,23 +516,32 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     ),
     (
         re.compile(
-            r"KV cache (?P<kv>.+) in every row; \* = selected\.  Decode speeds are estimated from the same "
-            r"coefficient set as the speed section\.  Cheapest fit: .+"
+            r"(?:KV cache (?P<kv>.+) in every row; )?\* = selected\.  Decode speeds are estimated from the "
+            r"same "
+            r"coefficient set as the speed section; fb = .+ device caveats are under Recommended hardware\."
         ),
-        "Caché KV {kv} en todas las filas; * = elegida.  Las velocidades decode se estiman con el mismo "
-        "conjunto "
-        "de coeficientes que la sección de velocidad.  Opción más barata: el menor precio de compra de "
-        "1, 2, 4 u 8 "
-        "dispositivos del catálogo (varios solo de GPUs / NPUs con interconexión); las salvedades de cada "
-        "dispositivo están en Hardware recomendado.",
+        lambda m: (
+            (f"Caché KV {m['kv']} en todas las filas; " if m["kv"] else "")
+            + "* = elegida.  Las velocidades decode se estiman con el mismo conjunto de coeficientes que la "
+            "sección de velocidad; fb = el motor ejecuta ahí el formato en modo de respaldo (una parte por "
+            "una "
+            "ruta más lenta), 'no se ejecuta' = no se ejecuta en absoluto (Soporte del motor).  Opción más "
+            "barata: el menor precio de compra de 1, 2, 4 u 8 dispositivos del catálogo que lo ejecutan "
+            "(varios "
+            "solo de GPUs / NPUs con interconexión; uno que recurre a la CPU del host solo cuando no cabe en "
+            "ningún otro); las salvedades de cada dispositivo están en Hardware recomendado."
+        ),
     ),
     (
         re.compile(
-            r"(?P<kv>.+) \(full (?P<rest>.+)\); (?P<b>[\d,]+) bytes per token of context \(full-attention "
-            r"layers\); fixed state (?P<s>.+)\."
+            r"(?P<kv>.+) \((?P<kinds>(?:full|sliding|chunked|linear|mamba) .+)\); (?P<b>[\d,]+) bytes per "
+            r"token "
+            r"of context \(full-attention layers\); fixed state (?P<s>.+)\."
         ),
-        "{kv} (completa {rest}); {b} bytes por token de contexto (capas de atención completa); estado "
-        "fijo {s}.",
+        lambda m: (
+            f"{m['kv']} ({_kinds(m['kinds'])}); {m['b']} bytes por token de contexto (capas de atención "
+            f"completa); estado fijo {m['s']}."
+        ),
     ),
     (
         re.compile(r"aggregate at concurrency (?P<c>\d+), KV half full \((?P<t>[\d,]+) tokens each\)"),
@@ -410,7 +555,7 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
         ),
         lambda m: (
             f"Offload: {tr(m['what'])} en la RAM del host ({m['b']}, leídos a {m['bw']}): decode {m['d']} "
-            f"frente a {m['a']} todo en el dispositivo ({m['x']} más lento, estimado)."
+            f"frente a {_swap(m['a'])} todo en el dispositivo ({m['x']} más lento, estimado)."
         ),
     ),
     (re.compile(r"(?P<g>[\d.,]+ GiB) of weights"), "{g} de pesos"),
@@ -519,6 +664,37 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
         re.compile(r"GPU working set (?P<g>\S+) GiB \(iogpu\.wired_limit_mb = (?P<w>\d+)\)"),
         "conjunto de trabajo de la GPU {g} GiB (iogpu.wired_limit_mb = {w})",
     ),
+    (
+        re.compile(r"detected CPU (?P<c>.+) \(catalog (?P<id>\S+)\); copy bandwidth (?P<p>.+)"),
+        lambda m: f"detectada la CPU {m['c']} (catálogo {m['id']}); ancho de banda de copia {_probe(m['p'])}",
+    ),
+    (
+        re.compile(
+            r"detected CPU (?P<c>.+) \((?P<f>[^,()]+), (?P<r>\S+) GiB RAM\), not in the hardware catalog; "
+            r"bandwidth (?P<p>.+)"
+        ),
+        lambda m: (
+            f"detectada la CPU {m['c']} ({m['f']}, {m['r']} GiB de RAM), que no está en el catálogo de "
+            f"hardware; ancho de banda {_probe(m['p'])}"
+        ),
+    ),
+    (
+        re.compile(r"detected (?P<w>.+) \(catalog (?P<id>\S+)\); driver (?P<d>.+)"),
+        "detectado {w} (catálogo {id}); controlador {d}",
+    ),
+    (
+        re.compile(
+            r"detected (?P<w>.+), not in the hardware catalog: memory from NVML; no bandwidth or TFLOPS "
+            r"figure "
+            r"\(--bandwidth-gbs and --tflops give them\)"
+        ),
+        "detectado {w}, que no está en el catálogo de hardware: memoria según NVML; sin cifras de ancho de "
+        "banda ni de TFLOPS (--bandwidth-gbs y --tflops las dan)",
+    ),
+    (
+        re.compile(r"detected (?P<c>.+) with (?P<g>\S+) GiB \(catalog (?P<id>\S+)\)"),
+        "detectado {c} con {g} GiB (catálogo {id})",
+    ),
     (re.compile(r"detected (?P<rest>.+)"), lambda m: f"detectado: {m['rest']}"),
     (
         re.compile(r"no cloud rate for (?P<h>\S+) in the rate table; pass --usd-per-hour for a cost"),
@@ -567,7 +743,7 @@ def _slo(text: str) -> str:
 
 
 def _clients(n: str) -> str:
-    return f"{n} cliente" if n == "1" else f"{n} clientes"
+    return f"{n} cliente" if n == "1" else f"{_swap(n)} clientes"
 
 
 PATTERNS += [
@@ -606,7 +782,7 @@ PATTERNS += [
             "espera detrás de otras peticiones"
         ),
     ),
-    (re.compile(r"scheduler: (?P<s>.+)"), "planificador: {s}"),
+    (re.compile(r"scheduler: (?P<s>.+)"), lambda m: f"planificador: {tr(m['s'])}"),
     (
         re.compile(r"request lengths capped to the (?P<n>[\d,]+)-token context"),
         "longitudes de petición limitadas al contexto de {n} tokens",
@@ -616,7 +792,10 @@ PATTERNS += [
             r"the KV pool holds (?P<k>[\d,]+) tokens: about (?P<r>[\d,]+) requests run at once, the others "
             r"wait for a slot"
         ),
-        "la reserva KV admite {k} tokens: unas {r} peticiones a la vez; las demás esperan un hueco",
+        lambda m: (
+            f"la reserva KV admite {m['k']} tokens: unas {_swap(m['r'])} peticiones a la vez; las demás "
+            "esperan un hueco"
+        ),
     ),
     (
         re.compile(
@@ -647,7 +826,7 @@ PATTERNS += [
         "caben",
     ),
     (
-        re.compile(r"lowest purchase price that fits \((?P<p>.+)\)"),
+        re.compile(r"lowest purchase price that fits \((?P<p>[^)]+)\)"),
         "el menor precio de compra que cabe ({p})",
     ),
     (re.compile(r"(?P<g>\S+) GiB per (?P<u>\S+) USD"), "{g} GiB por cada {u} USD"),
@@ -714,14 +893,14 @@ PATTERNS += [
     ),
     (
         re.compile(r"NF4 base at (?P<b>\S+) bits/param, embeddings/head bf16"),
-        "base NF4 a {b} bits/parámetro, embeddings/cabeza en bf16",
+        lambda m: f"base NF4 a {_swap(m['b'])} bits/parámetro, embeddings/cabeza en bf16",
     ),
     (
         re.compile(r"(?P<k>qlora|lora|full) \((?P<n>[^)]+\)?)\): (?P<rest>.+)"),
-        lambda m: f"{m['k']} ({m['n']}): {tr(m['rest'])}",
+        lambda m: f"{tr(m['k'])} ({tr(m['n'])}): {tr(m['rest'])}",
     ),
     (re.compile(r"coefficients: (?P<p>.+), created (?P<t>\S+)"), "coeficientes: {p}, creados el {t}"),
-    (re.compile(r"coefficients: (?P<p>.+)"), "coeficientes: {p}"),
+    (re.compile(r"coefficients: (?P<p>.+)"), lambda m: f"coeficientes: {tr(m['p'])}"),
     (
         re.compile(
             r"fitbench (?P<v>\S+), report schema (?P<s>\S+), generated (?P<t>\S+)\.  GiB = 2\^30 bytes, GB = "
@@ -742,7 +921,8 @@ PATTERNS += [
             r"(?P<h>\S+) \((?P<k>\w+)\) cannot be combined for tensor / pipeline parallelism: (?P<r>.+)"
         ),
         lambda m: (
-            f"{m['h']} ({m['k']}) no se puede combinar en paralelismo tensorial / de pipeline: " + tr(m["r"])
+            f"{m['h']} ({_kind(m['k'])}) no se puede combinar en paralelismo tensorial / de pipeline: "
+            + tr(m["r"])
         ),
     ),
     (
@@ -752,6 +932,612 @@ PATTERNS += [
     (
         re.compile(r"no purchase price for (?P<h>\S+) in the catalog; pass --purchase-usd for break-even"),
         "sin precio de compra para {h} en el catálogo; pase --purchase-usd para la amortización",
+    ),
+]
+
+
+# Engine support (estimator.physics.support.describe and its findings), the speed coefficients' labels
+# (estimator.physics.coefficients.model_set, estimator.physics.speed), model facts, fallback paths, serving
+# schedulers and the engines' launch notes.
+_ENGINE = r"(?:llama\.cpp|vLLM|SGLang)"
+FALLBACKS_ES = {  # estimator.physics.support.FALLBACK_WORDS, and "not supported"
+    "host CPU fallback": "respaldo en la CPU del host",
+    "weight-only fallback (dequantized in the kernel, 16-bit compute)": (
+        "respaldo solo-pesos (descuantizados en el kernel, cómputo de 16 bits)"
+    ),
+    "off (attention runs without it)": "desactivada (la atención se ejecuta sin ella)",
+    "CPU cores only, not the accelerator": "solo los núcleos de la CPU, no el acelerador",
+    "copies between devices go through host memory": (
+        "las copias entre dispositivos pasan por la memoria del host"
+    ),
+    "not supported": "no soportado",
+}
+MATURITY_ES = {
+    "mature": "maduro",
+    "developing": "en desarrollo",
+    "experimental": "experimental",
+    "less mature": "menos maduro",
+    "not listed": "no listado",
+}
+CONFIDENCE_ES = {
+    "source": "fuente",
+    "reported": "informado",
+    "assessment": "valoración",
+    "uncertain": "incierto",
+}
+_LAYER_KINDS = {  # estimator.specs.LAYER_KINDS -> (singular, plural) of "capa ..."
+    "full": ("completa", "completas"),
+    "sliding": ("deslizante", "deslizantes"),
+    "chunked": ("por bloques", "por bloques"),
+    "linear": ("lineal", "lineales"),
+    "mamba": ("mamba", "mamba"),
+    "none": ("sin mezclador de tokens", "sin mezclador de tokens"),
+}
+_HOW = "|".join(re.escape(x) for x in FALLBACKS_ES)
+_SCHEMES = {
+    "leave-one-model-out": "dejando fuera un modelo",
+    "leave-one-device-out": "dejando fuera un dispositivo",
+    "leave-one-family-out": "dejando fuera una familia",
+}
+_BASES = {"device": "dispositivo", "family": "familia", "pooled": "agrupada"}
+_WHAT = {"runs": "ejecuciones", "points": "puntos"}
+
+
+def _kinds(text: str) -> str:
+    """'full 1.00 GiB, sliding 0.50 GiB' (or 'full: 1.00 GiB, ...') with the layer kinds in Spanish."""
+    return re.sub(
+        r"\b(full|sliding|chunked|linear|mamba)(?=:? )", lambda m: _LAYER_KINDS[m.group(1)][0], text
+    )
+
+
+def _layer_counts(text: str) -> str:
+    """'32 sliding, 16 full' -> '32 deslizantes, 16 completas'."""
+    return re.sub(
+        r"(\d+) (full|sliding|chunked|linear|mamba|none)\b",
+        lambda m: f"{m.group(1)} {_LAYER_KINDS[m.group(2)][0 if m.group(1) == '1' else 1]}",
+        text,
+    )
+
+
+def _probe(text: str) -> str:
+    """A CPU copy-bandwidth probe: '12.3 GB/s measured (memoryview copy, ...)' or 'not measured'."""
+    m = re.fullmatch(r"(?P<g>\S+ GB/s) measured \((?P<d>.+)\)", text)
+    if m is None:
+        return "no medido" if text == "not measured" else text
+    how = (
+        m["d"]
+        .replace("memoryview copy", "copia con memoryview")
+        .replace("best of", "la mejor de")
+        .replace("moved per copy", "movidos por copia")
+    )
+    return f"{m['g']} medidos ({how})"
+
+
+def _kind(kind: str) -> str:
+    """A device kind (estimator.specs.HardwareSpec.kind) as the report says it."""
+    return {"unified": "memoria unificada"}.get(kind, kind.upper())
+
+
+def _types(text: str) -> str:
+    """'q4_K and q6_K and q5_K' -> 'q4_K, q6_K y q5_K'."""
+    *head, last = text.split(" and ")
+    return f"{', '.join(head)} y {last}" if head else last
+
+
+def _clauses(text: str) -> str:
+    """The clauses of a support verdict ('; '-separated), each in Spanish."""
+    return "; ".join(tr(c) for c in text.split("; "))
+
+
+def _fallback_parts(text: str) -> str:
+    """The parts of a fallback path (estimator.physics.speed.fallback_note), in Spanish."""
+    text = re.sub(
+        r"host CPU of (?P<n>.+?) \(assumed (?P<b>\S+) GB/s\)",
+        r"CPU del host de \g<n> (se suponen \g<b> GB/s)",
+        text,
+    )
+    for en, es in (
+        (r"(\S+) of the matmul bytes run on the host CPU", r"el \1 de los bytes de las multiplicaciones de "
+         r"matrices se ejecuta en la CPU del host"),
+        (r"everything runs on the host CPU", "todo se ejecuta en la CPU del host"),
+        (r"(\d+) device<->host switches per layer", r"\1 cambios dispositivo<->host por capa"),
+        (r"attention without flash attention", "atención sin atención flash"),
+        (r"weight-only kernels \(16-bit compute\)", "kernels solo-pesos (cómputo de 16 bits)"),
+    ):  # fmt: skip
+        text = re.sub(en, es, text)
+    return text
+
+
+def _where(m: re.Match) -> str:
+    """'Q4_K_M on <device> with llama.cpp (CUDA)' in Spanish (the support headline's subject)."""
+    return f"{_quant_name(m['q'])} en {m['d']} con {m['e']}{m['b'] or ''}"
+
+
+def _quant_name(name: str | None) -> str:
+    return (name or "").replace(" (GGUF file)", " (archivo GGUF)")
+
+
+def _interval_source(text: str) -> str:
+    """estimator.physics.coefficients._interval_source in Spanish."""
+    if text == "of default width (too few held-out residuals)":
+        return "de anchura por defecto (muy pocos residuos fuera de muestra)"
+    m = re.fullmatch(r"from (?P<s>\S+) held-out residuals \(conformal, (?P<n>\S+) residuals\)", text)
+    if m is None:
+        return text
+    return (
+        f"a partir de residuos fuera de muestra {_SCHEMES.get(m['s'], m['s'])} (conformal, {m['n']} residuos)"
+    )
+
+
+EXACT.update(
+    {
+        "Engine support": "Soporte del motor",
+        "flash attention": "atención flash",
+        **FALLBACKS_ES,
+        **{f"[{en}]": f"[{es}]" for en, es in CONFIDENCE_ES.items()},
+        "(fallback)": "(respaldo)",
+        "(unsupported)": "(no se ejecuta)",
+        "does not run": "no se ejecuta",
+        "Speed: none — the engine cannot run this configuration on this device (see Support).": (
+            "Velocidad: ninguna — el motor no puede ejecutar esta configuración en este dispositivo (vea "
+            "Soporte)."
+        ),
+        "No speed estimate: the configuration does not run (see Engine support).": (
+            "Sin estimación de velocidad: la configuración no se ejecuta (vea Soporte del motor)."
+        ),
+        "fb = runs on a support fallback there (what falls back: the pick's note).": (
+            "fb = ahí se ejecuta en modo de respaldo (qué recurre al respaldo: la nota de la elección)."
+        ),
+        "estimated from the covariates of similar devices (this hardware family is not calibrated): wide "
+        "interval": (
+            "estimado con las covariables de dispositivos similares (esta familia de hardware no está "
+            "calibrada): intervalo amplio"
+        ),
+        "speed from devices like this one (family not calibrated): wide interval": (
+            "velocidad de dispositivos como este (familia no calibrada): intervalo amplio"
+        ),
+        "speed from the pooled prior (uncalibrated): wide interval": (
+            "velocidad del prior agrupado (sin calibrar): intervalo amplio"
+        ),
+        "device measured": "dispositivo medido",
+        "family calibrated, device not measured": "familia calibrada, dispositivo no medido",
+        "family not measured: covariates of similar devices": (
+            "familia no medida: covariables de dispositivos similares"
+        ),
+        "shipped prior (estimator/data/prior_coefficients.json)": (
+            "prior incluido (estimator/data/prior_coefficients.json)"
+        ),
+        # model facts
+        "dense": "denso",
+        "MoE": "MoE",
+        "state:": "estado:",
+        "host GB/s": "GB/s del host",
+        "none": "ninguno",
+        "– (none)": "– (ninguno)",
+        "other": "otro",
+        "catalog price x N": "precio de catálogo x N",
+        "even with every weight in host RAM the KV cache and buffers do not fit": (
+            "ni con todos los pesos en la RAM del host caben la caché KV y los buffers"
+        ),
+        # recommendations
+        "no single catalog device holds this configuration": (
+            "ningún dispositivo individual del catálogo admite esta configuración"
+        ),
+        "no offer of the cloud-rate table holds this configuration": (
+            "ninguna oferta de la tabla de tarifas en la nube admite esta configuración"
+        ),
+        "Atlas 300I Duo: one card is two Ascend 310P chips with 48 GB and ~204 GB/s each, not one 96 GB pool "
+        "(shared/reference/hardware.md §4); the estimate treats the card as one device, so a model above 48 "
+        "GB must in fact be split across its two chips like two devices": (
+            "Atlas 300I Duo: una tarjeta son dos chips Ascend 310P de 48 GB y ~204 GB/s cada uno, no una "
+            "reserva "
+            "de 96 GB (shared/reference/hardware.md §4); la estimación trata la tarjeta como un "
+            "dispositivo, así "
+            "que un modelo de más de 48 GB debe en realidad repartirse entre sus dos chips como entre dos "
+            "dispositivos"
+        ),
+        # cost
+        "renting costs no more than the electricity of owning: buying never breaks even": (
+            "alquilar no cuesta más que la electricidad de tenerlo en propiedad: comprar nunca se amortiza"
+        ),
+        # fine-tuning
+        "full": "completo",
+        "QLoRA (4-bit NF4 base)": "QLoRA (base NF4 de 4 bits)",
+        "LoRA (16-bit base)": "LoRA (base de 16 bits)",
+        "Full fine-tuning (bf16 mixed precision, AdamW)": (
+            "Fine-tuning completo (precisión mixta bf16, AdamW)"
+        ),
+        # serving schedulers (estimator.engines.*.scheduler)
+        "llama-server: -b n_batch tokens per llama_decode (slots' decode tokens, then prompt tokens), -np "
+        "slots = the sized concurrency": (
+            "llama-server: -b n_batch tokens por llama_decode (primero los tokens de decode de los slots, "
+            "después "
+            "los del prompt), -np slots = la concurrencia dimensionada"
+        ),
+        # launch notes (estimator.engines.*.launch, estimator.engines.base.checkpoint_args)
+        "SGLang reads the quantization settings from the quantized checkpoint's config": (
+            "SGLang lee la configuración de cuantización del config del checkpoint cuantizado"
+        ),
+        "vLLM reads the AWQ/GPTQ settings from the quantized checkpoint's config": (
+            "vLLM lee la configuración AWQ/GPTQ del config del checkpoint cuantizado"
+        ),
+        "vLLM serves MXFP4 only from a checkpoint published in MXFP4": (
+            "vLLM sirve MXFP4 solo desde un checkpoint publicado en MXFP4"
+        ),
+        "llama.cpp needs flash attention (-fa on) for a quantized V cache": (
+            "llama.cpp necesita atención flash (-fa on) para una caché V cuantizada"
+        ),
+        # model notes the estimator writes (estimator.catalog.hfconfig)
+        "sliding_window from config.json: vLLM honours it, llama.cpp runs full attention": (
+            "sliding_window de config.json: vLLM lo respeta, llama.cpp ejecuta atención completa"
+        ),
+        "DSA indexer key cache (one 128-dim key per token per layer) not counted": (
+            "no se cuenta la caché de claves del indexador DSA (una clave de 128 dimensiones por token y "
+            "capa)"
+        ),
+    }
+)
+
+PATTERNS += [
+    (re.compile(r"Support: (?P<h>.+)\."), lambda m: f"Soporte: {tr(m['h'])}."),
+    (
+        re.compile(r"(?P<q>\S+): (?P<e>offload of \d+ bytes exceeds the \d+ weight bytes on the devices)"),
+        lambda m: f"{m['q']}: {tr(m['e'])}",
+    ),
+    (
+        re.compile(r"offload of (?P<o>\d+) bytes exceeds the (?P<w>\d+) weight bytes on the devices"),
+        "el offload de {o} bytes supera los {w} bytes de pesos en los dispositivos",
+    ),
+    # the support verdict's headline: "<quant> on <device> with <engine> (<backend>)<tail>"
+    (
+        re.compile(
+            rf"(?P<q>\S+(?: \(GGUF file\))?) on (?P<d>.+) with (?P<e>{_ENGINE})(?P<b> \([^)]+\))?: runs "
+            rf"natively"
+        ),
+        lambda m: f"{_where(m)}: se ejecuta de forma nativa",
+    ),
+    (
+        re.compile(
+            rf"(?P<q>\S+(?: \(GGUF file\))?) on (?P<d>.+) with (?P<e>{_ENGINE})(?P<b> \([^)]+\))?: no "
+            rf"(?P<l>{_ENGINE}) backend for "
+            r"this device in the support table; native speed assumed"
+        ),
+        lambda m: (
+            f"{_where(m)}: no hay backend de {m['l']} para este dispositivo en la tabla de soporte; se "
+            f"supone "
+            "velocidad nativa"
+        ),
+    ),
+    (
+        re.compile(
+            rf"(?P<q>\S+(?: \(GGUF file\))?) on (?P<d>.+) with (?P<e>{_ENGINE})(?P<b> \([^)]+\))? "
+            rf"(?P<v>runs on a fallback|does "
+            r"not run): (?P<c>.+)"
+        ),
+        lambda m: (
+            f"{_where(m)} "
+            + ("se ejecuta en modo de respaldo" if m["v"] == "runs on a fallback" else "no se ejecuta")
+            + f": {_clauses(m['c'])}"
+        ),
+    ),
+    (re.compile(r"runs on a fallback: (?P<c>.+)"), lambda m: f"se ejecuta en modo de respaldo: {tr(m['c'])}"),
+    (
+        re.compile(r"the (?P<t>.+) matmuls have no kernels on this backend"),
+        lambda m: f"las multiplicaciones de matrices {_types(m['t'])} no tienen kernels en este backend",
+    ),
+    (
+        re.compile(
+            r"the (?P<t>.+) matmuls \((?P<p>\S+) of the weight bytes read per token\) run on the host CPU"
+        ),
+        lambda m: (
+            f"las multiplicaciones de matrices {_types(m['t'])} ({m['p']} de los bytes de pesos leídos por "
+            "token) se ejecutan en la CPU del host"
+        ),
+    ),
+    (
+        re.compile(r"the (?P<t>.+) matmuls run weight-only \(dequantized in the kernel, 16-bit compute\)"),
+        lambda m: (
+            f"las multiplicaciones de matrices {_types(m['t'])} se ejecutan en modo solo-pesos "
+            f"(descuantizados "
+            "en el kernel, cómputo de 16 bits)"
+        ),
+    ),
+    # a finding: "<what>: <how>[ (uncertain)]", followed by " — <the table's note> (since ...) [<confidence>:
+    # <source>]" in text, by " — <the table's note>" in the HTML list (the note is the cited fact, as written)
+    (
+        re.compile(
+            rf"(?P<m>.+?: (?:{_HOW})(?: \(uncertain\))?) — (?P<n>.+?)(?: \(since (?P<s>.+)\))? "
+            r"\[(?P<c>source|reported|assessment|uncertain): (?P<u>.+)\]"
+        ),
+        lambda m: (
+            f"{tr(m['m'])} — {m['n']}"
+            + (f" (desde {m['s']})" if m["s"] else "")
+            + f" [{CONFIDENCE_ES[m['c']]}: {m['u']}]"
+        ),
+    ),
+    (
+        re.compile(rf"(?P<w>.+?): (?P<h>{_HOW})(?P<u> \(uncertain\))?(?: — (?P<n>.+))?"),
+        lambda m: (
+            f"{tr(m['w'])}: {FALLBACKS_ES[m['h']]}"
+            + (" (incierto)" if m["u"] else "")
+            + (f" — {m['n']}" if m["n"] else "")
+        ),
+    ),
+    (
+        re.compile(rf"(?P<l>{_ENGINE}) on (?P<f>\S+) \((?P<b>[^)]+)\)"),
+        lambda m: f"{m['l']} en {m['f']} ({'ningún backend' if m['b'] == 'none' else m['b']})",
+    ),
+    (re.compile(r"(?P<a>[\w.-]+) models"), "modelos {a}"),
+    (
+        re.compile(r"(?P<t>\S+) matmuls \((?P<p>\S+) of the weight bytes read per token\)"),
+        "multiplicaciones de matrices {t} ({p} de los bytes de pesos leídos por token)",
+    ),
+    (re.compile(r"attention over the (?P<k>\S+) KV cache"), "atención sobre la caché KV {k}"),
+    (re.compile(r"(?P<n>\d+) devices"), "{n} dispositivos"),
+    (
+        re.compile(r"Backend (?P<b>\S+): (?P<m>mature|developing|experimental)\."),
+        lambda m: f"Backend {m['b']}: {MATURITY_ES[m['m']]}.",
+    ),
+    (
+        re.compile(r"Speed is estimated on the fallback path(?:: (?P<p>.+))?\."),
+        lambda m: (
+            "La velocidad se estima por la ruta de respaldo"
+            + (f": {_fallback_parts(m['p'])}." if m["p"] else ".")
+        ),
+    ),
+    (
+        re.compile(r"fallback path(?:: (?P<p>.+))?"),
+        lambda m: "ruta de respaldo" + (f": {_fallback_parts(m['p'])}" if m["p"] else ""),
+    ),
+    (re.compile(r"no command: (?P<h>.+)"), lambda m: f"sin comando: {tr(m['h'])}"),
+    (
+        re.compile(r"no speed estimate for (?P<h>\S+): (?P<r>.+)"),
+        lambda m: f"sin estimación de velocidad para {m['h']}: {tr(m['r'])}",
+    ),
+    (re.compile(r"it does not run: (?P<h>.+)"), lambda m: f"no se ejecuta: {tr(m['h'])}"),
+    # speed: basis and coefficient labels
+    (re.compile(r"\*\*UNCALIBRATED\*\* — (?P<b>.+)\."), lambda m: f"**SIN CALIBRAR** — {tr(m['b'])}."),
+    (
+        re.compile(r"estimated on the fallback path(?:: (?P<p>.+))? \(UNCALIBRATED\): wide interval"),
+        lambda m: (
+            "estimado por la ruta de respaldo"
+            + (f": {_fallback_parts(m['p'])}" if m["p"] else "")
+            + " (SIN CALIBRAR): intervalo amplio"
+        ),
+    ),
+    (
+        re.compile(
+            r"calibrated: (?P<h>\S+) measured, (?P<f>\S+) \((?P<n>[\d,]+) (?P<w>runs|points)\); basis device"
+        ),
+        lambda m: f"calibrado: {m['h']} medido, {m['f']} ({m['n']} {_WHAT[m['w']]}); base: dispositivo",
+    ),
+    (
+        re.compile(r"calibrated: family (?P<f>\S+) \((?P<n>[\d,]+) (?P<w>runs|points)\); basis family"),
+        lambda m: f"calibrado: familia {m['f']} ({m['n']} {_WHAT[m['w']]}); base: familia",
+    ),
+    (
+        re.compile(
+            r"covariates: pooled over calibrated families \(uncalibrated for (?P<f>\S+) on (?P<u>[^)]+)\) "
+            r"\((?P<n>[\d,]+) (?P<w>runs|points)\); basis pooled"
+        ),
+        lambda m: (
+            f"covariables: ajuste conjunto de las familias calibradas (sin calibrar para {m['f']} en "
+            f"{m['u']}) "
+            f"({m['n']} {_WHAT[m['w']]}); base: agrupada"
+        ),
+    ),
+    (
+        re.compile(r"fallback path \(uncalibrated\): CPU cores only, (?P<l>.+)"),
+        lambda m: f"ruta de respaldo (sin calibrar): solo los núcleos de la CPU, {tr(m['l'])}",
+    ),
+    (
+        re.compile(r"fallback path \(uncalibrated\): device (?P<l>.+?)(?:; host CPU: (?P<h>.+))?"),
+        lambda m: (
+            f"ruta de respaldo (sin calibrar): en el dispositivo, {tr(m['l'])}"
+            + (f"; en la CPU del host, {tr(m['h'])}" if m["h"] else "")
+        ),
+    ),
+    (
+        re.compile(
+            r"(?P<ph>decode|prefill) interval basis: (?P<b>device|family|pooled) \((?P<t>[^)]+)\); 90 % "
+            r"interval (?P<s>.+)"
+        ),
+        lambda m: (
+            f"base del intervalo de {m['ph']}: {_BASES[m['b']]} ({tr(m['t'])}); intervalo del 90 % "
+            f"{_interval_source(m['s'])}"
+        ),
+    ),
+    (
+        re.compile(r"backend maturity \((?P<m>[^)]+)\): the lower bound is widened"),
+        lambda m: f"madurez del backend ({MATURITY_ES.get(m['m'], m['m'])}): se amplía la cota inferior",
+    ),
+    (
+        re.compile(r"decode is per sequence with (?P<b>\d+) sequences decoding together"),
+        "el decode es por secuencia, con {b} secuencias decodificando a la vez",
+    ),
+    (re.compile(r"Coeficientes: (?P<c>.+)"), lambda m: f"Coeficientes: {tr(m['c'])}"),
+    # model facts
+    (
+        re.compile(
+            r"(?P<k>MoE|dense) \+ (?P<a>MHA|MQA|GQA \((?P<h>\d+) KV heads\)|MLA \(latent (?P<l>\S+)\))"
+        ),
+        lambda m: (
+            ("MoE" if m["k"] == "MoE" else "denso")
+            + " + "
+            + (f"GQA ({m['h']} cabezas KV)" if m["h"] else f"MLA (latente {m['l']})" if m["l"] else m["a"])
+        ),
+    ),
+    (
+        re.compile(r"sliding window (?P<w>\d+) on (?P<n>\d+) of (?P<t>\d+) layers"),
+        "ventana deslizante de {w} en {n} de {t} capas",
+    ),
+    (
+        re.compile(r"chunked attention (?P<w>\d+) on (?P<n>\d+) of (?P<t>\d+) layers"),
+        "atención por bloques de {w} en {n} de {t} capas",
+    ),
+    (
+        re.compile(r"hybrid: (?P<f>\d+) full-attention \+ (?P<l>\d+) linear/SSM layers"),
+        "híbrida: {f} capas de atención completa + {l} capas lineales/SSM",
+    ),
+    (
+        re.compile(r"(?P<n>\d+) \((?P<k>\d+ (?:full|sliding|chunked|linear|mamba|none)(?:, \d+ \w+)*)\)"),
+        lambda m: f"{m['n']} ({_layer_counts(m['k'])})",
+    ),
+    (
+        re.compile(
+            r"hidden (?P<h>\d+), (?P<nh>\d+) heads, (?P<kv>\d+) KV heads, head_dim (?P<hd>\d+)"
+            r"(?:, window (?P<w>\d+))?"
+        ),
+        lambda m: (
+            f"dimensión oculta {m['h']}, {m['nh']} cabezas, {m['kv']} cabezas KV, head_dim {m['hd']}"
+            + (f", ventana {m['w']}" if m["w"] else "")
+        ),
+    ),
+    (
+        re.compile(r"(?P<e>\d+) routed experts, (?P<u>\d+) used per token, (?P<s>\S+) shared"),
+        lambda m: (
+            f"{m['e']} expertos enrutados, {m['u']} usados por token, "
+            + ("ninguno compartido" if m["s"] in ("0", "None") else f"{m['s']} compartidos")
+        ),
+    ),
+    (
+        re.compile(
+            r"(?P<s>.+) \((?P<v>verified|NOT verified)\)(?P<g> — exact tensor bytes from the GGUF file)?"
+        ),
+        lambda m: (
+            f"{m['s']} ({'verificado' if m['v'] == 'verified' else 'NO verificado'})"
+            + (" — bytes exactos de los tensores del archivo GGUF" if m["g"] else "")
+        ),
+    ),
+    (
+        re.compile(r"(?:full|sliding|chunked|linear|mamba): .+"),
+        lambda m: _kinds(m.group(0)),
+    ),
+    (re.compile(r"(?P<n>[\d,]+) \(above max\)"), lambda m: f"{_swap(m['n'])} (sobre el máx.)"),
+    # warnings and notes of the request
+    (
+        re.compile(r"(?P<q>\S+) is not a (?P<e>\S+) format \(formats of (?P<f>.+)\)"),
+        "{q} no es un formato de {e} (es un formato de {f})",
+    ),
+    (
+        re.compile(r"context (?P<c>\d+) is above the model's maximum of (?P<m>\d+) tokens"),
+        "el contexto de {c} tokens supera el máximo del modelo, de {m} tokens",
+    ),
+    (
+        re.compile(
+            r"(?P<h>\S+) is a (?P<k>\w+) device: several of them cannot be combined for tensor / pipeline "
+            r"parallelism; the (?P<n>\d+)-device figures assume they could"
+        ),
+        lambda m: (
+            f"{m['h']} es un dispositivo de tipo {_kind(m['k'])}: varios no se pueden combinar en "
+            f"paralelismo tensorial / de pipeline; las cifras de {m['n']} dispositivos suponen que sí"
+        ),
+    ),
+    (
+        re.compile(r"bandwidth (?P<b>\S+) GB/s \(--bandwidth-gbs\) instead of the catalog's (?P<c>\S+) GB/s"),
+        "ancho de banda {b} GB/s (--bandwidth-gbs) en lugar de los {c} GB/s del catálogo",
+    ),
+    (
+        re.compile(
+            r"(?P<t>\S+) dense bf16 TFLOPS \(--tflops\) instead of the catalog's (?P<c>\S+); its FP8 / INT8 "
+            r"rates are not used"
+        ),
+        lambda m: (
+            f"{m['t']} TFLOPS bf16 densos (--tflops) en lugar de los {_swap(m['c'])} del catálogo; no se "
+            "usan sus cifras FP8 / INT8"
+        ),
+    ),
+    (
+        re.compile(r"coefficients of family (?P<f>\S+) \(--family\) instead of (?P<o>\S+)"),
+        "coeficientes de la familia {f} (--family) en lugar de {o}",
+    ),
+    (
+        re.compile(r"sized for (?P<n>\d+) of the (?P<f>\d+) GPUs found \(--devices\)"),
+        "dimensionado para {n} de las {f} GPUs encontradas (--devices)",
+    ),
+    # serving schedulers
+    (
+        re.compile(
+            r"vLLM V1 defaults of `vllm serve` \((?P<s>[^)]+)\): chunked prefill, max_num_batched_tokens / "
+            r"max_num_seqs by device memory, CUDA graphs (?P<g>\S+)"
+        ),
+        "valores por defecto de vLLM V1 en `vllm serve` ({s}): prefill troceado, "
+        "max_num_batched_tokens / max_num_seqs según la memoria del dispositivo, grafos CUDA {g}",
+    ),
+    (
+        re.compile(
+            r"SGLang defaults \((?P<s>[^)]+)\): --chunked-prefill-size and --cuda-graph-max-bs by device "
+            r"memory, prefill batches not mixed with decode"
+        ),
+        "valores por defecto de SGLang ({s}): --chunked-prefill-size y --cuda-graph-max-bs según la memoria "
+        "del dispositivo; los lotes de prefill no se mezclan con los de decode",
+    ),
+    # launch notes
+    (
+        re.compile(
+            r"llama\.cpp has no (?P<q>\S+) weight format; use a GGUF of similar size \(e\.g\. Q8_0 for FP8, "
+            r"Q4_K_M for 4-bit\)"
+        ),
+        "llama.cpp no tiene el formato de pesos {q}; use un GGUF de tamaño parecido (p. ej. Q8_0 en lugar de "
+        "FP8, Q4_K_M en lugar de 4 bits)",
+    ),
+    (
+        re.compile(r"(?P<e>vLLM|SGLang) has no (?P<k>\S+) KV cache; (?P<n>\S+) is the nearest 8-bit type"),
+        "{e} no tiene caché KV {k}; {n} es el tipo de 8 bits más cercano",
+    ),
+    (
+        re.compile(r"equivalent override: (?P<o>.+)"),
+        "override equivalente: {o}",
+    ),
+    (
+        re.compile(
+            r"the (?P<s>\d+) slots share one KV pool of (?P<t>\d+) tokens \(--kv-unified\): room for "
+            r"(?P<n>\d+) "
+            r"sequences of (?P<c>\d+) tokens, as sized here"
+        ),
+        "los {s} slots comparten una reserva KV de {t} tokens (--kv-unified): caben {n} secuencias de {c} "
+        "tokens, como se dimensiona aquí",
+    ),
+    (
+        re.compile(
+            r"each of the (?P<s>\d+) slots has its own KV stream of (?P<c>\d+) tokens \(no --kv-unified\), "
+            r"as "
+            r"sized here"
+        ),
+        "cada uno de los {s} slots tiene su propio flujo KV de {c} tokens (sin --kv-unified), como se "
+        "dimensiona aquí",
+    ),
+    (
+        re.compile(r"sized for a build that pads the KV cache to (?P<n>\d+) cells"),
+        "dimensionado para una compilación que rellena la caché KV a múltiplos de {n} celdas",
+    ),
+    (
+        re.compile(
+            r"sliding-window layers get (?P<r>\S+) of the full layers' KV tokens "
+            r"\(--swa-full-tokens-ratio\), "
+            r"as sized here"
+        ),
+        lambda m: (
+            f"las capas de ventana deslizante reciben {_swap(m['r'])} de los tokens KV de las capas "
+            "completas (--swa-full-tokens-ratio), como se dimensiona aquí"
+        ),
+    ),
+    # the HTML footer (estimator.report.sections.provenance.footer)
+    (re.compile(r"(?P<a>Generado por .+) · schema (?P<v>\S+)"), "{a} · esquema {v}"),
+    # a measured run's source in the HTML (estimator.catalog.measured.MeasuredRun: file:line · origin)
+    (
+        re.compile(r"(?P<s>\S+) · (?P<o>measured|imported)(?P<t> ·)?"),
+        lambda m: f"{m['s']} · {'medido' if m['o'] == 'measured' else 'importado'}{m['t'] or ''}",
+    ),
+    (  # ... and its chip: "test, engine version, source"; "other" = an engine fitbench does not drive
+        re.compile(r"(?P<l>[^,]+), other (?P<v>[^,]*), (?P<s>.+)"),
+        "{l}, otro {v}, {s}",
+    ),
+    # the title and a GGUF file's own format, last: they match broadly
+    (re.compile(r"(?P<m>.+) on (?P<n>\d+) x (?P<h>.+)"), "{m} en {n} x {h}"),
+    (
+        re.compile(r"(?P<q>\S+) \(GGUF file\)(?P<rest>(?: \*| · .*|: .*)?)"),
+        "{q} (archivo GGUF){rest}",
     ),
 ]
 
@@ -768,9 +1554,14 @@ def tr(text: str, lang: str = "es") -> str:
     for pattern, repl in PATTERNS:
         m = pattern.fullmatch(text)
         if m:
-            return (
-                repl(m) if callable(repl) else repl.format(**{k: v or "" for k, v in m.groupdict().items()})
+            if callable(repl):
+                return repl(m)
+            # a group named "q" is a weight format's name ("Q8_0 (GGUF file)" names a file's own format)
+            return repl.format(
+                **{k: _quant_name(v) if k == "q" else v or "" for k, v in m.groupdict().items()}
             )
+    if text.endswith(".") and (done := tr(text[:-1], lang)) != text[:-1]:  # a sentence: its words
+        return done + "."
     if "; " in text:  # a list of clauses: each on its own
         parts = text.split("; ")
         done = [tr(p, lang) for p in parts]
@@ -782,7 +1573,8 @@ def tr(text: str, lang: str = "es") -> str:
 # --- numbers -----------------------------------------------------------------------------------------------
 _NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+|\d+"
 _UNIT = (
-    r"(?=\s?(?:GiB|GB/s|GB|tok/s|TFLOPS|ms\b|s\b|%|W\b|tokens|bytes|h\b|/h|/kWh|meses|months|M\b|B\b|x\b))"
+    r"(?=\s?(?:GiB|GB/s|GB|tok/s|TFLOPS|ms\b|s\b|%|W\b|tokens|bytes|h\b|/h|/kWh|meses|months|M\b|B\b|x\b"
+    r"|USD\b))"
 )
 _NUMBERS = re.compile(
     rf"(?<=\$)(?:{_NUM})"  # money
@@ -833,21 +1625,23 @@ def translate_block(block: Block, lang: str) -> Block:
     )
 
 
-_SKIP = ("svg", "pre", "code", "script", "style")
+_SKIP = ("pre", "code", "script", "style")
 _TAG = re.compile(r"(<[^>]+>)")
 _NAME = re.compile(r"</?\s*([a-zA-Z0-9]+)")
 
 
 def translate_html(fragment: str, lang: str) -> str:
     """``fragment`` with the text it shows in ``lang``: every text node outside numbers (``data-fmt`` spans,
-    which ``Ctx.num`` already formats), SVG charts (formatted per language when drawn), code and commands goes
-    through ``tr`` and ``es_numbers``; tags and attributes are kept as they are."""
+    which ``Ctx.num`` already formats), code and commands goes through ``tr`` and ``es_numbers``; inside SVG
+    charts (their numbers formatted per language when drawn) through ``tr`` only; tags and attributes are kept
+    as they are."""
     if lang != "es":
         return fragment
     from html import escape, unescape
 
     out: list[str] = []
     skip: list[str] = []
+    svg = 0  # depth of <svg> elements
     for part in _TAG.split(fragment):
         if not part:
             continue
@@ -862,6 +1656,8 @@ def translate_html(fragment: str, lang: str) -> str:
                     skip.append(name)
             elif not closing and not part.endswith("/>") and (name in _SKIP or "data-fmt=" in part):
                 skip.append(name)
+            elif name == "svg" and not part.endswith("/>"):
+                svg += -1 if closing else 1
             out.append(part)
             continue
         if skip or not part.strip():
@@ -870,5 +1666,6 @@ def translate_html(fragment: str, lang: str) -> str:
         lead = part[: len(part) - len(part.lstrip())]
         trail = part[len(part.rstrip()) :]
         core = unescape(part.strip())
-        out.append(lead + escape(es_numbers(tr(core)), quote=False) + trail)
+        shown = tr(core) if svg else es_numbers(tr(core))
+        out.append(lead + escape(shown, quote=False) + trail)
     return "".join(out)

@@ -123,9 +123,8 @@ def html(ctx: Ctx) -> str:
     cards = "".join(
         [
             card(
-                ctx.t(
-                    "kv_at_ctx", ctx=i18n.fmt_int(ctx.get("kv.n_ctx"), ctx.lang), dtype=ctx.get("kv.kv_dtype")
-                ),
+                # the number in English: translate_html localizes the fragment's text once
+                ctx.t("kv_at_ctx", ctx=i18n.fmt_int(ctx.get("kv.n_ctx")), dtype=ctx.get("kv.kv_dtype")),
                 ctx.num("kv.kv_bytes"),
                 e(kinds),
             ),

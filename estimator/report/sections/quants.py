@@ -178,7 +178,7 @@ def html(ctx: Ctx) -> str:
             rows.append(
                 [
                     f'<b>{e(r.get("quant"))}</b> <span class="qdesc">'
-                    f"{e(quant_description(r.get('quant'), r.get('description'), ctx.lang))}</span>",
+                    f"{e(quant_description(r.get('description'), ctx.lang))}</span>",
                     ctx.num(f"{p}.weights_bytes"),
                     *([] if kv_same else [ctx.num(f"{p}.kv_bytes")]),
                     ctx.num(f"{p}.total_bytes"),

@@ -244,9 +244,11 @@ def html(ctx: Ctx) -> str:
     sv = ctx.get("serving")
     if not sv:
         return section("serving", ctx.t("sec_serving"), f'<p class="note">{ctx.t("no_data")}</p>')
+    # translate_html localizes an English number followed by its unit (ms, tokens) once: those go in English,
+    # the prompt length (no unit after it) in the page's language
     slo_txt = ctx.t(
         "slo_text", ttft=_ms(sv["slo_ttft_s"]), tpot=_ms(sv["slo_tpot_s"]), isl=fmt_int(sv["isl"], ctx.lang),
-        osl=fmt_int(sv["osl"], ctx.lang),
+        osl=fmt_int(sv["osl"]),
     )  # fmt: skip
     if sv["slo_point"]:
         p = "serving.slo_point"

@@ -121,7 +121,8 @@ def html(ctx: Ctx) -> str:
         return section("speed", ctx.t("sec_speed"), f'<p class="note">{ctx.t("no_data")}</p>')
     m = ctx.measured
     cards = []
-    half = i18n.fmt_int((ctx.get("workload.n_ctx") or 0) // 2, ctx.lang)
+    # in English: the fragment's text is localized once, by estimator.render.translate.translate_html
+    half = i18n.fmt_int((ctx.get("workload.n_ctx") or 0) // 2)
     for key, label_key in _SPEEDS:
         p = f"speed.{key}"
         if key == "aggregate":  # measured with the cache half full; decode from an empty context

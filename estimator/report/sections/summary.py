@@ -136,7 +136,7 @@ def _cards(ctx: Ctx) -> str:
             card(
                 f"{ctx.t('decode')} · {ctx.t('empty_context')}",
                 ctx.num("speed.decode.tok_s", "tok_s"),
-                ctx.t("kv_half_full", n=fmt_int(half, ctx.lang))
+                ctx.t("kv_half_full", n=fmt_int(half))  # English: translate_html localizes the number
                 + f": {ctx.num('speed.aggregate.tok_s', 'tok_s')}"
                 + (
                     f" ({ctx.t('aggregate', n=ctx.get('speed.concurrency'))})"
