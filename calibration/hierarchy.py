@@ -10,8 +10,9 @@ decode and prefill together) is modelled per *unit* u = (device, engine, backend
   prior;
 * x: the device covariates of the parameter's groups (``estimator.physics.covariates``: engine, backend,
   vendor, kind, year, memory technology, ln bandwidth, die count, published achievable bandwidth);
-  prior beta ~ N(0, PRIOR_INTERCEPT) for the intercept "1", N(mean, PRIOR_COVARIATE) for the others (mean 1
-  for ``bw_measured``: the published fraction moves bw_eff one for one, 0 otherwise);
+  prior beta ~ N(0, PRIOR_INTERCEPT) for the intercept "1", N(mean, PRIOR_COVARIATE x PRIOR_COVARIATE_PHASE)
+  for the others (mean 1 for ``bw_measured``: the published fraction moves bw_eff one for one, 0 otherwise;
+  prefill's covariate scale halved, chosen by cross-validation: docs/calibration.md "Robust loss");
 * a, b: family and device random effects (the parameter's ``effects``), a ~ N(0, tau_family_j^2),
   b ~ N(0, tau_device_j^2).
 
@@ -48,7 +49,7 @@ SPEED_PHASES = ("decode", "prefill")
 PRIOR_INTERCEPT = {EFF: 1.0, RATE: 1.0, TIME: 2.0}  # eta units: the shipped prior is a weak anchor
 PRIOR_COVARIATE = {EFF: 0.5, RATE: 0.5, TIME: 1.0}
 # per phase factor on PRIOR_COVARIATE (1 when absent): chosen by cross-validation (docs/calibration.md)
-PRIOR_COVARIATE_PHASE: dict[str, float] = {}
+PRIOR_COVARIATE_PHASE: dict[str, float] = {"prefill": 0.5}
 COVARIATE_PRIOR_MEAN = {("decode.bw_eff", "bw_measured"): 1.0}
 TAU_DEFAULT = {EFF: 0.3, RATE: 0.3, TIME: 0.5}
 TAU_MIN = 0.05
