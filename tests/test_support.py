@@ -139,13 +139,14 @@ def test_atlas_cases_say_fallback_and_cover_the_published_speed(model, quant, n,
 
 
 def test_the_old_native_310p_estimate_missed_the_published_rows():
-    """Before the support table the 310P got the NPU roofline: gemma-4-26B-A4B Q4_0 ~92 tok/s (28-168)
-    against a published ~8; the native path still predicts that (the evidence says it is not what runs)."""
+    """Before the support table the 310P got the NPU roofline: gemma-4-26B-A4B Q4_0 ~92 tok/s (28-168) with
+    the fit of that time, ~49 (16-97) with today's, against a published ~8; the native path still predicts
+    that (the evidence says it is not what runs): its interval excludes the measurement."""
     m, q, h = get_model("gemma-4-26b-a4b"), get_quant("Q4_0"), get_hardware(ATLAS)
     wl = replace(make_workload("llama.cpp"), n_prompt=0, n_gen=128)
     dec, _, dparams, _ = speed.merged_params(TABLE, h, "llama.cpp")
     native = speed.tg_estimate(m, q, h, wl, dec, dparams)
-    assert native.lo_tok_s > 8.0 * 2  # the native interval excluded the measurement
+    assert native.lo_tok_s > 8.0  # the native interval excludes the measurement
     assert tg("gemma-4-26b-a4b", ATLAS, "Q4_0").tok_s < native.tok_s / 5
 
 
