@@ -29,6 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from estimator.catalog.files import describe_kind  # noqa: F401 - re-exported (harness callers)
+from estimator.catalog.files import fsync_dir as _fsync_dir
+
 NEW_FILE_MODE = 0o644  # results are shared: readable by everyone, like the committed files
 TEMP_SUFFIXES = (".tmp", ".part")
 _TEMP_PID = re.compile(r"\.(\d+)\.[^.]*(?:\.tmp|\.part)$")
@@ -37,21 +40,6 @@ _TEMP_PID = re.compile(r"\.(\d+)\.[^.]*(?:\.tmp|\.part)$")
 class FileRefused(ValueError):
     """The path is not a regular file (a device, FIFO, socket or folder): a writer or reader refuses it.
     The message is one line and names the path and what it is."""
-
-
-def describe_kind(mode: int) -> str:
-    """'a character device', 'a FIFO', ... for a ``st_mode``."""
-    for test, name in (
-        (stat.S_ISDIR, "a folder"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISLNK, "a symlink"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def write_target(path: str | os.PathLike) -> Path:
@@ -68,19 +56,6 @@ def write_target(path: str | os.PathLike) -> Path:
             f"{shown} is {describe_kind(st.st_mode)}, not a regular file; refusing to replace it"
         )
     return real
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems cannot fsync a folder; the rename itself is still atomic
-    finally:
-        os.close(fd)
 
 
 def fsync_file(path: str | os.PathLike) -> None:

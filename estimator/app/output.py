@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from estimator.catalog.files import describe_kind
+from estimator.catalog.files import fsync_dir as _fsync_dir
 from estimator.specs import SpecError
 
 NEW_FILE_MODE = 0o644
@@ -86,14 +87,3 @@ def write_output(path: str | os.PathLike, content: str | Callable[[io.TextIOBase
     return real
 
 
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems cannot fsync a folder; the rename itself is still atomic
-    finally:
-        os.close(fd)

@@ -31,10 +31,25 @@ def describe_kind(mode: int) -> str:
         (stat.S_ISBLK, "a block device"),
         (stat.S_ISFIFO, "a FIFO"),
         (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISLNK, "a symlink"),
     ):
         if test(mode):
             return name
     return "not a regular file"
+
+
+def fsync_dir(folder: str | os.PathLike) -> None:
+    """Flush a folder's entries (a rename into it) to the disk; nothing where the file system cannot."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot fsync a folder; the rename itself is still atomic
+    finally:
+        os.close(fd)
 
 
 def open_regular(path: str | os.PathLike, max_bytes: int | None = None) -> tuple[int, int]:
