@@ -58,6 +58,8 @@ def env(tmp_path, monkeypatch) -> dict:
 def _measure(plan: str, results: Path, env: dict, preexec=None) -> subprocess.Popen:
     argv = [
         sys.executable,
+        "-X",
+        "faulthandler",  # SIGABRT dumps every thread's stack: where a sweep hangs (_communicate)
         "-m",
         "harness",
         "measure",
@@ -69,6 +71,18 @@ def _measure(plan: str, results: Path, env: dict, preexec=None) -> subprocess.Po
     ]
     pipe = subprocess.PIPE
     return subprocess.Popen(argv, cwd=REPO, env=env, stdout=pipe, stderr=pipe, text=True, preexec_fn=preexec)
+
+
+def _communicate(proc: subprocess.Popen, timeout_s: float, what: str) -> tuple[str, str]:
+    """proc.communicate; when the sweep has not ended within ``timeout_s``, fail with the stacks of its
+    threads
+    (faulthandler on SIGABRT) instead of a bare timeout, so a hang says where it hangs."""
+    try:
+        return proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        _, err = proc.communicate(timeout=30)
+        pytest.fail(f"the sweep did not end within {timeout_s} s {what}; its stacks:\n{err[-6000:]}")
 
 
 def test_two_sweeps_started_together_measure_each_point_once(tmp_path, env):
@@ -112,7 +126,7 @@ def test_interrupt_in_the_first_seconds_exits_130_without_traceback(tmp_path, en
     _wait_for(pid_file.exists)
     child = int(pid_file.read_text())
     proc.send_signal(sig)
-    out, err = proc.communicate(timeout=30)
+    out, err = _communicate(proc, 30, f"after {sig.name}")
     assert proc.returncode == 130 and "Traceback" not in err and "--resume" in err, err
     _wait_for(lambda: _is_zombie(child) or not Path(f"/proc/{child}").exists(), 20)
     assert not record_files(tmp_path / "results")
