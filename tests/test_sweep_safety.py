@@ -70,7 +70,17 @@ def _measure(plan: str, results: Path, env: dict, preexec=None) -> subprocess.Po
         "--no-progress",
     ]
     pipe = subprocess.PIPE
-    return subprocess.Popen(argv, cwd=REPO, env=env, stdout=pipe, stderr=pipe, text=True, preexec_fn=preexec)
+
+    def child_setup() -> None:
+        # a foreground sweep, as a user starts it: Ctrl-C reaches it even when this test runs where SIGINT is
+        # ignored (a shell's background job, `cmd &`, starts with SIGINT ignored and Python then keeps it so)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if preexec is not None:
+            preexec()
+
+    return subprocess.Popen(
+        argv, cwd=REPO, env=env, stdout=pipe, stderr=pipe, text=True, preexec_fn=child_setup
+    )
 
 
 def _communicate(proc: subprocess.Popen, timeout_s: float, what: str) -> tuple[str, str]:
