@@ -252,3 +252,13 @@ def test_sglang_users_spell_the_memory_fraction_as_sglang_does():
     doc = json.loads(run(*sglang, "0.8", "--format", "json").stdout)
     (sg,) = [c["argv"] for c in doc["launch"] if c["engine"] == "sglang"]
     assert sg[sg.index("--mem-fraction-static") + 1] == "0.8"
+
+
+@pytest.mark.parametrize("hardware", ["mi300x", "rtx-4090", "h100-sxm"])
+def test_speed_labels_count_in_the_singular_for_one(hardware):
+    """'(1 run)', never '(1 runs)' / '(1 ejecuciones)' (the MI300X's llama.cpp basis is one published run)."""
+    import re
+
+    for lang in ("en", "es"):
+        out = run("report", "--model", "glm-4.5", "--hardware", hardware, "--lang", lang).stdout
+        assert not re.search(r"\b1 (runs|points|ejecuciones|puntos)\b", out), out

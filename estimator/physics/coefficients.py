@@ -629,7 +629,8 @@ def model_set(
         "family": f"family {hardware.family}/{engine}",
         "pooled": f"pooled over calibrated families (uncalibrated for {hardware.family} on {unit_text})",
     }[basis]
-    what = "points" if phase == "serving" else "runs"  # a serving record gives a TTFT and a TPOT point
+    what = "point" if phase == "serving" else "run"  # a serving record gives a TTFT and a TPOT point
+    what += "" if n == 1 else "s"
     label = f"{'calibrated' if basis != 'pooled' else 'covariates'}: {where} ({n} {what}); basis {basis}"
     return CoefficientSet(
         family=hardware.family,

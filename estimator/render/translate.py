@@ -980,7 +980,7 @@ _SCHEMES = {
     "leave-one-family-out": "dejando fuera una familia",
 }
 _BASES = {"device": "dispositivo", "family": "familia", "pooled": "agrupada"}
-_WHAT = {"runs": "ejecuciones", "points": "puntos"}
+_WHAT = {"runs": "ejecuciones", "points": "puntos", "run": "ejecución", "point": "punto"}
 
 
 def _kinds(text: str) -> str:
@@ -1307,18 +1307,19 @@ PATTERNS += [
     ),
     (
         re.compile(
-            r"calibrated: (?P<h>\S+) measured, (?P<f>\S+) \((?P<n>[\d,]+) (?P<w>runs|points)\); basis device"
+            r"calibrated: (?P<h>\S+) measured, (?P<f>\S+) "
+            r"\((?P<n>[\d,]+) (?P<w>runs?|points?)\); basis device"
         ),
         lambda m: f"calibrado: {m['h']} medido, {m['f']} ({m['n']} {_WHAT[m['w']]}); base: dispositivo",
     ),
     (
-        re.compile(r"calibrated: family (?P<f>\S+) \((?P<n>[\d,]+) (?P<w>runs|points)\); basis family"),
+        re.compile(r"calibrated: family (?P<f>\S+) \((?P<n>[\d,]+) (?P<w>runs?|points?)\); basis family"),
         lambda m: f"calibrado: familia {m['f']} ({m['n']} {_WHAT[m['w']]}); base: familia",
     ),
     (
         re.compile(
             r"covariates: pooled over calibrated families \(uncalibrated for (?P<f>\S+) on (?P<u>[^)]+)\) "
-            r"\((?P<n>[\d,]+) (?P<w>runs|points)\); basis pooled"
+            r"\((?P<n>[\d,]+) (?P<w>runs?|points?)\); basis pooled"
         ),
         lambda m: (
             f"covariables: ajuste conjunto de las familias calibradas (sin calibrar para {m['f']} en "
