@@ -82,3 +82,67 @@ def write_tiny_gguf(
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def golden_tiny_llama_path() -> Path:
+    """Where ``golden_tiny_llama`` writes its file (in the model cache, ``harness.synth.cache_dir``)."""
+    from harness.synth import cache_dir
+
+    return cache_dir() / "fixtures" / "tiny-llama.gguf"
+
+
+def golden_tiny_llama() -> Path:
+    """The golden cases' GGUF (tests/golden/golden.py): a 2-layer llama (hidden 64, ff 128, vocab 96, 4 heads,
+    2 KV heads, context 256) with ``general.file_type`` 7 (MOSTLY_Q8_0): token embedding F16, norms F32, every
+    matrix Q8_0.  Written with gguf.GGUFWriter (fixed seed) into the model cache (``harness.synth.cache_dir``:
+    ``$FITBENCH_CACHE/models`` or ~/.cache/fitbench/models), not kept in git; rewritten on each call (a few
+    ms)
+    through a temp file and a rename, so a half-written file is never read."""
+    import os
+
+    import gguf
+    import numpy as np
+    from gguf.quants import quantize
+
+    path = golden_tiny_llama_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    rng = np.random.default_rng(0)
+    h, ff, vocab, n_layers, hd, heads, kv_heads = 64, 128, 96, 2, 16, 4, 2
+    w = gguf.GGUFWriter(str(tmp), "llama")
+    w.add_name("fitbench golden tiny llama")
+    w.add_context_length(256)
+    w.add_embedding_length(h)
+    w.add_block_count(n_layers)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_rope_dimension_count(hd)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_vocab_size(vocab)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
+
+    def q8(name: str, rows: int, cols: int) -> None:
+        data = quantize(rng.standard_normal((rows, cols)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+        w.add_tensor(name, data, raw_shape=data.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+
+    w.add_tensor("token_embd.weight", rng.standard_normal((vocab, h)).astype(np.float16))
+    w.add_tensor("output_norm.weight", np.ones(h, dtype=np.float32))
+    q8("output.weight", vocab, h)
+    for i in range(n_layers):
+        b = f"blk.{i}."
+        w.add_tensor(b + "attn_norm.weight", np.ones(h, dtype=np.float32))
+        w.add_tensor(b + "ffn_norm.weight", np.ones(h, dtype=np.float32))
+        q8(b + "attn_q.weight", heads * hd, h)
+        q8(b + "attn_k.weight", kv_heads * hd, h)
+        q8(b + "attn_v.weight", kv_heads * hd, h)
+        q8(b + "attn_output.weight", h, heads * hd)
+        q8(b + "ffn_gate.weight", ff, h)
+        q8(b + "ffn_up.weight", ff, h)
+        q8(b + "ffn_down.weight", h, ff)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, path)
+    return path

@@ -19,9 +19,10 @@ from estimator.physics.weights import weight_breakdown
 from estimator.report.request import ReportRequest, make_report
 from estimator.specs import SpecError
 from tests.estimator_cli import run
+from tests.gguf_files import golden_tiny_llama
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ROOT / "tests" / "golden" / "tiny-llama.gguf"  # llama, 2 layers, general.file_type 7 = MOSTLY_Q8_0
+TINY = golden_tiny_llama()  # llama, 2 layers, general.file_type 7 = MOSTLY_Q8_0 (in the model cache)
 
 
 @pytest.fixture()

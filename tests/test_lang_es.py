@@ -27,9 +27,11 @@ from estimator.render.translate import QUANTS_ES, es_numbers, tr
 from estimator.report.document import blocks, report_to_dict, to_brief, to_fragment, to_markdown, to_text
 from estimator.report.request import ReportRequest, make_report
 from tests.estimator_cli import cli
+from tests.gguf_files import golden_tiny_llama
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"
+TINY_GGUF = str(golden_tiny_llama())  # written into the model cache (tests.gguf_files)
 
 # Words of English prose and of the report's own vocabulary that a Spanish report does not use.  Loanwords
 # the Spanish report keeps on purpose (prefill, decode, offload, prompt, batch, backend, kernel, host, slots,
@@ -142,9 +144,9 @@ CASES: dict[str, dict] = {
         coefficients=str(ROOT / "estimator/data/prior_coefficients.json"),
     ),
     "Gaudi, vLLM": dict(model="qwen3-8b", hardware="gaudi-3", engine="vllm"),
-    "GGUF file": dict(model=str(GOLDEN / "tiny-llama.gguf"), hardware="rtx-3090", ctx=256),
+    "GGUF file": dict(model=TINY_GGUF, hardware="rtx-3090", ctx=256),
     "GGUF file re-sized": dict(
-        model=str(GOLDEN / "tiny-llama.gguf"), hardware="rtx-3090", ctx=256, quant="Q4_K_M"
+        model=TINY_GGUF, hardware="rtx-3090", ctx=256, quant="Q4_K_M"
     ),
     "config.json, custom hardware, vLLM": dict(
         model=str(GOLDEN / "gemma3-12b" / "config.json"),

@@ -8,8 +8,10 @@ that is meant to alter outputs regenerates them, and its commit says why:
 
 Every case runs ``python -m estimator`` in a child process from the repository root with the coefficients
 pinned to ``tests/golden/coefficients.json`` (a copy of a results/coefficients.json), so a refit of
-results/ does not move the golden numbers.  Inputs that are files live here too: ``tiny-llama.gguf`` (a
-2-layer llama written with gguf.GGUFWriter) and ``gemma3-12b/config.json`` (the catalog's config).
+results/ does not move the golden numbers.  Input files: ``gemma3-12b/config.json`` here (the catalog's
+config) and the tiny GGUF (a 2-layer llama written with gguf.GGUFWriter by
+``tests.gguf_files.golden_tiny_llama`` into the model cache, not kept in git); its path is written
+``<tiny-llama.gguf>`` in the outputs.
 """
 
 from __future__ import annotations
@@ -23,12 +25,18 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+if str(ROOT) not in sys.path:  # run as a script: tests.gguf_files and harness from this checkout
+    sys.path.insert(0, str(ROOT))
+
+from tests.gguf_files import golden_tiny_llama, golden_tiny_llama_path  # noqa: E402
+
 OUT = HERE / "out"
 REL = HERE.relative_to(ROOT)
 COEF = str(REL / "coefficients.json")
 NO_RUNS = str(REL / "no-runs")  # does not exist: HTML reports show no measured runs
 
-# (name, format, arguments after `report`; {here} is this folder, {no_runs} a folder that does not exist)
+# (name, format, arguments after `report`; {here} is this folder, {no_runs} a folder that does not exist,
+# {tiny} the tiny GGUF written into the model cache: tests.gguf_files.golden_tiny_llama)
 REPORTS: tuple[tuple[str, str, str], ...] = (
     ("glm45-mi300x", "json", "--model glm-4.5 --hardware mi300x --quant Q4_K_M --ctx 8192"),
     ("glm45-mi300x", "text", "--model glm-4.5 --hardware mi300x --quant Q4_K_M --ctx 8192"),
@@ -45,8 +53,8 @@ REPORTS: tuple[tuple[str, str, str], ...] = (
     ("config-custom-vllm", "json",
      "--model {here}/gemma3-12b/config.json --hardware custom --memory-gib 48 --bandwidth-gbs "
      "864 --tflops 362 --family nvidia-ada --engine vllm"),
-    ("gguf-tiny-3090", "json", "--model {here}/tiny-llama.gguf --hardware rtx-3090 --ctx 256"),
-    ("gguf-tiny-3090", "markdown", "--model {here}/tiny-llama.gguf --hardware rtx-3090 --ctx 256"),
+    ("gguf-tiny-3090", "json", "--model {tiny} --hardware rtx-3090 --ctx 256"),
+    ("gguf-tiny-3090", "markdown", "--model {tiny} --hardware rtx-3090 --ctx 256"),
     ("gemma3-27b-swa-3090", "json", "--model gemma-3-27b --hardware rtx-3090 --ctx 32768 --kv-dtype q8_0"),
     ("qwen3next-hybrid-h100", "json",
      "--model qwen3-next-80b-a3b --hardware h100-80gb-sxm --ctx 65536 --concurrency 4"),
@@ -84,7 +92,7 @@ REPORTS: tuple[tuple[str, str, str], ...] = (
      "AWQ-INT4"),
     # issue 13: a GGUF re-sized in a named format, an overridden Apple device, the Spanish text report
     ("gguf-tiny-3090-resized", "json",
-     "--model {here}/tiny-llama.gguf --hardware rtx-3090 --ctx 256 --quant Q4_K_M"),
+     "--model {tiny} --hardware rtx-3090 --ctx 256 --quant Q4_K_M"),
     ("llama70b-m3max-64gb", "json", "--model llama-3.1-70b --hardware apple-m3-max --memory-gib 64"),
     ("llama70b-2x3090-es", "text", "--model llama-3.1-70b --hardware rtx-3090 --devices 2 --lang es"),
 )
@@ -116,8 +124,9 @@ _STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00")
 
 
 def normalise(text: str) -> str:
-    """Output with its generation time replaced (the only field that may differ between runs)."""
-    return _STAMP.sub("<time>", text)
+    """Output with its generation time and the tiny GGUF's cache path replaced (what may differ between runs
+    and machines)."""
+    return _STAMP.sub("<time>", text).replace(str(golden_tiny_llama_path()), "<tiny-llama.gguf>")
 
 
 def _run(argv: list[str]) -> tuple[int, str, str]:
@@ -136,19 +145,24 @@ def outputs() -> dict[str, str]:
     """name -> normalised output of every golden case."""
     got: dict[str, str] = {}
     ext = {"json": "json", "text": "txt", "markdown": "md", "html": "html"}
+    tiny = golden_tiny_llama()
     with tempfile.TemporaryDirectory() as tmp:
         for name, fmt, args in REPORTS:
             out = Path(tmp) / f"{name}.{ext[fmt]}"
-            argv = args.format(here=REL, no_runs=NO_RUNS).split()
+            argv = args.format(here=REL, no_runs=NO_RUNS, tiny=tiny).split()
             rc, _, err = _run(["report", *argv, "--coefficients", COEF, "--format", fmt, "-o", str(out)])
             text = out.read_text(encoding="utf-8") if out.exists() else ""
             got[f"{name}.{ext[fmt]}"] = normalise(f"exit {rc}\n{err}---\n{text}")
-    for name, argv in ERRORS:
-        rc, out, err = _run([*argv, "--coefficients", COEF])
-        got[f"error-{name}.txt"] = f"exit {rc}\n{err}---\n{out}"
-    for name, argv in OTHERS:
-        rc, out, err = _run([*argv, "--coefficients", COEF] if argv[0] != "list" else list(argv))
-        got[name] = normalise(f"exit {rc}\n{err}---\n{out}")
+        for name, argv in ERRORS:
+            rc, out, err = _run([*argv, "--coefficients", COEF])
+            got[f"error-{name}.txt"] = f"exit {rc}\n{err}---\n{out}"
+        for name, argv in OTHERS:
+            if argv[0] == "predict":  # its cases name the tiny GGUF as <tiny-llama.gguf>: resolved in a copy
+                cases = Path(tmp) / "predict_cases.csv"
+                cases.write_text((ROOT / argv[1]).read_text().replace("<tiny-llama.gguf>", str(tiny)))
+                argv = (argv[0], str(cases), *argv[2:])
+            rc, out, err = _run([*argv, "--coefficients", COEF] if argv[0] != "list" else list(argv))
+            got[name] = normalise(f"exit {rc}\n{err}---\n{out}")
     return got
 
 
@@ -176,10 +190,11 @@ def main(argv: list[str]) -> int:
         problems = check()
         print("\n".join(problems) or "golden outputs identical")
         return 1 if problems else 0
+    got = outputs()  # every case first: a failing run leaves the old golden files in place
     OUT.mkdir(exist_ok=True)
     for p in OUT.glob("*"):
         p.unlink()
-    for name, text in outputs().items():
+    for name, text in got.items():
         (OUT / name).write_text(text, encoding="utf-8")
     print(f"wrote {len(list(OUT.glob('*')))} golden files to {OUT.relative_to(ROOT)}")
     return 0
