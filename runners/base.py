@@ -106,7 +106,13 @@ REGISTRY: dict[str, str] = {
 # The ``engine_options`` each runner reads (name -> type); a plan naming another option, or giving one of the
 # wrong type, is refused before anything runs (harness.plan).  Keep in step with the runners' ``measure``.
 ENGINE_OPTIONS: dict[str, dict[str, type]] = {
-    "llama.cpp": {"swa_full": bool, "use_mmap": bool, "offload_kqv": bool},
+    "llama.cpp": {
+        "swa_full": bool,
+        "use_mmap": bool,
+        "offload_kqv": bool,
+        "n_seq": int,  # n_seq / kv_unified: sequences and KV layout of memory-only points
+        "kv_unified": bool,
+    },
     "vllm": {
         "dtype": str,
         "enforce_eager": bool,

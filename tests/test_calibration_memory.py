@@ -171,6 +171,23 @@ def test_fit_memory_recovers_the_compute_buffer_and_the_estimator_reads_it(tmp_p
     assert fitted.coefficients != "prior"
 
 
+def test_compute_fit_uses_own_runs_of_two_layers_or_more():
+    """One-layer proxies (ggml packs their graph differently) and published compute buffers (older CUDA /
+    Metal builds) are not fitted: a fit on them alone keeps the prior and says what it left out."""
+    from estimator.physics.runtime import default_memory_coefficients
+
+    prior = default_memory_coefficients("llama.cpp")
+    truth = {**prior, "logits_factor": 1.3}
+    recs = _compute_records(truth)
+    one_layer = [replace(r, record_id=f"L1-{r.record_id}", n_layers_measured=1) for r in recs]
+    published = [replace(r, record_id=f"pub-{r.record_id}", origin="imported") for r in recs]
+    mem, notes = memory_fit.fit_memory(_ds(one_layer + published))
+    assert mem["llama.cpp"]["logits_factor"] == prior["logits_factor"]
+    mem, notes = memory_fit.fit_memory(_ds(one_layer + recs))
+    assert mem["llama.cpp"]["logits_factor"] == pytest.approx(1.3, rel=0.02)
+    assert any(f"{len(one_layer)} one-layer proxy point(s) left out" in n for n in notes), notes
+
+
 def test_memory_gate_counts_each_measurement_once():
     """The test rows of one run (pp512, tg128) repeat its memory figures: one sample, not two."""
     from calibration.memory_fit import MemoryGateRow, distinct_measurements

@@ -97,6 +97,11 @@ def test_shipped_plans_are_valid():
     assert len({p.quant for p in full.points if p.engine == "llama.cpp"}) >= 4
     assert max(len(p.spec.prompt_lengths) for p in full.points) >= 3
     assert max(len(p.spec.depths) for p in full.points) >= 2
+    memory = load_plan(REPO / "plans" / "cpu-memory.toml")  # its KV-layout sweeps pass n_seq / kv_unified
+    assert {p.spec.engine_options.get("n_seq", 1) for p in memory.points} == {1, 4}
+    assert all(not p.spec.prompt_lengths and not p.spec.gen_lengths for p in memory.points)
+    for path in sorted((REPO / "plans").glob("*.toml")):  # every shipped plan, named or not
+        assert load_plan(path).points, path
 
 
 def test_cli_check_plan_bad_entry_exits_2_with_one_line(tmp_path):

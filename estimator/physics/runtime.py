@@ -19,6 +19,16 @@ memory between layers); the attention mask is a graph input that lives through e
     attn   = mask + 4 * u * attn_hidden_factor * hidden
              + (no flash attention) kq_factor * 4 * u * n_heads * max(K)   (F32 KQ scores of one layer; the
                                                                            softmax runs in place)
+    MLA (DeepSeek-2/3, Kimi, GLM-5: llama.cpp's absorbed form, a K cache of r + rope per cell shared by all
+    heads, V a view of its first r elements):
+    attn   = mask + 4 * u * mla_attn_factor * n_heads * (3 r + rope)      (absorbed query r, query with rope
+                                                                           r + rope, attention output r, per
+                                                                           head; replaces the hidden term)
+             + (no flash attention) KQ scores as above
+             + (no flash attention) r * max(K) * kv element bytes         (the V view copied transposed:
+                                                                           ggml_cont, once per layer, any u)
+    logits += (MLA with MoE) 4 * u * mla_moe_head_factor * (n_experts_used + 2) * hidden   (the last MoE
+             layer's expert outputs stay under the logits in the allocator's layout)
     ffn    = mask + 4 * u * (act_hidden_factor * hidden + act_ff_factor * ff_max)   (mask only when the model
              has more than one layer: it is freed after the last layer's attention)
     compute = compute_base_bytes + max(logits, attn, ffn)
@@ -27,9 +37,13 @@ memory between layers); the attention mask is a graph input that lives through e
 
 ff_max = max(dense ff, n_experts_used * expert_ff + n_shared * shared_ff).  Prior (estimator/data/
 memory_prior.json) from llama.cpp's own CPU buffers (llama-cpp-python 0.3.36, results/runs/memory-*.jsonl):
-logits 1, out_hidden 2, mask 1, kq 1, attn_hidden 5.5, act_hidden 4, act_ff 3, base 0; e.g. Llama-3.2-1B at
-u = 512: 258.5 MiB with flash attention at any context (250.5 MiB logits + 8 MiB final norm), 8,470 MiB
-without it at 131,072 cells (8,192 MiB scores + 256 MiB F32 mask + 22 MiB).
+logits 1, out_hidden 2, mask 1, kq 1, attn_hidden 5.5, act_hidden 4, act_ff 3, mla_attn 1, mla_moe_head 1,
+base 0; e.g. Llama-3.2-1B at u = 512: 258.5 MiB with flash attention at any context (250.5 MiB logits + 8 MiB
+final norm), 8,470 MiB without it at 131,072 cells (8,192 MiB scores + 256 MiB F32 mask + 22 MiB);
+DeepSeek-V3 (3-layer proxy) at u = 512 without flash attention, 8,192 cells: 2,472.0 MiB measured = 2,048
+MiB scores (128 heads) + 16 MiB mask + 8 MiB transposed V + 400 MiB MLA activations (128 x 1,600 floats per
+token); DeepSeek-V2-Lite (4 and 8 layers, flash attention): 241.0 MiB = 200 MiB logits + 4 MiB final norm
++ (6 + 2) x 2,048 floats per token under them.
 
 "torch" — a PyTorch engine's activation peak (vLLM, SGLang; per device; T = the profile's
 ``max_batched_tokens``, vLLM's max_num_batched_tokens default 8192; tp = tensor-parallel size):
@@ -54,6 +68,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from estimator.engines import ENGINES, get_engine
+from estimator.physics.quant import kv_type_bytes
 from estimator.specs import CHUNKED, FULL, SLIDING, HardwareSpec, ModelSpec, QuantSpec, Workload
 
 MIB = 2**20
@@ -72,6 +87,8 @@ class MemoryCoefficients:
     mask_factor: float = 1.0
     out_hidden_factor: float = 2.0
     attn_hidden_factor: float = 5.5
+    mla_attn_factor: float = 1.0
+    mla_moe_head_factor: float = 1.0
     cuda_graph_bytes: float = 0.0
     context_overhead_gpu_bytes: float = 400 * MIB
     context_overhead_npu_bytes: float = 400 * MIB
@@ -216,9 +233,18 @@ def runtime_buffers(
         cells.append(lay.windowed_per_stream)
     mask = c.mask_factor * (2 if wl.flash_attn else 4) * u * sum(cells)
     logits = 4 * u * (c.logits_factor * m.vocab_size + c.out_hidden_factor * m.hidden_size)
-    attn = mask + 4 * u * c.attn_hidden_factor * m.hidden_size
+    mla = m.mla
+    if mla is not None:
+        r = mla.kv_lora_rank
+        attn = mask + 4 * u * c.mla_attn_factor * m.n_heads * (3 * r + mla.qk_rope_head_dim)
+        if m.moe is not None:
+            logits += 4 * u * c.mla_moe_head_factor * (m.moe.n_experts_used + 2) * m.hidden_size
+    else:
+        attn = mask + 4 * u * c.attn_hidden_factor * m.hidden_size
     if not wl.flash_attn and cells:
         attn += c.kq_factor * 4 * u * m.n_heads * max(cells)
+        if mla is not None:
+            attn += max(cells) * kv_type_bytes(wl.kv_dtype, mla.kv_lora_rank)
     # the mask is freed after the last layer's attention: only a model with more than one layer runs an FFN
     # while it lives
     ffn = (mask if m.n_layers > 1 else 0) + 4 * u * (
