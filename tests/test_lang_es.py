@@ -87,6 +87,9 @@ CASES: dict[str, dict] = {
     ),
     "hybrid linear attention, no llama.cpp GGUF": dict(model="qwen3-next-80b-a3b", hardware="mi300x"),
     "llama.cpp on CANN, host CPU fallback": dict(model="qwen3-8b", hardware="atlas-300i-duo-96gb"),
+    "llama.cpp on CANN, F16 experts copied per token": dict(
+        model="gemma-4-26b-a4b", hardware="atlas-300i-duo-96gb", quant="F16"
+    ),
     "vLLM on Apple: CPU cores only": dict(model="llama-3.1-8b", hardware="apple-m3-max", engine="vllm"),
     "Apple override, two unified devices": dict(
         model="llama-3.1-8b", hardware="apple-m3-max", memory_gib=64, devices=2

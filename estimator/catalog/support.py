@@ -19,14 +19,15 @@ One row is one public fact, kept with the URL it was read from::
   ``moe_offload`` (routed-expert tensors of some layers kept in host RAM with their matmuls on the host CPU,
   what ``Workload.moe_offload_layers`` sizes: llama.cpp ``--n-cpu-moe``).  A feature item may carry one
   condition, ``feature:key=value``, for a fact that holds only under it: ``arch=<model_type>`` (the model
-  architecture) or ``flash_attn=on|off`` (the requested switch), e.g. ``tensor_parallel:arch=deepseek_v3``;
+  architecture), ``flash_attn=on|off`` (the requested switch) or ``type=<storage type>`` (``moe_experts``:
+  the routed experts' type), e.g. ``tensor_parallel:arch=deepseek_v3``;
   the judge asks for the plain item and for each condition of the configuration and reports every one that
   is not native.
 * ``status``: ``native`` | ``fallback`` | ``unsupported``; ``fallback`` names the fallback: ``host_cpu``
   (the matmuls / ops run on the host CPU), ``weight_only`` (weights dequantized inside the kernel, compute at
   the 16-bit rate), ``flash_attn_off`` (attention runs without flash attention), ``cpu_backend`` (the engine
   runs on the host's CPU cores instead of the accelerator), ``host_copy`` (device-to-device copies go through
-  host memory).
+  host memory), ``expert_copy`` (the device copies each token's selected experts before multiplying them).
 * ``maturity`` (``backend`` rows): ``mature`` | ``developing`` | ``experimental``; uncalibrated predictions
   on a less mature backend get wider intervals (estimator.physics.fallback).
 * ``since``: the version / date from which the fact holds, when the source says; ``confidence``: ``source``
@@ -67,7 +68,7 @@ COLUMNS = (
 )
 SUBJECTS = ("backend", "device", "model", "weights", "kv", "feature")
 STATUSES = ("native", "fallback", "unsupported")
-FALLBACKS = ("host_cpu", "weight_only", "flash_attn_off", "cpu_backend", "host_copy")
+FALLBACKS = ("host_cpu", "weight_only", "flash_attn_off", "cpu_backend", "host_copy", "expert_copy")
 MATURITIES = ("mature", "developing", "experimental")
 CONFIDENCES = ("source", "reported", "assessment", "uncertain")
 

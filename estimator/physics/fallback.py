@@ -28,6 +28,17 @@ matmuls on the CPU):
   synchronisation, two small copies over PCIe and the relaunch of a device segment's operators without graph
   capture.  Its uncertainty enters the interval as x1/3 .. x3.
 
+Expert copy (``expert_copy``: llama.cpp's CANN MUL_MAT_ID for F16 / F32 experts): for every token the
+device gathers that token's n_used experts into a scratch buffer (IndexSelect) and multiplies them there
+(BatchMatMul), so each token's routed experts cross memory three times (read, write, read back) instead of
+the batch reading the union of its experts once:
+
+    device weight bytes += max(0, EXPERT_COPY_PASSES x tokens x routed_token_bytes - routed union bytes)
+
+with tokens = the decode batch or a prefill pass's ubatch tokens and routed_token_bytes = routed expert
+bytes x n_used / n_experts (one token's experts).  Decode of one sequence reads its experts 3x; a 512-token
+prefill pass reads 512 tokens' experts 3x instead of (nearly) all experts once.
+
 ``cpu_backend`` (vLLM's macOS build: CPU cores only): the whole model on ``host_device``; no device part.
 ``flash_attn_off``: the path's ``flash_attn`` is False, so the features are built without flash attention
 (llama.cpp materialises the KQ scores in prefill).  ``weight_only``: no FP8 tensor rate for the weights.
@@ -44,11 +55,13 @@ from dataclasses import dataclass, replace
 
 from estimator.physics.coefficients import param
 from estimator.physics.support import SupportVerdict, judge
+from estimator.physics.weights import class_types, weight_breakdown
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
 
 DEFAULT_HOST_BANDWIDTH_GBS = 89.6  # dual-channel DDR5-5600 (the catalog's host assumption)
 DEFAULT_T_SPLIT_S = param("decode", "t_split_s").default
 SPLIT_FACTOR = 3.0  # t_split_s is known to x1/3 .. x3
+EXPERT_COPY_PASSES = 3.0  # IndexSelect reads and writes each selected expert, BatchMatMul reads it back
 # extra ln-units below the interval of an uncalibrated prediction, by backend maturity ("" = not listed)
 MATURITY_LOG_LO = {"mature": 0.0, "developing": -0.35, "experimental": -1.0, "": -0.35}
 
@@ -69,7 +82,9 @@ class SpeedPath:
     host: the host CPU device (None when nothing runs there); host_share: share of the matmul bytes on the
     host; host_kv: attention over the KV cache on the host; device_part: False when everything runs on the
     host (cpu_backend); switches_per_layer / switches_per_pass: device<->host switches of one forward pass;
-    flash_attn / weight_only: the effective workload flag and whether FP8 tensor rates are off.
+    flash_attn / weight_only: the effective workload flag and whether FP8 tensor rates are off;
+    routed_token_bytes: one token's routed expert bytes when the device copies them per token (expert copy),
+    else 0.
     """
 
     verdict: SupportVerdict
@@ -81,6 +96,7 @@ class SpeedPath:
     switches_per_pass: int
     flash_attn: bool
     weight_only: bool
+    routed_token_bytes: float = 0.0
 
     def workload(self, wl: Workload) -> Workload:
         """The workload the engine really runs (flash attention off when it falls back)."""
@@ -110,28 +126,10 @@ def host_device(hardware: HardwareSpec) -> HardwareSpec:
     )
 
 
-def _class_types(model: ModelSpec, quant: QuantSpec | None) -> dict[str, set[str]]:
-    """Storage types of each matmul class: a GGUF file's own tensors, else the format's per-tensor types
-    (``weights.types_by_class``: llama.cpp's recipe, layer by layer)."""
-    from estimator.physics.weights import classify_gguf_tensor
-
-    out: dict[str, set[str]] = {}
-    if quant is None and model.gguf_tensors is not None:
-        for name, ttype, _, _ in model.gguf_tensors:
-            tclass, _, _ = classify_gguf_tensor(name)
-            out.setdefault(tclass, set()).add(ttype.lower())
-        return out
-    if quant is None:
-        return out
-    from estimator.physics.weights import types_by_class
-
-    return {cls: {t.lower() for t in types} for cls, types in types_by_class(model, quant).items()}
-
-
 def _segments(model: ModelSpec, quant: QuantSpec | None, host_types: tuple[str, ...]) -> tuple[int, int]:
     """(host segments per layer, per pass) for the matmuls of ``host_types`` (module doc)."""
     host = {t.lower() for t in host_types}
-    types = _class_types(model, quant)
+    types = class_types(model, quant)
     per_layer = sum(1 for classes in _SEGMENTS.values() if any(types.get(c, set()) & host for c in classes))
     # the output head: a recipe types it as "output" (a tied embedding takes that type too); a GGUF file of a
     # tied model has no output tensor, its token_embd is the head
@@ -146,7 +144,7 @@ def speed_path(model: ModelSpec, quant: QuantSpec | None, hardware: HardwareSpec
     if v.status != "fallback":
         return None
     flash_attn = v.flash_attn if workload.flash_attn else False
-    if not (v.uses_host or v.weight_only or flash_attn != workload.flash_attn):
+    if not (v.uses_host or v.weight_only or flash_attn != workload.flash_attn or v.expert_copy):
         return None  # e.g. host_copy between devices: a note, no change to the speed physics
     per_layer, per_pass = (0, 0) if v.cpu_backend else _segments(model, quant, v.host_types)
     if v.host_kv and not v.cpu_backend:
@@ -161,7 +159,23 @@ def speed_path(model: ModelSpec, quant: QuantSpec | None, hardware: HardwareSpec
         switches_per_pass=2 * per_pass,
         flash_attn=flash_attn,
         weight_only=v.weight_only,
+        routed_token_bytes=_routed_token_bytes(model, quant) if v.expert_copy else 0.0,
     )
+
+
+def _routed_token_bytes(model: ModelSpec, quant: QuantSpec | None) -> float:
+    """Bytes of one token's routed experts: routed expert bytes x n_used / n_experts."""
+    if model.moe is None or not model.moe.n_experts:
+        return 0.0
+    wb = weight_breakdown(model, quant)
+    return float(wb.routed_expert_bytes) * model.moe.n_experts_used / model.moe.n_experts
+
+
+def _copy_extra(path: SpeedPath, tokens: float, union_bytes: float) -> float:
+    """Device bytes the per-token expert copy adds to a pass over ``tokens`` tokens (module doc)."""
+    if not path.routed_token_bytes:
+        return 0.0
+    return max(0.0, EXPERT_COPY_PASSES * tokens * path.routed_token_bytes - union_bytes)
 
 
 def split_decode(f, path: SpeedPath):
@@ -169,7 +183,7 @@ def split_decode(f, path: SpeedPath):
     s = path.host_share
     dev = replace(
         f,
-        weight_bytes=f.weight_bytes * (1.0 - s),
+        weight_bytes=f.weight_bytes * (1.0 - s) + _copy_extra(path, f.batch, f.expert_union_bytes),
         expert_union_bytes=f.expert_union_bytes * (1.0 - s),
         kv_bytes=0.0 if path.host_kv else f.kv_bytes,
         flops_per_token=f.flops_per_token * (1.0 - s),
@@ -201,7 +215,7 @@ def split_prefill(f, path: SpeedPath):
         expert_flops=f.expert_flops * (1.0 - s),
         gemm_outputs=f.gemm_outputs * (1.0 - s),
         expert_gemm_outputs=f.expert_gemm_outputs * (1.0 - s),
-        weight_bytes=f.weight_bytes * (1.0 - s),
+        weight_bytes=f.weight_bytes * (1.0 - s) + _copy_extra(path, f.ubatch_tokens, f.expert_union_bytes),
         attn_flops=f.attn_flops * attn_dev,
         kq_bytes=f.kq_bytes * attn_dev,
         fp8=f.fp8 and not path.weight_only,

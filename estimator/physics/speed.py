@@ -99,6 +99,7 @@ from estimator.physics.counts import (  # noqa: F401 - re-exported: the speed ph
 )
 from estimator.physics.covariates import datasheet_tflops  # noqa: F401 - re-exported (speed's public helper)
 from estimator.specs import (
+    GB,
     HardwareSpec,
     ModelSpec,
     QuantSpec,
@@ -211,6 +212,8 @@ class PrefillFeatures:
     its routed-expert part; gemm_outputs / expert_gemm_outputs: GEMM output elements (all / routed experts,
     for the width term); attn_flops; kq_bytes: the KQ score traffic of an engine that materialises it
     without flash attention; weight_bytes / host_bytes: bytes one ubatch pass streams from the device / host;
+    expert_union_bytes: the routed experts' part of one pass's reads before offload (the union its tokens
+    touch);
     n_passes = ceil(tokens / n_ubatch) of ubatch_tokens each; kernel_class (estimator.physics.counts);
     pipeline_factor (llama.cpp layer split).
     """
@@ -235,6 +238,7 @@ class PrefillFeatures:
     split: str
     fp8: bool
     engine: str
+    expert_union_bytes: float = 0.0
 
 
 _AVERAGED = ("weight_bytes", "kv_bytes", "host_bytes", "expert_union_bytes", "flops_per_token")
@@ -363,7 +367,8 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
     n_passes = math.ceil(tokens / ubatch) if tokens else 0
     per_pass = min(tokens, ubatch)
     wb = breakdown(model, quant)
-    dev, host, _ = weights_read(model, quant, per_pass, workload.moe_offload_layers, workload.offload_bytes)
+    moe_off, off = workload.moe_offload_layers, workload.offload_bytes
+    dev, host, union = weights_read(model, quant, per_pass, moe_off, off)
     # The output head runs only for the rows that return logits: the last token of each llama_decode call
     # (llama-bench / llama-cpp-python without logits_all), of each sequence under vLLM.
     head = model.vocab_size * model.hidden_size
@@ -396,6 +401,7 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
         split=workload.split,
         fp8=is_fp8(quant),
         engine=workload.engine,
+        expert_union_bytes=union,
     )
 
 
@@ -979,4 +985,9 @@ def fallback_note(sets: SpeedSets) -> str:
         parts.append("attention without flash attention")
     if p.weight_only:
         parts.append("weight-only kernels (16-bit compute)")
+    if p.routed_token_bytes:
+        parts.append(
+            f"each token's experts copied before their matmul ({p.routed_token_bytes / GB:.2f} GB per token, "
+            f"moved {fallback_mod.EXPERT_COPY_PASSES:g}x)"
+        )
     return "fallback path: " + ", ".join(parts) if parts else "fallback path"

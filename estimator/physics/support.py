@@ -12,7 +12,9 @@ kind) and returns a ``SupportVerdict``:
   unsupported;
 * the KV dtype (``kv``) and the features a configuration uses (``feature``): flash attention; with more
   than one device ``multi_device`` and the split's ``tensor_parallel`` / ``pipeline_parallel``; with routed
-  experts in host RAM (``Workload.moe_offload_layers``) ``moe_offload``.  A feature is also asked under the
+  experts in host RAM (``Workload.moe_offload_layers``) ``moe_offload``; with routed experts whose storage
+  type runs on the device ``moe_experts`` (``moe_experts:type=<type>``: e.g. CANN's F16 MUL_MAT_ID copies each
+  token's experts before its matmul, fallback ``expert_copy``).  A feature is also asked under the
   configuration's conditions (``tensor_parallel:arch=<model_type>``, ``...:flash_attn=on|off``; see
   estimator.catalog.support), and every answer that is not native is a finding.
 
@@ -32,7 +34,7 @@ from functools import lru_cache
 
 from estimator.catalog import support as table
 from estimator.engines import get_engine
-from estimator.physics.weights import weight_breakdown
+from estimator.physics.weights import class_types, weight_breakdown
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
 
 NATIVE, FALLBACK, UNSUPPORTED, UNLISTED = "native", "fallback", "unsupported", "unlisted"
@@ -43,6 +45,7 @@ FALLBACK_WORDS = {
     "flash_attn_off": "off (attention runs without it)",
     "cpu_backend": "CPU cores only, not the accelerator",
     "host_copy": "copies between devices go through host memory",
+    "expert_copy": "each token's selected experts are copied before their matmul",
 }
 
 
@@ -69,7 +72,8 @@ class SupportVerdict:
     host_types: weight storage types whose matmuls run on the host CPU; host_share: their share of the
     per-token matmul bytes (0..1); host_kv: attention over the KV cache runs on the host CPU; cpu_backend: the
     whole engine runs on the host's CPU cores; weight_only: some weights run weight-only; flash_attn: whether
-    flash attention runs (False when asked for but falling back).
+    flash attention runs (False when asked for but falling back); expert_copy: the device copies each token's
+    routed experts before multiplying them (``estimator.physics.fallback`` adds the traffic).
     """
 
     engine: str
@@ -84,6 +88,7 @@ class SupportVerdict:
     cpu_backend: bool = False
     weight_only: bool = False
     flash_attn: bool = True
+    expert_copy: bool = False
 
     @property
     def runs(self) -> bool:
@@ -148,7 +153,7 @@ def _finding(fact: table.SupportFact, subject: str, item: str, what: str) -> Fin
 # the feature item each split uses (True: Workload.split "tp")
 SPLIT_FEATURES = {True: "tensor_parallel", False: "pipeline_parallel"}
 # how a finding names the condition a fact holds under (estimator.catalog.support: feature:key=value)
-_CONDITION_WORDS = {"arch": "for {} models", "flash_attn": "with flash attention {}"}
+_CONDITION_WORDS = {"arch": "for {} models", "flash_attn": "with flash attention {}", "type": "stored as {}"}
 
 
 def _features(
@@ -201,7 +206,16 @@ def judge(
         max(int(workload.n_devices), 1),
         workload.split,
         max(int(workload.moe_offload_layers), 0),
+        _expert_types(model, quant),
     )
+
+
+def _expert_types(model: ModelSpec, quant: QuantSpec | None) -> tuple[str, ...]:
+    """Storage types of the routed experts' matrices (empty without routed experts)."""
+    if model.moe is None:
+        return ()
+    by_class = class_types(model, quant)  # routed classes: ffn_{gate,up,down,gate_up}_exps
+    return tuple(sorted({t for c, types in by_class.items() if "_exps" in c for t in types}))
 
 
 def runs(model: ModelSpec, quant: QuantSpec | None, hardware: HardwareSpec, workload: Workload) -> bool:
@@ -231,6 +245,7 @@ def _judge(
     n_devices: int,
     split: str,
     moe_offload_layers: int,
+    expert_types: tuple[str, ...] = (),
 ) -> SupportVerdict:
     if not backend:
         return SupportVerdict(engine, "", family, UNLISTED, "")
@@ -288,6 +303,13 @@ def _judge(
         what = f"routed experts of {moe_offload_layers} layers in host RAM (--n-cpu-moe)"
         findings += _features(engine, backend, family, "moe_offload", (("arch", architecture),), what)
 
+    expert_copy = False
+    on_host = {h.lower() for h in host_types}
+    for t in (t for t in expert_types if t not in on_host and not cpu_backend):
+        found = _features(engine, backend, family, "moe_experts", (("type", t),), "routed experts")
+        findings += found
+        expert_copy |= any(f.fallback == "expert_copy" for f in found)
+
     share = 1.0 if cpu_backend else min(host_bytes / total, 1.0)
     return SupportVerdict(
         engine=engine,
@@ -302,4 +324,5 @@ def _judge(
         cpu_backend=cpu_backend,
         weight_only=weight_only,
         flash_attn=fa_on,
+        expert_copy=expert_copy,
     )

@@ -487,6 +487,20 @@ def _typer(model: ModelSpec, q: QuantSpec, p: _Plan):
     return typ_custom
 
 
+def class_types(model: ModelSpec, quant: QuantSpec | None) -> dict[str, set[str]]:
+    """Storage types (lower case) of each tensor class: a GGUF file's own tensors when ``quant`` is None,
+    else the format's per-tensor types (``types_by_class``: llama.cpp's recipe, layer by layer)."""
+    out: dict[str, set[str]] = {}
+    if quant is None and model.gguf_tensors is not None:
+        for name, ttype, _, _ in model.gguf_tensors:
+            tclass, _, _ = classify_gguf_tensor(name)
+            out.setdefault(tclass, set()).add(ttype.lower())
+        return out
+    if quant is None:
+        return out
+    return {cls: {t.lower() for t in types} for cls, types in types_by_class(model, quant).items()}
+
+
 def types_by_class(model: ModelSpec, q: QuantSpec) -> dict[str, set[str]]:
     """The storage types each tensor class takes under ``q`` (every layer's; the same per-tensor rule as
     ``weight_breakdown``), e.g. {"ffn_down": {"q4_K", "q6_K"}, "output": {"q6_K"}, ...}."""

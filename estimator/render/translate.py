@@ -950,6 +950,9 @@ FALLBACKS_ES = {  # estimator.physics.support.FALLBACK_WORDS, and "not supported
     "copies between devices go through host memory": (
         "las copias entre dispositivos pasan por la memoria del host"
     ),
+    "each token's selected experts are copied before their matmul": (
+        "los expertos elegidos por cada token se copian antes de su multiplicación de matrices"
+    ),
     "not supported": "no soportado",
 }
 MATURITY_ES = {
@@ -1043,6 +1046,9 @@ def _fallback_parts(text: str) -> str:
         (r"(\d+) device<->host switches per layer", r"\1 cambios dispositivo<->host por capa"),
         (r"attention without flash attention", "atención sin atención flash"),
         (r"weight-only kernels \(16-bit compute\)", "kernels solo-pesos (cómputo de 16 bits)"),
+        (r"each token's experts copied before their matmul \((\S+) GB per token, moved (\S+)x\)",
+         r"los expertos de cada token se copian antes de su multiplicación de matrices (\1 GB por token, "
+         r"movidos \2x)"),
     ):  # fmt: skip
         text = re.sub(en, es, text)
     return text
@@ -1272,6 +1278,7 @@ PATTERNS += [
         re.compile(r"(?P<t>\S+) matmuls \((?P<p>\S+) of the weight bytes read per token\)"),
         "multiplicaciones de matrices {t} ({p} de los bytes de pesos leídos por token)",
     ),
+    (re.compile(r"routed experts stored as (?P<t>\S+)"), "expertos enrutados almacenados como {t}"),
     (re.compile(r"attention over the (?P<k>\S+) KV cache"), "atención sobre la caché KV {k}"),
     (re.compile(r"(?P<n>\d+) devices"), "{n} dispositivos"),
     (
