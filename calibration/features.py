@@ -15,7 +15,9 @@ Measured times (seconds):
            n_depth (llama-bench averages over the generated tokens), taken at the estimator's midpoint
            depths.  For batch 1 the step time is affine in the features, so the features are averaged
            once over those depths (``speed.mean_features``, exact); batch > 1 keeps one per depth.
-  prefill  t = batch * n_prompt / prefill_tok_s.
+  prefill  t = batch * n_prompt / prefill_tok_s.  A prompt prefilled one token per pass (n_batch or n_ubatch
+           1, llama-bench -b 1) is n_prompt decode steps: a decode point of step 1 / prefill_tok_s over the
+           prompt's depths (``extra["one_token_prefill"]``), as the estimator predicts it.
 A record whose features cannot be computed (unknown model, quant or device, no bandwidth) is a Rejection, and
 so is a phase whose repetition samples disagree by more than MAX_SAMPLE_SPREAD x (max / min): the speed of
 that phase is left out (its memory figures are still used).
@@ -285,6 +287,13 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
                 points.append(p)
             if r.prefill_tok_s is not None and _stable(r.prefill_samples_tok_s):
                 f = sp.prefill_features(model, quant, wl)
+                if f.decode_steps:  # one token per pass (-b 1): decode steps, a decode point
+                    if r.batch != 1:
+                        raise SpecError("one token per pass for several sequences is not modelled")
+                    p = _point(lr, "decode", [sp.mean_features(f.decode_steps)], hw, 1.0 / r.prefill_tok_s)
+                    p.extra.update(model_bytes=f.decode_steps[0].weight_bytes, one_token_prefill=True)
+                    points.append(p)
+                    continue
                 if hw.kind != "cpu" and not has_datasheet_peak(hw, r.engine):
                     raise SpecError(f"device {hw.id!r} has no datasheet TFLOPS; its prefill cannot be fitted")
                 p = _point(lr, "prefill", f, hw, r.batch * r.n_prompt / r.prefill_tok_s)

@@ -6,6 +6,9 @@ Both are a prefill followed by n_gen decode steps, so the estimator's own functi
     t_e2e = prefill_s(B x n_prompt tokens at depth 0, n_batch / n_ubatch of the run)
             + n_gen x mean decode step of B sequences over depths n_prompt .. n_prompt + n_gen - 1
 
+where a run of ``-b 1`` prefills one token per pass: its prefill is n_prompt decode steps over depths
+0 .. n_prompt - 1 (``estimator.physics.speed``, "one token per pass").
+
 with the coefficients of a cross-validation fold turned into a schema-2 model section
 (``pipeline.model_section``) and looked up exactly as the estimator looks up results/coefficients.json
 (``estimator.physics.speed.merged_params``).  The records are never fitted: the error says how well the
@@ -125,7 +128,10 @@ def predict_s(lp: LatencyPoint, table) -> tuple[float, str]:
     from estimator.physics import speed
 
     dec, _pre, dparams, pparams = speed.merged_params(table, lp.hardware, lp.engine, lp.backend or None)
-    t_pre = speed.prefill_s(lp.prefill, lp.hardware, pparams)
+    if lp.prefill.decode_steps:  # one token per pass (llama-bench -b 1): decode steps
+        t_pre = lp.prefill.tokens * speed.decode_step_s(list(lp.prefill.decode_steps), lp.hardware, dparams)
+    else:
+        t_pre = speed.prefill_s(lp.prefill, lp.hardware, pparams)
     t_dec = speed.decode_step_s(lp.decode, lp.hardware, dparams) * lp.workload.n_gen
     return t_pre + t_dec, dec.basis or dec.source
 

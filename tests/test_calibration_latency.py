@@ -36,7 +36,11 @@ def _e2e(hw_id: str, build: str, batch: int, n_batch_raw: str | None, rid: str, 
         wl = replace(wl, n_batch=int(n_batch_raw.split()[1]))
     pp = {**PRE["nvidia-ampere"], "bw_eff": DEC["nvidia-ampere"]["bw_eff"]}
     dp = {**DEC["nvidia-ampere"], "flops_eff": PRE["nvidia-ampere"]["flops_eff"]}
-    t = speed.prefill_s(speed.prefill_features(m, q, wl), hw, pp)
+    pf = speed.prefill_features(m, q, wl)
+    if pf.decode_steps:  # -b 1: one token per pass, each a decode step
+        t = pf.tokens * speed.decode_step_s(list(pf.decode_steps), hw, dp)
+    else:
+        t = speed.prefill_s(pf, hw, pp)
     t += 128 * speed.decode_step_s(speed.tg_features(m, q, wl, 128, 128), hw, dp)
     return replace(rec, e2e_latency_s=t)
 
@@ -71,10 +75,30 @@ def test_e2e_latency_is_predicted_from_the_fit(tmp_path):
     assert len(cal.latency) == 4 and {r.scheme for r in cal.latency_held["full"]} == {"full"}
     for r in cal.latency_held["full"]:
         assert r.ape < 0.05, (r.point.where, r.predicted_s, r.point.measured_s)
-    # n_batch 1 prefills token by token: 128 passes, much slower than n_batch 16
-    by_id = {r.point.where.rsplit(":", 1)[-1]: r for r in cal.latency_held["full"]}
+    # n_batch 1 prefills token by token: 128 decode steps, much slower than n_batch 16
+    by_id = {r.point.measured_s: r for r in cal.latency_held["full"]}
     assert len(by_id) == 4
+    one = [r for r in cal.latency_held["full"] if r.point.prefill.decode_steps]
+    assert len(one) == 1 and one[0].point.workload.n_batch == 1
     lodo = cal.latency_held["lodo"]
     assert len(lodo) == 4 and all(r.ape < 0.15 for r in lodo)
     summary = latency.summary(cal.latency_held)
     assert summary["full"]["n"] == 4 and summary["full"]["by_engine"]["vllm"]["n"] == 1
+
+
+def test_one_token_prefill_records_are_decode_points():
+    """A pp record prefilled one token per pass (llama-bench -b 1) measures decode steps: it becomes a decode
+    point over the prompt's depths (step = 1 / prefill_tok_s), as the estimator predicts it; a batch of such
+    sequences is left out with a reason."""
+    from calibration.dataset import LoadedRecord, build_dataset
+    from calibration.features import speed_points
+
+    rec = base_record(
+        record_id="pp-b1", model_id="llama-2-7b", quant="Q4_0", hardware_id="rtx-3090", n_prompt=128, n_gen=0,
+        decode_tok_s=None, prefill_tok_s=40.0, n_batch=1, schema_version=2,
+    )  # fmt: skip
+    two = replace(rec, record_id="pp-b1-x2", batch=2)
+    pts, rejected = speed_points(build_dataset([LoadedRecord(rec, "gen", 1), LoadedRecord(two, "gen", 2)]))
+    assert [(p.phase, p.extra.get("one_token_prefill")) for p in pts] == [("decode", True)]
+    assert pts[0].measured_s == pytest.approx(1 / 40.0) and pts[0].extra["n_prompt"] == 128
+    assert len(rejected) == 1 and "one token per pass" in rejected[0].reason

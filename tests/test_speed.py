@@ -527,3 +527,24 @@ def test_gemm_outputs_count_routed_experts_by_k_over_e():
     # per layer: 2 of 8 experts x (gate + up: ff rows each, down: hidden rows)
     assert routed == m.n_layers * 2 * (2 * m.moe.expert_ff + m.hidden_size)
     assert outs > routed
+
+
+def test_one_token_passes_are_decode_steps():
+    """n_batch 1 (llama-bench -b 1): every prompt token is a one-token pass returning logits, i.e. a decode
+    step at its depth; the prefill estimate is the decode estimate of those steps, not the GEMM model (fitted
+    on passes of 128+ tokens, which priced such a pass at several decode steps)."""
+    from estimator.catalog.data import get_hardware, get_model
+    from estimator.physics.quant import get_quant
+
+    m, q, h = get_model("llama-3.1-8b"), get_quant("Q4_K_M"), get_hardware("rtx-4090")
+    wl = Workload(n_ctx=4096, n_prompt=256, n_batch=1)
+    f = speed.prefill_features(m, q, wl)
+    assert f.ubatch_tokens == 1 and f.n_passes == 256 and f.decode_steps
+    assert f.decode_steps == tuple(speed.tg_features(m, q, replace(wl, n_seq=1), 0, 256))
+    sets = speed.speed_sets(prior_table(), m, q, h, wl)
+    pre = speed.prefill_estimate(f, h, sets)
+    dec = speed.decode_estimate(list(f.decode_steps), h, sets, 1)
+    assert pre.phase == "prefill" and pre.tok_s == pytest.approx(dec.tok_s)
+    gemm = speed.prefill_estimate(replace(f, decode_steps=()), h, sets)
+    assert gemm.tok_s < pre.tok_s  # the GEMM model's one-token pass is slower than the decode step it is
+    assert not speed.prefill_features(m, q, replace(wl, n_batch=2)).decode_steps

@@ -44,6 +44,10 @@ Prefill (n_prompt tokens for each of B sequences on top of n_depth cached tokens
 * kq_bytes (llama.cpp without flash attention only): the KQ score matrix of each pass is materialised in F32,
   n_heads x u_p x n_kv_p per attention layer, and crosses memory KQ_SCORE_BYTES = 16 B per score (written by
   the KQ matmul, read + written by soft_max_ext, read by the KQV matmul).  Flash attention never writes it.
+* one token per pass (n_batch or n_ubatch 1, e.g. llama-bench -b 1): every prompt token is a forward pass of
+  one token that returns its logits, i.e. a decode step: the prompt takes B x n_prompt decode steps of one
+  sequence over depths n_depth .. n_depth + n_prompt - 1 (``PrefillFeatures.decode_steps``; the decode
+  formula and coefficients, not the GEMM model above, which is fitted on passes of 128+ tokens).
 * pipeline_factor (llama.cpp layer split over P > 1 fully offloaded devices): llama_decode splits each call of
   up to n_batch tokens into m ubatches and runs them as a pipeline over the P devices (each holding L/P
   layers), at most SCHED_MAX_COPIES in flight; factor = sum over calls of makespan(m, P) / (P x sum of m),
@@ -213,7 +217,8 @@ class PrefillFeatures:
     for the width term); attn_flops; kq_bytes: the KQ score traffic of an engine that materialises it
     without flash attention; weight_bytes / host_bytes: bytes one ubatch pass streams from the device / host;
     expert_union_bytes: the routed experts' part of one pass's reads before offload (the union its tokens
-    touch);
+    touch); decode_steps: with one token per pass, the DecodeFeatures of one sequence's prompt tokens (at the
+    ``decode_depths`` of the prompt), which time it instead (module doc), else empty;
     n_passes = ceil(tokens / n_ubatch) of ubatch_tokens each; kernel_class (estimator.physics.counts);
     pipeline_factor (llama.cpp layer split).
     """
@@ -239,6 +244,7 @@ class PrefillFeatures:
     fp8: bool
     engine: str
     expert_union_bytes: float = 0.0
+    decode_steps: tuple = ()
 
 
 _AVERAGED = ("weight_bytes", "kv_bytes", "host_bytes", "expert_union_bytes", "flops_per_token")
@@ -402,7 +408,16 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
         fp8=is_fp8(quant),
         engine=workload.engine,
         expert_union_bytes=union,
+        decode_steps=one_token_steps(model, quant, workload) if per_pass == 1 else (),
     )
+
+
+def one_token_steps(model: ModelSpec, quant: QuantSpec, workload: Workload) -> tuple:
+    """DecodeFeatures of a prompt prefilled one token per pass (module doc): one sequence's n_prompt steps
+    from n_depth, as ``tg_features`` evaluates a generation of that length (a prompt token's pass reads the
+    same weights and KV and runs the output head, as a decode step does)."""
+    wl = replace(workload, n_seq=1)
+    return tuple(tg_features(model, quant, wl, int(workload.n_depth), max(int(workload.n_prompt), 1)))
 
 
 # ------------------------------------------------------------------------------------------------ times
@@ -868,7 +883,10 @@ def decode_estimate(feats, hardware: HardwareSpec, sets: SpeedSets, n_seq: int =
 
 
 def prefill_estimate(f: PrefillFeatures, hardware: HardwareSpec, sets: SpeedSets) -> SpeedEstimate:
-    """Prefill tok/s (f.tokens / time) on the configuration's path."""
+    """Prefill tok/s (f.tokens / time) on the configuration's path; a prompt prefilled one token per pass is
+    timed as the decode steps it is (``f.decode_steps``, module doc)."""
+    if f.decode_steps:
+        return replace(decode_estimate(list(f.decode_steps), hardware, sets, 1), phase="prefill")
     path = sets.path
     if path is None or (path.host is None and path.device_part):
         if path is not None:
