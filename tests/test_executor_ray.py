@@ -360,9 +360,16 @@ def test_ray_client_address_runs_the_plan(nodes, tmp_path):
     argv[argv.index(nodes.address)] = f"ray://127.0.0.1:{nodes.client_port}"
     r = subprocess.run(argv, cwd=REPO, env=nodes.driver_env(), capture_output=True, text=True,
                        timeout=DRIVER_TIMEOUT_S)  # fmt: skip
-    assert r.returncode == 0, r.stderr[-4000:]
+    assert r.returncode == 0, r.stderr[-4000:] + _client_server_logs(nodes)
     recs = [rec for g in _assert_each_point_once(results, CPU_QUICK).values() for rec in g]
     assert all(rec.status == "ok" and rec.extra["executor"] == "ray" for rec in recs)
+
+
+def _client_server_logs(cluster) -> str:
+    """The tails of the head's Ray Client server logs (the proxier and the per-client servers it starts):
+    why a ray:// connection failed, kept in the failure message because the cluster's folder goes at exit."""
+    logs = sorted((cluster.root / "ray").glob("session_*/logs/ray_client_server*"))
+    return "".join(f"\n--- {f.name}\n{f.read_text(errors='replace')[-1500:]}" for f in logs)
 
 
 def test_sigterm_interrupts_the_driver_and_its_points(nodes, tmp_path):

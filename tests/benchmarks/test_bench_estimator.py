@@ -76,7 +76,8 @@ def test_bench_full_matrix_cold(benchmark, catalog):
     table = prior_table()
 
     def clear():
-        for name in ("_breakdown_catalog_quant", "_breakdown_gguf", "_plan", "tensor_inventory"):
+        caches = ("_breakdown_catalog_quant", "_breakdown_gguf", "_plan", "tensor_inventory", "_group_types")
+        for name in caches:
             fn = getattr(weights, name, None)
             if hasattr(fn, "cache_clear"):
                 fn.cache_clear()
