@@ -34,6 +34,7 @@ from functools import lru_cache
 
 from estimator.catalog import support as table
 from estimator.engines import get_engine
+from estimator.physics.quant import catalog_quant
 from estimator.physics.weights import class_types, weight_breakdown
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
 
@@ -211,9 +212,22 @@ def judge(
 
 
 def _expert_types(model: ModelSpec, quant: QuantSpec | None) -> tuple[str, ...]:
-    """Storage types of the routed experts' matrices (empty without routed experts)."""
+    """Storage types of the routed experts' matrices (empty without routed experts).  judge() runs once per
+    device in recommendations, so a catalog format's (or a GGUF file's) answer is cached per model; a custom
+    QuantSpec (its per-class ``types`` dict is unhashable) is typed each time."""
     if model.moe is None:
         return ()
+    if quant is None or catalog_quant(quant.name) is quant:
+        return _cached_expert_types(model, quant.name if quant is not None else None)
+    return _types_of_experts(model, quant)
+
+
+@lru_cache(maxsize=4096)
+def _cached_expert_types(model: ModelSpec, quant_name: str | None) -> tuple[str, ...]:
+    return _types_of_experts(model, catalog_quant(quant_name) if quant_name is not None else None)
+
+
+def _types_of_experts(model: ModelSpec, quant: QuantSpec | None) -> tuple[str, ...]:
     by_class = class_types(model, quant)  # routed classes: ffn_{gate,up,down,gate_up}_exps
     return tuple(sorted({t for c, types in by_class.items() if "_exps" in c for t in types}))
 
