@@ -545,6 +545,10 @@ def test_one_token_passes_are_decode_steps():
     pre = speed.prefill_estimate(f, h, sets)
     dec = speed.decode_estimate(list(f.decode_steps), h, sets, 1)
     assert pre.phase == "prefill" and pre.tok_s == pytest.approx(dec.tok_s)
+    assert pre.time_s == pytest.approx(256 * dec.time_s)  # the prompt's time: 256 steps, not one
+    # time to first token of a 4,096-token prompt: 4,096 such steps (plus one), not one
+    est = speed.estimate_speed(m, q, h, wl, prior_table())
+    assert est.ttft_s > speed.TTFT_PROMPT_TOKENS / est.prefill.tok_s
     gemm = speed.prefill_estimate(replace(f, decode_steps=()), h, sets)
     assert gemm.tok_s < pre.tok_s  # the GEMM model's one-token pass is slower than the decode step it is
     assert not speed.prefill_features(m, q, replace(wl, n_batch=2)).decode_steps

@@ -382,7 +382,8 @@ def test_llama_cpp_tensor_parallel_on_cann_and_opencl():
     """The meta device's generic all-reduce (CANN and OpenCL have no all-reduce of their own): NPU-to-NPU
     peer copies on the 910B, host-memory copies on the 310P (no P2P) and on OpenCL (no async copy)."""
     ascend = verdict("qwen3-8b", "ascend-910b", "F16", devices=2, split="tp")
-    assert ascend.backend == "CANN" and not [f for f in ascend.findings if f.item.startswith("tensor_parallel")]
+    tp = [f for f in ascend.findings if f.item.startswith("tensor_parallel")]
+    assert ascend.backend == "CANN" and not tp
     for hw, backend in (("atlas-300i-duo-96gb", "CANN"), ("adreno-x1-85", "OpenCL")):
         f = table.find("llama.cpp", backend, get_hardware(hw).family, "feature", "tensor_parallel")
         assert (f.status, f.fallback, f.confidence) == ("fallback", "host_copy", "source"), hw

@@ -885,8 +885,9 @@ def decode_estimate(feats, hardware: HardwareSpec, sets: SpeedSets, n_seq: int =
 def prefill_estimate(f: PrefillFeatures, hardware: HardwareSpec, sets: SpeedSets) -> SpeedEstimate:
     """Prefill tok/s (f.tokens / time) on the configuration's path; a prompt prefilled one token per pass is
     timed as the decode steps it is (``f.decode_steps``, module doc)."""
-    if f.decode_steps:
-        return replace(decode_estimate(list(f.decode_steps), hardware, sets, 1), phase="prefill")
+    if f.decode_steps:  # tok/s of one step = of the prompt; the time is the prompt's, not one step's
+        e = decode_estimate(list(f.decode_steps), hardware, sets, 1)
+        return replace(e, phase="prefill", time_s=f.tokens / e.tok_s)
     path = sets.path
     if path is None or (path.host is None and path.device_part):
         if path is not None:
