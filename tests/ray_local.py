@@ -47,10 +47,20 @@ if __name__ == "__main__":
     sys.exit(_launch())
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port that is free now and that this process has not handed out before: the kernel may give
+    a just-closed port again, and a Ray node is given ten ports before it binds any (a repeat made the head's
+    GCS refuse a port 'used by other components')."""
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 def session_pids(sid: int) -> list[int]:

@@ -358,8 +358,15 @@ def test_ray_client_address_runs_the_plan(nodes, tmp_path):
     results = tmp_path / "results"
     argv = _driver_argv(nodes, CPU_QUICK, results)
     argv[argv.index(nodes.address)] = f"ray://127.0.0.1:{nodes.client_port}"
-    r = subprocess.run(argv, cwd=REPO, env=nodes.driver_env(), capture_output=True, text=True,
-                       timeout=DRIVER_TIMEOUT_S)  # fmt: skip
+    for attempt in range(2):
+        r = subprocess.run(argv, cwd=REPO, env=nodes.driver_env(), capture_output=True, text=True,
+                           timeout=DRIVER_TIMEOUT_S)  # fmt: skip
+        # Ray's own client-server start-up (the head's proxier waiting for a per-client server that never
+        # answers its channel) failed on 2 of ~8 clean-clone runs of this 2-core box, before any point ran:
+        # one more connection, to a new per-client server; any other failure fails at once
+        if r.returncode == 0 or "Starting Ray client server failed" not in r.stderr or attempt:
+            break
+        assert not results.exists() or not list(results.rglob("*.jsonl")), "nothing ran before the retry"
     assert r.returncode == 0, r.stderr[-4000:] + _client_server_logs(nodes)
     recs = [rec for g in _assert_each_point_once(results, CPU_QUICK).values() for rec in g]
     assert all(rec.status == "ok" and rec.extra["executor"] == "ray" for rec in recs)
