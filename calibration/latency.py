@@ -128,10 +128,7 @@ def predict_s(lp: LatencyPoint, table) -> tuple[float, str]:
     from estimator.physics import speed
 
     dec, _pre, dparams, pparams = speed.merged_params(table, lp.hardware, lp.engine, lp.backend or None)
-    if lp.prefill.decode_steps:  # one token per pass (llama-bench -b 1): decode steps
-        t_pre = lp.prefill.tokens * speed.decode_step_s(list(lp.prefill.decode_steps), lp.hardware, dparams)
-    else:
-        t_pre = speed.prefill_s(lp.prefill, lp.hardware, pparams)
+    t_pre = speed.prompt_s(lp.prefill, lp.hardware, pparams, dparams)  # decode steps for -b 1
     t_dec = speed.decode_step_s(lp.decode, lp.hardware, dparams) * lp.workload.n_gen
     return t_pre + t_dec, dec.basis or dec.source
 

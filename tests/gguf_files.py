@@ -6,6 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def _llama_hparams(
+    w, hidden: int, layers: int, ff: int, heads: int, kv_heads: int, head_dim: int, vocab: int
+) -> None:
+    """The llama.* hyper-parameters both tiny files write, in the order GGUFWriter stores them (the golden
+    file's bytes depend on it)."""
+    w.add_embedding_length(hidden)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(ff)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_rope_dimension_count(head_dim)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_vocab_size(vocab)
+
+
 def write_tiny_gguf(
     path: str | Path,
     *,
@@ -36,14 +51,7 @@ def write_tiny_gguf(
     w = gguf.GGUFWriter(str(path), "llama", split_max_tensors=split_max_tensors)
     if context is not None:
         w.add_context_length(context)
-    w.add_embedding_length(h)
-    w.add_block_count(layers)
-    w.add_feed_forward_length(ff)
-    w.add_head_count(heads)
-    w.add_head_count_kv(kv_heads)
-    w.add_rope_dimension_count(hd)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_vocab_size(vocab)
+    _llama_hparams(w, h, layers, ff, heads, kv_heads, hd, vocab)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     if name is not None:
         w.add_name(name)
@@ -112,14 +120,7 @@ def golden_tiny_llama() -> Path:
     w = gguf.GGUFWriter(str(tmp), "llama")
     w.add_name("fitbench golden tiny llama")
     w.add_context_length(256)
-    w.add_embedding_length(h)
-    w.add_block_count(n_layers)
-    w.add_feed_forward_length(ff)
-    w.add_head_count(heads)
-    w.add_head_count_kv(kv_heads)
-    w.add_rope_dimension_count(hd)
-    w.add_layer_norm_rms_eps(1e-5)
-    w.add_vocab_size(vocab)
+    _llama_hparams(w, h, n_layers, ff, heads, kv_heads, hd, vocab)
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0)
 
     def q8(name: str, rows: int, cols: int) -> None:

@@ -36,11 +36,7 @@ def _e2e(hw_id: str, build: str, batch: int, n_batch_raw: str | None, rid: str, 
         wl = replace(wl, n_batch=int(n_batch_raw.split()[1]))
     pp = {**PRE["nvidia-ampere"], "bw_eff": DEC["nvidia-ampere"]["bw_eff"]}
     dp = {**DEC["nvidia-ampere"], "flops_eff": PRE["nvidia-ampere"]["flops_eff"]}
-    pf = speed.prefill_features(m, q, wl)
-    if pf.decode_steps:  # -b 1: one token per pass, each a decode step
-        t = pf.tokens * speed.decode_step_s(list(pf.decode_steps), hw, dp)
-    else:
-        t = speed.prefill_s(pf, hw, pp)
+    t = speed.prompt_s(speed.prefill_features(m, q, wl), hw, pp, dp)  # -b 1: decode steps
     t += 128 * speed.decode_step_s(speed.tg_features(m, q, wl, 128, 128), hw, dp)
     return replace(rec, e2e_latency_s=t)
 

@@ -546,6 +546,9 @@ def test_one_token_passes_are_decode_steps():
     dec = speed.decode_estimate(list(f.decode_steps), h, sets, 1)
     assert pre.phase == "prefill" and pre.tok_s == pytest.approx(dec.tok_s)
     assert pre.time_s == pytest.approx(256 * dec.time_s)  # the prompt's time: 256 steps, not one
+    dparams = speed.merged_params(prior_table(), h, "llama.cpp")[2]
+    step = speed.decode_step_s(list(f.decode_steps), h, dparams)
+    assert speed.prompt_s(f, h, {}, dparams) == pytest.approx(256 * step)  # the native-path seconds
     # time to first token of a 4,096-token prompt: 4,096 such steps (plus one), not one
     est = speed.estimate_speed(m, q, h, wl, prior_table())
     assert est.ttft_s > speed.TTFT_PROMPT_TOKENS / est.prefill.tok_s

@@ -732,6 +732,14 @@ def prefill_s(f: PrefillFeatures, hardware: HardwareSpec, params: dict) -> float
     return prefill_time(f, rates_for_prefill(d, params, f.kernel_class))
 
 
+def prompt_s(f: PrefillFeatures, hardware: HardwareSpec, pparams: dict, dparams: dict) -> float:
+    """Seconds of a prompt on the device's native path: its decode steps when it is prefilled one token per
+    pass (``f.decode_steps``, module doc), else ``prefill_s``."""
+    if f.decode_steps:
+        return f.tokens * decode_step_s(list(f.decode_steps), hardware, dparams)
+    return prefill_s(f, hardware, pparams)
+
+
 # ------------------------------------------------------------------------------------------- estimates
 def merged_params(table: CoefficientTable, hardware: HardwareSpec, engine: str, backend: str | None = None):
     """(decode set, prefill set, decode params, prefill params).
