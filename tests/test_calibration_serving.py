@@ -77,6 +77,22 @@ def calibrated(tmp_path_factory, records):
     return cal, doc, path
 
 
+def test_serving_engine_term_is_per_vendor():
+    """The serving rows regress on ``engine=<e>@<vendor>``: SGLang's ROCm build says nothing about its CUDA
+    build (held out by device, one shared term carried the MI300X rows' misfit to the B200: TPOT 20.4 % ->
+    13.1 %, docs/calibration.md); on a CPU the term is ``@cpu``; llama.cpp is the reference (no term)."""
+    from estimator.physics.covariates import covariates
+
+    groups = ("engine_vendor", "vendor")
+    assert covariates(resolve_hardware("mi300x"), "sglang", None, groups) == {
+        "engine=sglang@amd": 1.0, "vendor=AMD": 1.0}  # fmt: skip
+    assert covariates(resolve_hardware("b200"), "sglang", None, groups) == {"engine=sglang@nvidia": 1.0}
+    assert covariates(resolve_hardware("b200"), "vllm", None, ("engine",)) == {"engine=vllm@accel": 1.0}
+    cpu = resolve_hardware("epyc-9654")
+    assert covariates(cpu, "vllm", None, ("engine_vendor",)) == {"engine=vllm@cpu": 1.0}
+    assert covariates(resolve_hardware("b200"), "llama.cpp", None, ("engine_vendor",)) == {}
+
+
 def test_serving_design_is_units_with_covariates_and_effects(points):
     """The serving fit's own design: only the serving rows of PARAMS, one row per (device, engine, backend),
     the engine / vendor covariates and the family / device effects each row names."""
@@ -95,7 +111,9 @@ def test_serving_design_is_units_with_covariates_and_effects(points):
     )  # fmt: skip
     keys = [p.key for p in design.params]
     bw = design.names[keys.index("serving.bw_eff")]
-    assert {"cov:1", "cov:engine=vllm@accel", "cov:vendor=AMD"} <= set(bw)
+    # the engine term is per vendor: vLLM's ROCm build is not its CUDA build
+    assert {"cov:1", "cov:engine=vllm@nvidia", "cov:engine=vllm@amd", "cov:vendor=AMD"} <= set(bw)
+    assert "cov:engine=vllm@accel" not in bw
     assert {c for c in bw if c.startswith("family:")} == {f"family:{f}" for f in TRUTH}
     assert {c for c in bw if c.startswith("device:")} == {f"device:{d}" for d in DEVICES}
     assert not [c for c in design.names[keys.index("serving.queue_share")] if c.startswith("device:")]
@@ -261,14 +279,35 @@ def test_serving_rejections_say_why():
         replace(rec, record_id="noq", quant=""),
         replace(rec, record_id="e2e", ttft_s=None, tpot_s=None, e2e_latency_s=3.0, concurrency=None),
         replace(rec, record_id="ok"),
+        # vLLM before its V1 engine: stated by the record, or by its source (SOURCE_BUILDS)
+        replace(rec, record_id="v0", engine_version="0.6.3.post1"),
+        replace(rec, record_id="argonne", engine_version="",
+                extra={**rec.extra, "source_group": "argonne-llm-inference-bench"}),
+        replace(rec, record_id="v1", engine_version="0.8.0"),
+        replace(rec, record_id="nightly", engine_version="nightly-5b8c30d62b754b57"),
     ]
     ds = build_dataset([LoadedRecord(r, "gen", i) for i, r in enumerate(recs)])
     points, rejected = serving.serving_points(ds)
-    assert {p.record_id for p in points} == {"ok"} and len(points) == 2
+    assert {p.record_id for p in points} == {"ok", "v1", "nightly"} and len(points) == 6
     why = {r.record_id: r.reason for r in rejected}
-    assert set(why) == {"trt", "dis", "big", "noq"}
+    assert set(why) == {"trt", "dis", "big", "noq", "v0", "argonne"}
     assert "TensorRT-LLM" in why["trt"] and "disaggregated" in why["dis"] and "16 devices" in why["big"]
     assert "precision" in why["noq"]
+    assert "vLLM 0.6.3.post1 predates 0.8.0" in why["v0"] and "vLLM 0.6.1 predates 0.8.0" in why["argonne"]
+
+
+def test_release_numbers_and_the_builds_a_profile_describes():
+    from estimator.engines import get_engine
+    from estimator.engines.base import release_number
+
+    assert release_number("v0.6.1") == (0, 6, 1) and release_number("0.8") == (0, 8, 0)
+    assert release_number("0.5.13.post1") == (0, 5, 13) and release_number("0.19.0") == (0, 19, 0)
+    assert release_number("") == () and release_number("nightly-dev-20260216-d3bae71e") == ()
+    vllm = get_engine("vllm")
+    assert not vllm.describes_build("0.7.3")
+    assert vllm.describes_build("0.8.0") and vllm.describes_build("0.10")
+    assert vllm.describes_build("") and vllm.describes_build("nightly-dev")  # unknown: taken as described
+    assert get_engine("sglang").describes_build("0.1.0")  # no floor set
 
 
 def _spec(model_id: str, quant: str, hw):

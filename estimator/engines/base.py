@@ -122,6 +122,16 @@ class KVLayout:
         return self.windowed // self.n_streams
 
 
+def release_number(version: str) -> tuple[int, ...]:
+    """The release number a version string starts with ("v0.6.1" / "0.6.1.post2" -> (0, 6, 1); "0.8" ->
+    (0, 8, 0)); () when it starts with none ("", "nightly-dev-...")."""
+    m = re.match(r"v?(\d+(?:\.\d+)*)", (version or "").strip())
+    if not m:
+        return ()
+    nums = tuple(int(x) for x in m.group(1).split("."))
+    return nums + (0,) * (3 - len(nums)) if len(nums) < 3 else nums
+
+
 def slug(text: str) -> str:
     """A file-name-safe form of a model name (placeholder GGUF paths)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "model"
@@ -159,6 +169,9 @@ class EngineProfile:
     runtime_model: str = "torch"  # "ggml" | "torch" (estimator.physics.runtime)
     memory_prior: str = ""  # key of estimator/data/memory_prior.json and coefficients "memory"
     max_batched_tokens: int = 8192  # token budget of one scheduler step (torch runtime model)
+    # first engine version whose scheduler ``scheduler()`` describes (serving at concurrency): the serving
+    # fit leaves out measurements of older builds; "" = every version
+    serving_since: str = ""
     int8_gemm: bool = False
     materializes_kq_without_fa: bool = False
     pipelines_layer_split: bool = False
@@ -174,6 +187,14 @@ class EngineProfile:
     # further (vendor, kind, backend) a user may choose with --backend (Workload.backend): a backend runs on a
     # device when an entry of ``backends`` or of these matches its vendor and kind
     backend_options: tuple[tuple[str, str, str], ...] = ()
+
+    # ----------------------------------------------------------------------------------------- scheduler
+    def describes_build(self, version: str) -> bool:
+        """True when ``scheduler()`` is the scheduler of this engine version: ``serving_since`` is unset, the
+        version is not stated, or it does not start with a release number (nightly builds), or its release
+        number (leading digits, "v0.6.1" -> (0, 6, 1)) is at least ``serving_since``'s."""
+        have, since = release_number(version), release_number(self.serving_since)
+        return not have or not since or have >= since
 
     # ------------------------------------------------------------------------------------------- weights
     def runs(self, quant: QuantSpec) -> bool:

@@ -17,7 +17,8 @@ concurrency; ``--cpu-offload-gb`` (GiB per GPU) for ``--offload-gib``.
 
 Scheduler (``scheduler``; vLLM V1, read in vllm 0.32.0 ``engine/arg_utils.py`` (the batch defaults) and
 ``config/vllm.py`` ``_set_cudagraph_sizes``): chunked prefill is always on, each step schedules the running
-requests' decode tokens first and fills the rest of the token budget with prompt chunks.
+requests' decode tokens first and fills the rest of the token budget with prompt chunks.  V1 is the default
+engine from vLLM 0.8.0 (``serving_since``): measurements of older (V0) builds are not serving points.
 Defaults of ``vllm serve`` by memory of one device: >= 160 GiB ``max_num_batched_tokens`` 16384,
 ``max_num_seqs`` 1024; >= 70 GiB (not A100) 8192 / 1024; smaller GPUs 2048 / 256; CPU 2048 x world size / 128
 x world size.  CUDA graphs are captured for 1, 2, 4, 8 .. 248 (step 8), 256 .. max (step 16) tokens, max =
@@ -69,6 +70,9 @@ class VLLM(EngineProfile):
     runtime_model = "torch"
     memory_prior = "vllm"
     max_batched_tokens = 8192
+    # the V1 engine (the scheduler above) is vLLM's default from 0.8.0 (vllm-project/vllm PR 13726, release
+    # notes of v0.8.0); V0 builds scheduled prompts first, without chunked prefill by default
+    serving_since = "0.8.0"
     offload_flag = "--cpu-offload-gb"
     # platforms of vllm-project/vllm (CUDA, ROCm, XPU, CPU; the macOS build is CPU-only) and the vllm-ascend
     # plugin

@@ -135,8 +135,8 @@ class Param:
 _LEVEL = ("engine", "backend", "vendor", "kind", "year")  # covariate groups of every fitted parameter's level
 _OVERHEAD = ("engine", "backend", "kind")
 _FD = ("family", "device")
-_SERVE = ("engine",)  # serving rows: vLLM / SGLang (estimator.physics.covariates: engine=<e>@accel)
-_SERVE_EFF = ("engine", "vendor")
+_SERVE = ("engine_vendor",)  # serving rows: vLLM / SGLang per vendor (covariates: engine=<e>@<vendor>)
+_SERVE_EFF = ("engine_vendor", "vendor")
 PARAMS: tuple[Param, ...] = (
     # decode (estimator.physics.speed: t_step = t_fixed_s + t_layer_s L + moe_route_s L_moe + max(...) + comm)
     Param("bw_eff", "decode", EFF, 0.7, 1e-3, 1.0, True, "all", "fraction of datasheet bandwidth reached",
@@ -202,7 +202,8 @@ PARAMS: tuple[Param, ...] = (
     # serving at concurrency (estimator.physics.serving: one scheduler step mixes decode tokens and prompt
     # chunks; a request queues behind other prompts).  Absent optional ones come from the family's decode /
     # prefill sets (serving_params); the serving fit (calibration.serving) estimates them all, per engine
-    # (vLLM vs SGLang schedulers and kernels) with family / device effects, efficiencies also per vendor.
+    # and vendor (vLLM vs SGLang schedulers and kernels, CUDA vs ROCm builds) with family / device effects,
+    # efficiencies also per vendor.
     Param("bw_eff", "serving", EFF, 0.75, 1e-3, 1.0, fit="all", doc="weights streamed per step, as decode",
           covariates=_SERVE_EFF, effects=_FD),
     Param("kv_bw_eff", "serving", EFF, 0.75, 1e-3, 1.0, fit="all",

@@ -16,6 +16,11 @@ Groups and the covariates they give (name: value; reference level in brackets ha
 
 * ``engine``: ``engine=<e>@<cpu|accel>`` = 1 for an engine other than llama.cpp, per CPU / accelerator (an
   engine measured only on a CPU says nothing about its GPU efficiency);
+* ``engine_vendor``: ``engine=<e>@<vendor>`` (vendor in lower case; ``engine=<e>@cpu`` on a CPU) = 1 for an
+  engine other than llama.cpp: the serving rows' engine term.  An engine's accelerator builds differ by vendor
+  (vLLM and SGLang run other attention and MoE kernels on ROCm than on CUDA), so SGLang measured on an
+  MI300X says little about SGLang on a B200: one shared ``engine=sglang@accel`` term carried the MI300X
+  rows' misfit to NVIDIA parts (docs/calibration.md "Serving at concurrency");
 * ``backend``: ``backend=<b>`` = 1 for a llama.cpp backend other than [CUDA] (ROCm, Vulkan, Metal, CPU, SYCL,
   OpenCL): launch/sync overheads and kernel quality per backend;
 * ``vendor``: ``vendor=<v>`` = 1 for a vendor other than [NVIDIA];
@@ -44,6 +49,7 @@ from estimator.specs import HardwareSpec
 
 GROUPS = (
     "engine",
+    "engine_vendor",
     "backend",
     "vendor",
     "kind",
@@ -97,6 +103,9 @@ def covariates(hardware: HardwareSpec, engine: str, backend: str | None, groups)
     for g in groups:
         if g == "engine" and engine != REFERENCE_ENGINE:
             x[f"engine={engine}@{'cpu' if kind == 'cpu' else 'accel'}"] = 1.0
+        elif g == "engine_vendor" and engine != REFERENCE_ENGINE:
+            where = "cpu" if kind == "cpu" else (hardware.vendor or REFERENCE_VENDOR).lower()
+            x[f"engine={engine}@{where}"] = 1.0
         elif g == "backend" and engine == REFERENCE_ENGINE and backend and backend != REFERENCE_BACKEND:
             x[f"backend={backend}"] = 1.0
         elif g == "vendor" and (hardware.vendor or "").lower() not in (REFERENCE_VENDOR, ""):
