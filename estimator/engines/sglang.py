@@ -12,8 +12,9 @@ Facts from sgl-project/sglang ``python/sglang/srt/server_args.py`` (read 2026-12
   prior here is 0.88.  Activations and CUDA graphs use the rest, as in vLLM: the same "torch" runtime model
   (estimator.physics.runtime) starting from vLLM's memory prior, with a chunked-prefill budget of 8,192
   tokens (SGLang's ``--chunked-prefill-size`` default on large GPUs).
-* Speed: no SGLang measurement is calibrated yet, so its figures come from the pooled prior (the report says
-  so); batched decode and prefill follow the same physics as vLLM.
+* Speed: serving at concurrency is calibrated on published SGLang runs (calibration.serving: B200 and MI300X
+  rows, the engine term per vendor); a single stream's decode and prefill have no SGLang record and follow the
+  same physics as vLLM (the report names the basis of each figure).
 
 ``launch``: ``--model-path``, ``--context-length`` = n_ctx, ``--mem-fraction-static``, ``--tp-size`` or
 ``--pp-size``, ``--kv-cache-dtype``, ``--max-running-requests`` = concurrency, ``--quantization fp8`` for FP8
