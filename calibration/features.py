@@ -95,6 +95,7 @@ def hardware_from_detected(rec) -> HardwareSpec:
         bandwidth_gbs=float(bw),
         bf16_tflops=None,
         host_bandwidth_gbs=float(bw),
+        bandwidth_measured_gbs=float(bw),  # the probe is an achieved bandwidth (covariate bw_measured)
         source=f"detected on {rec.host} (bandwidth = copy probe)",
     )
 

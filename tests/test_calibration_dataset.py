@@ -139,3 +139,27 @@ def test_disturbed_repetitions_leave_the_speed_out_but_keep_the_record(tmp_path)
     (rej,) = rejected
     assert rej.record_id == "noisy" and f"{path}:2" in str(rej) and "9.0x" in rej.reason
     assert MAX_SAMPLE_SPREAD == 2.0
+
+
+def test_a_detected_host_spec_carries_its_probe_as_an_achieved_bandwidth():
+    """A host outside the catalog is specced from its copy probe: that figure is an achieved bandwidth, so
+    it is also ``bandwidth_measured_gbs`` and the ``bw_measured`` covariate says so (ln(1 / 0.85)), in
+    calibration and in the estimator's detected spec alike; a datasheet device without a published
+    measurement has none."""
+    import math
+
+    from calibration.features import hardware_from_detected
+    from estimator.catalog.detect import CpuInfo, detected_cpu_spec
+    from estimator.catalog.resolve import resolve_hardware
+    from estimator.physics.covariates import TYPICAL_STREAM_FRACTION, covariates
+
+    detected = {"cpu_model": "AMD EPYC 9R14", "host_bandwidth_probe_gbs": 27.8}
+    rec = replace(base_record(), hardware_id="", host="h", extra={"detected": detected})
+    hw = hardware_from_detected(rec)
+    assert hw.bandwidth_gbs == hw.bandwidth_measured_gbs == 27.8
+    want = {"bw_measured": pytest.approx(math.log(1 / TYPICAL_STREAM_FRACTION))}
+    assert covariates(hw, "llama.cpp", "CPU", ("bw_measured",)) == want
+    cpu = CpuInfo("AMD EPYC 9R14", "x86_64", 2, 2, 2**34, ("avx512f",), "cpu-x86-avx512")
+    spec = detected_cpu_spec(cpu, 27.8, "cpu-x86-avx512")
+    assert covariates(spec, "llama.cpp", "CPU", ("bw_measured",)) == want
+    assert covariates(resolve_hardware("threadripper-3970x"), "llama.cpp", "CPU", ("bw_measured",)) == {}

@@ -385,7 +385,8 @@ def detected_gpu_spec(
 def detected_cpu_spec(
     cpu: CpuInfo, bandwidth_gbs: float | None, family: str, status: str = "unverified", source: str = ""
 ) -> HardwareSpec:
-    """A spec of a CPU outside the catalog: memory = RAM, bandwidth = the copy probe (GB/s), no TFLOPS."""
+    """A spec of a CPU outside the catalog: memory = RAM, bandwidth = the copy probe (GB/s; also its
+    ``bandwidth_measured_gbs``: an achieved figure, not a datasheet peak), no TFLOPS."""
     name = cpu.model_name
     return HardwareSpec(
         id="detected-cpu",
@@ -397,6 +398,7 @@ def detected_cpu_spec(
         bandwidth_gbs=bandwidth_gbs,
         bf16_tflops=None,
         host_bandwidth_gbs=bandwidth_gbs,
+        bandwidth_measured_gbs=bandwidth_gbs,  # the probe is an achieved bandwidth (covariate bw_measured)
         status=status,
         source=source,
     )
