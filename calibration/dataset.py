@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,6 +219,33 @@ def input_hash(records: Iterable[RunRecord]) -> str:
         h.update(line.encode("utf-8"))
         h.update(b"\n")
     return "sha256:" + h.hexdigest()
+
+
+# The engine build of a source's rows that state none, as the source states it for its other rows
+# (../shared/reference/published/sources.md; the rows' notes), per (source_group, engine): Argonne's
+# LLM-Inference-Bench (arXiv 2411.00136, Nov 2024) names "vLLM v0.6.1 ROCm docker" (MI300X) and "vLLM v0.5.2
+# XPU" (Intel) in its rows' notes; its GH200 rows and Fig 21 TTFT rows name none and are taken as the same
+# generation (the paper predates vLLM 0.8.0, the V1 engine, either way).
+SOURCE_BUILDS = {("argonne-llm-inference-bench", "vllm"): "0.6.1"}
+
+
+def record_build(rec: RunRecord, engine: str | None = None) -> str:
+    """The engine version of a record (``engine`` defaults to ``rec.engine``): its own ``engine_version``;
+    else the version its ``build_info`` or published notes give after the engine's name ("vLLM v0.5.2 XPU",
+    "SGLang 0.5.13.post1 (bench_serving)"); else what its source states for such rows (``SOURCE_BUILDS`` by
+    ``extra["source_group"]``); "" when nobody says."""
+    from estimator.engines import ENGINES, get_engine
+
+    if rec.engine_version:
+        return rec.engine_version
+    engine = engine or rec.engine
+    extra = rec.extra if isinstance(rec.extra, dict) else {}
+    label = get_engine(engine).label if engine in ENGINES else engine
+    said = re.search(rf"\b{re.escape(label)}\s+v?(\d+(?:\.\d+)+(?:\.post\d+)?)\b",
+                     f"{rec.build_info or ''}; {extra.get('notes', '')}", re.IGNORECASE)  # fmt: skip
+    if said:
+        return said.group(1)
+    return SOURCE_BUILDS.get((extra.get("source_group", ""), engine), "")
 
 
 def device_key(rec: RunRecord) -> str:

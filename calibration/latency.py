@@ -30,7 +30,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
-from calibration.dataset import Dataset, Rejection
+from calibration.dataset import Dataset, Rejection, record_build
 from calibration.features import Resolver, point_family, record_specs
 from calibration.validate import FOLDS, ape_stats
 
@@ -56,6 +56,7 @@ class LatencyPoint:
     where: str
     prefill: object = None  # speed.PrefillFeatures (built once)
     decode: object = None  # list of speed.DecodeFeatures of the n_gen steps
+    build: str = ""  # the engine build (calibration.dataset.record_build; "" when nobody states it)
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ def latency_points(
             out.append(
                 LatencyPoint(
                     model, quant, hw, wl, float(r.e2e_latency_s), _device(r), point_family(r, hw), r.engine,
-                    r.backend, r.model_id, b, lr.where, pre, dec,
+                    r.backend, r.model_id, b, lr.where, pre, dec, record_build(r),
                 )
             )  # fmt: skip
         except (SpecError, KeyError, ValueError, ZeroDivisionError) as exc:
@@ -172,7 +173,11 @@ def predict_schemes(points: list[LatencyPoint], sf) -> dict[str, list[LatencyRes
 
 def summary(held: dict[str, list[LatencyResult]]) -> dict:
     """Per scheme: n, median and p90 APE of the latency, overall and per engine; for the full fit also per
-    (engine, device, device count) with the median ln(predicted / measured) and the basis."""
+    (engine, device, device count, basis, build) with the median ln(predicted / measured) and whether the
+    build is older than the one the engine profile describes (``EngineProfile.describes_build``: vLLM's V0
+    engine; the estimator predicts the profile's engine, so such rows measure an older program)."""
+    from estimator.engines import get_engine
+
     out = {}
     for scheme, rs in held.items():
         med, p90 = ape_stats([r.ape for r in rs])
@@ -184,9 +189,11 @@ def summary(held: dict[str, list[LatencyResult]]) -> dict:
         if scheme == "full":
             groups: dict[tuple, list[LatencyResult]] = defaultdict(list)
             for r in rs:
-                groups[(r.point.engine, r.point.device, r.point.workload.n_devices, r.basis)].append(r)
+                key = (r.point.engine, r.point.device, r.point.workload.n_devices, r.basis, r.point.build)
+                groups[key].append(r)
             entry["by_device"] = [
-                {"engine": k[0], "device": k[1], "n_devices": k[2], "basis": k[3], "n": len(g),
+                {"engine": k[0], "device": k[1], "n_devices": k[2], "basis": k[3], "build": k[4],
+                 "older_than_profile": not get_engine(k[0]).describes_build(k[4]), "n": len(g),
                  "median_ape": _r(ape_stats([r.ape for r in g])[0]),
                  "median_log_ratio": _r(float(sorted(math.log(r.predicted_s / r.point.measured_s)
                                                      for r in g)[len(g) // 2]))}

@@ -211,11 +211,15 @@ def _scheme_lines(doc: dict) -> list[str]:
                 lines.append(f"| {scheme} | {eng} | {cells} |")
         by_dev = e2e.get("full", {}).get("by_device", [])
         if by_dev:
-            lines += ["", "Per device (full fit; ln(predicted / measured) < 0: predicted too fast):", "",
-                      "| engine | device | devices | basis | n | median | median ln(pred/meas) |",
-                      "|---|---|---:|---|---:|---:|---:|"]  # fmt: skip
+            lines += ["", "Per device (full fit; ln(predicted / measured) < 0: predicted too fast; build: "
+                      "the engine version the record or its source states, *older* when it predates the "
+                      "engine the profile describes, e.g. vLLM before its V1 engine):", "",
+                      "| engine | device | devices | basis | build | n | median | median ln(pred/meas) |",
+                      "|---|---|---:|---|---|---:|---:|---:|"]  # fmt: skip
             for d in by_dev:
-                head = f"| {d['engine']} | {d['device']} | {d['n_devices']} | {d['basis']} | {d['n']} |"
+                build = (d.get("build") or "-") + (" *older*" if d.get("older_than_profile") else "")
+                head = f"| {d['engine']} | {d['device']} | {d['n_devices']} | {d['basis']} | {build} |"
+                head += f" {d['n']} |"
                 lines.append(f"{head} {_pct(d['median_ape'])} | {d['median_log_ratio']:+.2f} |")
     return lines + [""]
 

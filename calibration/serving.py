@@ -27,11 +27,11 @@ What is left out, each with its reason (``Rejection``): engines without a profil
 and kernels are not modelled; engine ``other`` rows are SGLang when their build says so), llama.cpp serving
 (its speed is the decode / prefill fit), disaggregated rows (separate prefill and decode workers: another
 system), builds older than the scheduler the engine profile describes (``EngineProfile.serving_since``: vLLM
-before its V1 engine; a record's build is its ``engine_version``, else what its source states,
-``SOURCE_BUILDS``: Argonne's 2024 runs), a precision the record does not state, pipeline-parallel instances,
-instances of more than ``MAX_DEVICES`` devices, requests longer than the model's context (the engine
-truncates or refuses them), devices without a datasheet TFLOPS figure, and models / quants / devices the
-catalog does not know.
+before its V1 engine; ``calibration.dataset.record_build``: a record's ``engine_version``, else what its
+source states, e.g. Argonne's 2024 runs), a precision the record does not state, pipeline-parallel
+instances, instances of more than ``MAX_DEVICES`` devices, requests longer than the model's context (the
+engine truncates or refuses them), devices without a datasheet TFLOPS figure, and models / quants / devices
+the catalog does not know.
 Throughput-only figures (``output_tok_s`` / ``total_tok_s``: derived from the same runs) and ``itl_s`` (the
 same steps as TPOT) are not points.
 
@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from calibration.dataset import Dataset, LoadedRecord, Rejection
+from calibration.dataset import Dataset, LoadedRecord, Rejection, record_build
 from calibration.features import Resolver, SpeedPoint, _point, workload_for
 from calibration.fit import TimeModel
 from calibration.validate import HeldOut, ape_stats
@@ -66,11 +66,6 @@ GATED_METRICS = ("tpot", "ttft")
 STRATA = tuple(f"{PHASE}.{m}" for m in METRICS.values())
 FP_KV_PRECISIONS = ("FP8", "FP8-BLOCK", "NVFP4", "MXFP4")
 MAX_DEVICES = 8  # devices of one serving instance the model covers (one node's interconnect)
-# The engine build of a source whose rows do not carry it, as the source states it elsewhere
-# (../shared/reference/published/sources.md; the rows' notes): Argonne's LLM-Inference-Bench (arXiv
-# 2411.00136, Nov 2024) ran "vLLM v0.6.1 ROCm docker" on the MI300X and v0.5.2 on Intel XPU (notes of its
-# All_results rows; its Fig 21 TTFT rows state none): the V0 engine on every device of the source.
-SOURCE_BUILDS = {"argonne-llm-inference-bench": "0.6.1"}
 
 
 def record_engine(rec) -> str | None:
@@ -119,19 +114,13 @@ def _why_not(rec) -> str | None:
             "NVLink or wide expert parallelism) is not modelled: the interconnect term is one node's"
         )
     profile = get_engine(record_engine(rec))
-    build = record_build(rec)
+    build = record_build(rec, profile.name)
     if not profile.describes_build(build):
         return (
             f"{profile.label} {build} predates {profile.serving_since}, the first build whose scheduler the "
             f"profile describes"
         )
     return None
-
-
-def record_build(rec) -> str:
-    """The engine version of a record: its own, else the one its source states (``SOURCE_BUILDS``)."""
-    group = (rec.extra or {}).get("source_group", "") if isinstance(rec.extra, dict) else ""
-    return rec.engine_version or SOURCE_BUILDS.get(group, "")
 
 
 def serving_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[SpeedPoint], list[Rejection]]:

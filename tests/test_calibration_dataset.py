@@ -163,3 +163,21 @@ def test_a_detected_host_spec_carries_its_probe_as_an_achieved_bandwidth():
     spec = detected_cpu_spec(cpu, 27.8, "cpu-x86-avx512")
     assert covariates(spec, "llama.cpp", "CPU", ("bw_measured",)) == want
     assert covariates(resolve_hardware("threadripper-3970x"), "llama.cpp", "CPU", ("bw_measured",)) == {}
+
+
+def test_record_build_reads_the_record_its_notes_then_its_source():
+    """A record's engine build: its engine_version; else what its build_info / published notes say after the
+    engine's name; else what its source states for such rows, per engine (Argonne's vLLM runs, not its
+    llama.cpp ones); "" when nobody says."""
+    from calibration.dataset import record_build
+
+    rec = replace(base_record(), engine="vllm", engine_version="", build_info="", extra={})
+    assert record_build(rec) == ""
+    assert record_build(replace(rec, engine_version="0.19.0")) == "0.19.0"
+    notes = {"notes": "offline single-batch latency; vLLM v0.5.2 XPU; Intel Data Center GPU Max 1550"}
+    assert record_build(replace(rec, extra=notes)) == "0.5.2"
+    sglang = replace(rec, engine="other", build_info="SGLang 0.5.13.post1 (bench_serving)")
+    assert record_build(sglang, "sglang") == "0.5.13.post1"
+    argonne = {"source_group": "argonne-llm-inference-bench", "notes": "vLLM (version not stated); GH200"}
+    assert record_build(replace(rec, extra=argonne)) == "0.6.1"
+    assert record_build(replace(rec, engine="llama.cpp", extra=argonne)) == ""

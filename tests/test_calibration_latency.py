@@ -64,6 +64,8 @@ def test_e2e_latency_is_predicted_from_the_fit(tmp_path):
         _e2e("rtx-a6000", "llama.cpp (llama-bench -pg)", 1, None, "e3"),
         _e2e("a100-80gb-pcie", "vLLM (offline LLM.generate batch latency)", 8, None, "e4", "vllm"),
     ]
+    # the vLLM run is Argonne's: no build of its own, the source's v0.6.1 (older than the V1 engine)
+    e2e[3] = replace(e2e[3], engine_version="", extra={"source_group": "argonne-llm-inference-bench"})
     write_records(tmp_path / "runs" / "gen.jsonl", recs + e2e)
     ds = load_dataset(tmp_path)
     assert len(ds.serving_records) == 4
@@ -80,6 +82,9 @@ def test_e2e_latency_is_predicted_from_the_fit(tmp_path):
     assert len(lodo) == 4 and all(r.ape < 0.15 for r in lodo)
     summary = latency.summary(cal.latency_held)
     assert summary["full"]["n"] == 4 and summary["full"]["by_engine"]["vllm"]["n"] == 1
+    older = {(d["engine"], d["build"]): d["older_than_profile"] for d in summary["full"]["by_device"]}
+    assert older[("vllm", "0.6.1")] is True
+    assert not any(v for (eng, _b), v in older.items() if eng == "llama.cpp")
 
 
 def test_one_token_prefill_records_are_decode_points():
