@@ -343,3 +343,22 @@ def test_check_gates_tpot_and_ttft_and_report_has_the_serving_section(calibrated
     md = report.write_report(cal, tmp_path, doc).read_text()
     assert "## Serving at concurrency (TTFT, TPOT)" in md and "| gate | all/tpot |" in md
     assert "| serving.tpot | lomo |" in md  # the headline table holds the serving strata
+
+
+def test_shipped_serving_terms_are_per_vendor_at_lookup():
+    """The estimator applies the shipped serving fit's engine terms per vendor: on an NVIDIA part SGLang and
+    vLLM get their own ``engine=<e>@nvidia`` terms, on a vendor neither engine was measured on (Intel) no
+    engine term applies, so the two engines share every serving parameter there."""
+    from estimator.physics.coefficients import model_params
+
+    model = json.loads(open("results/coefficients.json", encoding="utf-8").read())["model"]
+    names = {c for e in model["params"] if e["key"].startswith("serving.") for c in e.get("beta", {})}
+    assert {"engine=sglang@nvidia", "engine=vllm@nvidia", "engine=sglang@amd"} <= names
+    assert not any(n.endswith("@accel") for n in names)
+    h200, intel = resolve_hardware("h200-141gb-sxm"), resolve_hardware("intel-max-1550")
+
+    def serving(hw, engine):
+        return model_params(model, hw, engine, "serving", None)
+
+    assert serving(h200, "sglang") != serving(h200, "vllm")
+    assert serving(intel, "sglang") == serving(intel, "vllm")
