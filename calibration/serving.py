@@ -28,7 +28,7 @@ and kernels are not modelled; engine ``other`` rows are SGLang when their build 
 (its speed is the decode / prefill fit), disaggregated rows (separate prefill and decode workers: another
 system), builds older than the scheduler the engine profile describes (``EngineProfile.serving_since``: vLLM
 before its V1 engine; ``calibration.dataset.record_build``: a record's ``engine_version``, else what its
-source states, e.g. Argonne's 2024 runs), a precision the record does not state, pipeline-parallel
+notes or its source state, e.g. Argonne's 2024 runs), a precision the record does not state, pipeline-parallel
 instances, instances of more than ``MAX_DEVICES`` devices, requests longer than the model's context (the
 engine truncates or refuses them), devices without a datasheet TFLOPS figure, and models / quants / devices
 the catalog does not know.
