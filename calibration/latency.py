@@ -176,7 +176,7 @@ def summary(held: dict[str, list[LatencyResult]]) -> dict:
     (engine, device, device count, basis, build) with the median ln(predicted / measured) and whether the
     build is older than the one the engine profile describes (``EngineProfile.describes_build``: vLLM's V0
     engine; the estimator predicts the profile's engine, so such rows measure an older program)."""
-    from estimator.engines import get_engine
+    from estimator.engines import ENGINES, get_engine
 
     out = {}
     for scheme, rs in held.items():
@@ -193,7 +193,8 @@ def summary(held: dict[str, list[LatencyResult]]) -> dict:
                 groups[key].append(r)
             entry["by_device"] = [
                 {"engine": k[0], "device": k[1], "n_devices": k[2], "basis": k[3], "build": k[4],
-                 "older_than_profile": not get_engine(k[0]).describes_build(k[4]), "n": len(g),
+                 "older_than_profile": k[0] in ENGINES and not get_engine(k[0]).describes_build(k[4]),
+                 "n": len(g),
                  "median_ape": _r(ape_stats([r.ape for r in g])[0]),
                  "median_log_ratio": _r(float(sorted(math.log(r.predicted_s / r.point.measured_s)
                                                      for r in g)[len(g) // 2]))}

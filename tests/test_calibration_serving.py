@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -296,17 +297,16 @@ def test_serving_rejections_say_why():
     assert "vLLM 0.6.3.post1 predates 0.8.0" in why["v0"] and "vLLM 0.6.1 predates 0.8.0" in why["argonne"]
 
 
-def test_release_numbers_and_the_builds_a_profile_describes():
+def test_the_builds_a_profile_describes():
     from estimator.engines import get_engine
-    from estimator.engines.base import release_number
 
-    assert release_number("v0.6.1") == (0, 6, 1) and release_number("0.8") == (0, 8, 0)
-    assert release_number("0.5.13.post1") == (0, 5, 13) and release_number("0.19.0") == (0, 19, 0)
-    assert release_number("") == () and release_number("nightly-dev-20260216-d3bae71e") == ()
     vllm = get_engine("vllm")
-    assert not vllm.describes_build("0.7.3")
-    assert vllm.describes_build("0.8.0") and vllm.describes_build("0.10")
-    assert vllm.describes_build("") and vllm.describes_build("nightly-dev")  # unknown: taken as described
+    assert not vllm.describes_build("0.7.3") and not vllm.describes_build("v0.6.1")
+    assert not vllm.describes_build("0.6.3.post1") and not vllm.describes_build("0.8.0rc1")
+    assert vllm.describes_build("0.8.0") and vllm.describes_build("0.8") and vllm.describes_build("0.10")
+    assert vllm.describes_build("1.2.0rc2.post2")
+    # not stated, or not a version (nightly builds): taken as described
+    assert vllm.describes_build("") and vllm.describes_build("nightly-dev-20260216-d3bae71e")
     assert get_engine("sglang").describes_build("0.1.0")  # no floor set
 
 
@@ -351,7 +351,7 @@ def test_shipped_serving_terms_are_per_vendor_at_lookup():
     engine term applies, so the two engines share every serving parameter there."""
     from estimator.physics.coefficients import model_params
 
-    model = json.loads(open("results/coefficients.json", encoding="utf-8").read())["model"]
+    model = json.loads(Path("results/coefficients.json").read_text(encoding="utf-8"))["model"]
     names = {c for e in model["params"] if e["key"].startswith("serving.") for c in e.get("beta", {})}
     assert {"engine=sglang@nvidia", "engine=vllm@nvidia", "engine=sglang@amd"} <= names
     assert not any(n.endswith("@accel") for n in names)

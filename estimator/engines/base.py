@@ -35,8 +35,12 @@ import math
 import re
 import shlex
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
+
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 CONTAINERS = ("gguf", "safetensors")
 
@@ -122,14 +126,15 @@ class KVLayout:
         return self.windowed // self.n_streams
 
 
-def release_number(version: str) -> tuple[int, ...]:
-    """The release number a version string starts with ("v0.6.1" / "0.6.1.post2" -> (0, 6, 1); "0.8" ->
-    (0, 8, 0)); () when it starts with none ("", "nightly-dev-...")."""
-    m = re.match(r"v?(\d+(?:\.\d+)*)", (version or "").strip())
-    if not m:
-        return ()
-    nums = tuple(int(x) for x in m.group(1).split("."))
-    return nums + (0,) * (3 - len(nums)) if len(nums) < 3 else nums
+def parse_version(version: str) -> Version | None:
+    """A PEP 440 version (``packaging.version.Version``: "v0.6.1", "0.6.3.post1", "1.2.0rc2.post2"), None
+    when the text is not one ("", "nightly-dev-20260216-d3bae71e").  Imported here, not at start-up."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version((version or "").strip())
+    except InvalidVersion:
+        return None
 
 
 def slug(text: str) -> str:
@@ -191,10 +196,10 @@ class EngineProfile:
     # ----------------------------------------------------------------------------------------- scheduler
     def describes_build(self, version: str) -> bool:
         """True when ``scheduler()`` is the scheduler of this engine version: ``serving_since`` is unset, the
-        version is not stated, or it does not start with a release number (nightly builds), or its release
-        number (leading digits, "v0.6.1" -> (0, 6, 1)) is at least ``serving_since``'s."""
-        have, since = release_number(version), release_number(self.serving_since)
-        return not have or not since or have >= since
+        version is not stated or not a PEP 440 version (nightly builds), or it is at least ``serving_since``
+        (``parse_version``)."""
+        have, since = parse_version(version), parse_version(self.serving_since)
+        return since is None or have is None or have >= since
 
     # ------------------------------------------------------------------------------------------- weights
     def runs(self, quant: QuantSpec) -> bool:
