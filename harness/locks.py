@@ -6,10 +6,11 @@ one file shares its locks):
 * ``.<name>.lock``: taken (waiting) by every append to ``<name>`` for the read-copy-rename, so two writers of
   one file never lose each other's lines;
 * ``.<name>.sweep-lock``: taken (not waiting) by a sweep for its whole run, so a second sweep writing the same
-  file refuses to start (``LockHeld``, naming the holder's pid) instead of measuring every point twice.  The
-  holder writes ``pid=<pid> host=<host> since=<UTC time> <what>`` into the file; the lock itself is the
-  ``flock``, which the kernel releases when the holder exits, however it exits (``kill -9`` included), so a
-  stale file never blocks anyone.
+  file refuses to start (``LockHeld``, naming the holder's pid, read again for up to a second while the
+  holder has not written it yet) instead of measuring every point twice.  The holder writes
+  ``pid=<pid> host=<host> since=<UTC time> <what>`` into the file; the lock itself is the ``flock``, which
+  the kernel releases when the holder exits, however it exits (``kill -9`` included), so a stale file never
+  blocks anyone.
 
 Lock files are opened with ``O_NOFOLLOW | O_NONBLOCK`` and must be regular files: a FIFO, device or symlink
 planted at a lock path is refused, never opened for writing or waited on.
@@ -21,6 +22,7 @@ import fcntl
 import os
 import socket
 import stat
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -86,7 +88,7 @@ class HeldLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _read_holder(fd)
+            holder = _wait_for_holder(fd)
             os.close(fd)
             raise LockHeld(self.path, holder) from None
         since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -109,6 +111,19 @@ class HeldLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+# The holder writes its line just after taking the flock: a loser that reads in between finds the file empty
+# (or truncated), so it reads again for up to HOLDER_WAIT_S before saying "pid not written yet".
+HOLDER_WAIT_S = 1.0
+HOLDER_POLL_S = 0.01
+
+
+def _wait_for_holder(fd: int) -> str:
+    deadline = time.monotonic() + HOLDER_WAIT_S
+    while not (holder := _read_holder(fd)) and time.monotonic() < deadline:
+        time.sleep(HOLDER_POLL_S)
+    return holder
 
 
 def _read_holder(fd: int) -> str:

@@ -199,3 +199,25 @@ def test_held_lock_names_its_holder_and_is_freed_when_the_holder_dies(tmp_path):
     with HeldLock(target, "sweep-lock", "plan=q") as lock:
         assert f"pid={os.getpid()}" in lock.path.read_text()
     assert lock.path.read_text() == ""  # released: nobody claimed
+
+
+def test_a_loser_that_reads_before_the_holder_wrote_its_line_reads_again(tmp_path):
+    """Two sweeps started together: the winner takes the flock, then writes its pid; a loser reading in
+    between found an empty file and said "pid unknown".  It now reads again until the line is there."""
+    import fcntl
+    import threading
+
+    target = tmp_path / "runs" / "x.jsonl"
+    path = lock_path(target, "sweep-lock")
+    path.parent.mkdir(parents=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # held, nothing written yet
+    late = threading.Timer(0.05, lambda: os.pwrite(fd, b"pid=4242 host=h since=t plan=p\n", 0))
+    late.start()
+    try:
+        with pytest.raises(LockHeld) as info:
+            HeldLock(target, "sweep-lock")
+        assert info.value.pid == 4242
+    finally:
+        late.join()
+        os.close(fd)
