@@ -16,7 +16,7 @@ from estimator.physics import fallback, speed
 from estimator.physics.coefficients import load_coefficients
 from estimator.physics.quant import get_quant
 from estimator.physics.support import judge, runs
-from estimator.report.document import build_report, report_to_dict
+from estimator.report.document import build_report, report_to_dict, to_text
 from estimator.report.fit import FitQuery, fit_rows
 from estimator.report.request import make_workload
 from estimator.report.units import ReportOptions
@@ -485,3 +485,60 @@ def test_cann_f16_experts_are_copied_per_token():
     assert not verdict("qwen3-4b", ATLAS, "F16").expert_copy  # dense
     assert not verdict("gemma-4-26b-a4b", ATLAS, "Q4_0").expert_copy  # experts on the host CPU
     assert not verdict("gemma-4-26b-a4b", "rtx-4090", "F16").expert_copy
+
+
+# ------------------------------------------------------------------------------------------- fine-tuning
+def test_the_fine_tuning_stack_runs_where_the_facts_say():
+    from estimator.physics.support import judge_finetune, training_backend
+
+    ft = lambda hw, m: judge_finetune(get_hardware(hw), m)  # noqa: E731
+    # the 310P inference card has no bf16: nothing trains there (LlamaFactory issue 5425)
+    assert {ft(ATLAS, m).status for m in ("qlora", "lora", "full")} == {"unsupported"}
+    assert "5425" in ft(ATLAS, "lora").source and "bf16" in ft(ATLAS, "lora").note
+    # the 910B trains with torch_npu, but bitsandbytes has no NF4 for Ascend: no QLoRA
+    assert ft("ascend-910b", "lora").runs and ft("ascend-910b", "full").runs
+    assert ft("ascend-910b", "qlora").status == "unsupported" and not ft("ascend-910b", "qlora").runs
+    # NF4 needs compute capability 6.0+
+    assert not ft("tesla-m40-24gb", "qlora").runs and ft("tesla-m40-24gb", "lora").runs
+    assert all(ft(h, m).runs for h in ("rtx-3090", "mi300x", "gaudi-3", "arc-pro-b60-24gb") for m in
+               ("qlora", "lora", "full"))  # fmt: skip
+    assert [training_backend(get_hardware(h)) for h in ("gaudi-3", "arc-pro-b60-24gb", "apple-m2-max")] == [
+        "HPU", "XPU", "MPS"]  # fmt: skip
+    # no PyTorch backend listed for the vendor: unlisted, and it does not count as running
+    mlu = ft("cambricon-mlu590", "lora")
+    assert mlu.status == "unlisted" and not mlu.runs and "no PyTorch training backend" in mlu.message
+
+
+def test_fine_tuning_never_recommends_a_device_that_cannot_train():
+    from estimator.physics.support import judge_finetune
+
+    d = report("llama-3.1-70b", ATLAS, "Q4_K_M")
+    rows = {r["method"]: r for r in d["finetune"]}
+    assert {r["runs_selected"] for r in rows.values()} == {"unsupported"}
+    assert rows["qlora"]["fits_selected"]  # it fits in memory, but the card cannot train
+    assert "DT_BFLOAT16" in rows["qlora"]["support_note"]
+    text = to_text(d, 10_000, "en")
+    assert "qlora, lora, full: does not run on" in text and "runs on the selected device" in text
+    for model, hw in (("llama-3.1-70b", "mi300x"), ("llama-3.1-8b", "ascend-910b"), ("qwen3-30b-a3b", ATLAS)):
+        for r in report(model, hw, "Q4_K_M")["finetune"]:
+            rec = r["recommended"]
+            assert rec is not None and judge_finetune(get_hardware(rec["hardware_id"]), r["method"]).runs, rec
+            assert get_hardware(rec["hardware_id"]).family not in ("huawei-ascend-310p",)
+    # before the facts, QLoRA of a 70B model was sent to the Atlas 300I Duo (the cheapest 96 GB)
+    assert report("llama-3.1-70b", "mi300x", "Q4_K_M")["finetune"][0]["recommended"][
+        "hardware_id"] != ATLAS  # fmt: skip
+
+
+def test_fine_tuning_support_notes_have_spanish():
+    from estimator.render.translate import tr
+
+    for en, es in (
+        ("qlora, lora, full: does not run on X (PyTorch NPU) — why [reported: https://x]",
+         "qlora, lora, completo: no se ejecuta en X (PyTorch NPU) — why [informado: https://x]"),
+        ("lora: no PyTorch training backend is listed for Cambricon npu devices",
+         "lora: no hay ningún backend de entrenamiento de PyTorch para los dispositivos npu de Cambricon"),
+        ("full: no fact on PyTorch CUDA for nvidia-x",
+         "completo: ningún dato sobre PyTorch CUDA para nvidia-x"),
+        ("runs on the selected device", "se ejecuta en el dispositivo elegido"),
+    ):  # fmt: skip
+        assert tr(en) == es

@@ -4,14 +4,18 @@ One row is one public fact, kept with the URL it was read from::
 
     engine, backend, devices, subject, item, status, fallback, maturity, since, confidence, note, source
 
-* ``engine``: a name of ``estimator.engines.ENGINES``.  ``backend``: the engine's backend as the profiles
-  name it (``CUDA``, ``ROCm``, ``Metal``, ``Vulkan``, ``SYCL``, ``CANN``, ``CPU``, ``XPU``, ``Ascend`` ...),
-  ``|``-separated alternatives, ``*`` any, ``none`` = no backend at all.  ``devices``: hardware families of
+* ``engine``: a name of ``estimator.engines.ENGINES``, or ``peft`` for the fine-tuning stack (transformers +
+  PEFT on PyTorch, bitsandbytes for the QLoRA base: what ``estimator.physics.finetune`` sizes).  ``backend``:
+  the engine's backend as the profiles name it (``CUDA``, ``ROCm``, ``Metal``, ``Vulkan``, ``SYCL``,
+  ``CANN``, ``CPU``, ``XPU``, ``Ascend`` ...; for ``peft`` PyTorch's device backends ``CUDA``, ``ROCm``,
+  ``MPS``, ``XPU``, ``HPU``, ``NPU``, ``CPU``), ``|``-separated alternatives, ``*`` any, ``none`` = no
+  backend at all.  ``devices``: hardware families of
   the catalog (``|``-separated) or ``*``.
 * ``subject`` / ``item``: what the fact is about — ``weights`` (a storage type of the weight matrices:
   ``q4_K``, ``f16``, ``fp8``, ``nvfp4`` ..., as ``estimator.physics.quant`` names them), ``kv`` (a KV dtype),
   ``feature`` (below), ``device`` (the device at all), ``model`` (a model architecture, HF ``model_type``),
-  ``backend`` (the backend itself; carries ``maturity``).  Items are ``|``-separated, case-insensitive shell
+  ``backend`` (the backend itself; carries ``maturity``), ``finetune`` (a fine-tuning method of the ``peft``
+  stack: ``qlora``, ``lora``, ``full``).  Items are ``|``-separated, case-insensitive shell
   patterns (``*`` = any).
 * ``feature`` items: ``flash_attn``; ``multi_device`` (more than one device, any split);
   ``tensor_parallel`` / ``pipeline_parallel`` (``Workload.split`` tp / pp over more than one device: llama.cpp
@@ -66,7 +70,7 @@ COLUMNS = (
     "note",
     "source",
 )
-SUBJECTS = ("backend", "device", "model", "weights", "kv", "feature")
+SUBJECTS = ("backend", "device", "model", "weights", "kv", "feature", "finetune")
 STATUSES = ("native", "fallback", "unsupported")
 FALLBACKS = ("host_cpu", "weight_only", "flash_attn_off", "cpu_backend", "host_copy", "expert_copy")
 MATURITIES = ("mature", "developing", "experimental")

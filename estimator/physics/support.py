@@ -340,3 +340,67 @@ def _judge(
         flash_attn=fa_on,
         expert_copy=expert_copy,
     )
+
+
+# ------------------------------------------------------------------------------------------- fine-tuning
+# The fine-tuning stack whose memory estimator.physics.finetune sizes: transformers + PEFT on PyTorch, with
+# bitsandbytes for QLoRA's NF4 base.  Its backend on a device is PyTorch's device backend for the vendor and
+# kind ((vendor, kind, backend); "*" any kind; first match wins); a device no entry names has none listed.
+TRAINING_STACK = "peft"
+TRAINING_BACKENDS: tuple[tuple[str, str, str], ...] = (
+    ("*", "cpu", "CPU"),
+    ("nvidia", "*", "CUDA"),
+    ("amd", "*", "ROCm"),
+    ("apple", "*", "MPS"),
+    ("intel", "npu", "HPU"),  # Gaudi
+    ("intel", "*", "XPU"),
+    ("huawei", "*", "NPU"),  # torch_npu
+)
+
+
+@dataclass(frozen=True)
+class FinetuneSupport:
+    """Whether a fine-tuning method runs on a device with the ``peft`` stack (module doc of
+    estimator.catalog.support): ``status`` native | unsupported | unlisted (no backend or no fact for the
+    device), ``backend`` (PyTorch's, "" when none), ``message`` (what does not run where, for reports; ""
+    when native), and the fact's ``note`` (why), ``confidence`` and ``source`` ("" when unlisted)."""
+
+    method: str
+    backend: str
+    status: str
+    message: str
+    note: str = ""
+    confidence: str = ""
+    source: str = ""
+
+    @property
+    def runs(self) -> bool:
+        """True only when a sourced fact says the method runs there."""
+        return self.status == NATIVE
+
+
+def training_backend(hardware: HardwareSpec) -> str:
+    """PyTorch's device backend for ``hardware`` (TRAINING_BACKENDS), "" when none is listed."""
+    vendor = (hardware.vendor or "").lower()
+    for v, kind, backend in TRAINING_BACKENDS:
+        if v in ("*", vendor) and kind in ("*", hardware.kind):
+            return backend
+    return ""
+
+
+def judge_finetune(hardware: HardwareSpec, method: str) -> FinetuneSupport:
+    """Can ``method`` (qlora | lora | full) run on ``hardware`` with the fine-tuning stack?  From the support
+    table's ``finetune`` facts of the device's training backend (the most specific fact wins).  The message
+    does not name the method (a report lists the methods it holds for)."""
+    backend = training_backend(hardware)
+    if not backend:
+        where = f"{hardware.vendor or 'this vendor'} {hardware.kind} devices"
+        return FinetuneSupport(method, "", UNLISTED, f"no PyTorch training backend is listed for {where}")
+    fact = table.find(TRAINING_STACK, backend, hardware.family, "finetune", method)
+    if fact is None:
+        message = f"no fact on PyTorch {backend} for {hardware.family}"
+        return FinetuneSupport(method, backend, UNLISTED, message)
+    if fact.status == NATIVE:
+        return FinetuneSupport(method, backend, NATIVE, "", fact.note, fact.confidence, fact.source)
+    message = f"does not run on {hardware.name} (PyTorch {backend})"
+    return FinetuneSupport(method, backend, fact.status, message, fact.note, fact.confidence, fact.source)

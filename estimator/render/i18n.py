@@ -165,6 +165,10 @@ STRINGS: dict[str, dict[str, str]] = {
     "ft_method": {"en": "Method", "es": "Método"},
     "ft_grad_opt": {"en": "Gradients + optimizer", "es": "Gradientes + optimizador"},
     "ft_act": {"en": "Activations", "es": "Activaciones"},
+    "ft_runs": {"en": "Runs there", "es": "Se ejecuta ahí"},
+    "ft_runs_native": {"en": "yes", "es": "sí"},
+    "ft_runs_unsupported": {"en": "no", "es": "no"},
+    "ft_runs_unlisted": {"en": "not listed", "es": "sin datos"},
     # recommendations
     "rec_best_single": {"en": "Best single device", "es": "Mejor GPU individual"},
     "rec_best_value": {"en": "Best value", "es": "Mejor calidad-precio"},

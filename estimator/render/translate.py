@@ -248,6 +248,8 @@ EXACT: dict[str, str] = {
     "optimizer GiB": "optimizador GiB",
     "trainable params": "parámetros entrenables",
     "fits the selected devices": "cabe en los dispositivos elegidos",
+    "runs on the selected device": "se ejecuta en el dispositivo elegido",
+    "not listed": "sin datos",
     "cheapest catalog fit": "opción más barata del catálogo",
     # row labels
     "Weights": "Pesos",
@@ -1059,6 +1061,14 @@ def _where(m: re.Match) -> str:
     return f"{_quant_name(m['q'])} en {m['d']} con {m['e']}{m['b'] or ''}"
 
 
+_FT_METHODS = r"(?P<m>(?:qlora|lora|full)(?:, (?:qlora|lora|full))*)"  # a list of fine-tuning method ids
+
+
+def _methods(text: str) -> str:
+    """Fine-tuning method ids of a list (``qlora, lora, full``) as the Spanish table heads them."""
+    return ", ".join("completo" if x == "full" else x for x in text.split(", "))
+
+
 def _quant_name(name: str | None) -> str:
     return (name or "").replace(" (GGUF file)", " (archivo GGUF)")
 
@@ -1247,6 +1257,31 @@ PATTERNS += [
             f"(descuantizados "
             "en el kernel, cómputo de 16 bits)"
         ),
+    ),
+    # fine-tuning support (estimator.report.sections.finetune): "<methods>: <message>[ — <note> [<conf>:
+    # <url>]]"
+    (
+        re.compile(
+            _FT_METHODS + r": does not run on (?P<h>.+) "
+            r"\(PyTorch (?P<b>\S+)\)(?: — (?P<n>.+?)(?: \[(?P<c>source|reported|assessment|uncertain): "
+            r"(?P<u>.+)\])?)?"
+        ),
+        lambda m: (
+            f"{_methods(m['m'])}: no se ejecuta en {m['h']} (PyTorch {m['b']})"
+            + (f" — {m['n']}" if m["n"] else "")
+            + (f" [{CONFIDENCE_ES[m['c']]}: {m['u']}]" if m["c"] else "")
+        ),
+    ),
+    (
+        re.compile(_FT_METHODS + r": no PyTorch training backend is listed for (?P<v>.+) (?P<k>\S+) devices"),
+        lambda m: (
+            f"{_methods(m['m'])}: no hay ningún backend de entrenamiento de PyTorch para los dispositivos "
+            f"{m['k']} de {m['v']}"
+        ),
+    ),
+    (
+        re.compile(_FT_METHODS + r": no fact on PyTorch (?P<b>\S+) for (?P<f>\S+)"),
+        lambda m: f"{_methods(m['m'])}: ningún dato sobre PyTorch {m['b']} para {m['f']}",
     ),
     # a finding: "<what>: <how>[ (uncertain)]", followed by " — <the table's note> (since ...) [<confidence>:
     # <source>]" in text, by " — <the table's note>" in the HTML list (the note is the cited fact, as written)

@@ -1,14 +1,17 @@
 """Fine-tuning memory (estimated from formulas, estimator.physics.finetune): QLoRA, LoRA and full fine-tuning,
-whether each fits the selected devices and the cheapest catalog configuration that holds it."""
+whether each fits the selected devices, whether the fine-tuning stack runs it there (the support table's
+``finetune`` facts: estimator.physics.support.judge_finetune) and the cheapest catalog configuration that
+holds it and runs it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from estimator.physics.finetune import estimate_all
+from estimator.physics.support import judge_finetune
 from estimator.render import i18n
 from estimator.render.blocks import Block, Table, cand_cell, gb, gib, params
-from estimator.render.htmlkit import Ctx, e, section, table
+from estimator.render.htmlkit import Ctx, e, link, section, table
 from estimator.render.i18n import t
 from estimator.report.recommend import COUNTS, Candidate, can_combine, eligible
 from estimator.report.units import Build, Unit
@@ -16,11 +19,15 @@ from estimator.specs import HardwareSpec
 
 # Fraction of device memory a training job may use (framework reserve); an assumption.
 FT_USABLE_FRACTION = 0.95
+# the "runs on the selected device" cell of each judge_finetune status
+RUNS_WORDS = {"native": "yes", "unsupported": "no", "unlisted": "not listed"}
 
 
 @dataclass(frozen=True)
 class FinetuneRow:
-    """One method's memory (bytes), whether it fits the selected devices, the cheapest catalog fit."""
+    """One method's memory (bytes), whether it fits the selected devices (memory only), whether it runs there
+    (``runs_selected``: native | unsupported | unlisted, with the fact's message, note, confidence and source
+    when it is not native), the cheapest catalog configuration that fits and runs it."""
 
     method: str
     label: str
@@ -33,6 +40,11 @@ class FinetuneRow:
     total_bytes: int
     trainable_params: int
     fits_selected: bool
+    runs_selected: str
+    support_message: str
+    support_note: str
+    support_confidence: str
+    support_source: str
     recommended: Candidate | None
     assumptions: tuple[str, ...]
 
@@ -59,7 +71,7 @@ def build(b: Build) -> tuple[FinetuneRow, ...]:
     for est in estimate_all(b.model, b.weights.n_params_total, options.finetune, overhead):
         rec = None
         for price, h, n in pool:
-            if _ft_fits(est.total_bytes, h, n):
+            if _ft_fits(est.total_bytes, h, n) and judge_finetune(h, est.method).runs:
                 rec = Candidate(
                     hardware_id=h.id,
                     hardware_name=h.name,
@@ -72,9 +84,10 @@ def build(b: Build) -> tuple[FinetuneRow, ...]:
                     rate_provider=None,
                     decode_tok_s=None,
                     reason=f"cheapest configuration with {FT_USABLE_FRACTION:.0%} of memory >= total "
-                    "(sharded evenly)",
+                    "(sharded evenly) whose PyTorch backend runs the method",
                 )
                 break
+        sup = judge_finetune(hw, est.method)
         rows.append(
             FinetuneRow(
                 method=est.method,
@@ -88,11 +101,26 @@ def build(b: Build) -> tuple[FinetuneRow, ...]:
                 total_bytes=est.total_bytes,
                 trainable_params=est.trainable_params,
                 fits_selected=_ft_fits(est.total_bytes, hw, b.workload.n_devices),
+                runs_selected=sup.status,
+                support_message=sup.message,
+                support_note=sup.note if not sup.runs else "",
+                support_confidence=sup.confidence if not sup.runs else "",
+                support_source=sup.source if not sup.runs else "",
                 recommended=rec,
                 assumptions=est.assumptions,
             )
         )
     return tuple(rows)
+
+
+def _support_notes(ft: list[dict]) -> dict[tuple[str, str, str, str], list[str]]:
+    """The methods that do not (or may not) run on the selected device, grouped by the fact that says so."""
+    out: dict[tuple[str, str, str, str], list[str]] = {}
+    for r in ft:
+        if r.get("runs_selected", "native") != "native":
+            key = (r["support_message"], r["support_note"], r["support_confidence"], r["support_source"])
+            out.setdefault(key, []).append(r["method"])
+    return out
 
 
 def text(d: dict) -> Block:
@@ -105,9 +133,13 @@ def text(d: dict) -> Block:
         ["total GB", *(gb(r["total_bytes"]) for r in ft)],
         ["trainable params", *(params(r["trainable_params"]) for r in ft)],
         ["fits the selected devices", *("yes" if r["fits_selected"] else "no" for r in ft)],
+        ["runs on the selected device", *(RUNS_WORDS[r["runs_selected"]] for r in ft)],
         ["cheapest catalog fit", *(cand_cell(r["recommended"]) for r in ft)],
     ]
     s.tables.append(Table(["", *(r["method"] for r in ft)], rows))
+    for (message, note, confidence, source), methods in _support_notes(ft).items():
+        why = f" — {note} [{confidence}: {source}]" if note else ""
+        s.notes.append(f"{', '.join(methods)}: {message}{why}")
     for r in ft:
         s.notes.append(f"{r['method']} ({r['label']}): " + "; ".join(r["assumptions"]))
     return s
@@ -121,6 +153,7 @@ def html(ctx: Ctx) -> str:
         ctx.t("ft_act"),
         ctx.t("total_gib"),
         ctx.t("fit"),
+        ctx.t("ft_runs"),
         ctx.t("sec_recommend"),
     ]
     rows = []
@@ -139,10 +172,17 @@ def html(ctx: Ctx) -> str:
                 ctx.num(f"{p}.activations_bytes"),
                 ctx.num(f"{p}.total_bytes"),
                 e(fits),
+                ctx.t(f"ft_runs_{r.get('runs_selected', 'unlisted')}"),
                 e(f"{rec['n_devices']}× {rec['hardware_name']}") if rec else ctx.t("none_fits"),
             ]
         )
-    notes = "".join(
+    support = "".join(
+        f"<li>{e(', '.join(methods))}: {e(message)}"
+        + (f' — {e(note)} <span class="note">[{e(confidence)}] {link(source)}</span>' if note else "")
+        + "</li>"
+        for (message, note, confidence, source), methods in _support_notes(ctx.get("finetune") or []).items()
+    )
+    notes = support + "".join(
         f"<li>{e(a)}</li>"
         for a in dict.fromkeys(a for r in ctx.get("finetune") or [] for a in r.get("assumptions", []))
     )
