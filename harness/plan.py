@@ -46,6 +46,7 @@ threads, batch sizes, lengths) and a context above the model's own maximum.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import math
@@ -100,6 +101,14 @@ _DEFAULTS: dict = {
 _DEVICE_KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
+# PointSpec fields added after points were first recorded (serving tests, records schema 2): at their default
+# they stay out of a point's key (PlannedPoint.key_body), so the keys of older records still match.
+KEY_FIELDS_ADDED = ("serving_concurrencies", "serving_requests_per_client")
+_SPEC_DEFAULTS = {
+    f.name: list(f.default) if isinstance(f.default, tuple) else f.default
+    for f in dataclasses.fields(PointSpec)
+    if f.name in KEY_FIELDS_ADDED
+}
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a point or a model build that needs more than a week is a mistake
 # Upper bounds of the plan's counts (lower bounds are checked where each is read).
 PLAN_BOUNDS: dict[str, int] = {
@@ -174,15 +183,21 @@ class PlannedPoint:
 
     def key_body(self, fingerprint: str) -> dict:
         """What identifies the point (without host / engine version, which harness.store.point_key adds).
-        The device kind and GPU count enter only when set, so points of plans without them keep their keys."""
+        The device kind and GPU count enter only when set, and the PointSpec fields of KEY_FIELDS_ADDED only
+        when not at their default, so points of plans without them keep their keys (``--resume`` skips what
+        an older fitbench recorded)."""
         from harness.provenance import spec_to_dict
 
+        spec = spec_to_dict(replace(self.spec, model_path=""))
+        for name in KEY_FIELDS_ADDED:
+            if spec.get(name) == _SPEC_DEFAULTS[name]:
+                del spec[name]
         body = {
             "model_id": self.model.id,
             "fingerprint": fingerprint,
             "quant": self.quant,
             "n_layers": self.n_layers,
-            "spec": spec_to_dict(replace(self.spec, model_path="")),
+            "spec": spec,
         }
         if self.device_kind:
             body["device_kind"] = self.device_kind

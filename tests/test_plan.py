@@ -145,3 +145,32 @@ def test_memory_only_points():
     assert plan.points and all(p.spec.prompt_lengths == () == p.spec.gen_lengths for p in plan.points)
     with pytest.raises(PlanError, match="both be empty"):
         parse_plan(BASE.replace("gen_lengths = [32]", "gen_lengths = []"), "t.toml")
+
+
+def test_points_recorded_before_the_serving_fields_keep_their_keys():
+    """PointSpec gained serving fields after the CPU set was measured; at their defaults they stay out of the
+    key, so ``--resume`` of plans/cpu-full.toml skips the stored points instead of measuring them again."""
+    import json
+
+    from harness.plan import KEY_FIELDS_ADDED, load_plan
+    from harness.store import point_key
+    from harness.sweep import model_fingerprint
+
+    root = Path(__file__).resolve().parent.parent
+    stored, keys = {}, set()
+    for line in (root / "results/runs/cpu-full--cpu-x86-avx512--vm.jsonl").open():
+        r = json.loads(line)
+        stored[(r["model_id"], r["quant"], r["n_layers_measured"], r["engine"])] = r
+        keys.add(r["extra"].get("point_key"))
+    plan = load_plan(root / "plans/cpu-full.toml")
+    checked = 0
+    for p in plan.points:
+        r = stored.get((p.model.id, p.quant, p.n_layers, p.engine))
+        if r is None or r["extra"].get("point_key") is None:
+            continue
+        body = p.key_body(model_fingerprint(p.model))
+        assert not set(KEY_FIELDS_ADDED) & set(body["spec"])
+        version = r["engine_version"].rsplit(" ", 1)[-1]  # the record names the distribution too
+        assert point_key(r["host"], p.engine, version, body) in keys, p.label
+        checked += 1
+    assert checked >= 20
