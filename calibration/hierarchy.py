@@ -11,7 +11,8 @@ decode and prefill together) is modelled per *unit* u = (device, engine, backend
 * x: the device covariates of the parameter's groups (``estimator.physics.covariates``: engine, backend,
   vendor, kind, year, memory technology, ln bandwidth, die count, published achievable bandwidth);
   prior beta ~ N(0, PRIOR_INTERCEPT) for the intercept "1", N(mean, PRIOR_COVARIATE x PRIOR_COVARIATE_PHASE)
-  for the others (mean 1 for ``bw_measured``: the published fraction moves bw_eff one for one, 0 otherwise;
+  for the others (a parameter may set its own: ``Param.intercept_sd`` / ``covariate_sd``, the i-quant ratios;
+  mean 1 for ``bw_measured``: the published fraction moves bw_eff one for one, 0 otherwise;
   prefill's covariate scale halved, chosen by cross-validation: docs/calibration.md "Robust loss");
 * a, b: family and device random effects (the parameter's ``effects``), a ~ N(0, tau_family_j^2),
   b ~ N(0, tau_device_j^2).
@@ -217,9 +218,13 @@ def prior_scale(design: Design, scales: Scales) -> np.ndarray:
     for i, (kind, j, g) in enumerate(zip(design.col_kind, design.col_param, design.col_group, strict=True)):
         pk = design.params[j].kind
         if kind == "cov":
-            phase = design.params[j].key.split(".", 1)[0]
+            par = design.params[j]
+            phase = par.key.split(".", 1)[0]
             cov = PRIOR_COVARIATE[pk] * PRIOR_COVARIATE_PHASE.get(phase, 1.0)
-            out[i] = PRIOR_INTERCEPT[pk] if g == "1" else cov
+            if par.covariate_sd is not None:
+                cov = par.covariate_sd
+            intercept = PRIOR_INTERCEPT[pk] if par.intercept_sd is None else par.intercept_sd
+            out[i] = intercept if g == "1" else cov
         else:
             out[i] = scales.tau[(j, kind)]
     return out

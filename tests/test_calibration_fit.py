@@ -272,3 +272,37 @@ def test_robust_rows_are_the_losses_scipy_defines(loss):
         rho = out[0]
     assert np.allclose(0.5 * f**2, 0.5 * c**2 * rho, atol=1e-12)
     assert np.allclose(df[1:-1], np.gradient(f, r)[1:-1], atol=2e-3)
+
+
+def test_one_backends_i_quant_rows_stay_in_that_backends_term():
+    """The i-quant ratios' own priors (Param.intercept_sd / covariate_sd): i-quant rows of one ROCm device,
+    read at half the k-quant efficiency, set the ROCm term; the CUDA devices (the reference backend, no
+    i-quant rows) keep ratio ~1.  Before, one such row moved the shared intercept and halved every backend."""
+    from estimator.specs import HardwareSpec
+
+    rng = np.random.default_rng(5)
+    pts = [p for k in range(3) for p in _toy(f"c{k}", f"fc{k}", 0.7, 12, rng)]
+    hw = HardwareSpec(
+        id="r", name="r", vendor="AMD", family="fr", kind="gpu", memory_bytes=None, bandwidth_gbs=1000.0,
+        bf16_tflops=100.0, memory_type="GDDR6", year=2022,
+    )  # fmt: skip
+    for i in range(8):
+        cls = "iquant" if i % 2 else "kquant"
+        f = speed.DecodeFeatures(
+            weight_bytes=1e9 * (1 + i % 4), kv_bytes=0.0, host_bytes=0.0, expert_union_bytes=0.0,
+            flops_per_token=0.0, batch=1, n_layers=24, n_moe_layers=0, hidden_size=4096, n_devices=1,
+            split="tp", fp8=False, engine="llama.cpp", kernel_class=cls,
+        )  # fmt: skip
+        rel = 0.5 if cls == "iquant" else 1.0
+        t = 3e-4 + 1e-5 * f.n_layers + f.bytes_per_token / (1e12 * 0.7 * rel)
+        pts.append(SpeedPoint([f], hw, t * math.exp(rng.normal(0, 0.02)), "decode", "fr", "llama.cpp", "ROCm",
+                              "r", f"m{i}", vendor="AMD", kind="gpu"))  # fmt: skip
+    st = F.fit_model(pts)
+    assert _theta(st, "r", "decode.bw_rel_iquant") == pytest.approx(0.5, rel=0.25)
+    assert _theta(st, "c0", "decode.bw_rel_iquant") == pytest.approx(1.0, rel=0.1)
+    j = [p.key for p in st.design.params].index("decode.bw_rel_iquant")
+    scale = H.prior_scale(st.design, H.default_scales(st.design))
+    cols = [i for i, (kind, jj) in enumerate(zip(st.design.col_kind, st.design.col_param, strict=True))
+            if kind == "cov" and jj == j]  # fmt: skip
+    by_group = {st.design.col_group[i]: scale[i] for i in cols}
+    assert by_group["1"] == pytest.approx(0.1) and by_group["backend=ROCm"] == pytest.approx(1.0)

@@ -111,7 +111,12 @@ class Param:
     the other phase).
     ``covariates``: the covariate groups (estimator.physics.covariates) the parameter is regressed on across
     devices; ``effects``: its random effects (``"family"``, ``"device"``) — the schema-2 model
-    (``to_eta`` / ``from_eta`` give the transformed space the regression lives in).
+    (``to_eta`` / ``from_eta`` give the transformed space the regression lives in).  ``intercept_sd``: the
+    prior scale of the parameter's intercept (its value on the reference backend and every backend without
+    evidence) when it must be tighter than the kind's (calibration.hierarchy.PRIOR_INTERCEPT): a kernel
+    class's ratio to k-quants is a property of each backend's kernels, so evidence from one backend must stay
+    in that backend's term instead of moving the ratio everywhere.  ``covariate_sd``: likewise for the
+    covariate terms (calibration.hierarchy.PRIOR_COVARIATE x the phase's factor).
     """
 
     name: str
@@ -125,6 +130,8 @@ class Param:
     doc: str = ""
     covariates: tuple[str, ...] = ()
     effects: tuple[str, ...] = ()
+    intercept_sd: float | None = None
+    covariate_sd: float | None = None
 
     @property
     def key(self) -> str:
@@ -135,6 +142,13 @@ class Param:
 _LEVEL = ("engine", "backend", "vendor", "kind", "year")  # covariate groups of every fitted parameter's level
 _OVERHEAD = ("engine", "backend", "kind")
 _FD = ("family", "device")
+# Prior scales (eta units) of the i-quant ratios: their intercept is their value on CUDA (the reference
+# backend) and on every backend without i-quant rows, and i-quant kernels are written per backend, so one
+# backend's rows must stay in that backend's term: a tight intercept (no CUDA i-quant row exists) and a wide
+# backend term (an RX 570's IQ1_S row runs at about half the k-quant rate; docs/calibration.md).  With every
+# kernel-class ratio's intercept this tight, held-out decode got worse (leave-one-device-out median 9.1 % ->
+# 9.7 %): the well-measured classes keep the kind's scales.
+IQ_PRIOR = {"intercept_sd": 0.1, "covariate_sd": 1.0}
 _SERVE = ("engine_vendor",)  # serving rows: vLLM / SGLang per vendor (covariates: engine=<e>@<vendor>)
 _SERVE_EFF = ("engine_vendor", "vendor")
 PARAMS: tuple[Param, ...] = (
@@ -165,8 +179,9 @@ PARAMS: tuple[Param, ...] = (
           covariates=("backend",), effects=("family",)),
     Param("bw_rel_mxfp4", "decode", RATE, 1.0, 0.2, 5.0, fit="all", doc="decode bandwidth ratio of mxfp4",
           covariates=("backend",), effects=("family",)),
+    # i-quants: evidence from a backend stays in its term (IQ_PRIOR; one RX 570 row set it everywhere)
     Param("bw_rel_iquant", "decode", RATE, 1.0, 0.2, 5.0, fit="all", doc="decode bandwidth ratio of i-quants",
-          covariates=("backend",), effects=("family",)),
+          covariates=("backend",), effects=("family",), **IQ_PRIOR),
     # prefill
     # memory technology, FLOP per byte and die count as prefill covariates made held-out prefill worse
     # (leave-one-device-out median 14.3 % without them, 19.0 % with them: confounded with vendor / kind)
@@ -189,7 +204,8 @@ PARAMS: tuple[Param, ...] = (
           doc="relative GEMM efficiency of legacy 32-element-block types (q4_0 .. q8_0, mxfp4)",
           covariates=("backend",), effects=("family",)),
     Param("flops_rel_iquant", "prefill", RATE, 1.0, 0.1, 10.0, fit="all",
-          doc="relative GEMM efficiency of i-quants", covariates=("backend",), effects=("family",)),
+          doc="relative GEMM efficiency of i-quants", covariates=("backend",), effects=("family",),
+          **IQ_PRIOR),
     # <= 1: a routed expert's GEMM gets ~u x k / E of the u rows a dense GEMM gets, so it cannot run more
     # efficiently than the dense ones
     Param("flops_rel_moe", "prefill", RATE, 0.999, 0.05, 1.0, fit="all",
