@@ -68,6 +68,15 @@ def test_a_bad_row_is_refused_with_file_and_line(tmp_path):
         table.read_support(bad)
 
 
+def test_a_finetune_fact_has_no_fallback(tmp_path):
+    good = (ROOT / "estimator/data/support.csv").read_text().splitlines()
+    row = next(x for x in good if x.startswith("peft,CUDA,*,finetune,qlora,native,,"))
+    bad = tmp_path / "support.csv"
+    bad.write_text("\n".join([good[0], row.replace(",native,,", ",fallback,host_cpu,", 1)]) + "\n")
+    with pytest.raises(SpecError, match=r"support.csv:2: a finetune fact is native or unsupported"):
+        table.read_support(bad)
+
+
 def test_the_most_specific_fact_wins():
     cann = lambda fam, t: table.find("llama.cpp", "CANN", fam, "weights", t)  # noqa: E731
     assert cann("huawei-ascend", "q4_0").status == "native"  # 910B: Q4_0 / Q8_0 kernels

@@ -15,8 +15,8 @@ One row is one public fact, kept with the URL it was read from::
   ``q4_K``, ``f16``, ``fp8``, ``nvfp4`` ..., as ``estimator.physics.quant`` names them), ``kv`` (a KV dtype),
   ``feature`` (below), ``device`` (the device at all), ``model`` (a model architecture, HF ``model_type``),
   ``backend`` (the backend itself; carries ``maturity``), ``finetune`` (a fine-tuning method of the ``peft``
-  stack: ``qlora``, ``lora``, ``full``).  Items are ``|``-separated, case-insensitive shell
-  patterns (``*`` = any).
+  stack: ``qlora``, ``lora``, ``full``; native or unsupported, never a fallback).  Items are ``|``-separated,
+  case-insensitive shell patterns (``*`` = any).
 * ``feature`` items: ``flash_attn``; ``multi_device`` (more than one device, any split);
   ``tensor_parallel`` / ``pipeline_parallel`` (``Workload.split`` tp / pp over more than one device: llama.cpp
   ``-sm tensor`` / ``-sm layer``, vLLM and SGLang ``--tensor-parallel-size`` / ``--pipeline-parallel-size``);
@@ -142,6 +142,8 @@ def _fact(row: dict, where: str, line: int) -> SupportFact:
         problems.append(f"fallback {f.fallback!r}: a fallback row names one of {FALLBACKS}, others none")
     if (f.subject == "backend") != bool(f.maturity) or (f.maturity and f.maturity not in MATURITIES):
         problems.append(f"maturity {f.maturity!r}: backend rows name one of {MATURITIES}, others none")
+    if f.subject == "finetune" and f.status == "fallback":
+        problems.append("a finetune fact is native or unsupported (training has no fallback path)")
     if f.confidence not in CONFIDENCES:
         problems.append(f"confidence {f.confidence!r} not one of {CONFIDENCES}")
     if not f.source.startswith("https://") or not f.note:
