@@ -216,14 +216,13 @@ def default_scales(design: Design, strata: Sequence[str] = SPEED_PHASES) -> Scal
 def prior_scale(design: Design, scales: Scales) -> np.ndarray:
     out = np.empty(design.n_z)
     for i, (kind, j, g) in enumerate(zip(design.col_kind, design.col_param, design.col_group, strict=True)):
-        pk = design.params[j].kind
+        par = design.params[j]
         if kind == "cov":
-            par = design.params[j]
             phase = par.key.split(".", 1)[0]
-            cov = PRIOR_COVARIATE[pk] * PRIOR_COVARIATE_PHASE.get(phase, 1.0)
+            cov = PRIOR_COVARIATE[par.kind] * PRIOR_COVARIATE_PHASE.get(phase, 1.0)
             if par.covariate_sd is not None:
                 cov = par.covariate_sd
-            intercept = PRIOR_INTERCEPT[pk] if par.intercept_sd is None else par.intercept_sd
+            intercept = PRIOR_INTERCEPT[par.kind] if par.intercept_sd is None else par.intercept_sd
             out[i] = intercept if g == "1" else cov
         else:
             out[i] = scales.tau[(j, kind)]
