@@ -263,11 +263,17 @@ def render(result: CheckResult, console=None) -> None:
             sc.add_row(phase, s_name, str(n), pct(med), pct(p90), pct(cov), pct(cov_pts))
         console.print(sc)
     if result.e2e:
-        et = Table(title="End-to-end latency (llama-bench -pg, vLLM offline batches; predicted, not fitted)")
-        for col in ("scheme", "engine", "n", "median", "p90"):
+        et = Table(
+            title="End-to-end latency (llama-bench -pg, vLLM offline batches; predicted; -b 1 runs of a "
+            "device without a tg record are fitted as its decode steps)"
+        )
+        for col in ("scheme", "rows", "n", "median", "p90"):
             et.add_column(col)
         for s_name, entry in result.e2e.items():
             et.add_row(s_name, "all", str(entry["n"]), pct(entry["median_ape"]), pct(entry["p90_ape"]))
+            nf = entry.get("not_fitted")
+            if nf and nf["n"] != entry["n"]:
+                et.add_row("", "not fitted", str(nf["n"]), pct(nf["median_ape"]), pct(nf["p90_ape"]))
             for eng, e in entry["by_engine"].items():
                 et.add_row("", eng, str(e["n"]), pct(e["median_ape"]), pct(e["p90_ape"]))
         console.print(et)

@@ -90,6 +90,26 @@ class Dataset:
     serving_records: list[LoadedRecord] = field(default_factory=list)
 
 
+# End-to-end latency runs (calibration.latency): llama-bench -pg (prompt + generate of one sequence) and vLLM
+# offline batches, told apart from serving at concurrency by their build_info.
+E2E_BUILDS = (re.compile(r"llama-bench -pg"), re.compile(r"offline .*batch latency", re.I))
+_N_BATCH = re.compile(r"^\s*n_batch\s+(\d+)\s*$")
+
+
+def is_e2e(rec: RunRecord) -> bool:
+    """True for an end-to-end latency run (``E2E_BUILDS``) with its latency."""
+    return rec.e2e_latency_s is not None and any(p.search(rec.build_info or "") for p in E2E_BUILDS)
+
+
+def stated_n_batch(rec: RunRecord) -> int | None:
+    """The run's n_batch: the record's, else llama-bench -b from the published ``batch_raw`` ("n_batch N")."""
+    if rec.n_batch:
+        return int(rec.n_batch)
+    pub = rec.extra.get("published", {}) if isinstance(rec.extra, dict) else {}
+    m = _N_BATCH.match(str(pub.get("batch_raw", "")))
+    return int(m.group(1)) if m else None
+
+
 def record_quality(rec: RunRecord) -> str:
     """Quality flag of a record: ``extra["quality"]`` for imports, ``ok`` for own measurements."""
     q = rec.extra.get("quality") if isinstance(rec.extra, dict) else None

@@ -302,7 +302,63 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
                 points.append(p)
         except (SpecError, KeyError, ValueError, ZeroDivisionError) as exc:
             rejected.append(Rejection(lr.file, lr.line, r.record_id, f"features: {exc}"))
+    measured = {decode_unit(p) for p in points if p.phase == "decode"}
+    for lr in ds.serving_records:
+        try:
+            p = one_token_run_point(lr, resolver)
+        except (SpecError, KeyError, ValueError, ZeroDivisionError):
+            continue  # the end-to-end check (calibration.latency) lists the record with its reason
+        if isinstance(p, str):
+            rejected.append(Rejection(lr.file, lr.line, lr.record.record_id, p))
+        elif p is not None and decode_unit(p) not in measured:
+            points.append(p)
     return points, rejected
+
+
+def decode_unit(p: SpeedPoint) -> tuple[str, str, str]:
+    """(device, engine, backend) of a point: the unit whose decode evidence ``one_token_run_point`` fills."""
+    return (p.device, p.engine, p.backend)
+
+
+def one_token_run_point(lr: LoadedRecord, resolver: Resolver) -> SpeedPoint | str | None:
+    """The decode point of an end-to-end run that is decode steps only, else None (a Rejection's reason when
+    it runs on a support fallback).
+
+    llama-bench ``-pg P,G -b 1`` of one sequence prefills its prompt one token per pass
+    (``PrefillFeatures.decode_steps``: each pass reads the weights and KV and runs the output head, as a
+    decode step does) and then generates G tokens, so the run is P + G decode steps at depths 0 .. P + G - 1:
+    a decode point of step ``e2e_latency_s / (P + G)`` whose features are ``tg_features`` from depth 0 over
+    P + G tokens (``extra["one_token_run"]``).  Runs with larger batches (prompt GEMMs), of several devices
+    (layer split: the builds that published them scale in ways no transfer term describes, e.g. 5x slower
+    on two Intel Max than on one) and vLLM offline batches are not such points; they stay the end-to-end check
+    only (calibration.latency).
+
+    ``speed_points`` adds these points only for a (device, engine, backend) without a direct decode
+    measurement (tg, or a -b 1 prompt): they are the decode evidence of a device that has no other (the
+    Intel Max 1550 with llama.cpp SYCL), and a single repetition of a mixed test does not override llama-bench
+    tg records.  (With the MI300X's runs fitted next to its tg record the shared shrinkage scales moved and
+    the prefill gate went from 14.6 % to 15.5 %; docs/calibration.md.)"""
+    from calibration.dataset import is_e2e, stated_n_batch
+
+    r = lr.record
+    if not is_e2e(r) or r.batch != 1 or not r.n_prompt or r.n_devices != 1:
+        return None
+    sp = _speed()
+    model, quant, hw, wl = record_specs(resolver, r)
+    n_batch = stated_n_batch(r)
+    if n_batch:
+        wl = dataclasses.replace(wl, n_batch=n_batch)
+    wl = dataclasses.replace(wl, n_seq=1, n_depth=0)
+    if not sp.prefill_features(model, quant, wl).decode_steps:
+        return None
+    on_host = fallback_on_host(model, quant, hw, wl)
+    if on_host:
+        return on_host
+    n_steps = int(r.n_prompt) + max(int(r.n_gen), 0)
+    feats = sp.tg_features(model, quant, wl, 0, n_steps)
+    p = _point(lr, "decode", [sp.mean_features(feats)], hw, float(r.e2e_latency_s) / n_steps)
+    p.extra.update(model_bytes=feats[0].weight_bytes, one_token_run=True)
+    return p
 
 
 def record_specs(resolver: Resolver, rec):

@@ -11,9 +11,12 @@ where a run of ``-b 1`` prefills one token per pass: its prefill is n_prompt dec
 
 with the coefficients of a cross-validation fold turned into a schema-2 model section
 (``pipeline.model_section``) and looked up exactly as the estimator looks up results/coefficients.json
-(``estimator.physics.speed.merged_params``).  The records are never fitted: the error says how well the
-speed model predicts a measurement of another kind.  vLLM serving at a concurrency with arrival rates is not
-an offline batch and is left to the serving model.
+(``estimator.physics.speed.merged_params``).  The error says how well the speed model predicts a
+measurement of another kind.  One kind is also fitted: a ``-b 1`` run of one device is decode steps only, and
+is the decode evidence of a device without a tg record (calibration.features.one_token_run_point; the Intel
+Max 1550 with llama.cpp SYCL).  Such points are ``fitted``: the *full* scheme predicts them in sample, the
+cross-validation folds out of sample; ``summary`` reports the rows that are not fitted on their own.
+vLLM serving at a concurrency with arrival rates is not an offline batch and is left to the serving model.
 
 Which records: ``e2e_latency_s`` of ``llama.cpp`` rows built by ``llama-bench -pg`` and ``vllm`` rows of an
 offline batch-latency benchmark (``build_info``); the throughput rows of the same tests (total_tok_s) are
@@ -26,16 +29,12 @@ Error per record: ape = |t_pred / t_meas - 1| of the latency (the ratio of times
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
-from calibration.dataset import Dataset, Rejection, record_build
+from calibration.dataset import Dataset, Rejection, is_e2e, record_build, stated_n_batch
 from calibration.features import Resolver, point_family, record_specs
 from calibration.validate import FOLDS, ape_stats
-
-E2E_BUILDS = (re.compile(r"llama-bench -pg"), re.compile(r"offline .*batch latency", re.I))
-_N_BATCH = re.compile(r"^\s*n_batch\s+(\d+)\s*$")
 
 
 @dataclass(frozen=True)
@@ -57,6 +56,7 @@ class LatencyPoint:
     prefill: object = None  # speed.PrefillFeatures (built once)
     decode: object = None  # list of speed.DecodeFeatures of the n_gen steps
     build: str = ""  # the engine build (calibration.dataset.record_build; "" when nobody states it)
+    fitted: bool = False  # also a decode point of the speed fit (calibration.features.one_token_run_point)
 
 
 @dataclass(frozen=True)
@@ -69,19 +69,6 @@ class LatencyResult:
     @property
     def ape(self) -> float:
         return abs(self.predicted_s / self.point.measured_s - 1.0)
-
-
-def is_e2e(rec) -> bool:
-    return rec.e2e_latency_s is not None and any(p.search(rec.build_info or "") for p in E2E_BUILDS)
-
-
-def stated_n_batch(rec) -> int | None:
-    """The run's n_batch: the record's, else llama-bench -b from the published ``batch_raw`` ("n_batch N")."""
-    if rec.n_batch:
-        return int(rec.n_batch)
-    pub = rec.extra.get("published", {}) if isinstance(rec.extra, dict) else {}
-    m = _N_BATCH.match(str(pub.get("batch_raw", "")))
-    return int(m.group(1)) if m else None
 
 
 def latency_points(
@@ -172,7 +159,8 @@ def predict_schemes(points: list[LatencyPoint], sf) -> dict[str, list[LatencyRes
 
 
 def summary(held: dict[str, list[LatencyResult]]) -> dict:
-    """Per scheme: n, median and p90 APE of the latency, overall and per engine; for the full fit also per
+    """Per scheme: n, median and p90 APE of the latency, overall, of the rows not fitted (``not_fitted``) and
+    per engine; for the full fit also per
     (engine, device, device count, basis, build) with the median ln(predicted / measured) and whether the
     build is older than the one the engine profile describes (``EngineProfile.describes_build``: vLLM's V0
     engine; the estimator predicts the profile's engine, so such rows measure an older program)."""
@@ -182,6 +170,9 @@ def summary(held: dict[str, list[LatencyResult]]) -> dict:
     for scheme, rs in held.items():
         med, p90 = ape_stats([r.ape for r in rs])
         entry = {"n": len(rs), "median_ape": _r(med), "p90_ape": _r(p90), "by_engine": {}}
+        unfitted = [r.ape for r in rs if not r.point.fitted]
+        m, q = ape_stats(unfitted)
+        entry["not_fitted"] = {"n": len(unfitted), "median_ape": _r(m), "p90_ape": _r(q)}
         for eng in sorted({r.point.engine for r in rs}):
             m, q = ape_stats([r.ape for r in rs if r.point.engine == eng])
             entry["by_engine"][eng] = {"n": sum(r.point.engine == eng for r in rs), "median_ape": _r(m),
@@ -194,7 +185,7 @@ def summary(held: dict[str, list[LatencyResult]]) -> dict:
             entry["by_device"] = [
                 {"engine": k[0], "device": k[1], "n_devices": k[2], "basis": k[3], "build": k[4],
                  "older_than_profile": k[0] in ENGINES and not get_engine(k[0]).describes_build(k[4]),
-                 "n": len(g),
+                 "n": len(g), "n_fitted": sum(r.point.fitted for r in g),
                  "median_ape": _r(ape_stats([r.ape for r in g])[0]),
                  "median_log_ratio": _r(float(sorted(math.log(r.predicted_s / r.point.measured_s)
                                                      for r in g)[len(g) // 2]))}

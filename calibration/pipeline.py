@@ -9,14 +9,15 @@ whole model in every fold (noise scales, shrinkage scales and bw_eff included) u
 leave-one-model-out and leave-one-family-out (calibration.validate); errors, intervals and coverage are per
 *stratum* (decode, prefill, serving.ttft, serving.tpot).  Both fits go into the one ``model`` section of the
 document.  End-to-end latency records (llama-bench -pg, vLLM offline batches) are predicted by the estimator
-with each scheme's fold coefficients (calibration.latency); they are never fitted.
+with each scheme's fold coefficients (calibration.latency); only a -b 1 run of one device without other decode
+evidence is fitted too, as the decode steps it is (calibration.features.one_token_run_point).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from calibration import features as feat
 from calibration import latency, serving
@@ -110,6 +111,8 @@ def calibrate(
     resolver = resolver or feat.Resolver()
     points, rej = feat.speed_points(ds, resolver)
     lat, lat_rej = latency.latency_points(ds, resolver) if e2e else ([], [])
+    fitted = {p.where for p in points if p.extra.get("one_token_run")}
+    lat = [replace(lp, fitted=lp.where in fitted) for lp in lat]
     schemes = schemes or tuple(s for s in SCHEMES if lofo or s != "lofo")
     sf = fit_speed(points, cv, schemes, lat) if points else None
     cal = Calibration(ds, points, list(ds.rejected) + rej, sf, latency=lat, latency_rejected=lat_rej)

@@ -195,15 +195,20 @@ def _scheme_lines(doc: dict) -> list[str]:
                 )
     e2e = model.get("e2e", {})
     if e2e:
-        lines += ["", "## End-to-end latency (predicted by the estimator, never fitted)", "",
+        lines += ["", "## End-to-end latency (predicted by the estimator)", "",
                   "llama-bench -pg (prompt + generate, one sequence) and vLLM offline batches (B requests at "
                   "once): prefill of B x n_prompt tokens + n_gen decode steps of B sequences.  *full*: the "
-                  "coefficients as shipped (the latency records are not in the fit); the schemes: the fold "
-                  "that "
-                  "holds out the record's device / model / family.", "",
-                  "| scheme | engine | n | median | p90 |", "|---|---|---:|---:|---:|"]  # fmt: skip
+                  "coefficients as shipped; the schemes: the fold that holds out the record's device / model "
+                  "/ family.  A -b 1 run of one device is decode steps only and, for a device without a tg "
+                  "record, is fitted as its decode evidence (calibration.features.one_token_run_point): "
+                  "*full* predicts those rows in sample; *not fitted* are the rows no fit saw.", "",
+                  "| scheme | rows | n | median | p90 |", "|---|---|---:|---:|---:|"]  # fmt: skip
         for scheme, e in e2e.items():
             lines.append(f"| {scheme} | all | {e['n']} | {_pct(e['median_ape'])} | {_pct(e['p90_ape'])} |")
+            nf = e.get("not_fitted")
+            if nf and nf["n"] != e["n"]:
+                cells = f"{nf['n']} | {_pct(nf['median_ape'])} | {_pct(nf['p90_ape'])}"
+                lines.append(f"| {scheme} | not fitted | {cells} |")
             if scheme != "full":
                 continue
             for eng, x in e["by_engine"].items():
@@ -214,12 +219,13 @@ def _scheme_lines(doc: dict) -> list[str]:
             lines += ["", "Per device (full fit; ln(predicted / measured) < 0: predicted too fast; build: "
                       "the engine version the record or its source states, *older* when it predates the "
                       "engine the profile describes, e.g. vLLM before its V1 engine):", "",
-                      "| engine | device | devices | basis | build | n | median | median ln(pred/meas) |",
-                      "|---|---|---:|---|---|---:|---:|---:|"]  # fmt: skip
+                      "| engine | device | devices | basis | build | n | fitted | median "
+                      "| median ln(pred/meas) |",
+                      "|---|---|---:|---|---|---:|---:|---:|---:|"]  # fmt: skip
             for d in by_dev:
                 build = (d.get("build") or "-") + (" *older*" if d.get("older_than_profile") else "")
                 head = f"| {d['engine']} | {d['device']} | {d['n_devices']} | {d['basis']} | {build} |"
-                head += f" {d['n']} |"
+                head += f" {d['n']} | {d.get('n_fitted', 0)} |"
                 lines.append(f"{head} {_pct(d['median_ape'])} | {d['median_log_ratio']:+.2f} |")
     return lines + [""]
 

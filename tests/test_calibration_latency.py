@@ -103,3 +103,64 @@ def test_one_token_prefill_records_are_decode_points():
     assert [(p.phase, p.extra.get("one_token_prefill")) for p in pts] == [("decode", True)]
     assert pts[0].measured_s == pytest.approx(1 / 40.0) and pts[0].extra["n_prompt"] == 128
     assert len(rejected) == 1 and "one token per pass" in rejected[0].reason
+
+
+def _run(rid: str, hw_id: str, n_batch_raw: str, n_devices: int = 1, latency_s: float = 12.8):
+    return base_record(
+        record_id=rid, engine="llama.cpp", hardware_id=hw_id, model_id="llama-2-7b", quant="Q4_0",
+        n_prompt=128, n_gen=128, batch=1, decode_tok_s=None, build_info="llama.cpp (llama-bench -pg)",
+        schema_version=2, n_batch=None, n_devices=n_devices, e2e_latency_s=latency_s,
+        extra={"published": {"batch_raw": n_batch_raw}},
+    )  # fmt: skip
+
+
+def test_one_token_runs_are_the_decode_evidence_of_a_device_without_tg():
+    """llama-bench -pg 128,128 -b 1 on one device is 256 decode steps from depth 0: a decode point of step
+    e2e / 256 whose features are those of tg256 at depth 0, when the device has no tg record.  A -b 16 run
+    (prompt GEMMs), a two-device run and a run on a device with tg records are not points."""
+    from calibration.dataset import LoadedRecord, build_dataset
+    from calibration.features import speed_points
+
+    tg = base_record(record_id="tg", model_id="llama-2-7b", quant="Q4_0", hardware_id="rtx-3090", n_prompt=0,
+                     n_gen=128, decode_tok_s=100.0, schema_version=2)  # fmt: skip
+    recs = [
+        _run("a100-b1", "a100-80gb-pcie", "n_batch 1"),
+        _run("a100-b16", "a100-80gb-pcie", "n_batch 16"),
+        _run("a100-x2", "a100-80gb-pcie", "n_batch 1", n_devices=2),
+        _run("3090-b1", "rtx-3090", "n_batch 1"),
+        tg,
+    ]
+    ds = build_dataset([LoadedRecord(r, "gen", i) for i, r in enumerate(recs)])
+    assert len(ds.serving_records) == 4
+    pts, _rejected = speed_points(ds)
+    runs = [p for p in pts if p.extra.get("one_token_run")]
+    assert [p.record_id for p in runs] == ["a100-b1"]
+    assert runs[0].phase == "decode" and runs[0].measured_s == pytest.approx(12.8 / 256)
+    m, q = resolve_model("llama-2-7b"), get_quant("Q4_0")
+    wl = replace(workload_for(recs[0]), n_batch=1, n_seq=1, n_depth=0)
+    want = speed.mean_features(speed.tg_features(m, q, wl, 0, 256))
+    assert runs[0].features == [want]
+    # the tg record of the 3090 is its decode evidence; its -b 1 run is the end-to-end check only
+    assert [p.record_id for p in pts if p.device == "rtx-3090"] == ["tg"]
+
+
+def test_fitted_runs_are_marked_and_left_out_of_the_not_fitted_error():
+    recs = generate(DEVICES, DEC, PRE, noise=0.01, seed=3, quants=("Q4_0",))
+    recs = [r for r in recs if r.hardware_id != "a100-80gb-pcie" or r.decode_tok_s is None]
+    e2e = [
+        _e2e("a100-80gb-pcie", "llama.cpp (llama-bench -pg)", 1, "n_batch 1", "fit-me"),
+        _e2e("rtx-3090", "llama.cpp (llama-bench -pg)", 1, "n_batch 1", "check-only"),
+    ]
+    ds = build_from(recs + e2e)
+    cal = pipeline.calibrate(ds, cv=False, memory=False, serve=False)
+    fitted = {r.point.where: r.point.fitted for r in cal.latency_held["full"]}
+    assert sorted(fitted.values()) == [False, True]
+    s = latency.summary(cal.latency_held)["full"]
+    assert s["n"] == 2 and s["not_fitted"]["n"] == 1
+    assert sum(d["n_fitted"] for d in s["by_device"]) == 1
+
+
+def build_from(recs):
+    from calibration.dataset import LoadedRecord, build_dataset
+
+    return build_dataset([LoadedRecord(r, "gen", i) for i, r in enumerate(recs)])
