@@ -81,6 +81,9 @@ CASES: dict[str, dict] = {
     "SGLang": dict(
         model="qwen3-8b", hardware="h100-sxm", engine="sglang", isl=1024, osl=256, slo_ttft_ms=500
     ),
+    "decode calibrated, prefill not (Intel Max, SYCL)": dict(
+        model="llama-3.1-8b", hardware="intel-max-1550", quant="F16", backend="SYCL"
+    ),
     "custom hardware": dict(model="llama-3.1-8b", hardware="custom", memory_gib=24, bandwidth_gbs=900),
     "custom hardware, no TFLOPS": dict(
         model="qwen3-0.6b", hardware="custom", memory_gib=8, bandwidth_gbs=120

@@ -223,3 +223,21 @@ def test_atlas_duo_is_noted_as_two_chips():
     assert per_dollar["hardware_id"] == "atlas-300i-duo-96gb" and per_dollar["support"] == "fallback"
     assert "host CPU" in per_dollar["reason"]
     assert any("48 GB" in n for n in glm["recommendations"]["notes"])
+
+
+def test_a_device_measured_in_decode_only_says_which_phase_is_calibrated():
+    """The Intel Max 1550 with llama.cpp SYCL is calibrated in decode (its llama-bench -pg -b 1 runs) and has
+    no prefill measurement: the report says so per phase instead of calling all its speed the pooled prior."""
+    from estimator.report.request import ReportRequest, make_report
+
+    req = ReportRequest(model="llama-3.1-8b", hardware="intel-max-1550", quant="F16", backend="SYCL")
+    d = report_to_dict(make_report(req))
+    sp = d["speed"]
+    assert sp["decode"]["calibrated"] and not sp["prefill"]["calibrated"] and not sp["calibrated"]
+    assert sp["basis"].startswith("decode estimated from calibrated coefficients; prefill from the covar")
+    warns = [w for w in d["warnings"] if "pooled prior" in w]
+    assert warns == [
+        "prefill figures come from the pooled prior: no calibrated prefill coefficients for "
+        "intel-xe-hpc/llama.cpp (decode is calibrated)"
+    ]
+    assert "**PARTLY CALIBRATED** — decode estimated" in to_markdown(d)

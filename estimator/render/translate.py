@@ -590,6 +590,14 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     ),
     (
         re.compile(
+            r"(?P<t>decode|prefill) figures come from the pooled prior: no calibrated (?:decode|prefill) "
+            r"coefficients for (?P<f>\S+) \((?P<d>decode|prefill) is calibrated\)"
+        ),
+        "las cifras de {t} vienen del prior agrupado: no hay coeficientes de {t} calibrados para {f} (el {d} "
+        "sí está calibrado)",
+    ),
+    (
+        re.compile(
             r"does not fit: (?P<m>\S+) at (?P<q>.+) needs more than the usable memory of (?P<n>\d+) x "
             r"(?P<h>\S+)"
         ),
@@ -1109,6 +1117,16 @@ EXACT.update(
             "estimado con las covariables de dispositivos similares (esta familia de hardware no está "
             "calibrada): intervalo amplio"
         ),
+        "decode estimated from calibrated coefficients; prefill from the covariates of similar devices (no "
+        "prefill measurement of this hardware family): wide interval": (
+            "decode estimado con coeficientes calibrados; prefill con las covariables de dispositivos "
+            "similares (ninguna medida de prefill de esta familia de hardware): intervalo amplio"
+        ),
+        "prefill estimated from calibrated coefficients; decode from the covariates of similar devices (no "
+        "decode measurement of this hardware family): wide interval": (
+            "prefill estimado con coeficientes calibrados; decode con las covariables de dispositivos "
+            "similares (ninguna medida de decode de esta familia de hardware): intervalo amplio"
+        ),
         "speed from devices like this one (family not calibrated): wide interval": (
             "velocidad de dispositivos como este (familia no calibrada): intervalo amplio"
         ),
@@ -1339,6 +1357,10 @@ PATTERNS += [
     (re.compile(r"it does not run: (?P<h>.+)"), lambda m: f"no se ejecuta: {tr(m['h'])}"),
     # speed: basis and coefficient labels
     (re.compile(r"\*\*UNCALIBRATED\*\* — (?P<b>.+)\."), lambda m: f"**SIN CALIBRAR** — {tr(m['b'])}."),
+    (
+        re.compile(r"\*\*PARTLY CALIBRATED\*\* — (?P<b>.+)\."),
+        lambda m: f"**CALIBRADO EN PARTE** — {tr(m['b'])}.",
+    ),
     (
         re.compile(r"estimated on the fallback path(?:: (?P<p>.+))? \(UNCALIBRATED\): wide interval"),
         lambda m: (

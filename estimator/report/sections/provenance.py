@@ -49,10 +49,16 @@ def warnings(b: Build) -> tuple[str, ...]:
     spd = b.get("speed")
     if spd is None:
         out.append(f"no speed estimate for {hw.id}: {b.speed_error}")
-    elif not spd.calibrated:
+    elif not spd.decode.calibrated and not spd.prefill.calibrated:
         out.append(
             "speed figures come from the pooled prior: no calibrated coefficients for "
             f"{hw.family}/{wl.engine}"
+        )
+    elif not spd.calibrated:  # one phase measured, the other not
+        todo, done = ("prefill", "decode") if spd.decode.calibrated else ("decode", "prefill")
+        out.append(
+            f"{todo} figures come from the pooled prior: no calibrated {todo} coefficients for "
+            f"{hw.family}/{wl.engine} ({done} is calibrated)"
         )
     if (
         spd is not None

@@ -53,7 +53,8 @@ def build(b: Build) -> SpeedSection | None:
     basis = (
         "estimated from calibrated coefficients"
         if calibrated
-        else "estimated from the covariates of similar devices (this hardware family is not calibrated): "
+        else one_phase_basis(s.decode.calibrated, s.prefill.calibrated)
+        or "estimated from the covariates of similar devices (this hardware family is not calibrated): "
         "wide interval"
         if s.decode.basis or s.prefill.basis
         else "estimated from the pooled prior (UNCALIBRATED for this hardware family): wide interval"
@@ -77,6 +78,18 @@ def build(b: Build) -> SpeedSection | None:
     )
 
 
+def one_phase_basis(decode_calibrated: bool, prefill_calibrated: bool) -> str:
+    """The basis line when one phase is calibrated and the other is not (a device measured only in decode,
+    e.g. from llama-bench -pg -b 1 runs), else ""."""
+    if decode_calibrated == prefill_calibrated:
+        return ""
+    done, todo = ("decode", "prefill") if decode_calibrated else ("prefill", "decode")
+    return (
+        f"{done} estimated from calibrated coefficients; {todo} from the covariates of similar devices (no "
+        f"{todo} measurement of this hardware family): wide interval"
+    )
+
+
 def text(d: dict) -> Block:
     sp = d.get("speed")
     s = Block("speed", "Speed (estimated)")
@@ -86,7 +99,9 @@ def text(d: dict) -> Block:
         else:
             s.lines.append("No speed estimate for this device (missing bandwidth or TFLOPS).")
         return s
-    s.lines.append(("" if sp["calibrated"] else "**UNCALIBRATED** — ") + sp["basis"] + ".")
+    partly = sp["decode"]["calibrated"] != sp["prefill"]["calibrated"]
+    head = "" if sp["calibrated"] else "**PARTLY CALIBRATED** — " if partly else "**UNCALIBRATED** — "
+    s.lines.append(head + sp["basis"] + ".")
     ttft = f"{sp['ttft_s'] * 1000:,.0f} ms ({sp['ttft_lo_s'] * 1000:,.0f}–{sp['ttft_hi_s'] * 1000:,.0f})"
     half = f"{d['workload']['n_ctx'] // 2:,}"  # the aggregate's cache depth: half of n_ctx
     rows = [
