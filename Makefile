@@ -54,17 +54,21 @@ install-browser: ## Debian's chromium + chromium-driver for the browser test (as
 
 # Published measurements imported into results/runs/ (sources: $(PUBLISHED)/sources.md).  The two large ones
 # are not tracked in git: they are regenerated, byte-for-byte apart from the importing commit's sha (which the
-# calibration input hash leaves out), from the CSVs of ../shared/reference/published.
+# calibration input hash leaves out), from the CSVs of ../shared/reference/published.  The import maps published
+# model and device names through the catalog, so a catalog change (a new entry or alias) imports them again.
 PUBLISHED ?= ../shared/reference/published
 PUBLISHED_RUNS = $(RESULTS)/runs/published-2.jsonl $(RESULTS)/runs/published-serving.jsonl
+CATALOG = estimator/data/models.json estimator/data/hardware.json
 
-published: $(PUBLISHED_RUNS) ## import the published CSVs that are not tracked (skipped when present)
+published: $(PUBLISHED_RUNS) ## import the published CSVs that are not tracked (again when the catalog changed)
 
-$(RESULTS)/runs/published-2.jsonl:
+$(RESULTS)/runs/published-2.jsonl: $(CATALOG)
+	rm -f $@
 	$(PYTHON) -m harness import $(PUBLISHED)/published_measurements_2.csv --results $(RESULTS) \
 	  --timestamp 2026-12-01T00:00:00Z
 
-$(RESULTS)/runs/published-serving.jsonl:
+$(RESULTS)/runs/published-serving.jsonl: $(CATALOG)
+	rm -f $@
 	$(PYTHON) -m harness import $(PUBLISHED)/serving_silicon.csv --results $(RESULTS) \
 	  --timestamp 2026-12-01T00:00:00Z
 
