@@ -12,9 +12,10 @@ Quality filter: own measurements are ``ok``; imported records carry the publishe
 caller opts in to more flags (and then says so: the flags used are written into coefficients.json).
 
 The input hash is sha256 over the canonical JSON (sorted keys, compact separators, one record per line,
-lines sorted) of exactly the records that pass: status ``ok``, valid, quality allowed.  A change to any of
-them, an added or a removed one, changes the hash, which is how ``python -m calibration check`` detects a
-stale coefficients.json.
+lines sorted) of exactly the records that pass: status ``ok``, valid, quality allowed (speed and memory
+records and the serving / latency ones, which the serving fit and the -b 1 decode points use).  A change to
+any of them, an added or a removed one, changes the hash, which is how ``python -m calibration check``
+detects a stale coefficients.json.
 
 Units: *_bytes bytes, *_tok_s tokens per second.
 """
@@ -85,8 +86,9 @@ class Dataset:
     excluded_kind: dict[str, int] = field(default_factory=dict)  # reason -> count of records left out by kind
     qualities: tuple[str, ...] = DEFAULT_QUALITIES
     input_hash: str = ""
-    # ok serving / batch-latency-only records of an allowed quality (not fitted: calibration.latency
-    # predicts the end-to-end latency ones; not part of input_hash)
+    # ok serving / batch-latency-only records of an allowed quality: the serving fit's points
+    # (calibration.serving), the end-to-end latency check (calibration.latency) and the -b 1 runs fitted as
+    # decode points (calibration.features.one_token_run_point); part of input_hash
     serving_records: list[LoadedRecord] = field(default_factory=list)
 
 
@@ -356,7 +358,7 @@ def build_dataset(
         excluded_quality=by_quality,
         excluded_kind=by_kind,
         qualities=qualities,
-        input_hash=input_hash(lr.record for lr in keep),
+        input_hash=input_hash(lr.record for lr in keep + serving),
         serving_records=serving,
     )
 

@@ -181,3 +181,18 @@ def test_record_build_reads_the_record_its_notes_then_its_source():
     argonne = {"source_group": "argonne-llm-inference-bench", "notes": "vLLM (version not stated); GH200"}
     assert record_build(replace(rec, extra=argonne)) == "0.6.1"
     assert record_build(replace(rec, engine="llama.cpp", extra=argonne)) == ""
+
+
+def test_serving_and_latency_records_are_part_of_the_hash(tmp_path):
+    """The serving fit and the -b 1 decode points use the serving / latency records: a change to one of them
+    makes coefficients.json stale."""
+    good = base_record(record_id="g")
+    e2e = base_record(
+        record_id="e", decode_tok_s=None, prefill_tok_s=None, e2e_latency_s=12.8,
+        build_info="llama.cpp (llama-bench -pg)", schema_version=2,
+    )
+    ds1, _ = _ds(tmp_path / "1", [good, e2e])
+    ds2, _ = _ds(tmp_path / "2", [good, replace(e2e, e2e_latency_s=12.9)])
+    ds3, _ = _ds(tmp_path / "3", [good])
+    assert len(ds1.serving_records) == 1
+    assert len({ds1.input_hash, ds2.input_hash, ds3.input_hash}) == 3
