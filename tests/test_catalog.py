@@ -77,6 +77,7 @@ def test_model_aliases_resolve_to_the_same_architecture_with_their_note():
         ("zhipuai/GLM-5", "glm-5", None),
         ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b", None),
         ("Qwen/Qwen2-7B", "qwen2-7b", None),  # the base model of the catalog's instruct entry
+        ("Qwen/Qwen2-72B", "qwen2.5-72b", None),
     ]:
         assert resolve_model(alias).id == mid
         (a,) = [a for a in catalog.model_entry(alias)["aliases"] if a["alias"] == alias]
