@@ -29,7 +29,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from calibration.dataset import Dataset, LoadedRecord, Rejection
+from calibration.dataset import Dataset, LoadedRecord, Rejection, is_e2e, stated_n_batch
 from estimator.engines import ENGINES, get_engine
 from estimator.specs import HardwareSpec, ModelSpec, SpecError, Workload
 
@@ -338,17 +338,11 @@ def one_token_run_point(lr: LoadedRecord, resolver: Resolver) -> SpeedPoint | st
     Intel Max 1550 with llama.cpp SYCL), and a single repetition of a mixed test does not override llama-bench
     tg records.  (With the MI300X's runs fitted next to its tg record the shared shrinkage scales moved and
     the prefill gate went from 14.6 % to 15.5 %; docs/calibration.md.)"""
-    from calibration.dataset import is_e2e, stated_n_batch
-
     r = lr.record
     if not is_e2e(r) or r.batch != 1 or not r.n_prompt or r.n_devices != 1:
         return None
     sp = _speed()
-    model, quant, hw, wl = record_specs(resolver, r)
-    n_batch = stated_n_batch(r)
-    if n_batch:
-        wl = dataclasses.replace(wl, n_batch=n_batch)
-    wl = dataclasses.replace(wl, n_seq=1, n_depth=0)
+    model, quant, hw, wl = e2e_specs(resolver, r)
     if not sp.prefill_features(model, quant, wl).decode_steps:
         return None
     on_host = fallback_on_host(model, quant, hw, wl)
@@ -359,6 +353,17 @@ def one_token_run_point(lr: LoadedRecord, resolver: Resolver) -> SpeedPoint | st
     p = _point(lr, "decode", [sp.mean_features(feats)], hw, float(r.e2e_latency_s) / n_steps)
     p.extra.update(model_bytes=feats[0].weight_bytes, one_token_run=True)
     return p
+
+
+def e2e_specs(resolver: Resolver, rec):
+    """(model, quant, hardware, workload) of an end-to-end run: the record's workload from depth 0 with its
+    B = ``batch`` sequences and the n_batch it states (``stated_n_batch``: llama-bench -b, which caps
+    n_ubatch)."""
+    model, quant, hw, wl = record_specs(resolver, rec)
+    n_batch = stated_n_batch(rec)
+    if n_batch:
+        wl = dataclasses.replace(wl, n_batch=n_batch)
+    return model, quant, hw, dataclasses.replace(wl, n_seq=max(int(rec.batch), 1), n_depth=0)
 
 
 def record_specs(resolver: Resolver, rec):

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from calibration.dataset import Dataset, Rejection, is_e2e, record_build, stated_n_batch
-from calibration.features import Resolver, point_family, record_specs
+from calibration.dataset import Dataset, Rejection, is_e2e, record_build
+from calibration.features import Resolver, e2e_specs, point_family
 from calibration.validate import FOLDS, ape_stats
 
 
@@ -86,12 +86,8 @@ def latency_points(
         if not is_e2e(r):
             continue
         try:
-            model, quant, hw, wl = record_specs(resolver, r)
-            n_batch = stated_n_batch(r)
-            if n_batch:
-                wl = replace(wl, n_batch=n_batch)
-            b = max(int(r.batch), 1)
-            wl = replace(wl, n_seq=b, n_depth=0)
+            model, quant, hw, wl = e2e_specs(resolver, r)
+            b = wl.n_seq
             pre = speed.prefill_features(model, quant, wl)
             dec = speed.tg_features(model, quant, wl, int(r.n_prompt), max(int(r.n_gen), 1))
             out.append(

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("estimator.physics.speed")
 
-from calibration import latency, pipeline  # noqa: E402
+from calibration import dataset, latency, pipeline  # noqa: E402
 from calibration.dataset import load_dataset  # noqa: E402
 from calibration.features import workload_for  # noqa: E402
 from estimator.catalog.resolve import resolve_hardware, resolve_model  # noqa: E402
@@ -43,17 +43,17 @@ def _e2e(hw_id: str, build: str, batch: int, n_batch_raw: str | None, rid: str, 
 
 def test_stated_n_batch_reads_llama_bench_b_from_the_published_row():
     r = base_record(n_batch=None, extra={"published": {"batch_raw": "n_batch 16"}})
-    assert latency.stated_n_batch(r) == 16
-    assert latency.stated_n_batch(replace(r, n_batch=64)) == 64
-    assert latency.stated_n_batch(replace(r, extra={"published": {"batch_raw": "512"}})) is None
+    assert dataset.stated_n_batch(r) == 16
+    assert dataset.stated_n_batch(replace(r, n_batch=64)) == 64
+    assert dataset.stated_n_batch(replace(r, extra={"published": {"batch_raw": "512"}})) is None
 
 
 def test_only_prompt_plus_generate_and_offline_batches_are_e2e():
     r = base_record(e2e_latency_s=1.0, build_info="llama.cpp (llama-bench -pg)")
-    assert latency.is_e2e(r)
-    assert latency.is_e2e(replace(r, build_info="vLLM (offline LLM.generate batch latency)"))
-    assert not latency.is_e2e(replace(r, build_info="vLLM serving benchmark"))
-    assert not latency.is_e2e(replace(r, e2e_latency_s=None))
+    assert dataset.is_e2e(r)
+    assert dataset.is_e2e(replace(r, build_info="vLLM (offline LLM.generate batch latency)"))
+    assert not dataset.is_e2e(replace(r, build_info="vLLM serving benchmark"))
+    assert not dataset.is_e2e(replace(r, e2e_latency_s=None))
 
 
 def test_e2e_latency_is_predicted_from_the_fit(tmp_path):

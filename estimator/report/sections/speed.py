@@ -50,15 +50,17 @@ def build(b: Build) -> SpeedSection | None:
         b.speed_error = str(exc)
         return None
     calibrated = bool(s.decode.calibrated and s.prefill.calibrated)
-    basis = (
-        "estimated from calibrated coefficients"
-        if calibrated
-        else one_phase_basis(s.decode.calibrated, s.prefill.calibrated)
-        or "estimated from the covariates of similar devices (this hardware family is not calibrated): "
-        "wide interval"
-        if s.decode.basis or s.prefill.basis
-        else "estimated from the pooled prior (UNCALIBRATED for this hardware family): wide interval"
-    )
+    if calibrated:
+        basis = "estimated from calibrated coefficients"
+    elif s.decode.calibrated != s.prefill.calibrated:  # what text() marks PARTLY CALIBRATED
+        basis = one_phase_basis(s.decode.calibrated)
+    elif s.decode.basis or s.prefill.basis:
+        basis = (
+            "estimated from the covariates of similar devices (this hardware family is not calibrated): "
+            "wide interval"
+        )
+    else:
+        basis = "estimated from the pooled prior (UNCALIBRATED for this hardware family): wide interval"
     if support.speed_path:
         basis = f"estimated on the {support.speed_path} (UNCALIBRATED): wide interval"
     return SpeedSection(
@@ -78,11 +80,9 @@ def build(b: Build) -> SpeedSection | None:
     )
 
 
-def one_phase_basis(decode_calibrated: bool, prefill_calibrated: bool) -> str:
-    """The basis line when one phase is calibrated and the other is not (a device measured only in decode,
-    e.g. from llama-bench -pg -b 1 runs), else ""."""
-    if decode_calibrated == prefill_calibrated:
-        return ""
+def one_phase_basis(decode_calibrated: bool) -> str:
+    """The basis line when exactly one phase is calibrated (a device measured only in decode, e.g. from
+    llama-bench -pg -b 1 runs): ``decode_calibrated`` says which."""
     done, todo = ("decode", "prefill") if decode_calibrated else ("prefill", "decode")
     return (
         f"{done} estimated from calibrated coefficients; {todo} from the covariates of similar devices (no "
