@@ -4,7 +4,7 @@ import pytest
 
 from estimator.catalog.data import all_hardware, get_hardware, get_model
 from estimator.catalog.rates import load_cloud_rates
-from estimator.physics import speed
+from estimator.physics import speed, stream
 from estimator.physics.coefficients import load_coefficients
 from estimator.physics.memory import estimate_memory
 from estimator.physics.quant import get_quant
@@ -113,6 +113,13 @@ def test_selected_configuration_comes_first_when_it_fits():
 )
 def test_shared_decode_features_equal_mean_decode_step(model, hw, wl):
     m, h, q, w = get_model(model), get_hardware(hw), get_quant("Q4_K_M"), Workload(**wl)
-    _, _, dparams, _ = speed.merged_params(TABLE, h, w.engine)
-    step = speed.decode_step_s(speed.tg_features(m, q, w, int(w.n_depth), int(w.n_gen)), h, dparams)
+    feats = speed.tg_features(m, q, w, int(w.n_depth), int(w.n_gen))
+    sets = stream.speed_sets(TABLE, m, q, h, w)
+    # vLLM on a GPU without a decode set of its own: one stream on the serving fit's step (physics.stream)
+    assert (sets.stream is not None) == (w.engine == "vllm")
+    if sets.stream is not None:
+        step = sum(sets.stream.decode_s(f) for f in feats) / len(feats)
+    else:
+        _, _, dparams, _ = speed.merged_params(TABLE, h, w.engine)
+        step = speed.decode_step_s(feats, h, dparams)
     assert Physics(m, TABLE).decode(q, h, w).tok_s == pytest.approx(1.0 / step, rel=1e-12)

@@ -25,6 +25,10 @@ Output adds OUTPUT_COLUMNS:
 * decode_tok_s (n_gen > 0): batch / mean step time over n_gen tokens from depth n_depth + n_prompt
   (tg{n_gen}; with batch > 1 this is the aggregate over all sequences).
 * ttft_s (n_prompt > 0): prefill time + one decode step.
+* A serving engine (vLLM, SGLang) whose decode / prefill set for the device is not calibrated while its
+  serving set is fitted is timed on the serving fit's step instead (estimator.physics.stream): decode steps
+  are the serving model's t(B, 0), the prefill its prompt chunks, ttft_s = ttft_fixed_s + prefill; the
+  intervals are the serving set's TPOT / TTFT intervals and ``coefficients`` says "serving fit".
 * *_lo / *_hi: the coefficient set's interval; coefficients: the set label(s); calibrated: every set used was
   calibrated.  support: native | fallback | unsupported | unlisted (estimator.physics.support; a fallback is
   predicted on its fallback path, an unsupported row is predicted on the device's native path and says so
@@ -56,7 +60,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from estimator.engines import ENGINES, engines_for, get_engine
-from estimator.physics import speed, support
+from estimator.physics import speed, stream, support
 from estimator.physics.coefficients import CoefficientTable, load_coefficients
 from estimator.specs import HardwareSpec, QuantSpec, SpecError, Workload
 from estimator.validate import MODEL_BOUNDS, check_number, parse_number
@@ -275,7 +279,7 @@ def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None =
         out.update(_serving_outputs(row, model, quant, hardware, replace(wl, n_seq=1), table))
         out["support"] = support.judge(model, mem_quant, hardware, wl).status
         return out
-    sets = speed.speed_sets(table, model, mem_quant, hardware, wl)
+    sets = stream.speed_sets(table, model, mem_quant, hardware, wl)
     swl = sets.workload(wl)
     used = []
     if wl.n_prompt > 0:
@@ -284,7 +288,8 @@ def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None =
         first = speed.decode_features(model, quant, replace(swl, n_seq=1), depth)
         t_first = speed.decode_estimate(first, hardware, sets).time_s
         out.update(prefill_tok_s=_num(pre.tok_s), prefill_tok_s_lo=_num(pre.lo_tok_s))
-        out.update(prefill_tok_s_hi=_num(pre.hi_tok_s), ttft_s=_num(pre.time_s + t_first))
+        ttft = speed.first_token_s(sets, pre.time_s, t_first)
+        out.update(prefill_tok_s_hi=_num(pre.hi_tok_s), ttft_s=_num(ttft))
         used.append(("prefill", pre))
     if wl.n_gen > 0:
         depth = wl.n_depth + wl.n_prompt

@@ -177,6 +177,10 @@ class EngineProfile:
     # first engine version whose scheduler ``scheduler()`` describes (serving at concurrency): the serving
     # fit leaves out measurements of older builds; "" = every version
     serving_since: str = ""
+    # its GPU evidence is serving benchmarks (TTFT / TPOT at a concurrency), not llama-bench runs: without a
+    # calibrated decode / prefill set of its own, one stream is timed by the serving fit's step
+    # (estimator.physics.stream)
+    stream_on_serving_step: bool = False
     int8_gemm: bool = False
     materializes_kq_without_fa: bool = False
     pipelines_layer_split: bool = False

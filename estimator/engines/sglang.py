@@ -73,6 +73,7 @@ class SGLang(EngineProfile):
     runtime_model = "torch"
     memory_prior = "vllm"
     max_batched_tokens = 8192
+    stream_on_serving_step = True
     offload_flag = "--cpu-offload-gb"
     # the platforms of SGLang's quantization compatibility table (NVIDIA, AMD Instinct, Ascend A2/A3)
     backends = (("nvidia", "*", "CUDA"), ("amd", "gpu", "ROCm"), ("huawei", "npu", "Ascend"))

@@ -71,6 +71,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from estimator.engines import get_engine
 from estimator.physics import fallback as fallback_mod
@@ -794,13 +795,31 @@ def aggregate_step_s(model, quant, hardware, workload, params: dict) -> float:
 
 
 # --------------------------------------------------------------------------------- support-aware estimates
+class StepPath(Protocol):
+    """Another step formula that times a native configuration (estimator.physics.stream: a serving engine's
+    single stream on the serving fit's step).  Seconds of one decode step of ``f.batch`` sequences, of a
+    prefill, and to the first token; the TTFT interval (seconds)."""
+
+    decode: bool  # times the decode steps
+    prefill: bool  # times the prefills and the first token
+
+    def decode_s(self, f: DecodeFeatures) -> float: ...
+
+    def prefill_s(self, f: PrefillFeatures) -> float: ...
+
+    def first_token_s(self, prefill_s: float, step_s: float) -> float: ...
+
+    def ttft_interval(self, ttft_s: float) -> tuple[float, float]: ...
+
+
 @dataclass(frozen=True)
 class SpeedSets:
     """The coefficient sets one configuration's speed uses (module doc, "Support").
 
     dec / pre / dparams / pparams: the device's sets for the engine's backend (``merged_params``); path: the
     fallback SpeedPath (None = native); host_*: the host CPU's sets when part of the work runs there;
-    widen_lo: extra ln-units below an uncalibrated interval for the backend's maturity.
+    widen_lo: extra ln-units below an uncalibrated interval for the backend's maturity; stream: the StepPath
+    that times the native path in place of the formulas above (estimator.physics.stream), None = these.
     """
 
     dec: CoefficientSet
@@ -813,6 +832,7 @@ class SpeedSets:
     host_dparams: dict | None = None
     host_pparams: dict | None = None
     widen_lo: float = 0.0
+    stream: StepPath | None = None
 
     def workload(self, wl: Workload) -> Workload:
         """The workload the engine really runs on this path (flash attention off when it falls back)."""
@@ -878,6 +898,9 @@ def decode_estimate(feats, hardware: HardwareSpec, sets: SpeedSets, n_seq: int =
     """Decode tok/s (n_seq / mean step) of decode features (one or a tg list) on the configuration's path."""
     feats = [feats] if isinstance(feats, DecodeFeatures) else list(feats)
     path = sets.path
+    if path is None and sets.stream is not None and sets.stream.decode:
+        t = sum(sets.stream.decode_s(f) for f in feats) / len(feats)
+        return _native("decode", n_seq, t, sets.dec, sets)
     if path is None or (path.host is None and path.device_part):
         if path is not None:
             feats = [fallback_mod.split_decode(f, path)[0] for f in feats]
@@ -897,6 +920,8 @@ def prefill_estimate(f: PrefillFeatures, hardware: HardwareSpec, sets: SpeedSets
         e = decode_estimate(list(f.decode_steps), hardware, sets, 1)
         return replace(e, phase="prefill", time_s=f.tokens / e.tok_s)
     path = sets.path
+    if path is None and sets.stream is not None and sets.stream.prefill:
+        return _native("prefill", f.tokens, sets.stream.prefill_s(f), sets.pre, sets)
     if path is None or (path.host is None and path.device_part):
         if path is not None:
             f = fallback_mod.split_prefill(f, path)[0]
@@ -932,15 +957,30 @@ def aggregate_path_estimate(model, quant, hardware, workload, sets: SpeedSets) -
     return decode_estimate(f, hardware, sets, conc)
 
 
+def first_token_s(sets: SpeedSets, prefill_s: float, step_s: float) -> float:
+    """Seconds to the first token of a prompt whose prefill takes ``prefill_s``: the prefill and one decode
+    step of ``step_s``; on a StepPath that times prefills, its own (``StepPath.first_token_s``)."""
+    if sets.path is None and sets.stream is not None and sets.stream.prefill:
+        return sets.stream.first_token_s(prefill_s, step_s)
+    return prefill_s + step_s
+
+
 def estimate_speed(
-    model: ModelSpec, quant: QuantSpec, hardware: HardwareSpec, workload: Workload, table: CoefficientTable
+    model: ModelSpec,
+    quant: QuantSpec,
+    hardware: HardwareSpec,
+    workload: Workload,
+    table: CoefficientTable,
+    sets: SpeedSets | None = None,
 ) -> SpeedReport:
     """Decode, prefill, TTFT (4K prompt) and aggregate throughput at workload.concurrency, on the path the
-    support table gives the configuration (native, or a fallback: ``speed_sets``).
+    support table gives the configuration (native, or a fallback: ``speed_sets``).  ``sets``: the SpeedSets
+    to use (estimator.physics.stream.speed_sets, which may time a serving engine on the serving fit's step);
+    None = ``speed_sets`` of the decode / prefill fit.
 
     Raises ValueError when the device lacks the bandwidth (or TFLOPS with no fallback) the physics needs.
     """
-    sets = speed_sets(table, model, quant, hardware, workload)
+    sets = sets or speed_sets(table, model, quant, hardware, workload)
     b = max(int(workload.n_seq), 1)
     decode_b = tg_path_estimate(model, quant, hardware, workload, sets)
     step = decode_b.time_s
@@ -952,8 +992,10 @@ def estimate_speed(
     tw = replace(sets.workload(workload), n_prompt=TTFT_PROMPT_TOKENS, n_depth=0, n_seq=1)
     p4 = prefill_estimate(prefill_features(model, quant, tw), hardware, sets)
     d1 = decode_estimate(decode_features(model, quant, tw, TTFT_PROMPT_TOKENS), hardware, sets)
-    ttft = p4.time_s + d1.time_s
-    if sets.path is None:  # the sets' own bounds (written as before, so native figures keep every digit)
+    ttft = first_token_s(sets, p4.time_s, d1.time_s)
+    if sets.path is None and sets.stream is not None and sets.stream.prefill:
+        ttft_lo, ttft_hi = sets.stream.ttft_interval(ttft)
+    elif sets.path is None:  # the sets' own bounds (written as before, so native figures keep every digit)
         w_pre = 0.0 if sets.pre.calibrated else sets.widen_lo
         w_dec = 0.0 if sets.dec.calibrated else sets.widen_lo
         ttft_lo = p4.time_s * math.exp(-sets.pre.log_hi) + d1.time_s * math.exp(-sets.dec.log_hi)

@@ -585,16 +585,22 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     (re.compile(r"(?P<n>[\d,]+) tokens"), "{n} tokens"),
     # notes and warnings
     (
-        re.compile(r"speed figures come from the pooled prior: no calibrated coefficients for (?P<f>\S+)"),
-        "las velocidades vienen del prior agrupado: no hay coeficientes calibrados para {f}",
+        re.compile(
+            r"speed figures come from the (?P<p>pooled prior|serving fit's pool): no calibrated coefficients "
+            r"for (?P<f>\S+)"
+        ),
+        lambda m: f"las velocidades vienen {_POOLS[m['p']]}: no hay coeficientes calibrados para {m['f']}",
     ),
     (
         re.compile(
-            r"(?P<t>decode|prefill) figures come from the pooled prior: no calibrated (?:decode|prefill) "
-            r"coefficients for (?P<f>\S+) \((?P<d>decode|prefill) is calibrated\)"
+            r"(?P<t>decode|prefill) figures come from the (?P<p>pooled prior|serving fit's pool): "
+            r"no calibrated (?:decode|prefill) coefficients for (?P<f>\S+) \((?P<d>decode|prefill) is "
+            r"calibrated\)"
         ),
-        "las cifras de {t} vienen del prior agrupado: no hay coeficientes de {t} calibrados para {f} (el {d} "
-        "sí está calibrado)",
+        lambda m: (
+            f"las cifras de {m['t']} vienen {_POOLS[m['p']]}: no hay coeficientes de {m['t']} calibrados "
+            f"para {m['f']} (el {m['d']} sí está calibrado)"
+        ),
     ),
     (
         re.compile(
@@ -1081,6 +1087,15 @@ def _quant_name(name: str | None) -> str:
     return (name or "").replace(" (GGUF file)", " (archivo GGUF)")
 
 
+# where an uncalibrated speed comes from (estimator.report.sections.provenance._pool)
+_POOLS = {"pooled prior": "del prior agrupado", "serving fit's pool": "del ajuste de servicio agrupado"}
+# what of the serving fit times a single stream (estimator.physics.stream.phase_set)
+_STREAM_WHAT = {
+    "TPOT of one stream": "TPOT de un flujo",
+    "prompt chunks of TTFT": "fragmentos de prompt del TTFT",
+}
+
+
 def _interval_source(text: str) -> str:
     """estimator.physics.coefficients._interval_source in Spanish."""
     if text == "of default width (too few held-out residuals)":
@@ -1390,6 +1405,10 @@ PATTERNS += [
             f"{m['u']}) "
             f"({m['n']} {_WHAT[m['w']]}); base: agrupada"
         ),
+    ),
+    (
+        re.compile(r"serving fit \((?P<w>TPOT of one stream|prompt chunks of TTFT)\): (?P<l>.+)"),
+        lambda m: f"ajuste de servicio ({_STREAM_WHAT[m['w']]}): {tr(m['l'])}",
     ),
     (
         re.compile(r"fallback path \(uncalibrated\): CPU cores only, (?P<l>.+)"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from estimator.physics import speed as speed_mod
+from estimator.physics import stream as stream_mod
 from estimator.physics import support as support_mod
 from estimator.physics.memory import estimate_memory
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
@@ -57,10 +58,11 @@ class Sizing:
 
     def sets(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload):
         """The configuration's ``speed.SpeedSets`` (the backend's sets; on a support fallback also the
-        host's)."""
+        host's; a serving engine's single stream may run on the serving fit's step:
+        estimator.physics.stream)."""
         key = (quant.name, hw, wl)
         if key not in self._sets:
-            self._sets[key] = speed_mod.speed_sets(self.table, self.model, quant, hw, wl)
+            self._sets[key] = stream_mod.speed_sets(self.table, self.model, quant, hw, wl)
         return self._sets[key]
 
     def _decode_features(self, quant: QuantSpec, wl: Workload) -> list:

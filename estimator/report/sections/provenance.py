@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.engines import engines_for, get_engine
+from estimator.physics import stream
 from estimator.render.blocks import Block
 from estimator.render.htmlkit import Ctx, e, section
 from estimator.report.recommend import can_combine
@@ -51,13 +52,14 @@ def warnings(b: Build) -> tuple[str, ...]:
         out.append(f"no speed estimate for {hw.id}: {b.speed_error}")
     elif not spd.decode.calibrated and not spd.prefill.calibrated:
         out.append(
-            "speed figures come from the pooled prior: no calibrated coefficients for "
+            f"speed figures come from {_pool(spd.decode.coefficients)}: no calibrated coefficients for "
             f"{hw.family}/{wl.engine}"
         )
     elif not spd.calibrated:  # one phase measured, the other not
         todo, done = ("prefill", "decode") if spd.decode.calibrated else ("decode", "prefill")
+        pool = _pool((spd.prefill if todo == "prefill" else spd.decode).coefficients)
         out.append(
-            f"{todo} figures come from the pooled prior: no calibrated {todo} coefficients for "
+            f"{todo} figures come from {pool}: no calibrated {todo} coefficients for "
             f"{hw.family}/{wl.engine} ({done} is calibrated)"
         )
     if (
@@ -83,6 +85,12 @@ def warnings(b: Build) -> tuple[str, ...]:
             f"parallelism; the {wl.n_devices}-device figures assume they could"
         )
     return tuple(dict.fromkeys(out))
+
+
+def _pool(label: str) -> str:
+    """What an uncalibrated speed comes from: the serving fit's pool (a serving engine's single stream,
+    estimator.physics.stream) or the pooled prior of the decode / prefill fit."""
+    return "the serving fit's pool" if label.startswith(stream.LABEL_PREFIX) else "the pooled prior"
 
 
 def text(d: dict) -> Block:

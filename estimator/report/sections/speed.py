@@ -45,7 +45,8 @@ def build(b: Build) -> SpeedSection | None:
         b.speed_error = f"it does not run: {support.headline}"
         return None
     try:
-        s = speed_mod.estimate_speed(b.model, b.quant, b.hardware, wl, b.table)
+        sets = b.sizing.sets(b.quant, b.hardware, wl)
+        s = speed_mod.estimate_speed(b.model, b.quant, b.hardware, wl, b.table, sets)
     except SIZING_ERRORS as exc:
         b.speed_error = str(exc)
         return None
