@@ -230,7 +230,7 @@ def test_a_device_measured_in_decode_only_says_which_phase_is_calibrated():
     no prefill measurement: the report says so per phase instead of calling all its speed the pooled prior."""
     from estimator.report.request import ReportRequest, make_report
 
-    req = ReportRequest(model="llama-3.1-8b", hardware="intel-max-1550", quant="F16", backend="SYCL")
+    req = ReportRequest(model="llama-3.1-8b", hardware="intel-max-1550", quant="F16")  # SYCL: its default
     d = report_to_dict(make_report(req))
     sp = d["speed"]
     assert sp["decode"]["calibrated"] and not sp["prefill"]["calibrated"] and not sp["calibrated"]

@@ -97,6 +97,11 @@ def test_backend_per_device_and_a_users_choice():
     assert llama.backend_for(get_hardware(ATLAS)) == "CANN"
     assert llama.backend_for(get_hardware("ryzen-9-7950x")) == "CPU"
     assert llama.backend_for(get_hardware("rtx-3090"), "vulkan") == "Vulkan"
+    # Intel: client GPUs run the Vulkan release builds, the data-centre Max series SYCL (family_backends)
+    assert llama.backend_for(get_hardware("arc-a770-16gb")) == "Vulkan"
+    assert llama.backend_for(get_hardware("intel-max-1550")) == "SYCL"
+    assert llama.backends_on(get_hardware("intel-max-1550"))[0] == "SYCL"
+    assert llama.backend_for(get_hardware("intel-max-1100"), "vulkan") == "Vulkan"  # still a choice
     assert get_engine("vllm").backend_for(get_hardware("apple-m3-max")) == "CPU"  # no Metal path
     assert get_engine("vllm").backend_for(get_hardware("ascend-910b")) == "Ascend"
     with pytest.raises(SpecError, match="no 'Metal' backend"):

@@ -193,6 +193,9 @@ class EngineProfile:
     # "none" = the engine has no backend for such devices.  What each backend runs is
     # estimator/data/support.csv (estimator.physics.support judges it).
     backends: tuple[tuple[str, str, str], ...] = ()
+    # (device family, backend): the default for the devices of a family, ahead of ``backends`` (a family
+    # whose users run another build than the rest of its vendor's devices of that kind)
+    family_backends: tuple[tuple[str, str], ...] = ()
     # further (vendor, kind, backend) a user may choose with --backend (Workload.backend): a backend runs on a
     # device when an entry of ``backends`` or of these matches its vendor and kind
     backend_options: tuple[tuple[str, str, str], ...] = ()
@@ -220,7 +223,8 @@ class EngineProfile:
         """The backends that drive ``hardware`` (its vendor and kind), the default first; () when no entry
         names the device's vendor or kind (an unknown device: any backend is taken as asked)."""
         vendor = (hardware.vendor or "").lower()
-        names = [
+        names = [b for fam, b in self.family_backends if fam == hardware.family]
+        names += [
             b
             for v, kind, b in self.backends + self.backend_options
             if v in ("*", vendor) and kind in ("*", hardware.kind) and b != "none"
@@ -239,8 +243,9 @@ class EngineProfile:
 
     def backend_for(self, hardware: HardwareSpec, requested: str = "") -> str:
         """The backend on ``hardware``: ``requested`` when given (``backend_name``; SpecError when that
-        backend does not drive this device, naming the ones that do), else the first ``backends`` entry
-        matching the device's vendor and kind ("" when none does)."""
+        backend does not drive this device, naming the ones that do), else the ``family_backends`` entry of
+        the device's family, else the first ``backends`` entry matching its vendor and kind ("" when none
+        does)."""
         if requested:
             name = self.backend_name(requested)
             there = self.backends_on(hardware)
@@ -250,6 +255,9 @@ class EngineProfile:
                     f"{hardware.kind}); backends there: {', '.join(there)}"
                 )
             return name
+        for fam, backend in self.family_backends:
+            if fam == hardware.family:
+                return backend
         vendor = (hardware.vendor or "").lower()
         for v, kind, backend in self.backends:
             if v in ("*", vendor) and kind in ("*", hardware.kind):

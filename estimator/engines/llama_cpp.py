@@ -90,7 +90,8 @@ class LlamaCpp(EngineProfile):
     moe_cpu_offload = True
     offload_flag = "-ngl"
     # the build a user of this device runs by default (README's backend table); Intel GPUs: Vulkan, the
-    # prebuilt release builds (the measured Intel rows are Vulkan), SYCL on request
+    # prebuilt release builds (the measured Intel Arc rows are Vulkan), SYCL on request; Intel's data-centre
+    # GPUs (family_backends below) SYCL
     backends = (
         ("nvidia", "*", "CUDA"),
         ("amd", "gpu", "ROCm"),
@@ -106,6 +107,11 @@ class LlamaCpp(EngineProfile):
         ("intel", "npu", "none"),
         ("*", "cpu", "CPU"),
     )
+    # The Data Center GPU Max series (Xe-HPC) runs SYCL: llama.cpp's SYCL guide lists the Max 1550 and 1100 as
+    # verified devices (docs/backend/SYCL.md, "Verified devices"), they run in oneAPI / Level Zero HPC
+    # systems, and every published llama.cpp row of the Max is SYCL (482 rows of Argonne's
+    # LLM-Inference-Bench, shared/reference/published S13)
+    family_backends = (("intel-xe-hpc", "SYCL"),)
     # builds a user may pick instead (docs/build.md of llama.cpp): ROCm on AMD APUs (gfx1151 ...), Vulkan on
     # any discrete or integrated GPU with a Vulkan driver, SYCL on Intel GPUs (and NVIDIA / AMD through the
     # oneAPI plugins), OpenCL on Intel GPUs, the CPU backend on unified-memory SoCs (their CPU cores)

@@ -2,8 +2,8 @@
 
 ``judge(model, quant, hardware, workload)`` asks ``estimator.catalog.support`` (estimator/data/support.csv)
 about every part of a configuration on the backend the engine uses for the device
-(``EngineProfile.backend_for``: the workload's ``backend``, else the profile's default for the vendor /
-kind) and returns a ``SupportVerdict``:
+(``EngineProfile.backend_for``: the workload's ``backend``, else the profile's default for the device's
+family, vendor / kind) and returns a ``SupportVerdict``:
 
 * the device at all (``device`` rows: no backend, unsupported GPU generations, vLLM's CPU-only macOS build),
   the backend's maturity (``backend`` rows) and the model family (``model`` rows);
