@@ -208,13 +208,18 @@ _BUILD = [
 def test_killed_model_build_leaves_no_part_file(tmp_path, sig):
     """A real synthetic GGUF build (smollm2-135m, 270 MB), killed while its .part file is being written:
     SIGTERM unwinds and removes it at once (exit 130); after SIGKILL the next build removes it."""
-    cache = tmp_path / "cache"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, *_BUILD, "--cache", str(cache)], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    _wait_for(lambda: list(cache.glob("*.part")) or proc.poll() is not None, 60)
-    proc.send_signal(sig)
-    out, err = proc.communicate(timeout=60)
+    for attempt in range(3):
+        cache = tmp_path / f"cache{attempt}"
+        proc = subprocess.Popen([sys.executable, *_BUILD, "--cache", str(cache)], cwd=REPO, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        _wait_for(lambda c=cache, p=proc: list(c.glob("*.part")) or p.poll() is not None, 60)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+        # on a loaded machine the build may finish its ~1 s write before the signal lands: that run tested
+        # nothing, so build again (the signal has to arrive while the .part file is written)
+        if proc.returncode != 0:
+            break
     if sig == signal.SIGTERM:
         assert proc.returncode == 130 and "Traceback" not in err, err
         assert not list(cache.glob("*.part"))
