@@ -209,9 +209,14 @@ def _of_basis(held: list[HeldOut], basis: str) -> list[HeldOut]:
     return [h for h in held if h.basis == basis]
 
 
+def _kept(held: list[HeldOut], keep) -> list[HeldOut]:
+    return held if keep is None else [h for h in held if keep(h.point)]
+
+
 def _default_interval(stratum: str) -> dict:
     """The interval of a stratum with too few held-out residuals: DEFAULT_INTERVAL, for a serving metric the
     shipped prior's (estimator/data/prior_coefficients.json, of the time)."""
+    stratum = serving.SUBSTRATA.get(stratum, (stratum, None))[0]  # a sub-stratum: its stratum's default
     if stratum in serving.STRATA:
         from estimator.physics.coefficients import load_prior
 
@@ -229,12 +234,17 @@ def interval_block(sf: SpeedFit) -> dict:
 
     The interval is of ln(measured / predicted) of what the estimator reports: tokens/s for decode and
     prefill (= the held-out log ratio ln(t_pred / t_meas)), the time for the serving metrics TTFT / TPOT
-    (= -log ratio: the interval is mirrored)."""
+    (= -log ratio: the interval is mirrored).  Sub-strata (``serving.SUBSTRATA``) take the residuals of their
+    stratum that their predicate keeps: ``serving.ttft_lone``, the TTFT of a lone request."""
     out: dict = {}
-    for phase in sf.strata:
+    subs = serving.SUBSTRATA if set(sf.strata) >= {s for s, _ in serving.SUBSTRATA.values()} else {}
+    for phase in (*sf.strata, *subs):
+        parent, keep = subs.get(phase, (phase, None))
         out[phase] = {}
         for basis, scheme in BASIS_SCHEME.items():
-            res = basis_residuals(sf.held, phase, basis)
+            res = basis_residuals(sf.held, parent, basis)
+            if keep is not None:
+                res = [h for h in res if keep(h.point)]
             groups = [FOLDS[scheme](h.point) for h in res]
             if len(res) < MIN_RESIDUALS or len(set(groups)) < MIN_GROUPS:
                 out[phase][basis] = {
@@ -246,7 +256,7 @@ def interval_block(sf: SpeedFit) -> dict:
                 }
                 continue
             lo, hi = interval([h.log_ratio for h in res], groups=groups)
-            if phase in serving.STRATA:  # of the time: ln(t_meas / t_pred) = -log ratio
+            if parent in serving.STRATA:  # of the time: ln(t_meas / t_pred) = -log ratio
                 lo, hi = -hi, -lo
             out[phase][basis] = {
                 "log_lo": _r(lo, 4),
@@ -255,7 +265,8 @@ def interval_block(sf: SpeedFit) -> dict:
                 "n_groups": len(set(groups)),
                 "scheme": scheme,
                 "coverage": {
-                    s: _cov(coverage(_of_basis(sf.phase_held(s, phase), basis), sf.held, FOLDS[s]))
+                    s: _cov(coverage(_kept(_of_basis(sf.phase_held(s, parent), basis), keep), sf.held,
+                                     FOLDS[s], keep))  # fmt: skip
                     for s in SCHEMES
                     if s in sf.held
                 },

@@ -64,6 +64,21 @@ ENGINES = ("vllm", "sglang")
 METRICS = {"ttft_s": "ttft", "tpot_s": "tpot"}
 GATED_METRICS = ("tpot", "ttft")
 STRATA = tuple(f"{PHASE}.{m}" for m in METRICS.values())
+
+
+def lone_request(point) -> bool:
+    """A TTFT point of at most ``estimator.physics.serving.LONE_CONCURRENCY`` clients in serve mode: the
+    request's own prefill with hardly any queue (the single-stream prefill's evidence)."""
+    from estimator.physics.serving import LONE_CONCURRENCY, SERVE
+
+    e = point.extra
+    return e.get("mode") == SERVE and (e.get("concurrency") or 0) <= LONE_CONCURRENCY
+
+
+# Sub-strata: intervals from a subset of a stratum's held-out residuals (not fitted, not gated):
+# name -> (stratum, predicate).  serving.ttft_lone: a lone request's TTFT (estimator.physics.stream's
+# single-stream prefill and the serving table's rows of <= LONE_CONCURRENCY clients use it).
+SUBSTRATA = {f"{PHASE}.ttft_lone": (f"{PHASE}.ttft", lone_request)}
 FP_KV_PRECISIONS = ("FP8", "FP8-BLOCK", "NVFP4", "MXFP4")
 MAX_DEVICES = 8  # devices of one serving instance the model covers (one node's interconnect)
 

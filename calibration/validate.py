@@ -207,11 +207,14 @@ def basis_residuals(held: dict[str, list[HeldOut]], stratum: str, basis: str) ->
     return [h for h in held.get(BASIS_SCHEME[basis], []) if h.point.stratum == stratum and h.basis == basis]
 
 
-def coverage(held: Sequence[HeldOut], calib: dict[str, list[HeldOut]], group: FoldKey) -> Coverage | None:
+def coverage(
+    held: Sequence[HeldOut], calib: dict[str, list[HeldOut]], group: FoldKey, keep=None
+) -> Coverage | None:
     """Out-of-sample coverage of the held-out predictions ``held``: each one judged by the group-weighted
     interval of its (stratum, basis) built from ``calib``'s residuals of the *other* groups (``group``:
-    device, family or model; at least MIN_RESIDUALS residuals from MIN_GROUPS groups).  None when no group
-    qualifies."""
+    device, family or model; at least MIN_RESIDUALS residuals from MIN_GROUPS groups); ``keep``: a predicate
+    on the residuals' points (a sub-stratum's, calibration.serving.SUBSTRATA), None = all.  None when no
+    group qualifies."""
     by_group: dict[str, list[HeldOut]] = defaultdict(list)
     for h in held:
         by_group[group(h.point)].append(h)
@@ -223,7 +226,11 @@ def coverage(held: Sequence[HeldOut], calib: dict[str, list[HeldOut]], group: Fo
             key = (g, h.point.stratum, h.basis)
             if key not in cache:
                 scheme = BASIS_SCHEME[h.basis]
-                others = [x for x in basis_residuals(calib, h.point.stratum, h.basis) if group(x.point) != g]
+                others = [
+                    x
+                    for x in basis_residuals(calib, h.point.stratum, h.basis)
+                    if group(x.point) != g and (keep is None or keep(x.point))
+                ]
                 keys = [FOLDS[scheme](x.point) for x in others]
                 enough = len(others) >= MIN_RESIDUALS and len(set(keys)) >= MIN_GROUPS
                 cache[key] = interval([x.log_ratio for x in others], groups=keys) if enough else None

@@ -206,6 +206,30 @@ def test_serving_intervals_are_of_the_time(calibrated):
         )
 
 
+def test_a_lone_requests_ttft_has_its_own_interval(calibrated):
+    """serving.ttft_lone: the conformal interval of the TTFT residuals of at most LONE_CONCURRENCY clients
+    (the single-stream prefill's and the serving table's low rows); the file carries it, the set reads it,
+    and a serving estimate uses it at one client, the all-concurrency TTFT interval at eight."""
+    cal, doc, path = calibrated
+    every = basis_residuals(cal.serving.held, "serving.ttft", "device")
+    lone = [h for h in every if serving.lone_request(h.point)]
+    assert 0 < len(lone) < len(every) and all(h.point.extra["concurrency"] <= 4 for h in lone)
+    iv = doc["model"]["intervals"]["serving.ttft_lone"]["device"]
+    lo, hi = interval([h.log_ratio for h in lone], groups=[FOLDS["lomo"](h.point) for h in lone])
+    assert (iv["log_lo"], iv["log_hi"]) == (pytest.approx(-hi, abs=1e-4), pytest.approx(-lo, abs=1e-4))
+    assert iv["n_residuals"] == len(lone) and iv["scheme"] == "lomo"
+    b200 = resolve_hardware("b200")
+    cs = load_coefficients(path).lookup(b200, "vllm", "serving")
+    bounds = (pytest.approx(min(iv["log_lo"], 0)), pytest.approx(max(iv["log_hi"], 0)))
+    assert cs.intervals["ttft_lone"] == bounds
+    assert "TTFT_LONE from leave-one-model-out" in cs.interval_note
+    sp = sv.serving_params(load_coefficients(path), b200, "vllm")
+    for c, metric in ((1, "ttft_lone"), (8, "ttft")):
+        f = sv.serving_features(*_spec("llama-3.1-8b", "BF16", b200), sv.ServingLoad(c, 1024, 256))
+        est = sv.with_intervals(sv.point(f, sp.params), sp)
+        assert est.ttft_lo_s == pytest.approx(est.ttft_s * math.exp(cs.intervals[metric][0]))
+
+
 def test_serving_document_round_trip(calibrated):
     """What calibration writes, the estimator reads: serving is in the schema-2 model section; a measured
     device gets basis device with its TTFT / TPOT intervals, a device of an unmeasured family covariates

@@ -35,7 +35,8 @@ def test_the_shipped_fit_times_vllm_on_the_h100_by_its_serving_set():
     assert sets.pre.label.startswith("serving fit (prompt chunks of TTFT): ")
     sset = TABLE.lookup(H, "vllm", "serving")
     tpot_lo, tpot_hi = sset.intervals["tpot"]
-    ttft_lo, ttft_hi = sset.intervals["ttft"]
+    ttft_lo, ttft_hi = sset.intervals["ttft_lone"]  # a lone request's TTFT: no queue, as one stream
+    assert ttft_hi - ttft_lo < sset.intervals["ttft"][1] - sset.intervals["ttft"][0]
     # a time interval [lo, hi] is the speed interval [-hi, -lo]
     assert (sets.dec.log_lo, sets.dec.log_hi) == (-tpot_hi, -tpot_lo)
     assert (sets.pre.log_lo, sets.pre.log_hi) == (-ttft_hi, -ttft_lo)

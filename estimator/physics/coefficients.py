@@ -87,7 +87,9 @@ READABLE_VERSIONS = (1, 2)
 BASES = ("device", "family", "pooled")
 PHASES = ("decode", "prefill", "serving")
 MODEL_PHASES = ("decode", "prefill", "serving")  # phases the schema-2 model section can carry
-SERVING_METRICS = ("ttft", "tpot")  # serving intervals: one per metric, of the time (model_set)
+# serving intervals: one per metric, of the time (model_set); ttft_lone: the TTFT of a lone request
+# (estimator.physics.serving.LONE_CONCURRENCY), absent from older files
+SERVING_METRICS = ("ttft", "tpot", "ttft_lone")
 ENV_VAR = "FITBENCH_COEFFICIENTS"
 PRIOR_PATH = Path(__file__).resolve().parent.parent / "data" / "prior_coefficients.json"
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "results" / "coefficients.json"
@@ -632,7 +634,7 @@ def model_set(
     lo, hi = float(iv.get("log_lo", -0.7)), float(iv.get("log_hi", 0.5))
     if phase == "serving":
         note = f"{basis} ({_BASIS_TEXT[basis]}); 90 % intervals: " + "; ".join(
-            f"{m.upper()} {_interval_source(iv_m)}" for m, iv_m in metrics.items()
+            f"{m.upper()} {_interval_source(iv_m)}" for m, iv_m in metrics.items() if iv_m or m != "ttft_lone"
         )
         intervals = {
             m: (min(float(iv_m.get("log_lo", lo)), 0.0), max(float(iv_m.get("log_hi", hi)), 0.0))

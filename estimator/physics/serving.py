@@ -88,6 +88,10 @@ from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, SpecError, Workl
 
 FIXED_POINT_ROUNDS = 4
 SERVE, BATCH = "serve", "batch"
+# A lone request: at most this many clients in serve mode hardly queue, so their TTFT is the request's own
+# prefill; its interval ("ttft_lone", from those points' held-out residuals) is far narrower than the TTFT
+# interval of every concurrency, whose queueing it does not have.
+LONE_CONCURRENCY = 4
 FP4_FORMATS = ("NVFP4", "MXFP4")  # 4-bit float weights: GEMM rate = FP8 peak x flops_rel_fp4
 # Step efficiencies and overheads a serving set may carry; absent ones come from the decode / prefill sets.
 STEP_PARAMS = ("bw_eff", "flops_eff", "attn_eff", "t_fixed_s", "t_layer_s", "t_allreduce_s", "moe_route_s")
@@ -525,9 +529,17 @@ class ServingEstimate:
     calibrated: bool
 
 
+def ttft_metric(cset: CoefficientSet, lone: bool) -> str:
+    """The interval that covers a TTFT: ``ttft_lone`` for a lone request (``LONE_CONCURRENCY``) when the set
+    carries it, else ``ttft``."""
+    return "ttft_lone" if lone and "ttft_lone" in cset.intervals else "ttft"
+
+
 def with_intervals(p: ServingPoint, sp: ServingParams) -> ServingEstimate:
-    """The ServingEstimate of a point: time intervals from the set's ``ttft`` / ``tpot`` intervals."""
-    t_lo, t_hi = sp.cset.metric_interval("ttft", p.ttft_s)
+    """The ServingEstimate of a point: time intervals from the set's ``ttft`` / ``tpot`` intervals (a lone
+    request's TTFT: ``ttft_lone``, ``ttft_metric``)."""
+    lone = p.mode == SERVE and p.concurrency <= LONE_CONCURRENCY
+    t_lo, t_hi = sp.cset.metric_interval(ttft_metric(sp.cset, lone), p.ttft_s)
     d_lo, d_hi = sp.cset.metric_interval("tpot", p.tpot_s)
     return ServingEstimate(
         concurrency=p.concurrency,

@@ -28,7 +28,9 @@ mode; no queue: one request).  The depth-dependent terms come from the speed fea
 per sequence = kv_bytes / B (x N / kv_ways on N > 1 devices, as ``serving_features`` counts them); attention
 FLOPs per decode token = flops_per_token - matmul FLOPs, per prompt token = attn_flops / T.
 
-Intervals: the serving set's TPOT interval (ln of measured / predicted time) for decode, its TTFT interval
+Intervals: the serving set's TPOT interval (ln of measured / predicted time) for decode, its interval of a
+lone request's TTFT (``ttft_lone``: held-out TTFT residuals of at most ``serving.LONE_CONCURRENCY`` clients,
+whose queueing a single stream does not have; the TTFT interval of every concurrency where a file lacks it)
 for prefill and the time to first token; as speeds, a time interval [lo, hi] is [-hi, -lo].  The sets' labels
 say that the figures come from the serving fit.
 """
@@ -90,13 +92,13 @@ class ServingStep:
 
     def ttft_interval(self, ttft_s: float) -> tuple[float, float]:
         """(lo, hi) seconds from the serving set's TTFT interval."""
-        return self.cset.metric_interval("ttft", ttft_s)
+        return self.cset.metric_interval(serving.ttft_metric(self.cset, True), ttft_s)
 
 
 def phase_set(sset: CoefficientSet, phase: str) -> CoefficientSet:
     """The serving set as the coefficient set of a speed phase: the TPOT (decode) or TTFT (prefill)
     interval as an interval of tok/s, and a label that names the serving fit."""
-    metric = "tpot" if phase == "decode" else "ttft"
+    metric = "tpot" if phase == "decode" else serving.ttft_metric(sset, True)
     lo, hi = sset.intervals.get(metric, (sset.log_lo, sset.log_hi))
     what = "TPOT of one stream" if phase == "decode" else "prompt chunks of TTFT"
     label = f"{LABEL_PREFIX} ({what}): {sset.label}"

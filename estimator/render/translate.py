@@ -1407,6 +1407,14 @@ PATTERNS += [
         ),
     ),
     (
+        re.compile(
+            r"TTFT intervals up to (?P<n>\d+) clients are those of lone requests \(held-out TTFTs of such "
+            r"runs\); above, of every concurrency, queueing included: wider"
+        ),
+        "los intervalos del TTFT hasta {n} clientes son los de peticiones solas (TTFT fuera de muestra de "
+        "esas ejecuciones); por encima, los de toda concurrencia, colas incluidas: más anchos",
+    ),
+    (
         re.compile(r"serving fit \((?P<w>TPOT of one stream|prompt chunks of TTFT)\): (?P<l>.+)"),
         lambda m: f"ajuste de servicio ({_STREAM_WHAT[m['w']]}): {tr(m['l'])}",
     ),

@@ -150,6 +150,11 @@ def build(b: Build) -> ServingSection | None:
             f"the KV pool holds {cap:,} tokens: about {max(int(cap // (isl + osl / 2)), 0):,} requests run "
             "at once, the others wait for a slot"
         )
+    if "ttft_lone" in sp.cset.intervals:
+        notes.append(
+            f"TTFT intervals up to {serving_mod.LONE_CONCURRENCY} clients are those of lone requests "
+            "(held-out TTFTs of such runs); above, of every concurrency, queueing included: wider"
+        )
     if slo is None:
         notes.append("no concurrency meets the latency objective, not even one client")
     if b.memory.verdict == "does not fit":
