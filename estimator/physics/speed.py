@@ -995,6 +995,7 @@ def estimate_speed(
     ttft = first_token_s(sets, p4.time_s, d1.time_s)
     if sets.path is None and sets.stream is not None and sets.stream.prefill:
         ttft_lo, ttft_hi = sets.stream.ttft_interval(ttft)
+        ttft_hi *= 1.0 if sets.pre.calibrated else math.exp(-sets.widen_lo)  # as _native widens the speed
     elif sets.path is None:  # the sets' own bounds (written as before, so native figures keep every digit)
         w_pre = 0.0 if sets.pre.calibrated else sets.widen_lo
         w_dec = 0.0 if sets.dec.calibrated else sets.widen_lo

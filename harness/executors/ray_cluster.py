@@ -55,6 +55,7 @@ import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from rich.progress import (
     BarColumn,
@@ -241,6 +242,10 @@ def _point_task(board, token: str, plan_stub, point: PlannedPoint, options: dict
     """The Ray task of one point (max_retries=0: the driver decides about retries)."""
     import ray
 
+    if options["shipped_sha"]:  # --ship-code: children run the shipped copy, Ray's working_dir (our cwd),
+        shipped = Path.cwd()  # whatever other fitbench the node's Python could import
+        if (shipped / "harness" / "isolate.py").exists():
+            os.environ[isolate.CODE_ROOT_ENV] = str(shipped)
     node_id = ray.get_runtime_context().get_node_id()
     if board is not None:
         board.started.remote(token, node_id)  # fire and forget: progress only
