@@ -242,9 +242,7 @@ def interval_block(sf: SpeedFit) -> dict:
         parent, keep = subs.get(phase, (phase, None))
         out[phase] = {}
         for basis, scheme in BASIS_SCHEME.items():
-            res = basis_residuals(sf.held, parent, basis)
-            if keep is not None:
-                res = [h for h in res if keep(h.point)]
+            res = _kept(basis_residuals(sf.held, parent, basis), keep)
             groups = [FOLDS[scheme](h.point) for h in res]
             if len(res) < MIN_RESIDUALS or len(set(groups)) < MIN_GROUPS:
                 out[phase][basis] = {

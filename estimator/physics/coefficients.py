@@ -359,8 +359,10 @@ class CoefficientSet:
     calibrated: bool = False
     label: str = "pooled prior (uncalibrated)"
     source: str = "prior"
-    # serving sets: one interval of ln(measured / predicted) per metric ("ttft", "tpot", "e2e")
+    # serving sets: one interval of ln(measured / predicted) per metric ("ttft", "tpot", "e2e"), and where
+    # each comes from, worded as a phase set's interval_note (schema 2)
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    metric_notes: dict[str, str] = field(default_factory=dict)
     basis: str = ""  # schema 2: device | family | pooled (how far from calibrated data); "" for schema 1
     interval_note: str = ""  # schema 2: where the interval comes from, one line
 
@@ -641,8 +643,11 @@ def model_set(
             for m, iv_m in metrics.items()
             if iv_m
         }
+        notes = {m: f"{basis} ({_BASIS_TEXT[basis]}); 90 % interval {_interval_source(metrics[m])}"
+                 for m in intervals}  # fmt: skip
     else:
-        note, intervals = f"{basis} ({_BASIS_TEXT[basis]}); 90 % interval {_interval_source(iv)}", {}
+        note = f"{basis} ({_BASIS_TEXT[basis]}); 90 % interval {_interval_source(iv)}"
+        intervals, notes = {}, {}
     where = {
         "device": f"{hardware.id} measured, {hardware.family}/{engine}",
         "family": f"family {hardware.family}/{engine}",
@@ -666,6 +671,7 @@ def model_set(
         label=label,
         source="calibrated" if basis != "pooled" else "pooled",
         intervals=intervals,
+        metric_notes=notes,
         basis=basis,
         interval_note=note,
     )

@@ -197,6 +197,16 @@ class ServingFeatures:
     engine: str
 
 
+def kv_share(model: ModelSpec, n_devices: int) -> float:
+    """N / kv_ways on N > 1 tensor-parallel devices (1 on one device): the factor by which a sequence's KV
+    read counts in ``ServingFeatures.kv_bytes_per_seq`` when each device reads its share.  kv_ways = the
+    devices the KV heads split over: min(N, n_kv_heads), 1 for MLA (its latent cache is replicated)."""
+    n = max(int(n_devices), 1)
+    if n == 1:
+        return 1.0
+    return n / (1 if model.mla is not None else min(n, max(1, model.n_kv_heads)))
+
+
 def serving_features(
     model: ModelSpec,
     quant: QuantSpec,
@@ -218,13 +228,8 @@ def serving_features(
     share = model.moe.n_experts_used / model.moe.n_experts if model.moe and routed else 0.0
     dense = float(wb.active_bytes_per_token) - routed * share
     n = max(int(workload.n_devices), 1)
-    ways = 1 if model.mla is not None else min(n, max(1, model.n_kv_heads))
     depth = load.isl + load.osl / 2.0
-    kv = (
-        speed.kv_read_at(model, depth, workload.kv_dtype, workload.engine) * n / ways
-        if n > 1
-        else (speed.kv_read_at(model, depth, workload.kv_dtype, workload.engine))
-    )
+    kv = speed.kv_read_at(model, depth, workload.kv_dtype, workload.engine) * kv_share(model, n)
     fp8 = speed.is_fp8(quant) or quant.name.upper() in FP4_FORMATS
     try:
         gemm = speed.peak_tflops(hardware, {}, fp8, workload.engine) * 1e12
@@ -607,10 +612,9 @@ def _reload(f: ServingFeatures, model: ModelSpec, workload: Workload, load: Serv
     """The features of another load: only the depth-dependent terms and the load change."""
     if (load.isl, load.osl) == (int(f.isl), int(f.osl)):
         return replace(f, concurrency=float(load.concurrency), batch_mode=load.mode == BATCH)
-    n = int(f.n_devices)
-    ways = 1 if model.mla is not None else min(n, max(1, model.n_kv_heads))
     depth = load.isl + load.osl / 2.0
-    kv = speed.kv_read_at(model, depth, workload.kv_dtype, workload.engine) * (n / ways if n > 1 else 1)
+    kv = speed.kv_read_at(model, depth, workload.kv_dtype, workload.engine)
+    kv *= kv_share(model, int(f.n_devices))
     return replace(
         f,
         kv_bytes_per_seq=float(kv),

@@ -834,6 +834,11 @@ class SpeedSets:
     widen_lo: float = 0.0
     stream: StepPath | None = None
 
+    def streams(self, phase: str) -> bool:
+        """True when ``stream`` times ``phase`` ("decode" | "prefill", the latter with the first token): a
+        native path with a StepPath that times it."""
+        return self.path is None and self.stream is not None and bool(getattr(self.stream, phase))
+
     def workload(self, wl: Workload) -> Workload:
         """The workload the engine really runs on this path (flash attention off when it falls back)."""
         return self.path.workload(wl) if self.path is not None else wl
@@ -898,7 +903,7 @@ def decode_estimate(feats, hardware: HardwareSpec, sets: SpeedSets, n_seq: int =
     """Decode tok/s (n_seq / mean step) of decode features (one or a tg list) on the configuration's path."""
     feats = [feats] if isinstance(feats, DecodeFeatures) else list(feats)
     path = sets.path
-    if path is None and sets.stream is not None and sets.stream.decode:
+    if sets.streams("decode"):
         t = sum(sets.stream.decode_s(f) for f in feats) / len(feats)
         return _native("decode", n_seq, t, sets.dec, sets)
     if path is None or (path.host is None and path.device_part):
@@ -920,7 +925,7 @@ def prefill_estimate(f: PrefillFeatures, hardware: HardwareSpec, sets: SpeedSets
         e = decode_estimate(list(f.decode_steps), hardware, sets, 1)
         return replace(e, phase="prefill", time_s=f.tokens / e.tok_s)
     path = sets.path
-    if path is None and sets.stream is not None and sets.stream.prefill:
+    if sets.streams("prefill"):
         return _native("prefill", f.tokens, sets.stream.prefill_s(f), sets.pre, sets)
     if path is None or (path.host is None and path.device_part):
         if path is not None:
@@ -960,7 +965,7 @@ def aggregate_path_estimate(model, quant, hardware, workload, sets: SpeedSets) -
 def first_token_s(sets: SpeedSets, prefill_s: float, step_s: float) -> float:
     """Seconds to the first token of a prompt whose prefill takes ``prefill_s``: the prefill and one decode
     step of ``step_s``; on a StepPath that times prefills, its own (``StepPath.first_token_s``)."""
-    if sets.path is None and sets.stream is not None and sets.stream.prefill:
+    if sets.streams("prefill"):
         return sets.stream.first_token_s(prefill_s, step_s)
     return prefill_s + step_s
 
@@ -993,7 +998,7 @@ def estimate_speed(
     p4 = prefill_estimate(prefill_features(model, quant, tw), hardware, sets)
     d1 = decode_estimate(decode_features(model, quant, tw, TTFT_PROMPT_TOKENS), hardware, sets)
     ttft = first_token_s(sets, p4.time_s, d1.time_s)
-    if sets.path is None and sets.stream is not None and sets.stream.prefill:
+    if sets.streams("prefill"):
         ttft_lo, ttft_hi = sets.stream.ttft_interval(ttft)
         ttft_hi *= 1.0 if sets.pre.calibrated else math.exp(-sets.widen_lo)  # as _native widens the speed
     elif sets.path is None:  # the sets' own bounds (written as before, so native figures keep every digit)

@@ -55,7 +55,7 @@ class ServingStep:
 
     base: the configuration's ServingFeatures of one request (depth terms replaced per call); params: the
     serving params (``serving.serving_params``); cset: the serving set (its TTFT interval); kv_factor: N /
-    kv_ways on N > 1 devices, else 1; decode / prefill: which phases it times.
+    kv_ways on N > 1 devices, else 1 (``serving.kv_share``); decode / prefill: which phases it times.
     """
 
     base: serving.ServingFeatures
@@ -102,18 +102,8 @@ def phase_set(sset: CoefficientSet, phase: str) -> CoefficientSet:
     lo, hi = sset.intervals.get(metric, (sset.log_lo, sset.log_hi))
     what = "TPOT of one stream" if phase == "decode" else "prompt chunks of TTFT"
     label = f"{LABEL_PREFIX} ({what}): {sset.label}"
-    return replace(sset, phase=phase, log_lo=-hi, log_hi=-lo, label=label, interval_note=_note(sset, metric))
-
-
-def _note(sset: CoefficientSet, metric: str) -> str:
-    """The serving set's interval note ('<basis> (...); 90 % intervals: TTFT <source>; TPOT <source>') for
-    one metric: '<basis> (...); 90 % interval <source>', as a decode / prefill set words it."""
-    head, sep, tail = sset.interval_note.partition("; 90 % intervals: ")
-    if not sep:
-        return sset.interval_note
-    sources = dict(seg.split(" ", 1) for seg in tail.split("; ") if " " in seg)
-    source = sources.get(metric.upper())
-    return f"{head}; 90 % interval {source}" if source else head
+    note = sset.metric_notes.get(metric, sset.interval_note)
+    return replace(sset, phase=phase, log_lo=-hi, log_hi=-lo, label=label, interval_note=note)
 
 
 def serving_step(
@@ -147,8 +137,7 @@ def serving_step(
         base = serving.serving_features(model, quant, hardware, replace(workload, n_seq=1), load)
     except (SpecError, ValueError):  # no bandwidth / TFLOPS figure: the decode / prefill fit's path says why
         return None
-    ways = 1 if model.mla is not None else min(n, max(1, model.n_kv_heads))
-    return ServingStep(base, sp.params, sp.cset, n / ways if n > 1 else 1.0, decode, prefill)
+    return ServingStep(base, sp.params, sp.cset, serving.kv_share(model, n), decode, prefill)
 
 
 def speed_sets(
