@@ -300,6 +300,8 @@ def test_one_backends_i_quant_rows_stay_in_that_backends_term():
     st = F.fit_model(pts)
     assert _theta(st, "r", "decode.bw_rel_iquant") == pytest.approx(0.5, rel=0.25)
     assert _theta(st, "c0", "decode.bw_rel_iquant") == pytest.approx(1.0, rel=0.1)
+    # codebook-grid rows say nothing of the table-lookup i-quants (iq4_nl / iq4_xs): their ratio stays ~1
+    assert _theta(st, "r", "decode.bw_rel_iq4") == pytest.approx(1.0, rel=0.1)
     j = [p.key for p in st.design.params].index("decode.bw_rel_iquant")
     scale = H.prior_scale(st.design, H.default_scales(st.design))
     cols = [i for i, (kind, jj) in enumerate(zip(st.design.col_kind, st.design.col_param, strict=True))

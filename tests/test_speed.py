@@ -160,13 +160,25 @@ def test_kernel_class_and_relative_efficiency():
     classes = {q: speed.kernel_class(m, get_quant(q)) for q in ("F16", "BF16", "Q4_0", "Q8_0", "MXFP4")}
     assert set(classes.values()) <= {"f16", "legacy"} and classes["F16"] == classes["BF16"] == "f16"
     assert speed.kernel_class(m, get_quant("Q4_K_M")) == "kquant"
-    assert speed.kernel_class(m, get_quant("IQ4_XS")) == "iquant"
+    # the table-lookup i-quants are a class of their own; the codebook-grid ones share another
+    assert speed.kernel_class(m, get_quant("IQ4_XS")) == speed.kernel_class(m, get_quant("IQ4_NL")) == "iq4"
+    assert {speed.kernel_class(m, get_quant(q)) for q in ("IQ3_M", "IQ2_XS", "IQ1_S")} == {"iquant"}
+    assert speed.decode_kernel_class(m, get_quant("IQ4_XS")) == "iq4"
+    assert speed.decode_kernel_class(m, get_quant("IQ2_XXS")) == "iquant"
     assert speed.kernel_class(m, get_quant("FP8")) == "other"
     f = pfeat(weight_bytes=0.0, attn_flops=0.0, kernel_class="f16")
     base = speed.prefill_s(f, hw(), ZERO)
     assert speed.prefill_s(f, hw(), dict(ZERO, flops_rel_f16=2.0)) == pytest.approx(base / 2)
     # a coefficient of another class does not touch it
     assert speed.prefill_s(f, hw(), dict(ZERO, flops_rel_legacy=2.0)) == pytest.approx(base)
+    # iq4: its own ratio, else (a set written before the split) the single i-quant ratio
+    f4 = replace(f, kernel_class="iq4")
+    assert speed.prefill_s(f4, hw(), dict(ZERO, flops_rel_iquant=2.0)) == pytest.approx(base / 2)
+    assert speed.prefill_s(f4, hw(), dict(ZERO, flops_rel_iquant=2.0, flops_rel_iq4=4.0)) == pytest.approx(
+        base / 4
+    )
+    fg = replace(f, kernel_class="iquant")
+    assert speed.prefill_s(fg, hw(), dict(ZERO, flops_rel_iq4=4.0)) == pytest.approx(base)
 
 
 def test_moe_expert_flops_use_their_own_efficiency():

@@ -181,8 +181,14 @@ PARAMS: tuple[Param, ...] = (
           covariates=("backend",), effects=("family",)),
     Param("bw_rel_mxfp4", "decode", RATE, 1.0, 0.2, 5.0, fit="all", doc="decode bandwidth ratio of mxfp4",
           covariates=("backend",), effects=("family",)),
-    # i-quants: evidence from a backend stays in its term (IQ_PRIOR; one RX 570 row set it everywhere)
-    Param("bw_rel_iquant", "decode", RATE, 1.0, 0.2, 5.0, fit="all", doc="decode bandwidth ratio of i-quants",
+    # i-quants: evidence from a backend stays in its term (IQ_PRIOR; one RX 570 row set it everywhere), and
+    # the two kernel kinds (estimator.physics.counts._IQ4_TYPES) have a ratio each: the RX 570's IQ1_S row
+    # says nothing of an iq4_xs table lookup
+    Param("bw_rel_iq4", "decode", RATE, 1.0, 0.2, 5.0, fit="all",
+          doc="decode bandwidth ratio of iq4_nl / iq4_xs (table-lookup i-quants)",
+          covariates=("backend",), effects=("family",), **IQ_PRIOR),
+    Param("bw_rel_iquant", "decode", RATE, 1.0, 0.2, 5.0, fit="all",
+          doc="decode bandwidth ratio of the codebook-grid i-quants (iq1_s .. iq3_s)",
           covariates=("backend",), effects=("family",), **IQ_PRIOR),
     # prefill
     # memory technology, FLOP per byte and die count as prefill covariates made held-out prefill worse
@@ -205,9 +211,12 @@ PARAMS: tuple[Param, ...] = (
     Param("flops_rel_legacy", "prefill", RATE, 1.0, 0.1, 10.0, fit="all",
           doc="relative GEMM efficiency of legacy 32-element-block types (q4_0 .. q8_0, mxfp4)",
           covariates=("backend",), effects=("family",)),
-    Param("flops_rel_iquant", "prefill", RATE, 1.0, 0.1, 10.0, fit="all",
-          doc="relative GEMM efficiency of i-quants", covariates=("backend",), effects=("family",),
+    Param("flops_rel_iq4", "prefill", RATE, 1.0, 0.1, 10.0, fit="all",
+          doc="relative GEMM efficiency of iq4_nl / iq4_xs", covariates=("backend",), effects=("family",),
           **IQ_PRIOR),
+    Param("flops_rel_iquant", "prefill", RATE, 1.0, 0.1, 10.0, fit="all",
+          doc="relative GEMM efficiency of the codebook-grid i-quants (iq1_s .. iq3_s)",
+          covariates=("backend",), effects=("family",), **IQ_PRIOR),
     # <= 1: a routed expert's GEMM gets ~u x k / E of the u rows a dense GEMM gets, so it cannot run more
     # efficiently than the dense ones
     Param("flops_rel_moe", "prefill", RATE, 0.999, 0.05, 1.0, fit="all",

@@ -21,7 +21,12 @@ KQ_SCORE_BYTES = 16
 # (GGML_SCHED_MAX_COPIES, ggml-backend.cpp; default 4).
 SCHED_MAX_COPIES = 4
 # Prefill kernel classes and the optional coefficient that scales flops_eff for each (k-quants = reference).
-KERNEL_CLASS_PARAMS = {"f16": "flops_rel_f16", "legacy": "flops_rel_legacy", "iquant": "flops_rel_iquant"}
+KERNEL_CLASS_PARAMS = {
+    "f16": "flops_rel_f16",
+    "legacy": "flops_rel_legacy",
+    "iq4": "flops_rel_iq4",
+    "iquant": "flops_rel_iquant",
+}
 # Decode kernel classes (``decode_kernel_class``) and the optional coefficient that scales bw_eff for the
 # weight bytes of each (k-quants = reference): the mat-vec kernels reach different fractions of the bandwidth.
 DECODE_CLASS_PARAMS = {
@@ -29,12 +34,27 @@ DECODE_CLASS_PARAMS = {
     "q4_0": "bw_rel_q4_0",
     "q8_0": "bw_rel_q8_0",
     "mxfp4": "bw_rel_mxfp4",
+    "iq4": "bw_rel_iq4",
     "iquant": "bw_rel_iquant",
 }
 # Optional coefficient scaling the efficiency of routed-expert GEMMs (mul_mat_id) in prefill.
 MOE_PARAM = "flops_rel_moe"
 _F16_TYPES = ("f32", "f16", "bf16")
 _LEGACY_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "mxfp4")
+# The two kinds of i-quant kernels (ggml/src/ggml-common.h): iq4_nl / iq4_xs map each 4-bit index through one
+# 16-entry table of int8 values (kvalues_iq4nl) and then run like q4_0 / q4_K; every other i-quant (iq1_s ..
+# iq3_s, and the trellis / ``_k`` types of forks) expands lattice codebooks (iq2xxs_grid, iq3s_grid, ...) with
+# sign tables, a heavier decode per byte.
+_IQ4_TYPES = ("iq4_nl", "iq4_xs")
+
+
+# A class split off another: a coefficient set without the class's own ratio uses its parent's.
+CLASS_PARENT = {"iq4": "iquant"}
+
+
+def _iq_class(t: str) -> str:
+    """``iq4`` for the table-lookup 4-bit i-quants, ``iquant`` for the codebook-grid ones (``_IQ4_TYPES``)."""
+    return "iq4" if t in _IQ4_TYPES else "iquant"
 
 
 def is_fp8(quant: QuantSpec) -> bool:
@@ -138,15 +158,16 @@ def dominant_type(model: ModelSpec, quant: QuantSpec | None) -> str:
 
 def kernel_class(model: ModelSpec, quant: QuantSpec | None) -> str:
     """Prefill GEMM kernel class of the weights: f16 (f32/f16/bf16), legacy (q4_0/q4_1/q5_0/q5_1/q8_0/mxfp4:
-    32-element blocks with one scale), kquant (q2_K .. q6_K super-blocks), iquant (iq*), or other (fp8, int4
-    AWQ/GPTQ, ...).  A GGUF model is classed by the type holding most elements of its 2-D tensors."""
+    32-element blocks with one scale), kquant (q2_K .. q6_K super-blocks), iq4 (iq4_nl / iq4_xs), iquant (the
+    other iq*: codebook grids), or other (fp8, int4 AWQ/GPTQ, ...).  A GGUF model is classed by the type
+    holding most elements of its 2-D tensors."""
     t = dominant_type(model, quant)
     if t in _F16_TYPES:
         return "f16"
     if t in _LEGACY_TYPES:
         return "legacy"
     if t.startswith("iq"):
-        return "iquant"
+        return _iq_class(t)
     if t.endswith("_k"):
         return "kquant"
     return "other"
@@ -155,8 +176,14 @@ def kernel_class(model: ModelSpec, quant: QuantSpec | None) -> str:
 def decode_kernel_class(model: ModelSpec, quant: QuantSpec | None) -> str:
     """Decode (mat-vec) kernel class of the weights, finer than the prefill class because the per-byte cost of
     dequantizing differs per block layout: f16 (f32/f16/bf16), q4_0 (q4_0/q4_1/q5_0/q5_1: 32-element blocks of
-    4-5 bit), q8_0, mxfp4, kquant (q2_K .. q6_K, the reference), iquant (iq*), other (fp8, AWQ/GPTQ ...)."""
-    t = dominant_type(model, quant)
+    4-5 bit), q8_0, mxfp4, kquant (q2_K .. q6_K, the reference), iq4 (iq4_nl / iq4_xs), iquant (the other iq*:
+    codebook grids), other (fp8, AWQ/GPTQ ...)."""
+    return type_decode_class(dominant_type(model, quant))
+
+
+def type_decode_class(t: str) -> str:
+    """The decode kernel class of one storage type (lower case; see ``decode_kernel_class``)."""
+    t = t.lower()
     if t in _F16_TYPES:
         return "f16"
     if t in ("q4_0", "q4_1", "q5_0", "q5_1"):
@@ -164,25 +191,39 @@ def decode_kernel_class(model: ModelSpec, quant: QuantSpec | None) -> str:
     if t in ("q8_0", "mxfp4"):
         return t
     if t.startswith("iq"):
-        return "iquant"
+        return _iq_class(t)
     if t.endswith("_k"):
         return "kquant"
     return "other"
 
 
+def _rel_of(params: dict, cls: str, table: dict[str, str]):
+    """The ratio a set gives kernel class ``cls`` (None when the class has no parameter or the set carries
+    neither it nor its ``CLASS_PARENT``'s)."""
+    name = table.get(cls)
+    if name is None:
+        return None
+    if name not in params and cls in CLASS_PARENT:
+        return _rel_of(params, CLASS_PARENT[cls], table)
+    return params.get(name)
+
+
 def class_rel(params: dict, kernel_class, table: dict[str, str]):
     """The relative efficiency ``params[table[class]]`` of a kernel class (1 when the class has no parameter
-    or the set does not carry it).  ``kernel_class`` may be a numpy array of class names (calibration
-    evaluates many points at once): then the result is an array."""
+    or the set does not carry it; a set from before a class was split off carries its parent's,
+    ``CLASS_PARENT``: the iq4 class of an older file takes its single i-quant ratio).  ``kernel_class`` may
+    be a numpy array of class names (calibration evaluates many points at once): then the result is an
+    array."""
     if isinstance(kernel_class, str):
-        name = table.get(kernel_class)
-        return params.get(name, 1.0) if name else 1.0
+        rel = _rel_of(params, kernel_class, table)
+        return 1.0 if rel is None else rel
     import numpy as np
 
     out = np.ones(np.shape(kernel_class), dtype=float)
-    for cls, name in table.items():
-        if name in params:
-            out = np.where(kernel_class == cls, params[name], out)
+    for cls in table:
+        rel = _rel_of(params, cls, table)
+        if rel is not None:
+            out = np.where(kernel_class == cls, rel, out)
     return out
 
 

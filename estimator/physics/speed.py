@@ -28,9 +28,10 @@ Prefill (n_prompt tokens for each of B sequences on top of n_depth cached tokens
   each pass p of u_p tokens does flops x u_p / tokens of them
   while streaming the weights once: the matmuls of a pass sit on the larger of their compute and memory roofs.
 * rel[class]: prefill GEMM efficiency of the weights' kernel class relative to k-quants (``kernel_class``:
-  f16 | legacy | kquant | iquant | other; ``flops_rel_f16`` / ``flops_rel_legacy`` / ``flops_rel_iquant``,
-  1 when a set does not carry them, k-quants and other formats are the reference 1).  llama.cpp runs
-  different GEMM paths per weight type (cuBLAS on F16, MMQ / dequantize+GEMM on quants).
+  f16 | legacy | kquant | iq4 | iquant | other; ``flops_rel_f16`` / ``flops_rel_legacy`` / ``flops_rel_iq4``
+  (iq4_nl / iq4_xs) / ``flops_rel_iquant`` (the codebook-grid i-quants), 1 when a set does not carry them,
+  k-quants and other formats are the reference 1).  llama.cpp runs different GEMM paths per weight type
+  (cuBLAS on F16, MMQ / dequantize+GEMM on quants).
 * expert_flops: the routed-expert share of flops (``routed_active_params``); MoE expert GEMMs (llama.cpp
   mul_mat_id: about u x k / E rows per expert) run at ``flops_rel_moe`` (optional, 1 when absent) x eff.
 * GEMM width term: a weight GEMM of inner dimension K runs at eff x K / (K + k_half) (``gemm_k_half``,
