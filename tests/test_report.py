@@ -241,3 +241,31 @@ def test_a_device_measured_in_decode_only_says_which_phase_is_calibrated():
         "intel-xe-hpc/llama.cpp (decode is calibrated)"
     ]
     assert "**PARTLY CALIBRATED** — decode estimated" in to_markdown(d)
+
+
+def test_a_configuration_that_does_not_fit_says_its_speeds_assume_it_would(glm):
+    """The main job's case (GLM-4.5 Q4_K_M on one MI300X does not fit): the summary says its speeds and cost
+    are as if it fit and names the least offload that fits, rounded up so that it does."""
+    text = to_text(glm)
+    line = next(x for x in text.splitlines() if "As if it fit" in x)
+    gib_off = float(line.split("--offload-gib ")[1].split()[0])
+    assert gib_off * GIB >= glm["memory"]["min_offload_bytes"] > (gib_off - 0.1) * GIB
+    fitted = report(n_ctx=8192, offload_bytes=int(gib_off * GIB))
+    assert fitted["memory"]["verdict"] != "does not fit"
+    assert "As if it fit" not in to_text(fitted)
+
+
+def test_offloaded_weights_get_no_serving_estimate_and_the_cost_follows_the_decode():
+    """With weights in host RAM the serving model (every weight read from device memory) would price
+    output tokens at the speed of a model fully on the device: the serving section declines, and the cost
+    is priced at the decode that includes the host reads."""
+    full = report(n_ctx=8192)
+    off = report(n_ctx=8192, offload_bytes=18 * GIB)
+    assert full["serving"]["rows"] and not off["serving"]["rows"] and off["serving"]["slo_point"] is None
+    assert "host RAM" in off["serving"]["notes"][0]
+    c = off["cost"]
+    assert c["aggregate_tok_s"] == pytest.approx(off["speed"]["aggregate"]["tok_s"])
+    assert "no serving estimate" in c["aggregate_basis"]
+    assert off["speed"]["decode"]["tok_s"] < 0.5 * full["speed"]["decode"]["tok_s"]
+    assert c["usd_per_1m_output_tokens"] > 2 * full["cost"]["usd_per_1m_output_tokens"]
+    assert "No serving estimate: the configuration keeps weights in host RAM" in to_text(off)

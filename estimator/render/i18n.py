@@ -136,6 +136,7 @@ STRINGS: dict[str, dict[str, str]] = {
         "es": "Rendimiento agregado con concurrencia {n}",
     },
     "empty_context": {"en": "empty context", "es": "contexto vacío"},
+    "if_it_fit": {"en": "as if it fit", "es": "como si cupiera"},
     "kv_half_full": {"en": "KV half full at {n} tokens", "es": "caché KV a medias ({n} tokens)"},
     "interval": {"en": "interval", "es": "intervalo"},
     "coefficients": {"en": "Coefficients", "es": "Coeficientes"},

@@ -448,6 +448,15 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     ),
     (re.compile(r"Speeds are estimates \((?P<c>.+)\)\."), lambda m: f"Velocidades estimadas ({tr(m['c'])})."),
     (
+        re.compile(
+            r"As if it fit: these speeds and the cost assume every weight in device memory"
+            r"(?:; --offload-gib (?P<g>[\d.]+) sizes the least host offload that fits)?\."
+        ),
+        lambda m: "Como si cupiera: estas velocidades y el coste suponen todos los pesos en la memoria del "
+        "dispositivo"
+        + (f"; --offload-gib {m['g']} dimensiona la mínima descarga al host que cabe." if m["g"] else "."),
+    ),
+    (
         re.compile(r"Cost: (?P<r>\S+)/h \((?P<s>.+)\) -> (?P<u>\S+) per 1M output tokens\."),
         lambda m: f"Costo: {m['r']}/h ({tr(m['s'])}) -> {m['u']} por 1M de tokens de salida.",
     ),
@@ -739,6 +748,21 @@ EXACT.update(
         "no concurrency meets the latency objective, not even one client": (
             "ninguna concurrencia cumple el objetivo de latencia, ni siquiera un cliente"
         ),
+        "the configuration keeps weights in host RAM, and the serving model reads every weight from device "
+        "memory (a batch's offloaded layers run on the host CPU or are copied over the link at every step); "
+        "the cost is priced at the speed section's decode": (
+            "la configuración deja pesos en la RAM del host, y el modelo de servicio lee todos los pesos de "
+            "la memoria del dispositivo (las capas descargadas de un lote corren en la CPU del host o se "
+            "copian por el enlace en cada paso); el coste se calcula con el decode de la sección de velocidad"
+        ),
+        "No serving estimate: the configuration keeps weights in host RAM, and the serving model reads every "
+        "weight from device memory (a batch's offloaded layers run on the host CPU or are copied over the "
+        "link at every step); the cost is priced at the speed section's decode.": (
+            "Sin estimación de servicio: la configuración deja pesos en la RAM del host, y el modelo de "
+            "servicio lee todos los pesos de la memoria del dispositivo (las capas descargadas de un lote "
+            "corren en la CPU del host o se copian por el enlace en cada paso); el coste se calcula con el "
+            "decode de la sección de velocidad."
+        ),
         "the configuration does not fit in memory: these figures assume it would": (
             "la configuración no cabe en memoria: estas cifras suponen que cabría"
         ),
@@ -829,8 +853,9 @@ PATTERNS += [
         lambda m: f"{m['t']} tok/s: {tr(m['rest'])}",
     ),
     (
-        re.compile(r"(?P<t>[\d,]+) tok/s: decode of (?P<n>\d+) sequences \(no serving estimate\)"),
-        "{t} tok/s: decode de {n} secuencias (sin estimación de servicio)",
+        re.compile(r"(?P<t>[\d,]+) tok/s: decode of (?P<n>\d+) sequences? \(no serving estimate\)"),
+        lambda m: f"{m['t']} tok/s: decode de {m['n']} secuencia{'' if m['n'] == '1' else 's'} "
+        "(sin estimación de servicio)",
     ),
 ]
 

@@ -53,7 +53,7 @@ def _operating_point(b: Build) -> tuple[float | None, int | None, str]:
     return (
         spd.aggregate.tok_s,
         spd.concurrency,
-        f"decode of {spd.concurrency} sequences (no serving estimate)",
+        f"decode of {spd.concurrency} sequence{'s' if spd.concurrency != 1 else ''} (no serving estimate)",
     )
 
 

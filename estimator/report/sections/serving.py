@@ -24,6 +24,11 @@ from estimator.report.sizing import SIZING_ERRORS
 from estimator.report.units import Build, Unit
 
 SWEEP_MAX = 4096  # no sweep beyond this many clients
+OFFLOAD_NOTE = (
+    "the configuration keeps weights in host RAM, and the serving model reads every weight from device "
+    "memory (a batch's offloaded layers run on the host CPU or are copied over the link at every step); "
+    "the cost is priced at the speed section's decode"
+)
 _BISECT_STEPS = 12
 
 
@@ -124,6 +129,15 @@ def build(b: Build) -> ServingSection | None:
         )
     except SIZING_ERRORS:
         return None
+    if wl.offload_bytes > 0 or wl.moe_offload_layers > 0:
+        # not estimated: the serving model reads every weight from device memory, and a batch's offloaded
+        # layers run where llama.cpp / vLLM put them (the host CPU, or copies over the link per step)
+        return ServingSection(
+            engine=wl.engine, isl=isl, osl=osl, slo_ttft_s=o.slo_ttft_s, slo_tpot_s=o.slo_tpot_s, rows=(),
+            slo_point=None, max_batched_tokens=sched.max_batched_tokens, max_seqs=sched.max_seqs,
+            mixes_prefill=sched.mixes_prefill, scheduler_source=sched.source, kv_capacity_tokens=cap,
+            coefficients=sp.label, calibrated=sp.calibrated, notes=(OFFLOAD_NOTE,),
+        )  # fmt: skip
     cache: dict[int, ServingRow] = {}
 
     def at(c: int) -> ServingRow:
@@ -215,6 +229,9 @@ def text(d: dict) -> Block:
     if not sv:
         s.lines.append("No serving estimate for this device (missing bandwidth or TFLOPS).")
         return s
+    if not sv["rows"]:  # declined (OFFLOAD_NOTE): the reason is the note
+        s.lines += [f"No serving estimate: {n}." for n in sv["notes"]]
+        return s
     p = sv["slo_point"]
     slo = f"TTFT <= {_ms(sv['slo_ttft_s'])} ms and TPOT <= {_ms(sv['slo_tpot_s'])} ms"
     if p:
@@ -249,6 +266,9 @@ def html(ctx: Ctx) -> str:
     sv = ctx.get("serving")
     if not sv:
         return section("serving", ctx.t("sec_serving"), f'<p class="note">{ctx.t("no_data")}</p>')
+    if not sv["rows"]:  # declined (OFFLOAD_NOTE)
+        body = "".join(f'<p class="note">{e(n)}</p>' for n in sv["notes"])
+        return section("serving", ctx.t("sec_serving"), body)
     # translate_html localizes an English number followed by its unit (ms, tokens) once: those go in English,
     # the prompt length (no unit after it) in the page's language
     slo_txt = ctx.t(

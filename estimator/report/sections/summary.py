@@ -10,11 +10,13 @@ tokens per sequence), which is why the two differ.
 
 from __future__ import annotations
 
+import math
+
 from estimator.render.blocks import Block, both, gib, pct, tok, usd
 from estimator.render.htmlkit import Ctx, card, e, verdict
 from estimator.render.i18n import fmt_int, t
 from estimator.report.units import Build, Unit
-from estimator.specs import Workload
+from estimator.specs import GIB, Workload
 
 
 def _seconds(x: float | None) -> str:
@@ -39,7 +41,14 @@ def speed_lines(d: dict) -> list[str]:
         )
     else:
         busy = f"{tok(agg['tok_s'])} tok/s with the KV cache half full ({half:,} tokens)"
-    return [
+    lines = []
+    mem = d.get("memory") or {}
+    if mem.get("verdict") == "does not fit":
+        # rounded up to 0.1 GiB, so the suggested offload does fit
+        off = math.ceil(mem["min_offload_bytes"] / GIB * 10) / 10 if mem.get("min_offload_bytes") else None
+        tail = f"; --offload-gib {off:.1f} sizes the least host offload that fits." if off else "."
+        lines.append("As if it fit: these speeds and the cost assume every weight in device memory" + tail)
+    return lines + [
         f"Decode: {tok(dec['tok_s'])} tok/s ({tok(dec['lo_tok_s'])}–{tok(dec['hi_tok_s'])}) one stream, "
         f"empty context; {busy}.",
         f"Prefill: {tok(pre['tok_s'])} tok/s (pp{sp['prefill_prompt_tokens']}); time to first token "
@@ -132,9 +141,11 @@ def _cards(ctx: Ctx) -> str:
     ]
     if ctx.get("speed") is not None:
         half = (ctx.get("workload.n_ctx") or 0) // 2
+        unfit = ctx.get("memory.verdict") == "does not fit"
         cards.append(
             card(
-                f"{ctx.t('decode')} · {ctx.t('empty_context')}",
+                f"{ctx.t('decode')} · {ctx.t('empty_context')}"
+                + (f" · {ctx.t('if_it_fit')}" if unfit else ""),
                 ctx.num("speed.decode.tok_s", "tok_s"),
                 ctx.t("kv_half_full", n=fmt_int(half))  # English: translate_html localizes the number
                 + f": {ctx.num('speed.aggregate.tok_s', 'tok_s')}"
