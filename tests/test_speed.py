@@ -567,3 +567,28 @@ def test_one_token_passes_are_decode_steps():
     gemm = speed.prefill_estimate(replace(f, decode_steps=()), h, sets)
     assert gemm.tok_s < pre.tok_s  # the GEMM model's one-token pass is slower than the decode step it is
     assert not speed.prefill_features(m, q, replace(wl, n_batch=2)).decode_steps
+
+
+def test_engines_that_copy_offloaded_weights_read_them_over_the_link():
+    """vLLM / SGLang --cpu-offload-gb copy offloaded weights to the GPU at every forward pass: decode reads
+    them at one direction of the link (32 GB/s on an RTX 4090's PCIe 4.0 x16), below host RAM x host_bw_eff
+    (89.6 GB/s x 0.6); llama.cpp computes offloaded layers on the host CPU, from host RAM."""
+    from estimator.catalog.data import get_hardware, get_model
+    from estimator.physics.quant import get_quant
+
+    hw = get_hardware("rtx-4090")
+    host = 89.6e9 * speed.DEFAULT_HOST_BW_EFF
+    engines = ("llama.cpp", "vllm", "sglang")
+    by_engine = {e: speed.rates_for_decode(speed.device_rates(hw, e), P) for e in engines}
+    assert by_engine["llama.cpp"].host_bw_bs == pytest.approx(host)
+    assert by_engine["vllm"].host_bw_bs == by_engine["sglang"].host_bw_bs == pytest.approx(32e9)
+    # the offloaded bytes' share of a step: 8 GiB of a 70B model's weights in host RAM
+    m, q = get_model("llama-3.1-70b"), get_quant("Q4_K_M")
+    wl = Workload(offload_bytes=8 * GIB)
+    t = {}
+    for e in ("llama.cpp", "vllm"):
+        f = speed.decode_features(m, q, replace(wl, engine=e), 0)
+        assert f.host_bytes > 0
+        t[e] = speed.step_s(f, by_engine[e])
+    host_bytes = speed.decode_features(m, q, wl, 0).host_bytes
+    assert t["vllm"] - t["llama.cpp"] == pytest.approx(host_bytes / 32e9 - host_bytes / host, rel=1e-9)

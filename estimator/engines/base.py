@@ -188,6 +188,10 @@ class EngineProfile:
     flash_attn_option: bool = False  # flash attention is a user switch (llama.cpp -fa), not the engine's pick
     kv_layout_options: bool = False  # the user sets --swa-full / --kv-unified / -ub / KV padding (llama.cpp)
     offload_flag: str = ""  # the flag that keeps weight bytes in host RAM
+    # decode reads offloaded weights over the host link: the engine copies them to the device at every
+    # forward pass (vLLM / SGLang --cpu-offload-gb); False: the host CPU computes the offloaded layers from
+    # host RAM (llama.cpp -ngl, --n-cpu-moe).  estimator.physics.speed.device_rates reads it.
+    offload_over_link: bool = False
     kv_dtype_hint: str = ""  # appended to the unknown-KV-dtype message
     # backend the engine runs on a device: ((vendor or "*", kind or "*", backend), ...), first match wins;
     # "none" = the engine has no backend for such devices.  What each backend runs is

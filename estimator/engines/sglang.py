@@ -75,6 +75,9 @@ class SGLang(EngineProfile):
     max_batched_tokens = 8192
     stream_on_serving_step = True
     offload_flag = "--cpu-offload-gb"
+    # python/sglang/srt/utils/offloader.py (OffloaderV1): offloaded parameters live in pinned host memory and
+    # go to the GPU at every forward pass, as vLLM's
+    offload_over_link = True
     # the platforms of SGLang's quantization compatibility table (NVIDIA, AMD Instinct, Ascend A2/A3)
     backends = (("nvidia", "*", "CUDA"), ("amd", "gpu", "ROCm"), ("huawei", "npu", "Ascend"))
 

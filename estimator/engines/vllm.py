@@ -75,6 +75,10 @@ class VLLM(EngineProfile):
     serving_since = "0.8.0"
     stream_on_serving_step = True
     offload_flag = "--cpu-offload-gb"
+    # the offloader keeps offloaded parameters in pinned host memory and reads them from the GPU at every
+    # forward pass (vllm/model_executor/offloader: UVA / prefetch; the --cpu-offload-gb help: "part of the
+    # model is loaded from CPU memory to GPU memory on the fly in each model forward pass")
+    offload_over_link = True
     # platforms of vllm-project/vllm (CUDA, ROCm, XPU, CPU; the macOS build is CPU-only) and the vllm-ascend
     # plugin
     backends = (

@@ -451,20 +451,6 @@ def host_link_cap_bs(hardware: HardwareSpec) -> float:
     return math.inf
 
 
-def host_bandwidth_bs(hardware: HardwareSpec, params: dict, over_link: bool) -> float:
-    """Effective bytes/s for offloaded weights: host RAM bandwidth x host_bw_eff.
-
-    Decode runs offloaded layers where they live (host CPU reads host RAM).  Prefill of a discrete device
-    (kind gpu/npu) copies offloaded weights over the link each pass, so ``over_link`` caps it at one direction
-    of interconnect_gbs (``host_link_cap_bs``).
-    """
-    eff = params.get("host_bw_eff", DEFAULT_HOST_BW_EFF)
-    bw = (hardware.host_bandwidth_gbs or DEFAULT_HOST_BANDWIDTH_GBS) * 1e9 * eff
-    if over_link:
-        bw = _minimum(bw, host_link_cap_bs(hardware))
-    return bw
-
-
 def link_bs(hardware: HardwareSpec) -> float:
     """One direction of the device interconnect, B/s (tensor-parallel all-reduces, pipeline hops)."""
     return 0.5 * (hardware.interconnect_gbs or DEFAULT_INTERCONNECT_GBS) * 1e9
@@ -476,7 +462,10 @@ class DeviceRates:
 
     bandwidth_bs: datasheet memory bandwidth; peak_flops_s: the GEMM rate of ``datasheet_tflops`` (None when
     not catalogued: a coefficient set's flops_abs_tflops stands in); host_bandwidth_bs: host RAM (offload);
-    link_cap_bs: ``host_link_cap_bs``; link_bs: one direction of the interconnect.  Fields may be numpy arrays
+    link_cap_bs: ``host_link_cap_bs``; link_bs: one direction of the interconnect; decode_link_cap_bs: the cap
+    on offloaded weights in decode, ``link_cap_bs`` for an engine that copies them to the device at every
+    forward pass (``EngineProfile.offload_over_link``: vLLM, SGLang), infinite where the host CPU computes
+    the offloaded layers (llama.cpp).  Fields may be numpy arrays
     over points (calibration) or devices (estimator.physics.matrix).
     """
 
@@ -485,17 +474,20 @@ class DeviceRates:
     host_bandwidth_bs: float
     link_cap_bs: float
     link_bs: float
+    decode_link_cap_bs: float = math.inf
 
 
 def device_rates(hardware: HardwareSpec, engine: str = "", fp8: bool = False) -> DeviceRates:
     """The DeviceRates of a device (raises ValueError when its bandwidth is unknown)."""
     peak = datasheet_tflops(hardware, fp8, engine)
+    cap = host_link_cap_bs(hardware)
     return DeviceRates(
         bandwidth_bs=_bandwidth_gbs(hardware) * 1e9,
         peak_flops_s=None if peak is None else peak * 1e12,
         host_bandwidth_bs=(hardware.host_bandwidth_gbs or DEFAULT_HOST_BANDWIDTH_GBS) * 1e9,
-        link_cap_bs=host_link_cap_bs(hardware),
+        link_cap_bs=cap,
         link_bs=link_bs(hardware),
+        decode_link_cap_bs=cap if engine and get_engine(engine).offload_over_link else math.inf,
     )
 
 
@@ -517,7 +509,8 @@ class DecodeRates:
     """What one device with one decode coefficient set gives the step-time formula (B/s, FLOP/s, s).
 
     bw_bs = bandwidth x bw_eff; weight_rel: the decode kernel class's bandwidth ratio (``bw_rel_*``, 1 for
-    k-quants and sets without it), applied to the weight bytes; host_bw_bs = host RAM bandwidth x host_bw_eff;
+    k-quants and sets without it), applied to the weight bytes; host_bw_bs = host RAM bandwidth x host_bw_eff,
+    capped by the link for an engine that copies offloaded weights to the device (``decode_link_cap_bs``);
     flops_s = GEMM peak x flops_eff (None when the device has no TFLOPS figure: only batched decode needs it,
     and then it is an error); link_bs = one direction of the interconnect; the overheads of the set.  Fields
     may be numpy arrays over devices (estimator.physics.matrix) or points (calibration).
@@ -544,7 +537,9 @@ def rates_for_decode(
     peak = gemm_peak_s(d.peak_flops_s, params)
     return DecodeRates(
         bw_bs=d.bandwidth_bs * params["bw_eff"],
-        host_bw_bs=d.host_bandwidth_bs * params.get("host_bw_eff", DEFAULT_HOST_BW_EFF),
+        host_bw_bs=_minimum(
+            d.host_bandwidth_bs * params.get("host_bw_eff", DEFAULT_HOST_BW_EFF), d.decode_link_cap_bs
+        ),
         flops_s=None if peak is None else peak * params.get("flops_eff", 1.0),
         link_bs=d.link_bs,
         t_fixed_s=params["t_fixed_s"],
