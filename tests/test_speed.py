@@ -572,7 +572,8 @@ def test_one_token_passes_are_decode_steps():
 def test_engines_that_copy_offloaded_weights_read_them_over_the_link():
     """vLLM / SGLang --cpu-offload-gb copy offloaded weights to the GPU at every forward pass: decode reads
     them at one direction of the link (32 GB/s on an RTX 4090's PCIe 4.0 x16), below host RAM x host_bw_eff
-    (89.6 GB/s x 0.6); llama.cpp computes offloaded layers on the host CPU, from host RAM."""
+    (89.6 GB/s x 0.6); under tensor parallelism each GPU over its own link, so two links (64 GB/s) leave host
+    RAM the limit; llama.cpp computes offloaded layers on the host CPU, from host RAM."""
     from estimator.catalog.data import get_hardware, get_model
     from estimator.physics.quant import get_quant
 
@@ -580,8 +581,8 @@ def test_engines_that_copy_offloaded_weights_read_them_over_the_link():
     host = 89.6e9 * speed.DEFAULT_HOST_BW_EFF
     engines = ("llama.cpp", "vllm", "sglang")
     by_engine = {e: speed.rates_for_decode(speed.device_rates(hw, e), P) for e in engines}
-    assert by_engine["llama.cpp"].host_bw_bs == pytest.approx(host)
-    assert by_engine["vllm"].host_bw_bs == by_engine["sglang"].host_bw_bs == pytest.approx(32e9)
+    assert by_engine["llama.cpp"].host_link_bs == math.inf
+    assert by_engine["vllm"].host_link_bs == by_engine["sglang"].host_link_bs == pytest.approx(32e9)
     # the offloaded bytes' share of a step: 8 GiB of a 70B model's weights in host RAM
     m, q = get_model("llama-3.1-70b"), get_quant("Q4_K_M")
     wl = Workload(offload_bytes=8 * GIB)
@@ -592,3 +593,7 @@ def test_engines_that_copy_offloaded_weights_read_them_over_the_link():
         t[e] = speed.step_s(f, by_engine[e])
     host_bytes = speed.decode_features(m, q, wl, 0).host_bytes
     assert t["vllm"] - t["llama.cpp"] == pytest.approx(host_bytes / 32e9 - host_bytes / host, rel=1e-9)
+    for split, n, rate in (("tp", 2, host), ("pp", 2, 32e9), ("tp", 1, 32e9)):
+        f = speed.decode_features(m, q, replace(wl, engine="vllm", n_devices=n, split=split), 0)
+        assert speed.host_read_bs(f, by_engine["vllm"]) == pytest.approx(rate), (split, n)
+        assert speed.host_read_bs(f, by_engine["llama.cpp"]) == pytest.approx(host)

@@ -226,7 +226,7 @@ def _stacked_rates(hardware, table, engine: str, fp8: bool, kernel_class: str) -
             rows.append(None)
     cols = {}
     for name in ("bw_bs", "host_bw_bs", "flops_s", "link_bs", "t_fixed_s", "t_layer_s", "moe_route_s",
-                 "t_allreduce_s", "weight_rel"):  # fmt: skip
+                 "t_allreduce_s", "weight_rel", "host_link_bs"):  # fmt: skip
         vals = [np.nan if r is None or getattr(r, name) is None else getattr(r, name) for r in rows]
         cols[name] = np.array(vals, dtype=float)[None, :, None]
     return speed.DecodeRates(**cols)

@@ -509,8 +509,9 @@ class DecodeRates:
     """What one device with one decode coefficient set gives the step-time formula (B/s, FLOP/s, s).
 
     bw_bs = bandwidth x bw_eff; weight_rel: the decode kernel class's bandwidth ratio (``bw_rel_*``, 1 for
-    k-quants and sets without it), applied to the weight bytes; host_bw_bs = host RAM bandwidth x host_bw_eff,
-    capped by the link for an engine that copies offloaded weights to the device (``decode_link_cap_bs``);
+    k-quants and sets without it), applied to the weight bytes; host_bw_bs = host RAM bandwidth x
+    host_bw_eff; host_link_bs: one device's link when the engine copies offloaded weights to the device
+    (``DeviceRates.decode_link_cap_bs``; infinite otherwise), which ``host_read_bs`` caps host_bw_bs with;
     flops_s = GEMM peak x flops_eff (None when the device has no TFLOPS figure: only batched decode needs it,
     and then it is an error); link_bs = one direction of the interconnect; the overheads of the set.  Fields
     may be numpy arrays over devices (estimator.physics.matrix) or points (calibration).
@@ -526,6 +527,7 @@ class DecodeRates:
     t_allreduce_s: float
     flops_error: str = ""
     weight_rel: float = 1.0
+    host_link_bs: float = math.inf
 
 
 def rates_for_decode(
@@ -537,9 +539,8 @@ def rates_for_decode(
     peak = gemm_peak_s(d.peak_flops_s, params)
     return DecodeRates(
         bw_bs=d.bandwidth_bs * params["bw_eff"],
-        host_bw_bs=_minimum(
-            d.host_bandwidth_bs * params.get("host_bw_eff", DEFAULT_HOST_BW_EFF), d.decode_link_cap_bs
-        ),
+        host_bw_bs=d.host_bandwidth_bs * params.get("host_bw_eff", DEFAULT_HOST_BW_EFF),
+        host_link_bs=d.decode_link_cap_bs,
         flops_s=None if peak is None else peak * params.get("flops_eff", 1.0),
         link_bs=d.link_bs,
         t_fixed_s=params["t_fixed_s"],
@@ -623,11 +624,19 @@ def comm_s(n_devices: int, split: str, n_layers, hidden_size, tokens: int, link_
     return _where(n <= 1, 0.0, _where(split == "pp", pp, tp))
 
 
+def host_read_bs(f: DecodeFeatures, r: DecodeRates):
+    """B/s at which a decode step reads its offloaded weights: host RAM x host_bw_eff, capped by the links
+    they cross when the engine copies them to the devices (``host_link_bs``): under tensor parallelism each
+    of the N devices copies its own share over its own link (N links), under a layer split one stage at a
+    time (one)."""
+    return _minimum(r.host_bw_bs, r.host_link_bs * _tp(f.n_devices, f.split))
+
+
 def step_s(f: DecodeFeatures, r: DecodeRates):
     """Seconds of one decode step from features and rates: the one formula of decode (module doc).  Feature
     and rate fields may be numpy arrays (the vectorised matrix, calibration)."""
     tp = _tp(f.n_devices, f.split)
-    t_mem = (f.weight_bytes / r.weight_rel + f.kv_bytes) / (tp * r.bw_bs) + f.host_bytes / r.host_bw_bs
+    t_mem = (f.weight_bytes / r.weight_rel + f.kv_bytes) / (tp * r.bw_bs) + f.host_bytes / host_read_bs(f, r)
     t_comp = 0.0
     if _is_array(f.batch):
         if r.flops_s is not None:

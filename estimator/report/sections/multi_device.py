@@ -94,7 +94,7 @@ def build(b: Build) -> MultiDeviceSection:
         offload_bytes=int(wl.offload_bytes),
         moe_offload_layers=int(wl.moe_offload_layers),
         host_bytes=int(b.memory.host_bytes or 0),
-        host_bandwidth_gbs=hw.host_bandwidth_gbs or speed_mod.DEFAULT_HOST_BANDWIDTH_GBS,
+        host_bandwidth_gbs=_offload_read_gbs(hw, wl),
         decode_tok_s_all_on_device=all_on,
         decode_tok_s_with_offload=with_off,
         slowdown=slowdown,
@@ -130,6 +130,20 @@ def text(d: dict) -> Block:
     else:
         s.lines.append("No offload (use --offload-gib X or --n-cpu-moe N to size host-RAM offload).")
     return s
+
+
+def _offload_read_gbs(hw, wl) -> float:
+    """The bandwidth decode reads offloaded weights over, 10^9 B/s (before host_bw_eff): host RAM, or the
+    links they cross when those are slower and the engine copies them to the devices at every forward pass
+    (``EngineProfile.offload_over_link``: vLLM, SGLang; one link per tensor-parallel device,
+    ``speed.host_read_bs``)."""
+    host = hw.host_bandwidth_gbs or speed_mod.DEFAULT_HOST_BANDWIDTH_GBS
+    try:
+        cap = speed_mod.device_rates(hw, wl.engine).decode_link_cap_bs
+    except ValueError:  # no device bandwidth: the host figure alone
+        return host
+    links = wl.n_devices if wl.split == "tp" else 1
+    return min(host, cap * max(int(links), 1) / 1e9)
 
 
 def html(ctx: Ctx) -> str:
