@@ -349,12 +349,14 @@ def test_serving_rows_batch_mode_and_bad_input(table):
         _serving_row(mode="burst"),
         _serving_row(concurrency="0"),
         _serving_row(n_gen="0"),
+        _serving_row(offload_bytes=str(2**30)),
     ]
     out = predict.predict_rows(rows, table)
     assert out[0]["error"] == "" and float(out[0]["output_tok_s"]) > 0
     assert "not serve or batch" in out[1]["error"]
     assert "concurrency" in out[2]["error"]
     assert "n_gen" in out[3]["error"]
+    assert "host RAM" in out[4]["error"]
     for row in out[1:]:
         assert row["ttft_s"] == "" and row["tpot_s"] == ""
 

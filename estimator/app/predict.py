@@ -39,7 +39,9 @@ Serving mode (estimator.physics.serving): a row with a ``concurrency`` column (C
 C clients each sending requests of ``n_prompt`` prompt tokens (ISL) for ``n_gen`` output tokens (OSL) and the
 next one when answered (``vllm bench serve --max-concurrency C``); optional ``mode`` = ``serve`` (default) or
 ``batch`` (C requests at once, offline ``LLM.generate``, timed to the last token); ``batch``, ``n_depth`` are
-ignored.  Memory is sized for C sequences of n_ctx.  Outputs instead of the llama-bench speeds:
+ignored; ``offload_bytes`` / ``moe_offload_layers`` make the row an error (the serving model reads every
+weight from device memory).  Memory is sized for C sequences of n_ctx.  Outputs instead of the llama-bench
+speeds:
 
 * ttft_s: mean time to first token under that load (queueing included), seconds;
 * tpot_s: mean time per output token after the first, seconds;
@@ -246,6 +248,11 @@ def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None =
         conc = _int(row, "concurrency")
         if wl.n_prompt < 1 or wl.n_gen < 1:
             raise SpecError("a serving row needs n_prompt (input tokens) and n_gen (output tokens) >= 1")
+        if wl.offload_bytes > 0 or wl.moe_offload_layers > 0:
+            raise SpecError(
+                "a serving row with weights in host RAM (offload_bytes / moe_offload_layers) is not "
+                "estimated: the serving model reads every weight from device memory"
+            )
         wl = replace(wl, n_seq=conc, concurrency=conc, n_depth=0)
     model = resolver.model(_text(row, "model"))
     if _text(row, "n_layers"):
