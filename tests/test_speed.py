@@ -597,3 +597,24 @@ def test_engines_that_copy_offloaded_weights_read_them_over_the_link():
         f = speed.decode_features(m, q, replace(wl, engine="vllm", n_devices=n, split=split), 0)
         assert speed.host_read_bs(f, by_engine["vllm"]) == pytest.approx(rate), (split, n)
         assert speed.host_read_bs(f, by_engine["llama.cpp"]) == pytest.approx(host)
+
+
+def test_sglang_copies_whole_offloaded_modules_vllm_reads_what_a_step_touches():
+    """SGLang's --cpu-offload-gb wraps each offloaded module's forward to copy every parameter to the GPU: a
+    MoE layer's experts all cross the link at each decode step.  vLLM's UVA views are read where the kernels
+    touch them (a step's routed experts); llama.cpp's host CPU reads the same touched bytes from host RAM."""
+    from estimator.catalog.data import get_model
+    from estimator.physics.quant import get_quant
+
+    m, q = get_model("qwen3-30b-a3b"), get_quant("Q8_0")
+    wb = speed.breakdown(m, q)
+    wl = Workload(offload_bytes=8 * GIB)
+    frac = 8 * GIB / wb.total_bytes
+    host = {e: speed.decode_features(m, q, replace(wl, engine=e), 0).host_bytes for e in ("sglang", "vllm")}
+    assert host["sglang"] == pytest.approx((wb.total_bytes - wb.token_embd_bytes) * frac)
+    assert host["vllm"] == speed.decode_features(m, q, replace(wl, engine="llama.cpp"), 0).host_bytes
+    assert host["vllm"] < 0.2 * host["sglang"]  # 8 of 128 experts per token
+    # a dense model: a step reads every offloaded byte either way
+    d = get_model("llama-3.1-8b")
+    dense = {e: speed.decode_features(d, q, replace(wl, engine=e), 0).host_bytes for e in ("sglang", "vllm")}
+    assert dense["sglang"] == pytest.approx(dense["vllm"], rel=1e-9)

@@ -192,6 +192,10 @@ class EngineProfile:
     # forward pass (vLLM / SGLang --cpu-offload-gb); False: the host CPU computes the offloaded layers from
     # host RAM (llama.cpp -ngl, --n-cpu-moe).  estimator.physics.speed.device_rates reads it.
     offload_over_link: bool = False
+    # the offloader copies every parameter of an offloaded module at each forward pass (SGLang's
+    # OffloaderV1), not only the bytes the step reads (vLLM's UVA views): a MoE layer's offloaded experts all
+    # cross the link.  estimator.physics.speed.weights_read reads it.
+    offload_copies_modules: bool = False
     kv_dtype_hint: str = ""  # appended to the unknown-KV-dtype message
     # backend the engine runs on a device: ((vendor or "*", kind or "*", backend), ...), first match wins;
     # "none" = the engine has no backend for such devices.  What each backend runs is

@@ -75,9 +75,11 @@ class SGLang(EngineProfile):
     max_batched_tokens = 8192
     stream_on_serving_step = True
     offload_flag = "--cpu-offload-gb"
-    # python/sglang/srt/utils/offloader.py (OffloaderV1): offloaded parameters live in pinned host memory and
-    # go to the GPU at every forward pass, as vLLM's
+    # python/sglang/srt/utils/offloader.py (OffloaderV1): offloaded parameters live in pinned host memory, and
+    # the wrapped forward copies every parameter of the module to the GPU (``v.to(device)`` over its
+    # state_dict) at every forward pass
     offload_over_link = True
+    offload_copies_modules = True
     # the platforms of SGLang's quantization compatibility table (NVIDIA, AMD Instinct, Ascend A2/A3)
     backends = (("nvidia", "*", "CUDA"), ("amd", "gpu", "ROCm"), ("huawei", "npu", "Ascend"))
 

@@ -77,7 +77,8 @@ class VLLM(EngineProfile):
     offload_flag = "--cpu-offload-gb"
     # the offloader keeps offloaded parameters in pinned host memory and reads them from the GPU at every
     # forward pass (vllm/model_executor/offloader: UVA / prefetch; the --cpu-offload-gb help: "part of the
-    # model is loaded from CPU memory to GPU memory on the fly in each model forward pass")
+    # model is loaded from CPU memory to GPU memory on the fly in each model forward pass"); with UVA the
+    # kernels read the bytes they touch (a MoE step: its routed experts), not whole modules
     offload_over_link = True
     # platforms of vllm-project/vllm (CUDA, ROCm, XPU, CPU; the macOS build is CPU-only) and the vllm-ascend
     # plugin

@@ -261,14 +261,21 @@ def mean_features(features: Sequence[DecodeFeatures]) -> DecodeFeatures:
 
 
 def weights_read(
-    model: ModelSpec, quant: QuantSpec, n_tokens: int, moe_offload_layers: int = 0, offload_bytes: int = 0
+    model: ModelSpec,
+    quant: QuantSpec,
+    n_tokens: int,
+    moe_offload_layers: int = 0,
+    offload_bytes: int = 0,
+    whole_modules: bool = False,
 ) -> tuple[float, float, float]:
     """(device_bytes, host_bytes, routed_union_bytes) of weights one forward pass over n_tokens reads.
 
     Routed experts: routed_expert_bytes x U(n_tokens)/E; the rest of active_bytes_per_token is always read.
     Experts of the first ``moe_offload_layers`` layers live in host RAM; ``offload_bytes`` of other weights
     too, assumed spread evenly, so that fraction (offload_bytes / total weight bytes) of the remaining read is
-    on the host.
+    on the host; with ``whole_modules`` (an engine that copies every parameter of an offloaded module at each
+    forward pass, ``EngineProfile.offload_copies_modules``: SGLang) the host part is that fraction of all
+    the weight bytes, every routed expert included.
     """
     wb = breakdown(model, quant)
     active = float(wb.active_bytes_per_token)
@@ -286,7 +293,7 @@ def weights_read(
             active -= host
     if offload_bytes > 0 and wb.total_bytes > 0:
         frac = min(offload_bytes / wb.total_bytes, 1.0)
-        host += active * frac
+        host += (wb.total_bytes - wb.token_embd_bytes if whole_modules else active) * frac
         active *= 1.0 - frac
     return active, host, union_bytes
 
@@ -326,7 +333,8 @@ def decode_features(model: ModelSpec, quant: QuantSpec, workload: Workload, dept
     b = max(int(workload.n_seq), 1)
     wb = breakdown(model, quant)
     moe_off, off = workload.moe_offload_layers, workload.offload_bytes
-    dev, host, union_bytes = weights_read(model, quant, b, moe_off, off)
+    whole = get_engine(workload.engine).offload_copies_modules
+    dev, host, union_bytes = weights_read(model, quant, b, moe_off, off, whole)
     kv_bytes = b * kv_read_at(model, depth, workload.kv_dtype, workload.engine)
     fpt = 2 * matmul_params(model, wb.n_params_active) + attn_flops_at(model, depth)
     return DecodeFeatures(
@@ -376,7 +384,8 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
     per_pass = min(tokens, ubatch)
     wb = breakdown(model, quant)
     moe_off, off = workload.moe_offload_layers, workload.offload_bytes
-    dev, host, union = weights_read(model, quant, per_pass, moe_off, off)
+    whole = get_engine(workload.engine).offload_copies_modules
+    dev, host, union = weights_read(model, quant, per_pass, moe_off, off, whole)
     # The output head runs only for the rows that return logits: the last token of each llama_decode call
     # (llama-bench / llama-cpp-python without logits_all), of each sequence under vLLM.
     head = model.vocab_size * model.hidden_size
