@@ -46,8 +46,6 @@ _LEGACY_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "mxfp4")
 # iq3_s, and the trellis / ``_k`` types of forks) expands lattice codebooks (iq2xxs_grid, iq3s_grid, ...) with
 # sign tables, a heavier decode per byte.
 _IQ4_TYPES = ("iq4_nl", "iq4_xs")
-
-
 # A class split off another: a coefficient set without the class's own ratio uses its parent's.
 CLASS_PARENT = {"iq4": "iquant"}
 
@@ -178,12 +176,7 @@ def decode_kernel_class(model: ModelSpec, quant: QuantSpec | None) -> str:
     dequantizing differs per block layout: f16 (f32/f16/bf16), q4_0 (q4_0/q4_1/q5_0/q5_1: 32-element blocks of
     4-5 bit), q8_0, mxfp4, kquant (q2_K .. q6_K, the reference), iq4 (iq4_nl / iq4_xs), iquant (the other iq*:
     codebook grids), other (fp8, AWQ/GPTQ ...)."""
-    return type_decode_class(dominant_type(model, quant))
-
-
-def type_decode_class(t: str) -> str:
-    """The decode kernel class of one storage type (lower case; see ``decode_kernel_class``)."""
-    t = t.lower()
+    t = dominant_type(model, quant)
     if t in _F16_TYPES:
         return "f16"
     if t in ("q4_0", "q4_1", "q5_0", "q5_1"):

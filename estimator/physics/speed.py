@@ -633,12 +633,17 @@ def comm_s(n_devices: int, split: str, n_layers, hidden_size, tokens: int, link_
     return _where(n <= 1, 0.0, _where(split == "pp", pp, tp))
 
 
+def offload_links(n_devices, split):
+    """Device links offloaded weights cross at once when the engine copies them to the devices: under tensor
+    parallelism each of the N devices copies its own share over its own link (N), under a layer split one
+    stage at a time (1)."""
+    return _tp(n_devices, split)
+
+
 def host_read_bs(f: DecodeFeatures, r: DecodeRates):
     """B/s at which a decode step reads its offloaded weights: host RAM x host_bw_eff, capped by the links
-    they cross when the engine copies them to the devices (``host_link_bs``): under tensor parallelism each
-    of the N devices copies its own share over its own link (N links), under a layer split one stage at a
-    time (one)."""
-    return _minimum(r.host_bw_bs, r.host_link_bs * _tp(f.n_devices, f.split))
+    they cross when the engine copies them to the devices (``host_link_bs`` x ``offload_links``)."""
+    return _minimum(r.host_bw_bs, r.host_link_bs * offload_links(f.n_devices, f.split))
 
 
 def step_s(f: DecodeFeatures, r: DecodeRates):

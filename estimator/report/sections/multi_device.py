@@ -135,15 +135,14 @@ def text(d: dict) -> Block:
 def _offload_read_gbs(hw, wl) -> float:
     """The bandwidth decode reads offloaded weights over, 10^9 B/s (before host_bw_eff): host RAM, or the
     links they cross when those are slower and the engine copies them to the devices at every forward pass
-    (``EngineProfile.offload_over_link``: vLLM, SGLang; one link per tensor-parallel device,
-    ``speed.host_read_bs``)."""
+    (``EngineProfile.offload_over_link``: vLLM, SGLang; ``speed.offload_links``, as ``speed.host_read_bs``).
+    """
     host = hw.host_bandwidth_gbs or speed_mod.DEFAULT_HOST_BANDWIDTH_GBS
     try:
         cap = speed_mod.device_rates(hw, wl.engine).decode_link_cap_bs
     except ValueError:  # no device bandwidth: the host figure alone
         return host
-    links = wl.n_devices if wl.split == "tp" else 1
-    return min(host, cap * max(int(links), 1) / 1e9)
+    return min(host, cap * speed_mod.offload_links(max(int(wl.n_devices), 1), wl.split) / 1e9)
 
 
 def html(ctx: Ctx) -> str:
