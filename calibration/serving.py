@@ -23,9 +23,12 @@ rows were such points until their build was known to predate V1, below).
 Measured time of a point = the figure itself (seconds); error = |t_meas / t_pred - 1|.  End-to-end latencies
 of offline batches are not fitted here: calibration.latency predicts them from the decode / prefill fit.
 
-What is left out, each with its reason (``Rejection``): engines without a profile (TensorRT-LLM: its scheduler
-and kernels are not modelled; engine ``other`` rows are SGLang when their build says so), llama.cpp serving
-(its speed is the decode / prefill fit), disaggregated rows (separate prefill and decode workers: another
+What is left out, each with its reason (``Rejection``): engines without a profile, and engines whose profile
+says their serving records are not fitted (``EngineProfile.fits_serving`` False, the reason in
+``serving_not_fitted``): llama.cpp (its speed is the decode / prefill fit) and TensorRT-LLM (fitted with vLLM
+and SGLang it moved their held-out figures; its reports use the pooled terms, which tools/engine_check.py
+checks on its records out of sample); engine ``other`` rows are SGLang when their build says so;
+disaggregated rows (separate prefill and decode workers: another
 system), builds older than the scheduler the engine profile describes (``EngineProfile.serving_since``: vLLM
 before its V1 engine; ``calibration.dataset.record_build``: a record's ``engine_version``, else what its
 notes or its source state, e.g. Argonne's 2024 runs), a precision the record does not state, pipeline-parallel
@@ -56,11 +59,16 @@ from calibration.dataset import Dataset, LoadedRecord, Rejection, record_build
 from calibration.features import Resolver, SpeedPoint, _point, workload_for
 from calibration.fit import TimeModel
 from calibration.validate import HeldOut, ape_stats
-from estimator.engines import get_engine
+from estimator.engines import engine_names, get_engine
 from estimator.specs import SpecError
 
 PHASE = "serving"
-ENGINES = ("vllm", "sglang")
+
+def _fitted_engines() -> tuple[str, ...]:
+    return tuple(e for e in engine_names() if get_engine(e).fits_serving)
+
+
+ENGINES = _fitted_engines()  # the engines whose profile says their serving records are fitted (vLLM, SGLang)
 METRICS = {"ttft_s": "ttft", "tpot_s": "tpot"}
 GATED_METRICS = ("tpot", "ttft")
 STRATA = tuple(f"{PHASE}.{m}" for m in METRICS.values())
@@ -83,11 +91,13 @@ FP_KV_PRECISIONS = ("FP8", "FP8-BLOCK", "NVFP4", "MXFP4")
 MAX_DEVICES = 8  # devices of one serving instance the model covers (one node's interconnect)
 
 
-def record_engine(rec) -> str | None:
-    """The engine profile of a record: its engine, or SGLang for an ``other`` row built with SGLang."""
-    if rec.engine in ENGINES:
+def record_engine(rec, engines: tuple[str, ...] | None = None) -> str | None:
+    """The engine profile of a record among ``engines`` (default ``ENGINES``, the fitted ones): its engine,
+    or SGLang for an ``other`` row built with SGLang."""
+    engines = ENGINES if engines is None else engines
+    if rec.engine in engines:
         return rec.engine
-    if rec.engine == "other" and rec.build_info.lower().startswith("sglang"):
+    if rec.engine == "other" and rec.build_info.lower().startswith("sglang") and "sglang" in engines:
         return "sglang"
     return None
 
@@ -108,13 +118,12 @@ def _reject(lr: LoadedRecord, why: str) -> Rejection:
     return Rejection(lr.file, lr.line, lr.record.record_id, f"serving: {why}")
 
 
-def _why_not(rec) -> str | None:
-    """Why a serving record cannot be fitted (None: it can)."""
-    if rec.engine == "llama.cpp":
-        return "llama.cpp serving: its speed is the decode / prefill fit (llama-server's queue is not fitted)"
-    if record_engine(rec) is None:
-        name = "TensorRT-LLM" if rec.engine == "trtllm" else repr(rec.engine)
-        return f"engine {name} has no profile (scheduler and kernels not modelled)"
+def _why_not(rec, engines: tuple[str, ...] | None = None) -> str | None:
+    """Why a serving record cannot be fitted (None: it can); ``engines`` as ``record_engine``."""
+    if record_engine(rec, engines) is None:
+        if rec.engine in engine_names():  # a profile whose serving records are not fitted says why
+            return get_engine(rec.engine).serving_not_fitted
+        return f"engine {rec.engine!r} has no profile (scheduler and kernels not modelled)"
     if rec.serving_mode == "disagg":
         return "disaggregated serving (separate prefill and decode workers) is not modelled"
     if not rec.quant:
@@ -128,7 +137,7 @@ def _why_not(rec) -> str | None:
             f"an instance of {rec.n_devices} devices (more than one {MAX_DEVICES}-GPU node, rack-scale "
             "NVLink or wide expert parallelism) is not modelled: the interconnect term is one node's"
         )
-    profile = get_engine(record_engine(rec))
+    profile = get_engine(record_engine(rec, engines))
     build = record_build(rec, profile.name)
     if not profile.describes_build(build):
         return (
@@ -138,10 +147,13 @@ def _why_not(rec) -> str | None:
     return None
 
 
-def serving_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[SpeedPoint], list[Rejection]]:
+def serving_points(
+    ds: Dataset, resolver: Resolver | None = None, engines: tuple[str, ...] | None = None
+) -> tuple[list[SpeedPoint], list[Rejection]]:
     """SpeedPoints (phase ``serving``, ``features`` = the record's scalar ``ServingFeatures``, shared by its
-    TTFT and TPOT points) of every usable serving record (``Dataset.serving_records``), and the records with
-    a TTFT / TPOT figure that are left out, with why."""
+    TTFT and TPOT points) of every usable serving record (``Dataset.serving_records``) of ``engines``
+    (default ``ENGINES``: the fitted engines; another engine's for an out-of-sample check such as
+    tools/engine_check.py), and the records with a TTFT / TPOT figure that are left out, with why."""
     from estimator.physics import serving as sv
     from estimator.physics.coefficients import prior_table
 
@@ -153,11 +165,11 @@ def serving_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[
         r = lr.record
         if not is_serving_record(r):
             continue  # e2e / throughput only: calibration.latency
-        why = _why_not(r)
+        why = _why_not(r, engines)
         if why:
             rejected.append(_reject(lr, why))
             continue
-        engine = record_engine(r)
+        engine = record_engine(r, engines)
         try:
             model, quant, hw = resolver.spec_for(dataclasses.replace(r, engine=engine))
             if r.n_prompt + r.n_gen > model.max_context:

@@ -97,7 +97,7 @@ def test_runtime_terms():
     assert cpu.context_overhead_bytes == 0 and cpu.host_compute_bytes == 0
     custom = runtime_buffers(m, None, hw, Workload(), {"logits_factor": 2.0})
     assert custom.compute_bytes == 4 * 512 * (2 * 128256 + 2 * 4096) and custom.coefficients == "custom"
-    assert set(DEFAULT_MEMORY_COEFFICIENTS) == {"llama.cpp", "vllm", "sglang"}  # one per engine profile
+    assert set(DEFAULT_MEMORY_COEFFICIENTS) == {"llama.cpp", "vllm", "sglang", "trtllm"}  # one per profile
     assert MemoryCoefficients.from_dict({"bogus": 1.0}) == MemoryCoefficients.from_dict(None)
 
 

@@ -76,7 +76,7 @@ def test_extra_columns_pass_through_and_bad_rows_survive(table):
         _row(n_prompt=0, n_gen=0, run_id="e"),
         _row(n_prompt=0, n_gen=16, run_id="f", hardware="no-such-gpu"),
         _row(n_prompt=0, n_gen=16, run_id="g"),
-        _row(n_prompt=0, n_gen=16, run_id="h", engine="trtllm"),
+        _row(n_prompt=0, n_gen=16, run_id="h", engine="lmdeploy"),
         _row(n_prompt=0, n_gen=16, run_id="i", quant="AWQ-INT4"),
     ]
     out = predict.predict_rows(rows, table)
@@ -88,7 +88,7 @@ def test_extra_columns_pass_through_and_bad_rows_survive(table):
     assert "nothing to predict" in out[4]["error"]
     assert "no-such-gpu" in out[5]["error"]
     assert out[6]["error"] == "" and float(out[6]["decode_tok_s"]) > 0
-    assert "unknown engine 'trtllm'" in out[7]["error"]
+    assert "unknown engine 'lmdeploy'" in out[7]["error"]
     assert "not available on llama.cpp" in out[8]["error"]
     for r in out:
         assert "\n" not in r["error"]

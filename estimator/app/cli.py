@@ -97,10 +97,12 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--gpu-memory-utilization",
         "--mem-fraction-static",
+        "--kv-cache-free-gpu-memory-fraction",
         type=_number("gpu_memory_utilization"),
         default=None,
         help="fraction of device memory an engine that reserves memory takes (vLLM --gpu-memory-utilization, "
-        "SGLang --mem-fraction-static); default: the engine's own",
+        "SGLang --mem-fraction-static; TensorRT-LLM --kv_cache_free_gpu_memory_fraction: of the memory left "
+        "after weights and buffers); default: the engine's own",
     )
     p.add_argument(
         "--backend",

@@ -20,6 +20,7 @@ ENGINES: dict[str, str] = {
     "llama.cpp": "estimator.engines.llama_cpp:PROFILE",
     "vllm": "estimator.engines.vllm:PROFILE",
     "sglang": "estimator.engines.sglang:PROFILE",
+    "trtllm": "estimator.engines.trtllm:PROFILE",
 }
 
 

@@ -56,7 +56,10 @@ class SchedulerSpec:
     decoding (SGLang without ``--enable-mixed-chunk``);
     graph_sizes: token counts of the captured CUDA graphs, ascending; a step of T <= max(graph_sizes) tokens
     runs padded to the next size (its GEMMs compute the padding), larger steps run eagerly; () = none;
-    source: where the defaults come from.
+    source: where the defaults come from;
+    reserves_whole_request: True when a request is admitted only once the KV pool holds its whole prompt +
+    output (TensorRT-LLM's GUARANTEED_NO_EVICT), so a running request holds isl + osl tokens of the pool;
+    False when blocks are taken as the request grows (vLLM, SGLang: isl + osl / 2 on average).
     """
 
     max_batched_tokens: int
@@ -64,6 +67,7 @@ class SchedulerSpec:
     mixes_prefill: bool = True
     graph_sizes: tuple[int, ...] = ()
     source: str = ""
+    reserves_whole_request: bool = False
 
     def padded(self, tokens: int) -> int:
         """Tokens a step of ``tokens`` tokens computes: the next captured graph size, or ``tokens``."""
@@ -169,6 +173,9 @@ class EngineProfile:
     state_conv_bytes: int = 2  # bytes per conv-state element of linear-attention / SSM layers
     embedding_on_host: bool = False  # discrete devices keep token_embd in host RAM
     reserves_memory: bool = False  # pre-allocates Workload.gpu_memory_utilization x device memory
+    # the fraction is of the memory still free after weights and runtime buffers (TensorRT-LLM
+    # --kv_cache_free_gpu_memory_fraction), not of the whole device (vLLM, SGLang); it sizes the KV pool
+    reserves_free_memory: bool = False
     memory_fraction: float = 0.92  # that fraction when the user does not give one (Workload's default)
     reservation_flag: str = ""  # its command-line name, for messages
     runtime_model: str = "torch"  # "ggml" | "torch" (estimator.physics.runtime)
@@ -181,6 +188,10 @@ class EngineProfile:
     # calibrated decode / prefill set of its own, one stream is timed by the serving fit's step
     # (estimator.physics.stream)
     stream_on_serving_step: bool = False
+    # its serving benchmarks are points of the serving fit (calibration.serving); otherwise the calibration
+    # report counts them as left out with ``serving_not_fitted`` (why)
+    fits_serving: bool = False
+    serving_not_fitted: str = "no serving model of this engine's scheduler and kernels"
     int8_gemm: bool = False
     materializes_kq_without_fa: bool = False
     pipelines_layer_split: bool = False
@@ -352,6 +363,8 @@ class EngineProfile:
     def check(self, workload: Workload) -> None:
         """Refuse (SpecError, one line) a requested configuration the engine cannot run: its KV dtype, MoE
         expert offload; the physics-level checks (``check_cache``) run while sizing."""
+        if (workload.moe_offload_layers or workload.offload_bytes) and not self.offload_flag:
+            raise SpecError(f"{self.label} has no host-memory weight offload (--offload-gib, --n-cpu-moe)")
         if workload.moe_offload_layers and not self.moe_cpu_offload:
             raise SpecError(
                 f"--n-cpu-moe is a llama.cpp option; for {self.label}: --offload-gib ({self.offload_flag})"

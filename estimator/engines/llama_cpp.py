@@ -89,6 +89,9 @@ class LlamaCpp(EngineProfile):
     pipelines_layer_split = True
     moe_cpu_offload = True
     offload_flag = "-ngl"
+    serving_not_fitted = (
+        "llama.cpp serving: its speed is the decode / prefill fit (llama-server's queue is not fitted)"
+    )
     # the build a user of this device runs by default (README's backend table); Intel GPUs: Vulkan, the
     # prebuilt release builds (the measured Intel Arc rows are Vulkan), SYCL on request; Intel's data-centre
     # GPUs (family_backends below) SYCL

@@ -74,6 +74,7 @@ class SGLang(EngineProfile):
     memory_prior = "vllm"
     max_batched_tokens = 8192
     stream_on_serving_step = True
+    fits_serving = True
     offload_flag = "--cpu-offload-gb"
     # python/sglang/srt/utils/offloader.py (OffloaderV1): offloaded parameters live in pinned host memory, and
     # the wrapped forward copies every parameter of the module to the GPU (``v.to(device)`` over its

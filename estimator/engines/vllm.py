@@ -74,6 +74,7 @@ class VLLM(EngineProfile):
     # notes of v0.8.0); V0 builds scheduled prompts first, without chunked prefill by default
     serving_since = "0.8.0"
     stream_on_serving_step = True
+    fits_serving = True
     offload_flag = "--cpu-offload-gb"
     # the offloader keeps offloaded parameters in pinned host memory and reads them from the GPU at every
     # forward pass (vllm/model_executor/offloader: UVA / prefetch; the --cpu-offload-gb help: "part of the

@@ -16,7 +16,8 @@ combination that it depends on, then broadcast:
   it, with the fraction capped at 1.
 
 total_bytes = N x (floor(weights/dev) + floor(KV/dev) + runtime + overhead);
-fits = per-device total <= usable.
+fits = per-device total <= usable; for an engine whose fraction is of the memory left free after weights and
+buffers (TensorRT-LLM), fits = KV/dev <= fraction x (usable - fixed), fixed = the rest of the total.
 
 decode_tok_s: 1 / mean decode step time of one sequence (tg{n_gen}) from ``workload.n_depth`` (or from the
 context itself with ``decode_at_context=True``), using each device's decode coefficient set:
@@ -183,10 +184,18 @@ def build_matrix(
     rt_hw = rt_dev[:, :, kind_idx] + ovh[kind_idx][None, None, :]  # [M,C,H]
     per_dev = w_per_hw[:, :, :, None] + kv_floor[:, None, None, :] + rt_hw.transpose(0, 2, 1)[:, :, None, :]
     mem = np.array([float(h.memory_bytes or 0) for h in hardware])
-    reserve = wl.gpu_memory_utilization if get_engine(wl.engine).reserves_memory else None
+    profile = get_engine(wl.engine)
+    of_free = profile.reserves_memory and profile.reserves_free_memory
+    reserve = wl.gpu_memory_utilization if profile.reserves_memory and not of_free else None
     usable = np.array([usable_device_bytes(h, mem_c, reserve) for h in hardware])
     usable = np.where(mem > 0, usable, -1).astype(np.float64)
-    fits = per_dev <= usable[None, :, None, None]
+    if of_free:  # the KV pool is a fraction of what weights and buffers leave (runtime.reserved_usable_bytes)
+        fixed = per_dev - kv_floor[:, None, None, :]
+        frac = wl.gpu_memory_utilization
+        whole = usable[None, :, None, None]
+        fits = (per_dev <= fixed + frac * (whole - fixed)) & (whole > 0)
+    else:
+        fits = per_dev <= usable[None, :, None, None]
     total = (per_dev * n).astype(np.int64)
 
     # --- decode speed ----------------------------------------------------------------------------------

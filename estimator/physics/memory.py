@@ -26,7 +26,9 @@ otherwise "does not fit", with ``min_offload_bytes`` = the weight bytes that wou
 
 Engines that reserve memory up front (profile ``reserves_memory``: vLLM): each device reserves
 gpu_memory_utilization x memory; weights, activation peak, CUDA graphs and the context overhead come out of it
-and the KV cache gets the rest.  kv_capacity_tokens = KV budget / KV bytes
+and the KV cache gets the rest; an engine whose fraction is of the memory left free after them (profile
+``reserves_free_memory``: TensorRT-LLM) gives the KV cache that fraction of M - fixed, so a device offers
+fixed + fraction x (M - fixed) (``runtime.reserved_usable_bytes``).  kv_capacity_tokens = KV budget / KV bytes
 per token at n_ctx (windowed layers counted at their window share); max_concurrency = floor(capacity /
 n_ctx).  It fits when the KV budget holds n_seq sequences of n_ctx tokens.
 """
@@ -37,7 +39,7 @@ from dataclasses import dataclass
 
 from estimator.engines import get_engine
 from estimator.physics.kv import kv_cache, kv_cache_for, layer_token_bytes
-from estimator.physics.runtime import coerce, runtime_buffers, usable_device_bytes
+from estimator.physics.runtime import coerce, reserved_usable_bytes, runtime_buffers, usable_device_bytes
 from estimator.physics.weights import weight_breakdown
 from estimator.specs import CHUNKED, FULL, SLIDING, HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
 
@@ -166,15 +168,18 @@ def estimate_memory(
     overhead = rt.context_overhead_bytes
     kv_cap = max_conc = None
     if profile.reserves_memory:
-        usable_dev = usable_device_bytes(hardware, c, wl.gpu_memory_utilization)
-        kv_budget = min(usable_dev - (w + runtime_dev + overhead) for w in per_w)
+        fixed = [w + runtime_dev + overhead for w in per_w]
+        frac, of_free = wl.gpu_memory_utilization, profile.reserves_free_memory
+        usable_of = [int(reserved_usable_bytes(hardware, c, frac, f, of_free)) for f in fixed]
+        kv_budget = min(u - f for u, f in zip(usable_of, fixed, strict=True))
         per_tok = _kv_bytes_per_pool_token(model, wl, n)
         kv_cap = max(0, int(kv_budget // per_tok)) if per_tok else None
         max_conc = int(kv_cap // wl.n_ctx) if kv_cap is not None else None
     else:
-        usable_dev = usable_device_bytes(hardware, c)
+        usable_of = [usable_device_bytes(hardware, c)] * n
     devices = []
     for d in range(n):
+        usable_dev = usable_of[d]
         tot = int(per_w[d]) + int(per_kv[d]) + runtime_dev + overhead
         devices.append(
             DeviceMemory(
@@ -190,7 +195,7 @@ def estimate_memory(
             )
         )
     total = sum(x.total_bytes for x in devices)
-    usable = usable_dev * n
+    usable = sum(x.usable_bytes for x in devices)
     fits = all(x.total_bytes <= x.usable_bytes for x in devices)
     overflow = sum(max(0, x.total_bytes - x.usable_bytes) for x in devices)
     if fits:

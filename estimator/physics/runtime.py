@@ -176,6 +176,22 @@ def usable_device_bytes(
     return int(limit) if limit else int(usable_fraction(hardware, coeffs) * mem)
 
 
+def reserved_usable_bytes(
+    hardware: HardwareSpec, coeffs: MemoryCoefficients, fraction: float, fixed_bytes: float, of_free: bool
+) -> float:
+    """Memory one device offers an engine that reserves memory up front (bytes), given ``fixed_bytes`` =
+    its weights + runtime buffers + context overhead on that device.
+
+    A fraction of the whole device (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static):
+    ``usable_device_bytes(fraction)``.  A fraction of the memory still free after the fixed part
+    (``of_free``: TensorRT-LLM --kv_cache_free_gpu_memory_fraction): fixed + fraction x (M - fixed), M the
+    whole usable device (``usable_device_bytes`` at 1.0); the KV pool is the second term."""
+    if not of_free:
+        return float(usable_device_bytes(hardware, coeffs, fraction))
+    whole = float(usable_device_bytes(hardware, coeffs, 1.0))
+    return fixed_bytes + fraction * (whole - fixed_bytes)
+
+
 def context_overhead_bytes(hardware: HardwareSpec, coeffs: MemoryCoefficients) -> int:
     return int(getattr(coeffs, f"context_overhead_{hardware.kind}_bytes", coeffs.context_overhead_gpu_bytes))
 

@@ -32,7 +32,9 @@ prompt chunk as a step of its own: t(n_d, 0) + t(0, u) in place of t(n_d, u).
 **Steady state of the closed loop** (``FIXED_POINT_ROUNDS`` rounds from TPOT = t(n_run, 0), TTFT_s =
 t(0, isl))::
 
-    n_run  = min(C, S, floor(K / (isl + osl / 2)))     requests holding KV; the other C - n_run wait
+    n_run  = min(C, S, floor(K / (isl + s_kv osl)))    requests holding KV; the other C - n_run wait
+             (s_kv = 1/2: blocks are taken as a request grows; 1: the engine admits a request only when the
+             pool holds its whole prompt + output, SchedulerSpec.reserves_whole_request: TensorRT-LLM)
     life   = TTFT_s + (osl - 1) TPOT                   seconds a running request lives
     share  = (osl - 1) TPOT / life                     of its life a request spends decoding
     n_d    = max(n_run x share, 1)                     decode tokens per step
@@ -162,8 +164,8 @@ class ServingFeatures:
     attn_decode (one decode token at that depth), attn_prompt (per prompt token, mean over the prompt).
     Device: bandwidth_bs (datasheet B/s), gemm_flops_s (datasheet GEMM rate of the format, FLOP/s; 0 when
     unknown: CPUs, then the set's flops_abs_tflops), attn_flops_s (bf16 rate), link_bs (one direction of the
-    interconnect).  Scheduler: max_batched_tokens, max_seqs, mixes_prefill, graph_sizes; kv_capacity_tokens
-    (inf when unbounded).  Numeric fields may be numpy arrays of one shape (calibration).
+    interconnect).  Scheduler: max_batched_tokens, max_seqs, kv_output_share, mixes_prefill, graph_sizes;
+    kv_capacity_tokens (inf when unbounded).  Numeric fields may be numpy arrays of one shape (calibration).
     """
 
     dense_bytes: float
@@ -188,6 +190,7 @@ class ServingFeatures:
     kv_capacity_tokens: float
     max_batched_tokens: float
     max_seqs: float
+    kv_output_share: float  # of the output tokens a running request holds in the KV pool: 0.5, or 1.0
     mixes_prefill: bool
     graph_sizes: tuple[int, ...]
     concurrency: float
@@ -260,6 +263,7 @@ def serving_features(
         kv_capacity_tokens=float(kv_capacity_tokens) if kv_capacity_tokens is not None else math.inf,
         max_batched_tokens=float(sched.max_batched_tokens),
         max_seqs=float(sched.max_seqs),
+        kv_output_share=1.0 if sched.reserves_whole_request else 0.5,
         mixes_prefill=sched.mixes_prefill,
         graph_sizes=tuple(sched.graph_sizes),
         concurrency=float(load.concurrency),
@@ -358,7 +362,7 @@ class ServingPoint:
 
 
 def _running(f: ServingFeatures):
-    per_seq = f.isl + f.osl / 2.0
+    per_seq = f.isl + f.osl * f.kv_output_share
     cap = (
         _max(_floor(f.kv_capacity_tokens / per_seq), 1.0)
         if _arr(f.kv_capacity_tokens)

@@ -922,7 +922,27 @@ PATTERNS += [
         re.compile(r"llama\.cpp has no fp8 KV cache; q8_0 is the nearest 8-bit type"),
         "llama.cpp no tiene caché KV fp8; q8_0 es el tipo de 8 bits más cercano",
     ),
-    (re.compile(r"(?P<e>llama\.cpp|vllm|sglang): (?P<n>.+)"), lambda m: f"{m['e']}: {tr(m['n'])}"),
+    (
+        re.compile(
+            r"TensorRT-LLM loads a pre-quantized (?P<q>\S+) checkpoint: quantize (?P<r>\S+) with NVIDIA "
+            r"ModelOpt \(--qformat (?P<f>\S+)\) or use a published one"
+        ),
+        "TensorRT-LLM carga un checkpoint {q} ya cuantizado: cuantice {r} con NVIDIA ModelOpt "
+        "(--qformat {f}) o use uno publicado",
+    ),
+    (
+        re.compile(r"TensorRT-LLM has no (?P<q>\S+) loader; the nearest is an NVFP4 / INT4-AWQ checkpoint"),
+        "TensorRT-LLM no tiene cargador de {q}; lo más cercano es un checkpoint NVFP4 / INT4-AWQ",
+    ),
+    (
+        re.compile(r"(?P<f>\S+) holds the KV cache dtype: 'kv_cache_config: \{dtype: fp8\}'"),
+        "{f} fija el tipo de la caché KV: 'kv_cache_config: {{dtype: fp8}}'",
+    ),
+    (
+        re.compile(r"TensorRT-LLM's PyTorch backend has no host-memory weight offload"),
+        "el backend PyTorch de TensorRT-LLM no descarga pesos a la memoria del host",
+    ),
+    (re.compile(r"(?P<e>llama\.cpp|vllm|sglang|trtllm): (?P<n>.+)"), lambda m: f"{m['e']}: {tr(m['n'])}"),
     # fine-tuning assumptions (joined with "; ", translated part by part)
     (
         re.compile(r"rank (?P<r>\d+), targets (?P<t>\S+) \(routed experts not targeted\)"),
@@ -980,7 +1000,7 @@ PATTERNS += [
 # Engine support (estimator.physics.support.describe and its findings), the speed coefficients' labels
 # (estimator.physics.coefficients.model_set, estimator.physics.speed), model facts, fallback paths, serving
 # schedulers and the engines' launch notes.
-_ENGINE = r"(?:llama\.cpp|vLLM|SGLang)"
+_ENGINE = r"(?:llama\.cpp|vLLM|SGLang|TensorRT-LLM)"
 FALLBACKS_ES = {  # estimator.physics.support.FALLBACK_WORDS, and "not supported"
     "host CPU fallback": "respaldo en la CPU del host",
     "weight-only fallback (dequantized in the kernel, 16-bit compute)": (
@@ -1589,6 +1609,16 @@ PATTERNS += [
         "valores por defecto de SGLang ({s}): --chunked-prefill-size y --cuda-graph-max-bs según la memoria "
         "del dispositivo; los lotes de prefill no se mezclan con los de decode",
     ),
+    (
+        re.compile(
+            r"TensorRT-LLM defaults of `trtllm-serve` \((?P<s>[^)]+)\): max_num_tokens (?P<t>\d+), "
+            r"max_batch_size (?P<b>\d+), in-flight batching without chunked prefill, GUARANTEED_NO_EVICT "
+            r"admission, CUDA graphs without padding"
+        ),
+        "valores por defecto de TensorRT-LLM en `trtllm-serve` ({s}): max_num_tokens {t}, "
+        "max_batch_size {b}, batching en vuelo sin prefill troceado, admisión GUARANTEED_NO_EVICT, "
+        "grafos CUDA sin relleno",
+    ),
     # launch notes
     (
         re.compile(
@@ -1599,7 +1629,10 @@ PATTERNS += [
         "FP8, Q4_K_M en lugar de 4 bits)",
     ),
     (
-        re.compile(r"(?P<e>vLLM|SGLang) has no (?P<k>\S+) KV cache; (?P<n>\S+) is the nearest 8-bit type"),
+        re.compile(
+            r"(?P<e>vLLM|SGLang|TensorRT-LLM) has no (?P<k>\S+) KV cache; (?P<n>\S+) is the nearest "
+            r"8-bit type"
+        ),
         "{e} no tiene caché KV {k}; {n} es el tipo de 8 bits más cercano",
     ),
     (

@@ -1,0 +1,175 @@
+"""TensorRT-LLM (``trtllm-serve``, its PyTorch backend): its profile.
+
+Facts from NVIDIA/TensorRT-LLM (read 2026-12): ``tensorrt_llm/commands/serve.py`` (``get_llm_args``: the
+defaults of ``trtllm-serve``), ``tensorrt_llm/builder.py`` (``BuildConfig``) and ``tensorrt_llm/llmapi/
+llm_args.py`` (``KvCacheConfig``, ``CudaGraphConfig``):
+
+* Weights: Hugging Face checkpoints (``--backend pytorch``, the default since 1.0); quantized formats are
+  pre-quantized checkpoints (NVIDIA ModelOpt FP8 / NVFP4 / INT4-AWQ, the published MXFP4 of gpt-oss): the
+  PyTorch backend does not quantize a bf16 checkpoint at load time, and it does not load GGUF files.
+* KV cache: paged blocks of ``tokens_per_block`` = 32 tokens; dtype ``auto`` (the model's) or ``fp8``
+  (``kv_cache_config.dtype``, set in an ``--extra_llm_api_options`` YAML file: ``trtllm-serve`` has no flag
+  for it).  Sliding-window layers are sized like vLLM's (window + one block per sequence), an assumption: the
+  variable-sliding-window cache (``max_attention_window`` per layer) is what TensorRT-LLM offers for them.
+* Memory: the KV cache takes ``--kv_cache_free_gpu_memory_fraction`` (default 0.9) of the memory that is
+  still free **after** the weights and the runtime buffers are allocated (``reserves_free_memory``), unlike
+  vLLM's and SGLang's fractions of the whole device.  Activations and CUDA graphs follow the same "torch"
+  runtime model as vLLM (estimator.physics.runtime, the vLLM memory prior) with a step of ``max_num_tokens``.
+
+Scheduler (``scheduler``): in-flight batching with the defaults of ``trtllm-serve``: ``max_num_tokens``
+8,192 and ``max_batch_size`` 2,048 (``BuildConfig``); context (prompt) and generation requests share one
+forward step; chunked prefill is off (``enable_chunked_prefill=False``), so a prompt is scheduled whole; the
+capacity scheduler is ``GUARANTEED_NO_EVICT``: a request starts only when the KV blocks of its whole
+prompt + output fit in the pool (``SchedulerSpec.reserves_whole_request``).  CUDA graphs are captured for
+batch sizes 1-31, 32, 64, 128 with padding off (``CudaGraphConfig.enable_padding=False``): a batch of another
+size runs without a graph and is never padded, so no padding is modelled.
+
+``launch``: ``trtllm-serve <checkpoint> --backend pytorch --max_seq_len n_ctx --max_batch_size concurrency
+--max_num_tokens 8192 --kv_cache_free_gpu_memory_fraction f --tp_size N`` (``--pp_size`` for a layer
+split), ``--extra_llm_api_options`` for an fp8 KV cache.
+"""
+
+from __future__ import annotations
+
+from estimator.engines.base import (
+    EngineProfile,
+    KVLayout,
+    LaunchCommand,
+    SchedulerSpec,
+    checkpoint_weight_format,
+    slug,
+)
+from estimator.engines.base import pad as round_up
+from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
+
+BLOCK = 32  # KvCacheConfig.tokens_per_block
+MAX_NUM_TOKENS = 8192  # BuildConfig.max_num_tokens
+MAX_BATCH_SIZE = 2048  # BuildConfig.max_batch_size
+FREE_FRACTION = 0.9  # trtllm-serve --kv_cache_free_gpu_memory_fraction
+OPTIONS_FILE = "trtllm-options.yaml"
+# fitbench KV dtype name -> kv_cache_config.dtype
+KV_FLAGS = {"f16": "auto", "bf16": "auto", "auto": "auto", "fp8": "fp8", "fp8_e4m3": "fp8"}
+# catalog quant -> ModelOpt --qformat of the pre-quantized checkpoint TensorRT-LLM loads
+MODELOPT_QFORMAT = {"FP8": "fp8", "FP8-BLOCK": "fp8_pb_wo", "NVFP4": "nvfp4", "AWQ-INT4": "int4_awq"}
+_DENSE = ("F16", "BF16", "F32")
+
+
+class TensorRTLLM(EngineProfile):
+    name = "trtllm"
+    label = "TensorRT-LLM"
+    container = "safetensors"
+    default_quant = "BF16"
+    default_split = "tp"
+    kv_dtypes = ("f16", "bf16", "fp8")
+    kv_flags = KV_FLAGS
+    kv_dtype_hint = "set as kv_cache_config.dtype in an --extra_llm_api_options file"
+    cheaper_kv_dtypes = ("fp8",)
+    state_conv_bytes = 2
+    reserves_memory = True
+    reserves_free_memory = True
+    memory_fraction = FREE_FRACTION
+    reservation_flag = "--kv_cache_free_gpu_memory_fraction"
+    runtime_model = "torch"
+    memory_prior = "vllm"
+    max_batched_tokens = MAX_NUM_TOKENS
+    # the PyTorch backend is trtllm-serve's default from 1.0 (the scheduler above); older builds defaulted to
+    # prebuilt TensorRT engines
+    serving_since = "1.0.0rc0"
+    stream_on_serving_step = True
+    # Not a point of the serving fit: fitted with vLLM and SGLang, its 775 records moved their held-out
+    # figures (TPOT by device 12.9 % -> 16.9 %) and took the TTFT gate over its threshold (38.7 % > 35 %;
+    # docs/calibration.md).  Its serving figures use the fit's pooled NVIDIA terms, which predict its records
+    # out of sample within 23 % (TPOT) / 39 % (TTFT) median (tools/engine_check.py).
+    serving_not_fitted = (
+        "TensorRT-LLM: not fitted (fitted, it moved the held-out vLLM / SGLang figures and the TTFT gate); "
+        "its serving figures use the pooled terms, checked on these records by tools/engine_check.py"
+    )
+    # CUDA GPUs only (NVIDIA's engine); no host-memory weight offload in the PyTorch backend
+    backends = (("nvidia", "*", "CUDA"), ("*", "*", "none"))
+
+    def kv_layout(
+        self,
+        model: ModelSpec,
+        n_ctx: int,
+        n_seq: int,
+        n_ubatch: int,
+        *,
+        swa_full: bool = False,
+        unified: bool = True,
+        pad: int = 0,
+    ) -> KVLayout:
+        """Paged blocks of BLOCK tokens per sequence; windowed layers hold window + one block (module doc).
+        ``swa_full``, ``unified`` and ``pad`` are llama.cpp options: ignored."""
+        cells = round_up(n_ctx, BLOCK) * n_seq
+        window = model.window or n_ctx
+        return KVLayout(cells, min(cells, round_up(min(n_ctx, window + BLOCK), BLOCK) * n_seq), 1)
+
+    def launch(
+        self, model: ModelSpec, quant: QuantSpec, workload: Workload, weights_bytes: int
+    ) -> LaunchCommand:
+        notes: list[str] = []
+        exact = workload.engine == self.name
+        q = quant.name.upper()
+        repo = model.hf_id or model.id
+        if q in _DENSE or (q == "MXFP4" and model.native_dtype == "mxfp4") or (
+            q.startswith("FP8") and model.native_dtype == "fp8"
+        ):
+            target = repo
+        elif q in MODELOPT_QFORMAT:
+            target = f"<{q} checkpoint of {repo}>"
+            notes.append(
+                f"TensorRT-LLM loads a pre-quantized {q} checkpoint: quantize {repo} with NVIDIA ModelOpt "
+                f"(--qformat {MODELOPT_QFORMAT[q]}) or use a published one"
+            )
+        else:
+            exact = False
+            target = f"./{slug(model.name)}-{quant.name}"
+            notes.append(
+                f"TensorRT-LLM has no {quant.name} loader; the nearest is an NVFP4 / INT4-AWQ checkpoint"
+            )
+        argv = [
+            "trtllm-serve",
+            target,
+            "--backend",
+            "pytorch",
+            "--max_seq_len",
+            str(workload.n_ctx),
+            "--max_batch_size",
+            str(max(1, workload.concurrency)),
+            "--max_num_tokens",
+            str(MAX_NUM_TOKENS),
+            "--kv_cache_free_gpu_memory_fraction",
+            f"{self.reserved_fraction(workload):g}",
+        ]
+        if workload.n_devices > 1:
+            argv += ["--tp_size" if workload.split == "tp" else "--pp_size", str(workload.n_devices)]
+        kv = workload.kv_dtype.lower()
+        if KV_FLAGS.get(kv, "fp8") != "auto":
+            if kv not in KV_FLAGS:
+                exact = False
+                notes.append(
+                    f"TensorRT-LLM has no {workload.kv_dtype} KV cache; fp8 is the nearest 8-bit type"
+                )
+            argv += ["--extra_llm_api_options", OPTIONS_FILE]
+            notes.append(f"{OPTIONS_FILE} holds the KV cache dtype: 'kv_cache_config: {{dtype: fp8}}'")
+        if workload.offload_bytes > 0 or workload.moe_offload_layers > 0:  # another engine's sizing
+            exact = False
+            notes.append("TensorRT-LLM's PyTorch backend has no host-memory weight offload")
+        return LaunchCommand(self.name, tuple(argv), exact, tuple(notes))
+
+    def scheduler(self, hardware: HardwareSpec, workload: Workload) -> SchedulerSpec:
+        return SchedulerSpec(
+            MAX_NUM_TOKENS, MAX_BATCH_SIZE, True, (), SCHEDULER_SOURCE, reserves_whole_request=True
+        )
+
+    def weight_format(self, quant: QuantSpec) -> QuantSpec:
+        return checkpoint_weight_format(quant)
+
+
+SCHEDULER_SOURCE = (
+    "TensorRT-LLM defaults of `trtllm-serve` (tensorrt_llm/commands/serve.py, builder.py BuildConfig): "
+    "max_num_tokens 8192, max_batch_size 2048, in-flight batching without chunked prefill, "
+    "GUARANTEED_NO_EVICT admission, CUDA graphs without padding"
+)
+
+PROFILE = TensorRTLLM()
