@@ -175,7 +175,7 @@ def run_check(
         out.schemes += scheme_rows(srv)
     if cal.serving_rejected:
         out.notes.append(
-            f"serving: {len(cal.serving_rejected)} record(s) with TTFT / TPOT left out (no engine profile, "
+            f"serving: {len(cal.serving_rejected)} record(s) with TTFT / TPOT left out (engines not fitted, "
             "disaggregated, unstated precision, > 8 devices, ...); the calibration report counts them by "
             "reason"
         )

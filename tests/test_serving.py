@@ -47,6 +47,22 @@ def test_a_pure_decode_step_is_the_decode_step_formula():
     assert f.kv_bytes_per_seq == pytest.approx(speed.kv_read_at(m, 1536, "bf16", "vllm"))
 
 
+def test_routed_experts_stream_at_bw_rel_moe():
+    """bw_rel_moe slows the read of the routed experts the step touches, not the dense weights: at batch 8 the
+    memory time of a MoE step grows by union x (1 / bw_rel_moe - 1) / (tp x bw x bw_eff); a dense model's
+    step does not change."""
+    f = feats("qwen3-30b-a3b", c=8)
+    p = dict(PARAMS, bw_rel_moe=1.0)
+    half = dict(PARAMS, bw_rel_moe=0.5)
+    d1, d2 = sv.step_features(f, 8, 0, p), sv.step_features(f, 8, 0, half)
+    union = d1.expert_union_bytes
+    assert union > 0 and d2.weight_bytes - d1.weight_bytes == pytest.approx(union, rel=1e-12)
+    dense = feats(c=8)
+    assert sv.mixed_step_s(dense, 8, 0, half) == sv.mixed_step_s(dense, 8, 0, p)
+    assert sv.mixed_step_s(f, 8, 0, half) > sv.mixed_step_s(f, 8, 0, p)
+    assert "bw_rel_moe" in sv.STEP_PARAMS  # an uncalibrated step (decode sets) keeps it at 1
+
+
 def test_single_client_ttft_is_its_own_prefill_and_tpot_one_decode_step():
     f = feats(c=1, isl=1024, osl=256)
     s = sv.solve(f, PARAMS)

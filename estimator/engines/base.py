@@ -151,6 +151,15 @@ def pad(n: int, to: int) -> int:
     return -(-int(n) // to) * to
 
 
+def paged_layout(model: ModelSpec, n_ctx: int, n_seq: int, block: int) -> KVLayout:
+    """A paged KV cache of ``block``-token blocks per sequence (vLLM, TensorRT-LLM): full layers hold
+    ceil(n_ctx / block) blocks, windowed layers the window + one block (blocks that slid out of the window are
+    freed), at most the full count."""
+    cells = pad(n_ctx, block) * n_seq
+    window = model.window or n_ctx
+    return KVLayout(cells, min(cells, pad(min(n_ctx, window + block), block) * n_seq), 1)
+
+
 class EngineProfile:
     """Base profile: the fields every engine sets, and the behaviour shared by all (see module doc).
 

@@ -37,9 +37,9 @@ from estimator.engines.base import (
     LaunchCommand,
     SchedulerSpec,
     checkpoint_weight_format,
+    paged_layout,
     slug,
 )
-from estimator.engines.base import pad as round_up
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
 
 BLOCK = 32  # KvCacheConfig.tokens_per_block
@@ -79,7 +79,7 @@ class TensorRTLLM(EngineProfile):
     # Not a point of the serving fit: fitted with vLLM and SGLang, its 775 records moved their held-out
     # figures (TPOT by device 12.9 % -> 16.9 %) and took the TTFT gate over its threshold (38.7 % > 35 %;
     # docs/calibration.md).  Its serving figures use the fit's pooled NVIDIA terms, which predict its records
-    # out of sample within 23 % (TPOT) / 39 % (TTFT) median (tools/engine_check.py).
+    # out of sample within 24 % (TPOT) / 39 % (TTFT) median (tools/engine_check.py).
     serving_not_fitted = (
         "TensorRT-LLM: not fitted (fitted, it moved the held-out vLLM / SGLang figures and the TTFT gate); "
         "its serving figures use the pooled terms, checked on these records by tools/engine_check.py"
@@ -100,9 +100,7 @@ class TensorRTLLM(EngineProfile):
     ) -> KVLayout:
         """Paged blocks of BLOCK tokens per sequence; windowed layers hold window + one block (module doc).
         ``swa_full``, ``unified`` and ``pad`` are llama.cpp options: ignored."""
-        cells = round_up(n_ctx, BLOCK) * n_seq
-        window = model.window or n_ctx
-        return KVLayout(cells, min(cells, round_up(min(n_ctx, window + BLOCK), BLOCK) * n_seq), 1)
+        return paged_layout(model, n_ctx, n_seq, BLOCK)
 
     def launch(
         self, model: ModelSpec, quant: QuantSpec, workload: Workload, weights_bytes: int

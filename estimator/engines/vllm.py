@@ -35,9 +35,9 @@ from estimator.engines.base import (
     SchedulerSpec,
     checkpoint_args,
     checkpoint_weight_format,
+    paged_layout,
     slug,
 )
-from estimator.engines.base import pad as round_up
 from estimator.specs import GIB, HardwareSpec, ModelSpec, QuantSpec, Workload
 
 BLOCK = 16  # default GPU block size (tokens)
@@ -107,9 +107,7 @@ class VLLM(EngineProfile):
         """Paged blocks of BLOCK tokens per sequence; windowed layers hold window + one block (vLLM frees
         blocks that slid out of the window).  ``swa_full``, ``unified`` and ``pad`` are llama.cpp options
         that vLLM has no equivalent of: ignored."""
-        cells = round_up(n_ctx, BLOCK) * n_seq
-        window = model.window or n_ctx
-        return KVLayout(cells, min(cells, round_up(min(n_ctx, window + BLOCK), BLOCK) * n_seq), 1)
+        return paged_layout(model, n_ctx, n_seq, BLOCK)
 
     def launch(
         self, model: ModelSpec, quant: QuantSpec, workload: Workload, weights_bytes: int

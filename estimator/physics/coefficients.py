@@ -245,6 +245,10 @@ PARAMS: tuple[Param, ...] = (
     Param("flops_rel_moe", "serving", RATE, 0.999, 0.05, 1.0, fit="all",
           doc="efficiency of routed-expert GEMMs relative to dense ones (as prefill)",
           covariates=_SERVE, effects=("family",)),
+    Param("bw_rel_moe", "serving", RATE, 0.999, 0.05, 1.0, fit="all",
+          doc="bandwidth reached reading routed-expert weights relative to dense weights (grouped GEMMs over "
+          "few rows per expert stream weights less efficiently than one dense GEMM)",
+          covariates=_SERVE, effects=("family",)),
     Param("attn_eff", "serving", EFF, 0.3, 1e-3, 1.0, fit="all",
           doc="fraction of the bf16 rate reached by prompt attention",
           covariates=_SERVE, effects=("family",)),

@@ -18,7 +18,9 @@ decode step formula of estimator.physics.speed (``speed.step_s``) applied to the
 (``step_features``)::
 
     T       = n_d + u;  the GEMMs compute pad(ceil(T)) rows when the engine captured a graph of that size
-    weights = dense bytes x replicas + routed-expert bytes x (1 - (1 - k/E)^T)       (expert union, as decode)
+    weights = dense bytes x replicas + routed-expert bytes x (1 - (1 - k/E)^T) / bw_rel_moe
+              (expert union, as decode; bw_rel_moe <= 1: the grouped GEMMs of a MoE layer, a few rows per
+              expert, stream their weights at a lower fraction of the bandwidth than one dense GEMM)
     KV      = n_d x kv_read(depth) x N / kv_ways x bw_eff / kv_bw_eff              (read at the KV efficiency)
     FLOPs   = pad(T) x (dense + expert / flops_rel_moe) FLOPs per token,  GEMM rate = peak(format) x flops_eff
               (x flops_rel_fp4 for 4-bit float weights)
@@ -96,7 +98,9 @@ SERVE, BATCH = "serve", "batch"
 LONE_CONCURRENCY = 4
 FP4_FORMATS = ("NVFP4", "MXFP4")  # 4-bit float weights: GEMM rate = FP8 peak x flops_rel_fp4
 # Step efficiencies and overheads a serving set may carry; absent ones come from the decode / prefill sets.
-STEP_PARAMS = ("bw_eff", "flops_eff", "attn_eff", "t_fixed_s", "t_layer_s", "t_allreduce_s", "moe_route_s")
+STEP_PARAMS = (
+    "bw_eff", "bw_rel_moe", "flops_eff", "attn_eff", "t_fixed_s", "t_layer_s", "t_allreduce_s", "moe_route_s",
+)  # fmt: skip
 
 
 # ------------------------------------------------------------------------------ scalar-or-array helpers
@@ -302,7 +306,7 @@ def step_features(f: ServingFeatures, n_decode, n_prompt, params: dict) -> speed
     union = f.routed_bytes * (1.0 - (1.0 - f.routed_share) ** tokens)
     kv_scale = params["bw_eff"] / params.get("kv_bw_eff", params["bw_eff"])
     return speed.DecodeFeatures(
-        weight_bytes=f.dense_bytes * f.replicas + union,
+        weight_bytes=f.dense_bytes * f.replicas + union / params.get("bw_rel_moe", 1.0),
         kv_bytes=n_decode * f.kv_bytes_per_seq * kv_scale,
         host_bytes=0.0,
         expert_union_bytes=union,
