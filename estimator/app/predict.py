@@ -25,10 +25,11 @@ Output adds OUTPUT_COLUMNS:
 * decode_tok_s (n_gen > 0): batch / mean step time over n_gen tokens from depth n_depth + n_prompt
   (tg{n_gen}; with batch > 1 this is the aggregate over all sequences).
 * ttft_s (n_prompt > 0): prefill time + one decode step.
-* A serving engine (vLLM, SGLang) whose decode / prefill set for the device is not calibrated while its
-  serving set is fitted is timed on the serving fit's step instead (estimator.physics.stream): decode steps
-  are the serving model's t(B, 0), the prefill its prompt chunks, ttft_s = ttft_fixed_s + prefill; the
-  intervals are the serving set's TPOT / TTFT intervals and ``coefficients`` says "serving fit".
+* A serving engine (vLLM, SGLang, TensorRT-LLM) whose decode / prefill set for the device is not calibrated
+  while its serving set comes from the serving fit (calibrated or pooled) is timed on the serving fit's step
+  instead (estimator.physics.stream): decode steps are the serving model's t(B, 0), the prefill its prompt
+  chunks, ttft_s = ttft_fixed_s + prefill; the intervals are the serving set's TPOT / TTFT intervals and
+  ``coefficients`` says "serving fit".
 * *_lo / *_hi: the coefficient set's interval; coefficients: the set label(s); calibrated: every set used was
   calibrated.  support: native | fallback | unsupported | unlisted (estimator.physics.support; a fallback is
   predicted on its fallback path, an unsupported row is predicted on the device's native path and says so
