@@ -63,12 +63,8 @@ from estimator.engines import engine_names, get_engine
 from estimator.specs import SpecError
 
 PHASE = "serving"
-
-def _fitted_engines() -> tuple[str, ...]:
-    return tuple(e for e in engine_names() if get_engine(e).fits_serving)
-
-
-ENGINES = _fitted_engines()  # the engines whose profile says their serving records are fitted (vLLM, SGLang)
+# the engines whose profile says their serving records are fitted (vLLM, SGLang)
+ENGINES = tuple(e for e in engine_names() if get_engine(e).fits_serving)
 METRICS = {"ttft_s": "ttft", "tpot_s": "tpot"}
 GATED_METRICS = ("tpot", "ttft")
 STRATA = tuple(f"{PHASE}.{m}" for m in METRICS.values())

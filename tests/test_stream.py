@@ -105,13 +105,9 @@ def test_outside_the_rule_the_decode_and_prefill_fit_times_it(why, table, hw, wl
 def test_the_stream_check_tool_compares_both_paths_on_the_serving_records(capsys):
     """tools/stream_check.py (the docs' figures): one row per (metric, engine, device) of the low-concurrency
     serving records, with both paths' errors."""
-    import importlib.util
-    from pathlib import Path
+    from tests.tool_module import load_tool
 
-    path = Path(__file__).resolve().parents[1] / "tools" / "stream_check.py"
-    spec = importlib.util.spec_from_file_location("stream_check", path)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool("stream_check")
     assert tool.main([]) == 0
     rows = [line.split(" | ") for line in capsys.readouterr().out.splitlines()[2:]]
     keys = {(r[0].strip("| "), r[1], r[2]) for r in rows}

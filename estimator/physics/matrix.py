@@ -40,7 +40,7 @@ from estimator.engines import get_engine
 from estimator.physics import speed
 from estimator.physics.coefficients import CoefficientTable
 from estimator.physics.kv import kv_cache_for
-from estimator.physics.runtime import coerce, runtime_buffers, usable_device_bytes
+from estimator.physics.runtime import coerce, reserved_usable_bytes, runtime_buffers, usable_device_bytes
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
 
 KINDS = ("gpu", "npu", "unified", "cpu")
@@ -189,11 +189,14 @@ def build_matrix(
     reserve = wl.gpu_memory_utilization if profile.reserves_memory and not of_free else None
     usable = np.array([usable_device_bytes(h, mem_c, reserve) for h in hardware])
     usable = np.where(mem > 0, usable, -1).astype(np.float64)
-    if of_free:  # the KV pool is a fraction of what weights and buffers leave (runtime.reserved_usable_bytes)
+    if of_free:  # the KV pool is a fraction of what weights and buffers leave
         fixed = per_dev - kv_floor[:, None, None, :]
-        frac = wl.gpu_memory_utilization
-        whole = usable[None, :, None, None]
-        fits = (per_dev <= fixed + frac * (whole - fixed)) & (whole > 0)
+        offered = np.stack(
+            [reserved_usable_bytes(h, mem_c, wl.gpu_memory_utilization, fixed[:, j], True)
+             for j, h in enumerate(hardware)],
+            axis=1,
+        )  # fmt: skip
+        fits = (per_dev <= offered) & (usable > 0)[None, :, None, None]
     else:
         fits = per_dev <= usable[None, :, None, None]
     total = (per_dev * n).astype(np.int64)
