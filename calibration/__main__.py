@@ -138,6 +138,12 @@ def _run(args) -> int:
                 + f"; {srv['n_left_out']} serving record(s) left out (see the calibration report)",
                 markup=False,
             )
+        for m, e in (model.get("maturity") or {}).items():
+            how = "the shipped default: too few backends"
+            if e["source"] == "lobo":
+                how = f"{len(e['backends'])} backends held out, {e['n_residuals']} points"
+            line = f"  interval widening of a new {m} backend: {e['log_lo']:+.3f} ln ({how})"
+            console.print(line, markup=False)
         for why, n in sorted(ds.excluded_kind.items()):
             console.print(f"  not in the speed fit: {n} record(s), {why}", markup=False)
         listed = "`python -m calibration report` lists each with its file:line"

@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 
 from calibration import features as feat
-from calibration import latency, serving
+from calibration import latency, maturity, serving
 from calibration.dataset import Dataset, Rejection
 from calibration.features import SpeedPoint
 from calibration.fit import EFF, RATE, SPEED, FitState, TimeModel, fit_model
@@ -92,6 +92,9 @@ def fit_speed(
     if cv:
         for s in schemes:
             sf.held[s], sf.states[s] = holdout(points, state, s, keep_states=bool(latency_points))
+        targets = maturity.new_backend_targets(points)
+        if targets:  # leave-one-backend-out of the less mature backends (calibration.maturity)
+            sf.held[maturity.SCHEME], _ = holdout(points, state, maturity.SCHEME, subset=targets)
     return sf
 
 
@@ -333,6 +336,8 @@ def fit_section(sf: SpeedFit) -> dict:
                           cv_block(sf) if sf.held else {})  # fmt: skip
     if sf.held:
         model["coverage"] = coverage_block(sf)
+    if sf.held.get(maturity.SCHEME):
+        model["maturity"] = maturity.widening(sf.held[maturity.SCHEME], model["intervals"])
     return model
 
 

@@ -261,6 +261,33 @@ def _serving_lines(doc: dict) -> list[str]:
     return lines + [""]
 
 
+def _maturity_lines(doc: dict) -> list[str]:
+    """Leave-one-backend-out of the less mature backends and the widening it sets (calibration.maturity)."""
+    mat = doc.get("model", {}).get("maturity") or {}
+    if not mat:
+        return []
+    lines = ["## New backends: leave-one-backend-out and the maturity widening", "",
+             "Each less mature llama.cpp backend (support table: developing / experimental) is predicted by a"
+             " fit without any point of it, its own backend covariate at the prior: what the estimator says "
+             "of a backend nobody measured, through the maturity covariate learnt from the others.  "
+             "*widening*: how far below the pooled interval's lower end such speeds fall (group-weighted 90 %"
+             " bound, one vote per backend); the estimator widens an uncalibrated prediction on a backend of "
+             "that maturity by it (estimator.physics.fallback).  Log ratio = ln(measured / predicted "
+             "tokens/s).",
+             "", "| maturity | backend held out | n | median error | median log ratio |",
+             "|---|---|---:|---:|---:|"]  # fmt: skip
+    for m, e in mat.items():
+        for b, r in e.get("backends", {}).items():
+            lines.append(f"| {m} | {b} | {r['n']} | {_pct(r['median_ape'])} | {r['median_log_ratio']:+.2f} |")
+    lines += ["", "| maturity | widening (ln) | x lower bound | from | n |", "|---|---:|---:|---|---:|"]
+    for m, e in mat.items():
+        src = e.get("source", "")
+        lines.append(f"| {m} | {e['log_lo']:+.3f} | x{math.exp(e['log_lo']):.2f} | "
+                     f"{'leave-one-backend-out' if src == 'lobo' else 'shipped default (too few backends)'} "
+                     f"| {e.get('n_residuals', 0)} |")  # fmt: skip
+    return lines + [""]
+
+
 def _model_lines(doc: dict) -> list[str]:
     model = doc.get("model", {})
     lines = ["## The model: covariate coefficients (eta units) and shrinkage scales", "",
@@ -289,6 +316,7 @@ def render_markdown(cal: Calibration, doc: dict, df: pd.DataFrame, plots: list[s
         "the coefficients of results/coefficients.json (schema 2).",
         "",
         *_scheme_lines(doc),
+        *_maturity_lines(doc),
         *_serving_lines(doc),
     ]
     if not df.empty:

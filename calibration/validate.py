@@ -6,6 +6,9 @@ calibration.hierarchy.fit_model, warm-started from the full fit with the held-ou
         through the other devices of the family, else the covariates alone);
   lomo  leave-one-model-out: without any point of its model (on any device);
   lofo  leave-one-family-out: without any point of its family (what a device of an unmeasured family gets).
+  lobo  leave-one-backend-out: without any point of its (engine, backend), that backend's own covariate
+        (``backend=<b>``) at its prior: what a backend nobody measured gets (run on the points of the less
+        mature backends only: calibration.maturity).
   gate  per point: lodo when its family has >= 2 devices; else lomo when the family has >= 2 models (the
         single-device fallback, named "lomo (single device)"); else lodo.
 
@@ -36,6 +39,7 @@ import numpy as np
 
 from calibration.features import SpeedPoint
 from calibration.fit import FitState, fit_model, predict_log_ratio
+from estimator.physics.covariates import normalise_backend
 
 LEVEL = 0.90
 MIN_RESIDUALS = 5
@@ -66,6 +70,7 @@ FOLDS: dict[str, FoldKey] = {
     "lodo": lambda p: p.device,
     "lomo": lambda p: p.model,
     "lofo": lambda p: p.family,
+    "lobo": lambda p: f"{p.engine}/{normalise_backend(p.backend)}",
 }
 
 
@@ -81,16 +86,20 @@ def basis_of(p: SpeedPoint, train: Sequence[SpeedPoint]) -> str:
 
 def _reset_groups(state: FitState, held: Sequence[SpeedPoint], scheme: str) -> np.ndarray:
     """The full fit's z with the random effects of the held-out devices / families set to 0 (their fold
-    has no data for them: the prior mean), a warm start that leaks nothing of the held-out points."""
+    has no data for them: the prior mean), and under lobo the held-out backends' own covariates
+    (``backend=<b>``) at their prior mean 0: a warm start that leaks nothing of the held-out points."""
     z = state.z.copy()
     d = state.design
     devices = {p.device for p in held} if scheme in ("lodo", "lofo") else set()
     families = {p.family for p in held} if scheme == "lofo" else set()
+    backends = {f"backend={normalise_backend(p.backend)}" for p in held} if scheme == "lobo" else set()
     if scheme == "lofo":
         devices |= {u[0] for u, f in zip(d.units, d.family, strict=True) if f in families}
     for i, (kind, group) in enumerate(zip(d.col_kind, d.col_group, strict=True)):
         if (kind == "device" and group in devices) or (kind == "family" and group in families):
             z[i] = 0.0
+        elif kind == "cov" and group in backends:
+            z[i] = d.prior_mean[i]
     return z
 
 
@@ -101,8 +110,9 @@ def holdout(
     subset: Iterable[int] | None = None,
     keep_states: bool = False,
 ) -> tuple[list[HeldOut], dict[str, FitState]]:
-    """Held-out predictions under one scheme (lodo | lomo | lofo) of ``subset`` (indices; default all), and
-    with ``keep_states`` each fold's fit by fold name (what other held-out predictions of the fold use)."""
+    """Held-out predictions under one scheme (lodo | lomo | lofo | lobo) of ``subset`` (indices; default
+    all), and with ``keep_states`` each fold's fit by fold name (what other held-out predictions of the fold
+    use)."""
     fold_of = FOLDS[scheme]
     targets = list(range(len(points))) if subset is None else list(subset)
     by_fold: dict[str, list[int]] = defaultdict(list)

@@ -39,7 +39,8 @@ File format, schema_version 2 (JSON; written by calibration since the transfer m
         "intervals": {"decode": {"device" | "family" | "pooled": {"log_lo", "log_hi", "n_residuals",
                                   "scheme", "coverage": {"lodo", "lofo", "lomo"}}}, "prefill": {...},
                       "serving.ttft": {...}, "serving.tpot": {...}},
-        "cv": {...}, "coverage": {...}, "fits": {"decode+prefill" | "serving": {"converged"}}},
+        "cv": {...}, "coverage": {...}, "fits": {"decode+prefill" | "serving": {"converged"}},
+        "maturity"?: {"developing" | "experimental": {"log_lo", "n_residuals", "backends", "source", ...}}},
      "uncalibrated": [...], "memory": {...}, "serving": {"n_points", "left_out", "cv"}}
 
 The decode / prefill parameters are one fit; the serving parameters (``serving.*``) another of the same kind
@@ -141,7 +142,8 @@ class Param:
         return f"{self.phase}.{self.name}"
 
 
-_LEVEL = ("engine", "backend", "vendor", "kind", "year")  # covariate groups of every fitted parameter's level
+# covariate groups of every fitted parameter's level (maturity: the support table's, calibration.maturity)
+_LEVEL = ("engine", "backend", "maturity", "vendor", "kind", "year")
 _OVERHEAD = ("engine", "backend", "kind")
 _FD = ("family", "device")
 # Prior scales (eta units) of the i-quant ratios: their intercept is their value on CUDA (the reference
@@ -437,6 +439,13 @@ class CoefficientTable:
             return _make_set(pooled, prior_params, hardware, engine, phase, "pooled", POOLED_WIDEN)
         return _make_set(prior, prior_params, hardware, engine, phase, "prior", 1.0)
 
+    def maturity_log_lo(self, maturity: str) -> float | None:
+        """The calibrated widening (ln units, <= 0) below an uncalibrated interval on a backend of this
+        maturity (``model.maturity``, calibration.maturity: leave-one-backend-out), None when the file has
+        none."""
+        entry = ((self.model or {}).get("maturity") or {}).get(maturity)
+        return float(entry["log_lo"]) if entry else None
+
     def memory_for(self, engine: str) -> dict[str, Any]:
         """The ``memory`` section's entry for one engine (empty dict when absent)."""
         return dict(self.memory.get(engine, {}))
@@ -720,6 +729,12 @@ def _validate_model(model: Any, where: str) -> None:
                     f"{where}: model.intervals.{phase}.{basis} needs numbers log_lo <= log_hi, "
                     f"got {lo!r}, {hi!r}"
                 )
+    for level, entry in (model.get("maturity") or {}).items():
+        lo = entry.get("log_lo") if isinstance(entry, dict) else None
+        if not isinstance(lo, int | float) or isinstance(lo, bool) or not -10.0 <= lo <= 0.0:
+            raise CoefficientsError(
+                f"{where}: model.maturity.{level}.log_lo must be a number in [-10, 0], got {lo!r}"
+            )
 
 
 def _validate_entry(entry: Any, where: str, need_family: bool) -> None:

@@ -51,6 +51,7 @@ GROUPS = (
     "engine",
     "engine_vendor",
     "backend",
+    "maturity",
     "vendor",
     "kind",
     "mem",
@@ -66,6 +67,7 @@ REFERENCE_VENDOR = "nvidia"
 TYPICAL_STREAM_FRACTION = 0.85
 BW_SCALE_GBS = 500.0
 YEAR_CENTRE, YEAR_SCALE = 2020, 4.0
+MATURE = "mature"
 
 # Backend names as records spell them -> one name per backend.
 _BACKEND_NAMES = {"hip": "ROCm", "rocm": "ROCm", "cuda": "CUDA", "vulkan": "Vulkan", "metal": "Metal",
@@ -83,6 +85,15 @@ def default_backend(hardware: HardwareSpec, engine: str) -> str:
     if engine in ENGINES:
         return get_engine(engine).backend_for(hardware)
     return ""
+
+
+def backend_maturity(hardware: HardwareSpec, engine: str, backend: str) -> str:
+    """The support table's maturity of the engine's backend on the device's family (``backend`` rows:
+    mature | developing | experimental), '' when the table does not list it."""
+    from estimator.catalog import support as table
+
+    fact = table.find(engine, backend, hardware.family, "backend")
+    return fact.maturity if fact is not None else ""
 
 
 def memory_class(hardware: HardwareSpec) -> str:
@@ -108,6 +119,10 @@ def covariates(hardware: HardwareSpec, engine: str, backend: str | None, groups)
             x[f"engine={engine}@{where}"] = 1.0
         elif g == "backend" and engine == REFERENCE_ENGINE and backend and backend != REFERENCE_BACKEND:
             x[f"backend={backend}"] = 1.0
+        elif g == "maturity" and engine == REFERENCE_ENGINE and backend and backend != REFERENCE_BACKEND:
+            maturity = backend_maturity(hardware, engine, backend)
+            if maturity not in (MATURE, ""):
+                x[f"maturity={maturity}"] = 1.0
         elif g == "vendor" and (hardware.vendor or "").lower() not in (REFERENCE_VENDOR, ""):
             x[f"vendor={hardware.vendor}"] = 1.0
         elif g == "kind" and kind != "gpu":

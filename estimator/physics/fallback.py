@@ -44,13 +44,18 @@ prefill pass reads 512 tokens' experts 3x instead of (nearly) all experts once.
 (llama.cpp materialises the KQ scores in prefill).  ``weight_only``: no FP8 tensor rate for the weights.
 
 Intervals: an uncalibrated prediction on a less mature backend (support ``backend`` rows) widens its lower
-bound by ``MATURITY_LOG_LO`` (ln units); every fallback path is uncalibrated by construction.  The values are
-set so that the published Atlas 300I Duo rows (shared/reference/published S13: Qwen3-4B Q4_K_M 2.45 tok/s on
-8x 310P3, gemma-4-26B-A4B ~8 / 7 / 6 tok/s) fall inside the intervals: evidence, not a fit.
+bound by the maturity's widening (ln units); every fallback path is uncalibrated by construction.  The
+coefficients file carries it where calibration could measure it (``model.maturity``: how far below the
+pooled interval the speeds of backends held out one at a time fall, calibration.maturity); otherwise the
+shipped ``MATURITY_LOG_LO`` applies: ASSUMPTION, developing -0.35 (x0.70) and experimental -1.0 (x0.37), the
+latter for backends with one measured family at most (OpenCL on Adreno, CANN on the 310P).  The published
+Atlas 300I Duo rows (shared/reference/published S13: Qwen3-4B Q4_K_M 2.45 tok/s on 8x 310P3,
+gemma-4-26B-A4B ~8 / 7 / 6 tok/s) fall inside the fallback intervals (tests/test_support.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from estimator.physics.coefficients import param
@@ -240,9 +245,16 @@ def split_prefill(f, path: SpeedPath):
     return dev, host
 
 
-def maturity_log_lo(verdict: SupportVerdict | None) -> float:
+def maturity_log_lo(
+    verdict: SupportVerdict | None, calibrated: Callable[[str], float | None] | None = None
+) -> float:
     """Extra ln-units below an uncalibrated interval for the verdict's backend maturity (0 when native on a
-    mature backend or when no verdict is known)."""
+    mature backend or when no verdict is known).  ``calibrated(maturity)``: the coefficients file's widening
+    (``CoefficientTable.maturity_log_lo``: leave-one-backend-out, calibration.maturity), used where it has
+    one; else ``MATURITY_LOG_LO``."""
     if verdict is None or verdict.status in ("unlisted",):
         return 0.0
-    return MATURITY_LOG_LO.get(verdict.maturity, MATURITY_LOG_LO[""])
+    if verdict.maturity == "mature":
+        return MATURITY_LOG_LO["mature"]
+    fitted = calibrated(verdict.maturity) if calibrated is not None and verdict.maturity else None
+    return fitted if fitted is not None else MATURITY_LOG_LO.get(verdict.maturity, MATURITY_LOG_LO[""])

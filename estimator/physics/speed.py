@@ -870,7 +870,7 @@ def speed_sets(table: CoefficientTable, model: ModelSpec, quant, hardware: Hardw
     dec, pre, dparams, pparams = merged_params(table, hardware, engine, backend)
     path = fallback_mod.speed_path(model, quant, hardware, workload)
     verdict = path.verdict if path is not None else fallback_mod.judge(model, quant, hardware, workload)
-    widen = fallback_mod.maturity_log_lo(verdict)
+    widen = fallback_mod.maturity_log_lo(verdict, table.maturity_log_lo)
     if path is None or path.host is None:
         return SpeedSets(dec, pre, dparams, pparams, path, widen_lo=widen)
     hdec, hpre, hdparams, hpparams = merged_params(table, path.host, engine)
