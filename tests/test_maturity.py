@@ -191,3 +191,27 @@ def test_the_shipped_file_carries_the_widening_it_measured():
     assert set(mat["developing"]["backends"]) >= {"llama.cpp/SYCL", "llama.cpp/Vulkan"}
     assert table.maturity_log_lo("developing") == mat["developing"]["log_lo"] <= 0
     assert table.maturity_log_lo("mature") is None
+    # experimental has one measured backend: the file repeats the shipped default; the estimator: "assumed"
+    assert mat["experimental"]["source"] == "default" and table.maturity_log_lo("experimental") is None
+
+
+def test_the_speed_notes_say_how_much_and_whether_it_was_measured():
+    """An uncalibrated prediction on a less mature backend names the widening and where it comes from."""
+    table = load_coefficients(None)
+    if not table.calibrated:
+        pytest.skip("no results/coefficients.json")
+    notes = {}
+    cases = (("ascend-910b", "qwen3-8b", "Q4_0"), ("atlas-300i-duo-96gb", "qwen3-4b", "Q4_K_M"))
+    for hw, model, quant in cases:
+        m, q, h = get_model(model), get_quant(quant), get_hardware(hw)
+        wl = make_workload("llama.cpp")
+        rep = speed.estimate_speed(m, q, h, wl, table)
+        notes[hw] = [n for n in rep.notes if n.startswith("backend maturity")]
+    x = math.exp(table.maturity_log_lo("developing"))
+    assert notes["ascend-910b"] == [
+        f"backend maturity (developing): the lower bound is widened x{x:.2f} (measured: backends of this "
+        "maturity held out)"
+    ]
+    assert notes["atlas-300i-duo-96gb"] == [
+        "backend maturity (experimental): the lower bound is widened x0.37 (assumed)"
+    ]

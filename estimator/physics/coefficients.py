@@ -442,9 +442,9 @@ class CoefficientTable:
     def maturity_log_lo(self, maturity: str) -> float | None:
         """The calibrated widening (ln units, <= 0) below an uncalibrated interval on a backend of this
         maturity (``model.maturity``, calibration.maturity: leave-one-backend-out), None when the file has
-        none."""
+        none or only repeats the shipped default (``source`` "default": too few backends were measured)."""
         entry = ((self.model or {}).get("maturity") or {}).get(maturity)
-        return float(entry["log_lo"]) if entry else None
+        return float(entry["log_lo"]) if entry and entry.get("source") != "default" else None
 
     def memory_for(self, engine: str) -> dict[str, Any]:
         """The ``memory`` section's entry for one engine (empty dict when absent)."""

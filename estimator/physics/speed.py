@@ -837,8 +837,10 @@ class SpeedSets:
 
     dec / pre / dparams / pparams: the device's sets for the engine's backend (``merged_params``); path: the
     fallback SpeedPath (None = native); host_*: the host CPU's sets when part of the work runs there;
-    widen_lo: extra ln-units below an uncalibrated interval for the backend's maturity; stream: the StepPath
-    that times the native path in place of the formulas above (estimator.physics.stream), None = these.
+    widen_lo: extra ln-units below an uncalibrated interval for the backend's maturity (``widen_maturity``;
+    ``widen_measured``: the coefficients file's leave-one-backend-out value, else the shipped assumption);
+    stream: the StepPath that times the native path in place of the formulas above
+    (estimator.physics.stream), None = these.
     """
 
     dec: CoefficientSet
@@ -852,6 +854,8 @@ class SpeedSets:
     host_pparams: dict | None = None
     widen_lo: float = 0.0
     stream: StepPath | None = None
+    widen_maturity: str = ""
+    widen_measured: bool = False
 
     def streams(self, phase: str) -> bool:
         """True when ``stream`` times ``phase`` ("decode" | "prefill", the latter with the first token): a
@@ -871,10 +875,13 @@ def speed_sets(table: CoefficientTable, model: ModelSpec, quant, hardware: Hardw
     path = fallback_mod.speed_path(model, quant, hardware, workload)
     verdict = path.verdict if path is not None else fallback_mod.judge(model, quant, hardware, workload)
     widen = fallback_mod.maturity_log_lo(verdict, table.maturity_log_lo)
+    maturity = verdict.maturity if verdict is not None else ""
+    how = {"widen_lo": widen, "widen_maturity": maturity,
+           "widen_measured": bool(maturity) and table.maturity_log_lo(maturity) is not None}  # fmt: skip
     if path is None or path.host is None:
-        return SpeedSets(dec, pre, dparams, pparams, path, widen_lo=widen)
+        return SpeedSets(dec, pre, dparams, pparams, path, **how)
     hdec, hpre, hdparams, hpparams = merged_params(table, path.host, engine)
-    return SpeedSets(dec, pre, dparams, pparams, path, hdec, hpre, hdparams, hpparams, widen)
+    return SpeedSets(dec, pre, dparams, pparams, path, hdec, hpre, hdparams, hpparams, **how)
 
 
 def _label(sets: SpeedSets, phase: str) -> str:
@@ -1046,9 +1053,11 @@ def estimate_speed(
         )
     notes += [f"{cs.phase} interval basis: {cs.interval_note}" for cs in (sets.dec, sets.pre) if cs.basis]
     if sets.widen_lo and (sets.path is not None or not (sets.dec.calibrated and sets.pre.calibrated)):
-        v = sets.path.verdict if sets.path is not None else None
-        maturity = v.maturity if v is not None else "less mature"
-        notes.append(f"backend maturity ({maturity or 'not listed'}): the lower bound is widened")
+        how = "measured: backends of this maturity held out" if sets.widen_measured else "assumed"
+        notes.append(
+            f"backend maturity ({sets.widen_maturity or 'not listed'}): the lower bound is widened "
+            f"x{math.exp(sets.widen_lo):.2f} ({how})"
+        )
     if b > 1:
         notes.append(f"decode is per sequence with {b} sequences decoding together")
     return SpeedReport(

@@ -1485,8 +1485,14 @@ PATTERNS += [
         ),
     ),
     (
-        re.compile(r"backend maturity \((?P<m>[^)]+)\): the lower bound is widened"),
-        lambda m: f"madurez del backend ({MATURITY_ES.get(m['m'], m['m'])}): se amplía la cota inferior",
+        re.compile(
+            r"backend maturity \((?P<m>[^)]+)\): the lower bound is widened x(?P<x>[\d.]+) "
+            r"\((?P<h>measured: backends of this maturity held out|assumed)\)"
+        ),
+        lambda m: (
+            f"madurez del backend ({MATURITY_ES.get(m['m'], m['m'])}): se amplía la cota inferior x{m['x']} "
+            f"({'medido: backends de esa madurez dejados fuera' if m['h'] != 'assumed' else 'supuesto'})"
+        ),
     ),
     (
         re.compile(r"decode is per sequence with (?P<b>\d+) sequences decoding together"),
