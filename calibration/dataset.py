@@ -90,6 +90,9 @@ class Dataset:
     # (calibration.serving), the end-to-end latency check (calibration.latency) and the -b 1 runs fitted as
     # decode points (calibration.features.one_token_run_point); part of input_hash
     serving_records: list[LoadedRecord] = field(default_factory=list)
+    # ok records whose quality flag the fit does not use (e.g. "approximate"): not fitted, kept as
+    # out-of-sample evidence (calibration.maturity.evidence)
+    set_aside: list[LoadedRecord] = field(default_factory=list)
 
 
 # End-to-end latency runs (calibration.latency): llama-bench -pg (prompt + generate of one sequence) and vLLM
@@ -330,6 +333,7 @@ def build_dataset(
     by_quality: dict[str, int] = {}
     by_kind: dict[str, int] = {}
     serving: list[LoadedRecord] = []
+    set_aside: list[LoadedRecord] = []
     for lr in loaded:
         rec = lr.record
         if rec.status != "ok":
@@ -343,6 +347,7 @@ def build_dataset(
         q = record_quality(rec)
         if q not in qualities:
             by_quality[q] = by_quality.get(q, 0) + 1
+            set_aside.append(lr)
             continue
         problems = validate_record(rec)
         if problems:
@@ -360,6 +365,7 @@ def build_dataset(
         qualities=qualities,
         input_hash=input_hash(lr.record for lr in keep + serving),
         serving_records=serving,
+        set_aside=set_aside,
     )
 
 

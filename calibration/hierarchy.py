@@ -9,7 +9,8 @@ decode and prefill together) is modelled per *unit* u = (device, engine, backend
 * offset: the shipped prior (estimator/data/prior_coefficients.json) of the device kind, so beta = 0 is the
   prior;
 * x: the device covariates of the parameter's groups (``estimator.physics.covariates``: engine, backend,
-  vendor, kind, year, memory technology, ln bandwidth, die count, published achievable bandwidth);
+  backend maturity, vendor, kind, year, memory technology, ln bandwidth, die count, published achievable
+  bandwidth);
   prior beta ~ N(0, PRIOR_INTERCEPT) for the intercept "1", N(mean, PRIOR_COVARIATE x PRIOR_COVARIATE_PHASE)
   for the others (a parameter may set its own: ``Param.intercept_sd`` / ``covariate_sd``, the i-quant ratios;
   mean 1 for ``bw_measured``: the published fraction moves bw_eff one for one, 0 otherwise;

@@ -45,6 +45,8 @@ SCHEME = "lobo"
 LESS_MATURE = ("developing", "experimental")
 MIN_RESIDUALS = 5
 MIN_BACKENDS = 2  # one backend's bias is not a maturity's
+# quality flags whose records are no evidence of speed (a source's number flagged as doubtful)
+NOT_EVIDENCE = ("suspect",)
 
 
 def point_maturity(p: SpeedPoint) -> str:
@@ -105,4 +107,63 @@ def widening(held: Sequence[HeldOut], intervals: dict) -> dict:
             continue
         lo, _ = interval([n for n, _ in rows], level=LEVEL, groups=[b for _, b in rows])
         out[m] = {"log_lo": round(min(0.0, lo), 4), **entry, "source": SCHEME}
+    return out
+
+
+def _less_mature_somewhere(engine: str, backend: str) -> bool:
+    """True when the support table names the engine's backend developing / experimental on some family."""
+    from estimator.catalog import support as table
+
+    return any(f.engine == engine and backend in f.backends and f.subject == "backend"
+               and f.maturity in LESS_MATURE for f in table.support_facts())  # fmt: skip
+
+
+def evidence(records: Sequence, table, fitted_qualities: Sequence[str], resolver=None) -> list[dict]:
+    """Out-of-sample checks of the less mature backends, predicted as a report does with ``table`` (the
+    fitted coefficients): every llama.cpp decode record on a developing / experimental backend that is not a
+    point of the fit, because its quality flag is not fitted (the 310P's "approximate" rows) or because it
+    runs on a support fallback ("suspect" records are no evidence).  Each is timed as tg at the record's
+    depth on the configuration's path (native or fallback), with the interval the report shows (maturity
+    widening included).
+
+    records: LoadedRecord; fitted_qualities: the quality flags the fit used.  Returns one dict per record
+    (``measured_tok_s``, ``tok_s``, ``lo_tok_s``, ``hi_tok_s``, ``inside``, ``path``, ``why`` it is not
+    fitted), or with ``error`` when it cannot be predicted."""
+    from calibration import features as feat
+    from calibration.dataset import record_quality
+    from estimator.physics import fallback, speed
+    from estimator.specs import SpecError
+
+    resolver = resolver or feat.Resolver()
+    out: list[dict] = []
+    for lr in records:
+        r = lr.record
+        if r.engine != cov.REFERENCE_ENGINE or not r.decode_tok_s or record_quality(r) in NOT_EVIDENCE:
+            continue
+        if not _less_mature_somewhere(r.engine, cov.normalise_backend(r.backend)):
+            continue
+        row = {"where": f"{lr.file}:{lr.line}", "model": r.model_id, "quant": r.quant,
+               "hardware": r.hardware_id, "n_devices": r.n_devices, "backend": r.backend,
+               "measured_tok_s": float(r.decode_tok_s), "quality": record_quality(r)}  # fmt: skip
+        try:
+            model, quant, hw, wl = feat.record_specs(resolver, r)
+        except (SpecError, KeyError, ValueError) as exc:
+            out.append({**row, "error": str(exc)})
+            continue
+        backend = cov.normalise_backend(r.backend)
+        maturity = cov.backend_maturity(hw, r.engine, backend) if backend else ""
+        if maturity not in LESS_MATURE:
+            continue
+        path = fallback.speed_path(model, quant, hw, wl)
+        on_host = path is not None and path.host is not None
+        if row["quality"] in fitted_qualities and not on_host:
+            continue  # a point of the fit, not evidence
+        sets = speed.speed_sets(table, model, quant, hw, wl)
+        e = speed.tg_path_estimate(model, quant, hw, wl, sets)
+        out.append({
+            **row, "maturity": maturity, "tok_s": e.tok_s, "lo_tok_s": e.lo_tok_s, "hi_tok_s": e.hi_tok_s,
+            "inside": e.lo_tok_s <= row["measured_tok_s"] <= e.hi_tok_s,
+            "path": "native" if path is None else ("host CPU fallback" if on_host else "device fallback"),
+            "why": "runs on a support fallback" if on_host else f"quality {row['quality']!r} is not fitted",
+        })  # fmt: skip
     return out

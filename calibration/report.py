@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from calibration import latency, maturity
 from calibration.pipeline import Calibration, coefficients_document
 from calibration.validate import ape_stats
 from harness.safe_files import atomic_write, atomic_write_text
@@ -261,8 +262,9 @@ def _serving_lines(doc: dict) -> list[str]:
     return lines + [""]
 
 
-def _maturity_lines(doc: dict) -> list[str]:
-    """Leave-one-backend-out of the less mature backends and the widening it sets (calibration.maturity)."""
+def _maturity_lines(doc: dict, evidence: list[dict]) -> list[str]:
+    """Leave-one-backend-out of the less mature backends, the widening it sets, and the records of those
+    backends no fit saw, predicted out of sample (calibration.maturity)."""
     mat = doc.get("model", {}).get("maturity") or {}
     if not mat:
         return []
@@ -285,6 +287,24 @@ def _maturity_lines(doc: dict) -> list[str]:
         lines.append(f"| {m} | {e['log_lo']:+.3f} | x{math.exp(e['log_lo']):.2f} | "
                      f"{'leave-one-backend-out' if src == 'lobo' else 'shipped default (too few backends)'} "
                      f"| {e.get('n_residuals', 0)} |")  # fmt: skip
+    rows = [r for r in evidence if "error" not in r]
+    if rows:
+        inside = sum(r["inside"] for r in rows)
+        lines += ["", f"Records of these backends that no fit saw (quality flag not fitted, or a support "
+                  f"fallback), predicted with these coefficients as a report does (tg at the record's "
+                  f"depth, the interval the report shows): {inside} of {len(rows)} inside their interval.",
+                  "", "| record | device x n | model, quant | path | measured tok/s | predicted (interval) "
+                  "| inside | not fitted because |", "|---|---|---|---|---:|---|---|---|"]  # fmt: skip
+        for r in rows:
+            lines.append(
+                f"| {r['where']} | {r['hardware']} x{r['n_devices']} | {r['model']} {r['quant']} "
+                f"| {r['path']} | {r['measured_tok_s']:.3g} | {r['tok_s']:.3g} "
+                f"({r['lo_tok_s']:.3g}-{r['hi_tok_s']:.3g}) | {'yes' if r['inside'] else 'no'} | {r['why']} |"
+            )
+    failed = [r for r in evidence if "error" in r]
+    if failed:
+        lines += ["", f"{len(failed)} such record(s) could not be predicted: "
+                  + "; ".join(f"{r['where']} ({r['error']})" for r in failed)]  # fmt: skip
     return lines + [""]
 
 
@@ -302,6 +322,10 @@ def _model_lines(doc: dict) -> list[str]:
 
 
 def render_markdown(cal: Calibration, doc: dict, df: pd.DataFrame, plots: list[str]) -> str:
+    evidence: list[dict] = []
+    if (doc.get("model") or {}).get("maturity"):
+        evidence = maturity.evidence(cal.dataset.records + cal.dataset.set_aside,
+                                     latency.table_for(doc["model"]), cal.dataset.qualities)  # fmt: skip
     lines = [
         "# Calibration report",
         "",
@@ -316,7 +340,7 @@ def render_markdown(cal: Calibration, doc: dict, df: pd.DataFrame, plots: list[s
         "the coefficients of results/coefficients.json (schema 2).",
         "",
         *_scheme_lines(doc),
-        *_maturity_lines(doc),
+        *_maturity_lines(doc, evidence),
         *_serving_lines(doc),
     ]
     if not df.empty:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +24,9 @@ from estimator.physics.quant import get_quant  # noqa: E402
 from estimator.physics.speed import DecodeFeatures  # noqa: E402
 from estimator.report.request import make_workload  # noqa: E402
 from estimator.specs import HardwareSpec  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+ATLAS = "atlas-300i-duo-96gb"
 
 
 # ------------------------------------------------------------------------------------------ the covariate
@@ -215,3 +219,53 @@ def test_the_speed_notes_say_how_much_and_whether_it_was_measured():
     assert notes["atlas-300i-duo-96gb"] == [
         "backend maturity (experimental): the lower bound is widened x0.37 (assumed)"
     ]
+
+
+# ------------------------------------------------------------------------ out-of-sample evidence (the 310P)
+def test_records_no_fit_saw_are_predicted_out_of_sample():
+    """The 310P's published rows are "approximate" (set aside by the dataset, not fitted) or run on a host-CPU
+    fallback: the calibration report predicts them with the fitted coefficients and says whether each lies
+    inside the interval a report shows."""
+    from calibration.dataset import load_dataset
+
+    ds = load_dataset(ROOT / "results")
+    table = load_coefficients(None)
+    if not table.calibrated or not any(lr.record.hardware_id == ATLAS for lr in ds.set_aside):
+        pytest.skip("needs results/coefficients.json and `make published`")
+    assert all(lr.record.hardware_id != ATLAS for lr in ds.records)  # none of them is fitted
+    rows = maturity.evidence(ds.records + ds.set_aside, table, ds.qualities)
+    atlas = {r["quant"]: r for r in rows if r["hardware"] == ATLAS}
+    assert set(atlas) == {"Q4_0", "Q8_0", "F16"}  # the 8x 310P3 row states no n_gen: the dataset rejects it
+    assert atlas["Q4_0"]["path"] == "host CPU fallback" and atlas["F16"]["path"] == "device fallback"
+    assert all(r["inside"] and r["maturity"] == "experimental" for r in atlas.values())
+    assert all(r["why"] == "quality 'approximate' is not fitted" or r["path"] == "host CPU fallback"
+               for r in atlas.values())  # fmt: skip
+    # no fitted point and no "suspect" record is evidence; every row is on a less mature backend
+    fitted = {(lr.file, lr.line) for lr in ds.records if lr.record.engine == "llama.cpp"}
+    assert all(r.get("quality") != "suspect" for r in rows)
+    assert all(r["maturity"] in maturity.LESS_MATURE for r in rows if "error" not in r)
+    native_ok = [r for r in rows if r.get("path") == "native" and r["quality"] in ds.qualities]
+    assert not native_ok and not any(tuple(r["where"].rsplit(":", 1)) in fitted and r["path"] == "native"
+                                     for r in rows if "path" in r)  # fmt: skip
+
+
+def test_the_report_section_names_the_widening_its_source_and_the_evidence():
+    from calibration.report import _maturity_lines
+
+    sycl = {"n": 20, "median_ape": 1.075, "median_log_ratio": -0.73}
+    doc = {"model": {"maturity": {
+        "developing": {"log_lo": -0.558, "n_residuals": 70, "source": "lobo",
+                       "backends": {"llama.cpp/SYCL": sycl}},
+        "experimental": {"log_lo": -1.0, "n_residuals": 2, "source": "default", "backends": {}},
+    }}}  # fmt: skip
+    ev = [{"where": "f:1", "hardware": ATLAS, "n_devices": 1, "model": "m", "quant": "F16", "path": "native",
+           "measured_tok_s": 6.0, "tok_s": 7.1, "lo_tok_s": 0.8, "hi_tok_s": 13.0, "inside": True,
+           "why": "quality 'approximate' is not fitted"},
+          {"where": "f:2", "error": "device 'x' has no bandwidth in the catalog"}]  # fmt: skip
+    text = "\n".join(_maturity_lines(doc, ev))
+    assert "| developing | llama.cpp/SYCL | 20 | 107.5% | -0.73 |" in text
+    assert "| developing | -0.558 | x0.57 | leave-one-backend-out | 70 |" in text
+    assert "| experimental | -1.000 | x0.37 | shipped default (too few backends) | 2 |" in text
+    assert "1 of 1 inside their interval" in text and "| 6 | 7.1 (0.8-13) | yes |" in text
+    assert "1 such record(s) could not be predicted: f:2 (device 'x' has no bandwidth" in text
+    assert _maturity_lines({"model": {}}, ev) == []

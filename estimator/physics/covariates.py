@@ -23,6 +23,10 @@ Groups and the covariates they give (name: value; reference level in brackets ha
   rows' misfit to NVIDIA parts (docs/calibration.md "Serving at concurrency");
 * ``backend``: ``backend=<b>`` = 1 for a llama.cpp backend other than [CUDA] (ROCm, Vulkan, Metal, CPU, SYCL,
   OpenCL): launch/sync overheads and kernel quality per backend;
+* ``maturity``: ``maturity=<developing|experimental>`` = 1 for a llama.cpp backend other than [CUDA] whose
+  support-table ``backend`` row (estimator/data/support.csv, per device family) is not ``mature``: what
+  Vulkan, SYCL, CANN, OpenCL share, so a backend nobody measured inherits it (calibration.maturity measures
+  that by leaving one backend out);
 * ``vendor``: ``vendor=<v>`` = 1 for a vendor other than [NVIDIA];
 * ``kind``: ``kind=<k>`` = 1 for unified / cpu / npu (reference [gpu]);
 * ``mem``: memory technology from the catalog's ``memory_type`` (its source is the catalog row):
