@@ -235,9 +235,9 @@ def test_a_device_measured_in_decode_only_says_which_phase_is_calibrated():
     sp = d["speed"]
     assert sp["decode"]["calibrated"] and not sp["prefill"]["calibrated"] and not sp["calibrated"]
     assert sp["basis"].startswith("decode estimated from calibrated coefficients; prefill from the covar")
-    warns = [w for w in d["warnings"] if "pooled prior" in w]
-    assert warns == [
-        "prefill figures come from the pooled prior: no calibrated prefill coefficients for "
+    warns = [w for w in d["warnings"] if "figures come from" in w]
+    assert warns == [  # the fit's covariates of devices like it (schema 2), not the shipped pooled prior
+        "prefill figures come from the covariates of devices like it: no calibrated prefill coefficients for "
         "intel-xe-hpc/llama.cpp (decode is calibrated)"
     ]
     assert "**PARTLY CALIBRATED** — decode estimated" in to_markdown(d)
@@ -269,3 +269,26 @@ def test_offloaded_weights_get_no_serving_estimate_and_the_cost_follows_the_deco
     assert off["speed"]["decode"]["tok_s"] < 0.5 * full["speed"]["decode"]["tok_s"]
     assert c["usd_per_1m_output_tokens"] > 2 * full["cost"]["usd_per_1m_output_tokens"]
     assert "No serving estimate: the configuration keeps weights in host RAM" in to_text(off)
+
+
+def test_the_uncalibrated_speed_warning_names_what_the_figures_come_from():
+    """A family nobody measured is predicted from the fit's covariates (schema 2): the warning says so; with
+    the shipped prior only, it says the pooled prior."""
+    from estimator.physics.coefficients import prior_table
+    from estimator.report.request import make_workload
+
+    table = load_coefficients(None)
+    if not table.calibrated:
+        pytest.skip("no results/coefficients.json")
+    opts = ReportOptions(hardware_catalog=tuple(all_hardware()), rates=load_cloud_rates())
+    args = (get_model("qwen3-8b"), get_hardware("ascend-910b"), get_quant("Q4_0"), make_workload("llama.cpp"))
+    said = {}
+    for name, t in (("fit", table), ("prior", prior_table())):
+        d = report_to_dict(build_report(*args, t, opts))
+        said[name] = [w for w in d["warnings"] if "figures come from" in w]
+    assert said == {
+        "fit": ["speed figures come from the covariates of devices like it: no calibrated coefficients for "
+                "huawei-ascend/llama.cpp"],
+        "prior": ["speed figures come from the pooled prior: no calibrated coefficients for "
+                  "huawei-ascend/llama.cpp"],
+    }  # fmt: skip

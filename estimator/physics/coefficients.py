@@ -96,6 +96,9 @@ PRIOR_PATH = Path(__file__).resolve().parent.parent / "data" / "prior_coefficien
 DEFAULT_PATH = Path(__file__).resolve().parents[2] / "results" / "coefficients.json"
 # A pooled calibrated set used for a family it was not fitted on: interval half-widths x this factor.
 POOLED_WIDEN = 1.5
+# how the label of a set of a family nobody measured starts (its parameters come from the schema-2 model's
+# covariates: devices like it)
+COVARIATES_LABEL = "covariates"
 
 EFF = "eff"  # dimensionless efficiency in (0, 1]: log-scale prior
 RATE = "rate"  # positive multiplier or rate with no physical upper bound: log-scale prior
@@ -677,7 +680,7 @@ def model_set(
     }[basis]
     what = "point" if phase == "serving" else "run"  # a serving record gives a TTFT and a TPOT point
     what += "" if n == 1 else "s"
-    label = f"{'calibrated' if basis != 'pooled' else 'covariates'}: {where} ({n} {what}); basis {basis}"
+    label = f"{'calibrated' if basis != 'pooled' else COVARIATES_LABEL}: {where} ({n} {what}); basis {basis}"
     return CoefficientSet(
         family=hardware.family,
         engine=engine,

@@ -370,6 +370,14 @@ def _v(x: str) -> str:
 # (pattern, replacement): the replacement is a format string over the named groups, or a function of the match
 # (it may call ``tr`` on a part that is itself translatable).
 Replacement = str | Callable[[re.Match], str]
+# what an uncalibrated speed comes from (estimator.report.sections.provenance._pool)
+_POOLS = {
+    "pooled prior": "del prior agrupado",
+    "serving fit's pool": "del ajuste de servicio agrupado",
+    "covariates of devices like it": "de las covariables de dispositivos parecidos",
+}
+_POOL_NAMES = "|".join(re.escape(k) for k in _POOLS)
+
 PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     (re.compile(r"Memory \((?P<n>\d+) x (?P<hw>.+)\)"), "Memoria ({n} x {hw})"),
     (
@@ -595,14 +603,14 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     # notes and warnings
     (
         re.compile(
-            r"speed figures come from the (?P<p>pooled prior|serving fit's pool): no calibrated coefficients "
+            r"speed figures come from the (?P<p>" + _POOL_NAMES + r"): no calibrated coefficients "
             r"for (?P<f>\S+)"
         ),
         lambda m: f"las velocidades vienen {_POOLS[m['p']]}: no hay coeficientes calibrados para {m['f']}",
     ),
     (
         re.compile(
-            r"(?P<t>decode|prefill) figures come from the (?P<p>pooled prior|serving fit's pool): "
+            r"(?P<t>decode|prefill) figures come from the (?P<p>" + _POOL_NAMES + r"): "
             r"no calibrated (?:decode|prefill) coefficients for (?P<f>\S+) \((?P<d>decode|prefill) is "
             r"calibrated\)"
         ),
@@ -1133,7 +1141,6 @@ def _quant_name(name: str | None) -> str:
 
 
 # where an uncalibrated speed comes from (estimator.report.sections.provenance._pool)
-_POOLS = {"pooled prior": "del prior agrupado", "serving fit's pool": "del ajuste de servicio agrupado"}
 # what of the serving fit times a single stream (estimator.physics.stream.phase_set)
 _STREAM_WHAT = {
     "TPOT of one stream": "TPOT de un flujo",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from estimator.engines import engines_for, get_engine
 from estimator.physics import stream
+from estimator.physics.coefficients import COVARIATES_LABEL
 from estimator.render.blocks import Block
 from estimator.render.htmlkit import Ctx, e, section
 from estimator.report.recommend import can_combine
@@ -89,8 +90,13 @@ def warnings(b: Build) -> tuple[str, ...]:
 
 def _pool(label: str) -> str:
     """What an uncalibrated speed comes from: the serving fit's pool (a serving engine's single stream,
-    estimator.physics.stream) or the pooled prior of the decode / prefill fit."""
-    return "the serving fit's pool" if label.startswith(stream.LABEL_PREFIX) else "the pooled prior"
+    estimator.physics.stream), the calibrated model's covariates of devices like this one (a family nobody
+    measured, schema 2), or the pooled prior of the decode / prefill fit."""
+    if label.startswith(stream.LABEL_PREFIX):
+        return "the serving fit's pool"
+    if f"{COVARIATES_LABEL}: " in label:
+        return "the covariates of devices like it"
+    return "the pooled prior"
 
 
 def text(d: dict) -> Block:
