@@ -25,9 +25,10 @@ This module measures that transfer and the interval it needs:
   ``maturity_log_lo``).  With fewer than ``MIN_RESIDUALS`` held-out points or ``MIN_BACKENDS`` backends, the
   shipped default (``fallback.MATURITY_LOG_LO``) stays and the entry says so.
 
-Records that run on a support fallback (the 310P's Q4 / Q8 rows: their matmuls run on the host CPU) are not
-speed points (calibration.features.fallback_on_host); they check the fallback path's interval
-(tests/test_support.py), which this widening is part of.
+* ``evidence(records, table, qualities)``: the records of those backends that no fit saw -- a quality flag
+  the fit does not use (the 310P's "approximate" rows) or a support fallback (the 310P's Q4 / Q8 rows run
+  their matmuls on the host CPU, calibration.features.fallback_on_host) -- predicted out of sample as a
+  report does, with the interval a report shows (the calibration report's table; tests/test_support.py).
 """
 
 from __future__ import annotations
@@ -49,20 +50,9 @@ MIN_BACKENDS = 2  # one backend's bias is not a maturity's
 NOT_EVIDENCE = ("suspect",)
 
 
-def point_maturity(p: SpeedPoint) -> str:
-    """The support table's maturity of the point's llama.cpp backend on its device ('' for other engines, the
-    reference backend and unlisted backends)."""
-    if p.engine != cov.REFERENCE_ENGINE or p.hardware is None:
-        return ""
-    backend = cov.normalise_backend(p.backend)
-    if not backend or backend == cov.REFERENCE_BACKEND:
-        return ""
-    return cov.backend_maturity(p.hardware, p.engine, backend)
-
-
 def new_backend_targets(points: Sequence[SpeedPoint]) -> list[int]:
     """Indices of the points on a less mature llama.cpp backend: the lobo targets."""
-    return [i for i, p in enumerate(points) if point_maturity(p) in LESS_MATURE]
+    return [i for i, p in enumerate(points) if cov.less_mature(p.hardware, p.engine, p.backend)]
 
 
 def widening(held: Sequence[HeldOut], intervals: dict) -> dict:
@@ -72,31 +62,29 @@ def widening(held: Sequence[HeldOut], intervals: dict) -> dict:
     {"log_lo", ...}).  Returns {maturity: {"log_lo", "n_residuals", "source": "lobo" | "default", "note"?,
     "backends": {engine/backend: {"n", "median_ape", "median_log_ratio"}}}} (log ratio = ln(tok_s_meas /
     tok_s_pred): negative when the held-out backend ran slower than predicted)."""
-    need: dict[str, list[tuple[float, str]]] = defaultdict(list)
-    by_backend: dict[str, dict[str, list[HeldOut]]] = defaultdict(lambda: defaultdict(list))
+    # maturity -> backend -> (held-out prediction, its distance above the pooled lower bound)
+    rows: dict[str, dict[str, list[tuple[HeldOut, float]]]] = defaultdict(lambda: defaultdict(list))
     for h in held:
-        m = point_maturity(h.point)
+        m = cov.less_mature(h.point.hardware, h.point.engine, h.point.backend)
         lo = ((intervals.get(h.point.stratum) or {}).get("pooled") or {}).get("log_lo")
-        if m not in LESS_MATURE or lo is None:
-            continue
-        backend = FOLDS[SCHEME](h.point)
-        need[m].append((h.log_ratio - float(lo), backend))
-        by_backend[m][backend].append(h)
+        if m and lo is not None:
+            rows[m][FOLDS[SCHEME](h.point)].append((h, h.log_ratio - float(lo)))
     out: dict = {}
     for m in LESS_MATURE:
-        rows = need.get(m, [])
+        by_backend = rows.get(m, {})
+        need = [(n, b) for b, hs in by_backend.items() for _, n in hs]
         entry: dict = {
-            "n_residuals": len(rows),
+            "n_residuals": len(need),
             "backends": {
                 b: {
                     "n": len(hs),
-                    "median_ape": round(statistics.median(h.ape for h in hs), 4),
-                    "median_log_ratio": round(statistics.median(h.log_ratio for h in hs), 4),
+                    "median_ape": round(statistics.median(h.ape for h, _ in hs), 4),
+                    "median_log_ratio": round(statistics.median(h.log_ratio for h, _ in hs), 4),
                 }
-                for b, hs in sorted(by_backend[m].items())
+                for b, hs in sorted(by_backend.items())
             },
         }
-        if len(rows) < MIN_RESIDUALS or len(entry["backends"]) < MIN_BACKENDS:
+        if len(need) < MIN_RESIDUALS or len(by_backend) < MIN_BACKENDS:
             out[m] = {
                 "log_lo": MATURITY_LOG_LO[m],
                 **entry,
@@ -105,7 +93,7 @@ def widening(held: Sequence[HeldOut], intervals: dict) -> dict:
                 "default",
             }
             continue
-        lo, _ = interval([n for n, _ in rows], level=LEVEL, groups=[b for _, b in rows])
+        lo, _ = interval([n for n, _ in need], level=LEVEL, groups=[b for _, b in need])
         out[m] = {"log_lo": round(min(0.0, lo), 4), **entry, "source": SCHEME}
     return out
 
@@ -131,7 +119,7 @@ def evidence(records: Sequence, table, fitted_qualities: Sequence[str], resolver
     fitted), or with ``error`` when it cannot be predicted."""
     from calibration import features as feat
     from calibration.dataset import record_quality
-    from estimator.physics import fallback, speed
+    from estimator.physics import speed
     from estimator.specs import SpecError
 
     resolver = resolver or feat.Resolver()
@@ -150,15 +138,14 @@ def evidence(records: Sequence, table, fitted_qualities: Sequence[str], resolver
         except (SpecError, KeyError, ValueError) as exc:
             out.append({**row, "error": str(exc)})
             continue
-        backend = cov.normalise_backend(r.backend)
-        maturity = cov.backend_maturity(hw, r.engine, backend) if backend else ""
-        if maturity not in LESS_MATURE:
+        maturity = cov.less_mature(hw, r.engine, r.backend)
+        if not maturity:
             continue
-        path = fallback.speed_path(model, quant, hw, wl)
-        on_host = path is not None and path.host is not None
+        sets = speed.speed_sets(table, model, quant, hw, wl)
+        path = sets.path
+        on_host = path is not None and path.host is not None  # as features.fallback_on_host leaves it out
         if row["quality"] in fitted_qualities and not on_host:
             continue  # a point of the fit, not evidence
-        sets = speed.speed_sets(table, model, quant, hw, wl)
         e = speed.tg_path_estimate(model, quant, hw, wl, sets)
         out.append({
             **row, "maturity": maturity, "tok_s": e.tok_s, "lo_tok_s": e.lo_tok_s, "hi_tok_s": e.hi_tok_s,

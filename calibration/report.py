@@ -321,11 +321,10 @@ def _model_lines(doc: dict) -> list[str]:
     return lines + [""]
 
 
-def render_markdown(cal: Calibration, doc: dict, df: pd.DataFrame, plots: list[str]) -> str:
-    evidence: list[dict] = []
-    if (doc.get("model") or {}).get("maturity"):
-        evidence = maturity.evidence(cal.dataset.records + cal.dataset.set_aside,
-                                     latency.table_for(doc["model"]), cal.dataset.qualities)  # fmt: skip
+def render_markdown(
+    cal: Calibration, doc: dict, df: pd.DataFrame, plots: list[str], evidence: list[dict] = ()
+) -> str:
+    """The calibration report; ``evidence``: calibration.maturity.evidence rows of the fit."""
     lines = [
         "# Calibration report",
         "",
@@ -399,5 +398,9 @@ def write_report(cal: Calibration, out: str | Path, doc: dict | None = None) -> 
     df = _held_frame(cal)
     plots = _plots(df, out) if not df.empty else []
     path = out / "calibration.md"
-    atomic_write_text(path, render_markdown(cal, doc, df, plots))
+    evidence: list[dict] = []
+    if (doc.get("model") or {}).get("maturity"):  # the records of less mature backends no fit saw
+        evidence = maturity.evidence(cal.dataset.records + cal.dataset.set_aside,
+                                     latency.table_for(doc["model"]), cal.dataset.qualities)  # fmt: skip
+    atomic_write_text(path, render_markdown(cal, doc, df, plots, evidence))
     return path

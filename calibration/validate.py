@@ -39,7 +39,7 @@ import numpy as np
 
 from calibration.features import SpeedPoint
 from calibration.fit import FitState, fit_model, predict_log_ratio
-from estimator.physics.covariates import normalise_backend
+from estimator.physics.covariates import effective_backend
 
 LEVEL = 0.90
 MIN_RESIDUALS = 5
@@ -70,7 +70,7 @@ FOLDS: dict[str, FoldKey] = {
     "lodo": lambda p: p.device,
     "lomo": lambda p: p.model,
     "lofo": lambda p: p.family,
-    "lobo": lambda p: f"{p.engine}/{normalise_backend(p.backend)}",
+    "lobo": lambda p: f"{p.engine}/{effective_backend(p.hardware, p.engine, p.backend)}",
 }
 
 
@@ -92,7 +92,9 @@ def _reset_groups(state: FitState, held: Sequence[SpeedPoint], scheme: str) -> n
     d = state.design
     devices = {p.device for p in held} if scheme in ("lodo", "lofo") else set()
     families = {p.family for p in held} if scheme == "lofo" else set()
-    backends = {f"backend={normalise_backend(p.backend)}" for p in held} if scheme == "lobo" else set()
+    backends = set()
+    if scheme == "lobo":
+        backends = {f"backend={effective_backend(p.hardware, p.engine, p.backend)}" for p in held}
     if scheme == "lofo":
         devices |= {u[0] for u, f in zip(d.units, d.family, strict=True) if f in families}
     for i, (kind, group) in enumerate(zip(d.col_kind, d.col_group, strict=True)):

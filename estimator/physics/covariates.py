@@ -91,6 +91,22 @@ def default_backend(hardware: HardwareSpec, engine: str) -> str:
     return ""
 
 
+def effective_backend(hardware: HardwareSpec, engine: str, backend: str | None) -> str:
+    """The backend a (device, engine, backend) unit runs: ``backend`` in one spelling, or the engine
+    profile's default for the device when none is given."""
+    return normalise_backend(backend) or default_backend(hardware, engine)
+
+
+def less_mature(hardware: HardwareSpec, engine: str, backend: str | None) -> str:
+    """'developing' | 'experimental' for a llama.cpp backend other than the reference whose support-table
+    maturity is not mature ('' otherwise): the ``maturity`` covariate's level."""
+    backend = effective_backend(hardware, engine, backend)
+    if engine != REFERENCE_ENGINE or not backend or backend == REFERENCE_BACKEND:
+        return ""
+    maturity = backend_maturity(hardware, engine, backend)
+    return "" if maturity in (MATURE, "") else maturity
+
+
 def backend_maturity(hardware: HardwareSpec, engine: str, backend: str) -> str:
     """The support table's maturity of the engine's backend on the device's family (``backend`` rows:
     mature | developing | experimental), '' when the table does not list it."""
@@ -112,8 +128,9 @@ def memory_class(hardware: HardwareSpec) -> str:
 def covariates(hardware: HardwareSpec, engine: str, backend: str | None, groups) -> dict[str, float]:
     """The non-zero covariates of the requested groups for one device, engine and backend (see the module
     doc).  ``backend`` None or '' -> the engine profile's default for the device."""
-    backend = normalise_backend(backend) or default_backend(hardware, engine)
     kind = hardware.kind or "gpu"
+    maturity = less_mature(hardware, engine, backend) if "maturity" in groups else ""
+    backend = effective_backend(hardware, engine, backend)
     x: dict[str, float] = {}
     for g in groups:
         if g == "engine" and engine != REFERENCE_ENGINE:
@@ -123,10 +140,8 @@ def covariates(hardware: HardwareSpec, engine: str, backend: str | None, groups)
             x[f"engine={engine}@{where}"] = 1.0
         elif g == "backend" and engine == REFERENCE_ENGINE and backend and backend != REFERENCE_BACKEND:
             x[f"backend={backend}"] = 1.0
-        elif g == "maturity" and engine == REFERENCE_ENGINE and backend and backend != REFERENCE_BACKEND:
-            maturity = backend_maturity(hardware, engine, backend)
-            if maturity not in (MATURE, ""):
-                x[f"maturity={maturity}"] = 1.0
+        elif g == "maturity" and maturity:
+            x[f"maturity={maturity}"] = 1.0
         elif g == "vendor" and (hardware.vendor or "").lower() not in (REFERENCE_VENDOR, ""):
             x[f"vendor={hardware.vendor}"] = 1.0
         elif g == "kind" and kind != "gpu":
