@@ -206,9 +206,50 @@ def test_output_head_runs_only_for_logit_rows():
     m, q = _tiny(), get_quant("F16")
     mm = speed.matmul_params(m, weight_breakdown(m, q).n_params_active)
     head = m.vocab_size * m.hidden_size
-    # 4096 tokens in n_batch 2048 calls: two rows with logits
-    f = speed.prefill_features(m, q, Workload(n_prompt=4096, n_ubatch=512, n_batch=2048))
+    # 4096 tokens in n_batch 2048 calls: two rows with logits; llama.cpp also runs the last layer's FFN for
+    # those two rows only, vLLM for every token
+    wl = Workload(n_prompt=4096, n_ubatch=512, n_batch=2048)
+    ffn = speed.last_layer_ffn(m)[0]
+    assert ffn > 0
+    f = speed.prefill_features(m, q, wl)
+    assert f.flops == 2 * ((mm - head) * 4096 + head * 2 - ffn * (4096 - 2))
+    f = speed.prefill_features(m, q, replace(wl, engine="vllm"))
     assert f.flops == 2 * ((mm - head) * 4096 + head * 2)
+
+
+def test_last_layer_ffn_known_answers():
+    """The last layer's FFN of llama.cpp's skipped rows, from the architectures: Mistral-7B's gated FFN
+    (3 x 4096 x 14336 weights; outputs 2 x 14336 + 4096 per token), Qwen3-30B-A3B's router (128 outputs of
+    2048) and 8 of 128 experts of width 768."""
+    from estimator.catalog.data import get_model
+
+    assert speed.last_layer_ffn(get_model("mistral-7b-v0.3")) == (3 * 4096 * 14336, 0, 2 * 14336 + 4096, 0)
+    routed = 8 * 3 * 2048 * 768
+    routed_outs = 8 * (768 + 768 + 2048)
+    assert speed.last_layer_ffn(get_model("qwen3-30b-a3b")) == (
+        routed + 2048 * 128, routed, routed_outs + 128, routed_outs
+    )
+
+
+def test_one_layer_proxy_prefill_skips_most_of_its_ffn():
+    """A one-layer Mistral proxy under llama.cpp multiplies its FFN for the logit row only: its prefill
+    FLOPs per token are the attention projections' (4096 x 6144 + 4096 x 4096 weights), a fifth of vLLM's.
+    Measured on this project's CPU VM (results/runs/cpu-full--*.jsonl, pp512): 1 layer 2,203 tok/s against
+    171 tok/s for 4 layers, 12.9x, where the old count (every row through every FFN) said 4x."""
+    from estimator.catalog.data import get_model
+    from estimator.physics.quant import get_quant
+
+    m, q = get_model("mistral-7b-v0.3"), get_quant("Q4_K_M")
+    one, four = m.depth_proxy(1), m.depth_proxy(4)
+    wl = Workload(n_ctx=1024, n_prompt=512)
+    f1, f4 = speed.prefill_features(one, q, wl), speed.prefill_features(four, q, wl)
+    v1 = speed.prefill_features(one, q, replace(wl, engine="vllm"))
+    attn_proj = 4096 * (4096 + 1024 + 1024) + 4096 * 4096
+    ffn = 3 * 4096 * 14336
+    # (+ the norm weights the body counts: 3 x 4096 per token, 0.03 %)
+    assert f1.flops == pytest.approx(2 * (attn_proj * 512 + ffn * 1 + m.vocab_size * m.hidden_size), rel=1e-3)
+    assert v1.flops / f1.flops > 4
+    assert 10 < f4.flops / f1.flops < 20
 
 
 def test_peak_tflops_llama_cpp_uses_fp16_accumulate_rate_on_nvidia():
@@ -522,7 +563,8 @@ def test_gemm_width_term_slows_narrow_gemms_more():
         m = resolve_model(mid)
         f = speed.prefill_features(m, q, wl)
         outs, routed = gemm_outputs_per_token(m)
-        assert routed == 0 and f.gemm_outputs == outs * 512 + m.vocab_size  # one logit row
+        ffn_outs = speed.last_layer_ffn(m)[2]  # the last layer's FFN runs for the logit row only
+        assert routed == 0 and f.gemm_outputs == outs * 512 + m.vocab_size - ffn_outs * 511  # one logit row
         t0 = speed.prefill_s(f, hw, base)
         assert speed.prefill_s(f, hw, {**base, "gemm_k_half": 0.0}) == t0
         ratios[mid] = speed.prefill_s(f, hw, {**base, "gemm_k_half": 1000.0}) / t0

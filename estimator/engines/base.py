@@ -203,6 +203,9 @@ class EngineProfile:
     serving_not_fitted: str = "no serving model of this engine's scheduler and kernels"
     int8_gemm: bool = False
     materializes_kq_without_fa: bool = False
+    # prefill: the last layer's FFN runs only for the rows that return logits (llama.cpp gathers the output
+    # rows, ``inp_out_ids``, after the last layer's attention), not for every prompt token
+    last_layer_ffn_outputs_only: bool = False
     pipelines_layer_split: bool = False
     moe_cpu_offload: bool = False  # per-layer routed-expert offload (llama.cpp --n-cpu-moe)
     flash_attn_option: bool = False  # flash attention is a user switch (llama.cpp -fa), not the engine's pick

@@ -86,6 +86,7 @@ class LlamaCpp(EngineProfile):
     memory_prior = "llama.cpp"
     int8_gemm = True
     materializes_kq_without_fa = True
+    last_layer_ffn_outputs_only = True
     pipelines_layer_split = True
     moe_cpu_offload = True
     offload_flag = "-ngl"

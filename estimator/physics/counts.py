@@ -278,6 +278,28 @@ GEMM_K_HALF_PARAM = "gemm_k_half"
 _NO_GEMM_GROUPS = ("embd", "output", "norm")
 
 
+def last_layer_ffn(model: ModelSpec) -> tuple[int, int, int, int]:
+    """(params, routed params, output elements, routed output elements) one token multiplies / produces in
+    the FFN of the last decoder layer (its ``ffn_*`` matmul tensors of ``tensor_inventory``: dense or shared
+    FFN, router, routed experts counted x k / E): the work an engine with
+    ``EngineProfile.last_layer_ffn_outputs_only`` (llama.cpp) skips for the prompt rows that return no
+    logits."""
+    params = routed = outs = routed_outs = 0
+    moe = model.moe
+    last = model.n_layers - 1
+    for t in tensor_inventory(model):
+        if t.layer != last or not t.tclass.startswith("ffn_") or t.group in _NO_GEMM_GROUPS or t.row_len <= 0:
+            continue
+        n, rows = t.n_elements, t.n_elements // t.row_len
+        if t.group == "routed" and moe is not None and moe.n_experts:
+            n, rows = n * moe.n_experts_used // moe.n_experts, rows * moe.n_experts_used // moe.n_experts
+            routed += n
+            routed_outs += rows
+        params += n
+        outs += rows
+    return params, routed, outs, routed_outs
+
+
 def gemm_outputs_per_token(model: ModelSpec) -> tuple[int, int]:
     """(all, routed-expert) output elements the layer weight GEMMs produce per token (counts).
 

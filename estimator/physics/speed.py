@@ -95,6 +95,7 @@ from estimator.physics.counts import (  # noqa: F401 - re-exported: the speed ph
     is_fp8,
     kernel_class,
     kq_score_elems,
+    last_layer_ffn,
     matmul_params,
     n_moe_layers,
     pipeline_factor,
@@ -392,6 +393,10 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
     body = max(matmul_params(model, wb.n_params_active) - head, 0)
     n_out = max(b, math.ceil(tokens / max(int(workload.n_batch), ubatch))) if tokens else 0
     outs, routed_outs = gemm_outputs_per_token(model)
+    # llama.cpp runs the last layer's FFN only for the n_out rows that return logits (EngineProfile
+    # .last_layer_ffn_outputs_only): its work for the other tokens - n_out rows is not done
+    skip = tokens - n_out if get_engine(workload.engine).last_layer_ffn_outputs_only else 0
+    ffn, ffn_routed, ffn_outs, ffn_routed_outs = last_layer_ffn(model) if skip else (0, 0, 0, 0)
     kq = 0.0
     if get_engine(workload.engine).materializes_kq_without_fa and not workload.flash_attn and n_prompt:
         u_seq = max(ubatch // b, 1) if b > 1 else ubatch
@@ -399,10 +404,10 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
         kq = float(b * KQ_SCORE_BYTES * model.n_heads * elems)
     return PrefillFeatures(
         tokens=tokens,
-        flops=float(2 * (body * tokens + head * n_out)),
-        expert_flops=float(2 * min(routed_active_params(model), body) * tokens),
-        gemm_outputs=float(outs * tokens + model.vocab_size * n_out),
-        expert_gemm_outputs=float(routed_outs * tokens),
+        flops=float(2 * (body * tokens + head * n_out - ffn * skip)),
+        expert_flops=float(2 * (min(routed_active_params(model), body) * tokens - ffn_routed * skip)),
+        gemm_outputs=float(outs * tokens + model.vocab_size * n_out - ffn_outs * skip),
+        expert_gemm_outputs=float(routed_outs * tokens - ffn_routed_outs * skip),
         attn_flops=float(b * attention_flops(model, int(workload.n_depth), n_prompt)),
         kq_bytes=kq,
         weight_bytes=dev,
