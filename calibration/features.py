@@ -96,6 +96,8 @@ def hardware_from_detected(rec) -> HardwareSpec:
         bf16_tflops=None,
         host_bandwidth_gbs=float(bw),
         bandwidth_measured_gbs=float(bw),  # the probe is an achieved bandwidth (covariate bw_measured)
+        cpu_cores=det.get("physical_cores") or None,
+        cpu_clock_ghz=det.get("cpu_clock_ghz") or None,
         source=f"detected on {rec.host} (bandwidth = copy probe)",
     )
 
@@ -535,5 +537,6 @@ def phase_seconds(arr: PhaseArrays, params: dict) -> object:
 
 def is_absolute_device(p: SpeedPoint) -> bool:
     """True when the point's device has no datasheet GEMM peak for its engine (CPUs): its prefill (and the
-    compute roof of batched decode) runs at the fitted flops_abs_tflops with flops_eff 1."""
-    return p.kind == "cpu" or not has_datasheet_peak(p.hardware, p.engine)
+    compute roof of batched decode) runs at the fitted flops_abs_tflops (a CPU's scales with its cores x
+    clock: covariate ``cpu_size``) with flops_eff 1."""
+    return not has_datasheet_peak(p.hardware, p.engine)

@@ -52,7 +52,10 @@ PRIOR_INTERCEPT = {EFF: 1.0, RATE: 1.0, TIME: 2.0}  # eta units: the shipped pri
 PRIOR_COVARIATE = {EFF: 0.5, RATE: 0.5, TIME: 1.0}
 # per phase factor on PRIOR_COVARIATE (1 when absent): chosen by cross-validation (docs/calibration.md)
 PRIOR_COVARIATE_PHASE: dict[str, float] = {"prefill": 0.5}
-COVARIATE_PRIOR_MEAN = {("decode.bw_eff", "bw_measured"): 1.0}
+COVARIATE_PRIOR_MEAN = {
+    ("decode.bw_eff", "bw_measured"): 1.0,
+    ("prefill.flops_abs_tflops", "ln_cpu_size"): 1.0,
+}
 TAU_DEFAULT = {EFF: 0.3, RATE: 0.3, TIME: 0.5}
 TAU_MIN = 0.05
 TAU_MAX = {EFF: 1.0, RATE: 1.0, TIME: 2.0}

@@ -149,6 +149,8 @@ class HardwareSpec:
     kind: "gpu" | "unified" (Apple / APU: memory shared with the host) | "cpu" | "npu".
     n_dies: compute dies presented as one device (Apple Ultra, Blackwell, MI300-series: > 1).
     bandwidth_measured_gbs: achievable memory bandwidth where a measurement is published (None: unknown).
+    cpu_cores / cpu_clock_ghz (kind "cpu"): physical cores and their maximum clock, 10^9 Hz (None: unknown);
+    a CPU's GEMM rate scales with them (covariate ``cpu_size``, ``estimator.physics.covariates``).
     """
 
     id: str
@@ -169,6 +171,8 @@ class HardwareSpec:
     memory_type: str | None = None
     n_dies: int = 1
     bandwidth_measured_gbs: float | None = None
+    cpu_cores: int | None = None
+    cpu_clock_ghz: float | None = None
     status: str = "unverified"  # verified | derived | partial | unverified (from the catalog's notes)
     source: str = ""
     # the most memory the GPU may use when less than usable_fraction x memory_bytes says: Apple's Metal

@@ -116,6 +116,7 @@ def detect_host(
         "cpu_model": cpu.model_name,
         "machine": cpu.machine,
         "physical_cores": cpu.physical_cores,
+        "cpu_clock_ghz": cpu.clock_ghz,
         "logical_cpus": cpu.logical_cpus,
         "ram_bytes": cpu.ram_bytes,
         "isa": list(cpu.isa),

@@ -226,6 +226,8 @@ def get_hardware(hw_id: str) -> HardwareSpec:
         memory_type=d.get("memory_type"),
         n_dies=int(d.get("n_dies") or 1),
         bandwidth_measured_gbs=d.get("bandwidth_measured_gbs"),
+        cpu_cores=d.get("cpu_cores"),
+        cpu_clock_ghz=d.get("cpu_clock_ghz"),
         status=d.get("status") or "unverified",
         source=d.get("source") or "",
         gpu_working_set_bytes=apple_working_set_bytes(mem_bytes) if apple else None,

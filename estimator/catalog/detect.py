@@ -81,6 +81,7 @@ class CpuInfo:
     ram_bytes: int | None
     isa: tuple[str, ...]  # sorted subset of: amx, avx2, avx512, avx512_bf16, fma, f16c, neon, sve, ...
     family: str
+    clock_ghz: float | None = None  # maximum core clock, 10^9 Hz (``cpu_clock_ghz``); None: not reported
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,23 @@ def detect_cpu() -> CpuInfo:
         ram_bytes=int(psutil.virtual_memory().total),
         isa=isa,
         family=cpu_family(machine, isa),
+        clock_ghz=cpu_clock_ghz(),
     )
+
+
+def cpu_clock_ghz() -> float | None:
+    """The CPU's maximum clock, 10^9 Hz: psutil's cpufreq maximum, else its current frequency (a virtual
+    machine without cpufreq reports the host's nominal clock in /proc/cpuinfo); None when neither is known."""
+    import psutil
+
+    try:
+        freq = psutil.cpu_freq()
+    except (OSError, RuntimeError, NotImplementedError):
+        return None
+    if freq is None:
+        return None
+    mhz = freq.max or freq.current
+    return round(mhz / 1e3, 3) if mhz and mhz > 0 else None
 
 
 def bandwidth_probe_gbs(probe_bytes: int = 256 * 2**20, repeats: int = 5) -> float:
@@ -386,7 +403,8 @@ def detected_cpu_spec(
     cpu: CpuInfo, bandwidth_gbs: float | None, family: str, status: str = "unverified", source: str = ""
 ) -> HardwareSpec:
     """A spec of a CPU outside the catalog: memory = RAM, bandwidth = the copy probe (GB/s; also its
-    ``bandwidth_measured_gbs``: an achieved figure, not a datasheet peak), no TFLOPS."""
+    ``bandwidth_measured_gbs``: an achieved figure, not a datasheet peak), no TFLOPS: cores and clock give
+    the ``cpu_size`` covariate of its GEMM rate (estimator.physics.covariates)."""
     name = cpu.model_name
     return HardwareSpec(
         id="detected-cpu",
@@ -399,6 +417,8 @@ def detected_cpu_spec(
         bf16_tflops=None,
         host_bandwidth_gbs=bandwidth_gbs,
         bandwidth_measured_gbs=bandwidth_gbs,  # the probe is an achieved bandwidth (covariate bw_measured)
+        cpu_cores=cpu.physical_cores or None,
+        cpu_clock_ghz=cpu.clock_ghz,
         status=status,
         source=source,
     )

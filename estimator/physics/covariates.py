@@ -33,6 +33,9 @@ Groups and the covariates they give (name: value; reference level in brackets ha
   ``mem=hbm`` (HBM*), ``mem=lpddr`` (LPDDR*, unified), ``mem=ddr`` (DDR*), reference [GDDR];
 * ``ln_bw``: ln(bandwidth_gbs / 500): very fast memory leaves a larger share of a step to kernel and launch
   overheads (datacenter HBM parts vs consumer GDDR);
+* ``cpu_size``: ``ln_cpu_size`` = ln(cores x GHz / 24) of a CPU whose core count is catalogued
+  (tools/catalog/cpu_cores.csv with sources) or detected: what a CPU's GEMM rate scales with (a 2-core VM
+  against a 32-core Threadripper); prior coefficient 1 (the rate in proportion to cores x clock);
 * ``multi_die``: 1 when the device is several compute dies presented as one (``n_dies`` > 1: Apple Ultra,
   Blackwell, MI300-series; tools/catalog/hardware_covariates.csv with sources);
 * ``bw_measured``: ln(bandwidth_measured_gbs / bandwidth_gbs / 0.85) where an achievable bandwidth is
@@ -60,6 +63,7 @@ GROUPS = (
     "kind",
     "mem",
     "ln_bw",
+    "cpu_size",
     "multi_die",
     "bw_measured",
     "flops_per_byte",
@@ -152,6 +156,8 @@ def covariates(hardware: HardwareSpec, engine: str, backend: str | None, groups)
                 x[f"mem={cls}"] = 1.0
         elif g == "ln_bw" and hardware.bandwidth_gbs:
             x["ln_bw"] = math.log(float(hardware.bandwidth_gbs) / BW_SCALE_GBS)
+        elif g == "cpu_size" and cpu_core_ghz(hardware):
+            x["ln_cpu_size"] = math.log(cpu_core_ghz(hardware) / CPU_SIZE_SCALE)
         elif g == "multi_die" and (hardware.n_dies or 1) > 1:
             x["multi_die"] = 1.0
         elif g == "bw_measured" and hardware.bandwidth_measured_gbs and hardware.bandwidth_gbs:
@@ -182,3 +188,17 @@ def datasheet_tflops(hardware: HardwareSpec, fp8: bool = False, engine: str = ""
     if hardware.bf16_tflops:
         return float(hardware.bf16_tflops)
     return None
+
+
+# the clock a CPU with a known core count but no clock figure is taken at, 10^9 Hz
+CPU_DEFAULT_CLOCK_GHZ = 3.0
+# core-GHz of the covariate's reference CPU (``ln_cpu_size`` = 0): 8 cores at 3 GHz
+CPU_SIZE_SCALE = 24.0
+
+
+def cpu_core_ghz(hardware: HardwareSpec) -> float | None:
+    """cpu_cores x cpu_clock_ghz (CPU_DEFAULT_CLOCK_GHZ when the clock is unknown) of a CPU, 10^9 core-cycles
+    per second; None for other kinds and for a CPU of unknown core count."""
+    if hardware.kind != "cpu" or not hardware.cpu_cores:
+        return None
+    return hardware.cpu_cores * (hardware.cpu_clock_ghz or CPU_DEFAULT_CLOCK_GHZ)

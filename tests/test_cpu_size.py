@@ -1,0 +1,89 @@
+"""A CPU's GEMM rate scales with its cores x clock (covariate ``cpu_size``): catalog facts with sources,
+detection, the covariate, and what a report says of CPUs of one family."""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from estimator.catalog import detect
+from estimator.catalog.data import all_hardware, get_hardware
+from estimator.physics import covariates as cov
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_cpu_facts_have_sources_and_name_catalog_cpus():
+    rows = list(csv.DictReader(open(ROOT / "tools" / "catalog" / "cpu_cores.csv", newline="")))
+    assert len(rows) >= 20
+    for r in rows:
+        hw = get_hardware(r["hardware_id"])
+        assert hw.kind == "cpu" and r["source"].strip()
+        assert hw.cpu_cores == int(r["cpu_cores"])
+        assert hw.cpu_clock_ghz == pytest.approx(float(r["cpu_clock_ghz"]))
+    # the core counts the reference's own names state
+    assert get_hardware("threadripper-3970x").cpu_cores == 32  # "32C/64T"
+    assert get_hardware("core-i5-4278u").cpu_cores == 2  # "2C/4T"
+    assert get_hardware("raspberry-pi-5").cpu_clock_ghz == 2.4  # "4x Cortex-A76 2.4 GHz"
+
+
+def test_only_cpus_carry_cores():
+    assert all(h.cpu_cores is None for h in all_hardware() if h.kind != "cpu")
+
+
+def test_cpu_size_covariate():
+    tr = get_hardware("threadripper-3970x")
+    x = cov.covariates(tr, "llama.cpp", "CPU", ("cpu_size",))
+    assert x["ln_cpu_size"] == pytest.approx(math.log(32 * 4.5 / cov.CPU_SIZE_SCALE))
+    # unknown clock: the default; unknown cores or another kind: no covariate (the pooled level)
+    assert cov.cpu_core_ghz(replace(tr, cpu_clock_ghz=None)) == 32 * cov.CPU_DEFAULT_CLOCK_GHZ
+    assert cov.covariates(replace(tr, cpu_cores=None), "llama.cpp", "CPU", ("cpu_size",)) == {}
+    assert cov.covariates(get_hardware("rtx-4090"), "llama.cpp", "CUDA", ("cpu_size",)) == {}
+
+
+def test_detected_clock_from_psutil(monkeypatch):
+    import psutil
+
+    monkeypatch.setattr(psutil, "cpu_freq", lambda: SimpleNamespace(current=2596.1, min=0.0, max=0.0))
+    assert detect.cpu_clock_ghz() == pytest.approx(2.596)  # a VM: no cpufreq maximum, the nominal clock
+    monkeypatch.setattr(psutil, "cpu_freq", lambda: SimpleNamespace(current=1200.0, min=800.0, max=5100.0))
+    assert detect.cpu_clock_ghz() == pytest.approx(5.1)
+    monkeypatch.setattr(psutil, "cpu_freq", lambda: None)
+    assert detect.cpu_clock_ghz() is None
+
+
+def test_detected_cpu_spec_and_record_carry_cores():
+    from calibration.features import hardware_from_detected
+
+    info = detect.CpuInfo("AMD EPYC", "x86_64", 2, 2, 2**34, ("avx2", "avx512"), "cpu-x86-avx512", 2.6)
+    spec = detect.detected_cpu_spec(info, 27.8, "cpu-x86-avx512")
+    assert (spec.cpu_cores, spec.cpu_clock_ghz) == (2, 2.6)
+    rec = SimpleNamespace(
+        extra={"detected": {"cpu_model": "AMD EPYC", "physical_cores": 2, "host_bandwidth_probe_gbs": 27.8}},
+        device_name="AMD EPYC", hardware_family="cpu-x86-avx512", host="vm",
+    )
+    hw = hardware_from_detected(rec)
+    assert hw.cpu_cores == 2 and hw.cpu_clock_ghz is None  # records before the clock was recorded
+
+
+def test_prefill_scales_with_cores_within_a_family():
+    """Shipped coefficients: the 16-core Ryzen 9 7950X prefills faster than the 4-core i7-1165G7 of its
+    family (published llama-bench: the 8-core Ryzen 7 8840U 49.8 tok/s, the i7-1165G7 10.5 tok/s)."""
+    from estimator.catalog.resolve import resolve_model
+    from estimator.physics.coefficients import load_coefficients
+    from estimator.physics.quant import get_quant
+    from estimator.physics.speed import estimate_speed
+    from estimator.specs import Workload
+
+    table = load_coefficients(ROOT / "results" / "coefficients.json")
+    m, q = resolve_model("llama-3.1-8b"), get_quant("Q4_0")
+    pp = {
+        h: estimate_speed(m, q, get_hardware(h), Workload(), table).prefill.tok_s
+        for h in ("ryzen-9-7950x", "core-i7-1165g7-cpu")
+    }
+    assert pp["ryzen-9-7950x"] > 2 * pp["core-i7-1165g7-cpu"]
