@@ -94,6 +94,8 @@ BOUNDS: dict[str, Bound] = {
     "tflops": Bound(MIN_FIGURE, MAX_RATE, integer=False),
     "host_bandwidth_gbs": Bound(MIN_FIGURE, MAX_RATE, integer=False),
     "interconnect_gbs": Bound(MIN_FIGURE, MAX_RATE, integer=False),
+    "cpu_cores": Bound(1, 100_000),  # a CPU's physical cores
+    "cpu_clock_ghz": Bound(MIN_FIGURE, 100, integer=False),  # its maximum clock, 10^9 Hz
     "wired_limit_mb": Bound(1, MAX_MEMORY_GIB * 1024),  # Apple iogpu.wired_limit_mb
     # money and fine-tuning
     "usd_per_hour": Bound(0, 1e6, integer=False),

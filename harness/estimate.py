@@ -49,6 +49,8 @@ def hardware_columns(rec: RunRecord) -> dict[str, str]:
         "bandwidth_gbs": repr(float(bw)),
         "host_bandwidth_gbs": repr(float(bw)),
         "hardware_name": str(det.get("cpu_model") or rec.device_name or "detected CPU"),
+        "cpu_cores": str(det.get("physical_cores") or ""),
+        "cpu_clock_ghz": str(det.get("cpu_clock_ghz") or ""),
     }
 
 

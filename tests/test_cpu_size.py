@@ -87,3 +87,20 @@ def test_prefill_scales_with_cores_within_a_family():
         for h in ("ryzen-9-7950x", "core-i7-1165g7-cpu")
     }
     assert pp["ryzen-9-7950x"] > 2 * pp["core-i7-1165g7-cpu"]
+
+
+def test_measure_announcement_passes_detected_cores():
+    """`make measure` prints the estimate of each point; a host outside the catalog is a custom CPU row that
+    carries the detected cores and clock, as calibration's spec of the same record does."""
+    from estimator.app.predict import custom_hardware
+    from harness.estimate import hardware_columns
+
+    det = {"cpu_model": "AMD EPYC", "physical_cores": 2, "cpu_clock_ghz": 2.596, "ram_bytes": 2**34,
+           "host_bandwidth_probe_gbs": 27.8, "cpu_family": "cpu-x86-avx512"}
+    rec = SimpleNamespace(hardware_id="", extra={"detected": det}, hardware_family="", device_name="AMD EPYC")
+    hw = custom_hardware(hardware_columns(rec))
+    assert (hw.kind, hw.cpu_cores, hw.cpu_clock_ghz) == ("cpu", 2, 2.596)
+    assert cov.cpu_core_ghz(hw) == pytest.approx(5.192)
+    older = dict(det, cpu_clock_ghz=None)  # records before the clock was recorded: the default clock
+    hw = custom_hardware(hardware_columns(SimpleNamespace(**{**vars(rec), "extra": {"detected": older}})))
+    assert hw.cpu_cores == 2 and hw.cpu_clock_ghz is None

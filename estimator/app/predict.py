@@ -4,7 +4,8 @@ Input columns (llama-bench semantics):
 
 * ``model`` (catalog id, HF id or path), ``hardware`` (catalog id; empty or ``custom`` plus the columns
   ``bandwidth_gbs``, ``memory_gib``, ``tflops``, ``family`` [, ``vendor``, ``kind``, ``host_bandwidth_gbs``,
-  ``interconnect_gbs``] for a device outside the catalog), ``n_devices`` (1), ``engine`` (llama.cpp),
+  ``interconnect_gbs``, ``cpu_cores``, ``cpu_clock_ghz``] for a device outside the catalog), ``n_devices``
+  (1), ``engine`` (llama.cpp),
   ``quant`` (optional for a .gguf model: empty or ``gguf`` means the file's own tensors), ``kv_dtype``
   (f16), ``n_prompt``, ``n_gen``, ``n_depth`` (0), ``batch`` (1, concurrent
   sequences), ``n_ctx`` (default n_prompt + n_gen + n_depth, like llama-bench), ``flash_attn`` (1; 1/0,
@@ -144,7 +145,8 @@ def _bool(row: dict, key: str, default: bool) -> bool:
 
 def custom_hardware(row: dict) -> HardwareSpec:
     """A device outside the catalog from the row's bandwidth_gbs / memory_gib / tflops / family columns
-    (optional: kind, vendor, hardware_name, host_bandwidth_gbs, interconnect_gbs)."""
+    (optional: kind, vendor, hardware_name, host_bandwidth_gbs, interconnect_gbs; a CPU's cpu_cores and
+    cpu_clock_ghz, GHz)."""
     from estimator.catalog.resolve import resolve_hardware
 
     family = _text(row, "family", "custom")
@@ -160,6 +162,9 @@ def custom_hardware(row: dict) -> HardwareSpec:
         host_bandwidth_gbs=_float(row, "host_bandwidth_gbs"),
     )
     extra = {"vendor": _text(row, "vendor"), "interconnect_gbs": _float(row, "interconnect_gbs")}
+    if kind == "cpu":  # the cores x clock of the GEMM rate's covariate (estimator.physics.covariates)
+        cores = _float(row, "cpu_cores")
+        extra.update(cpu_cores=int(cores) if cores else None, cpu_clock_ghz=_float(row, "cpu_clock_ghz"))
     return replace(hw, **{k: v for k, v in extra.items() if v})
 
 
