@@ -539,4 +539,4 @@ def is_absolute_device(p: SpeedPoint) -> bool:
     """True when the point's device has no datasheet GEMM peak for its engine (CPUs): its prefill (and the
     compute roof of batched decode) runs at the fitted flops_abs_tflops (a CPU's scales with its cores x
     clock: covariate ``cpu_size``) with flops_eff 1."""
-    return not has_datasheet_peak(p.hardware, p.engine)
+    return p.kind == "cpu" or not has_datasheet_peak(p.hardware, p.engine)

@@ -36,11 +36,10 @@ Additions kept in this repository (tools/catalog/, each row or entry with its so
   ids, published hardware_name strings), stored on the device as ``aliases`` [{alias, used_by, note}];
 * ``hardware_covariates.csv``: device facts the speed model uses as covariates that the reference's columns
   lack, each row with its source: ``n_dies`` (compute dies presented as one device: Apple Ultra, Blackwell,
-  MI300-series) and ``bandwidth_measured_gbs`` (achievable bandwidth where a measurement is published);
-  stored on the device as ``n_dies`` (default 1), ``bandwidth_measured_gbs`` and ``covariate_source``;
-* ``cpu_cores.csv``: the physical cores and maximum clock (GHz) of the catalog's CPUs, each row with its
-  source, which the reference's columns lack; stored on the device as ``cpu_cores``, ``cpu_clock_ghz`` and
-  ``cpu_source`` (the speed model's ``cpu_size`` covariate: estimator.physics.covariates).
+  MI300-series), ``bandwidth_measured_gbs`` (achievable bandwidth where a measurement is published) and, for
+  CPUs, ``cpu_cores`` / ``cpu_clock_ghz`` (physical cores, maximum clock in GHz: the ``cpu_size`` covariate);
+  stored on the device as ``n_dies`` (default 1), ``bandwidth_measured_gbs``, ``cpu_cores``,
+  ``cpu_clock_ghz`` and ``covariate_source``.
 """
 
 from __future__ import annotations
@@ -517,15 +516,16 @@ def build_hardware(ref: Path) -> list[dict]:
                 )
     attach_hardware_aliases(out)
     attach_hardware_covariates(out)
-    attach_cpu_cores(out)
     return out
 
 
 def attach_hardware_covariates(devices: list[dict]) -> None:
-    """tools/catalog/hardware_covariates.csv -> n_dies, bandwidth_measured_gbs, covariate_source."""
+    """tools/catalog/hardware_covariates.csv -> n_dies, bandwidth_measured_gbs, cpu_cores, cpu_clock_ghz
+    (CPUs only), covariate_source."""
     by_id = {d["id"]: d for d in devices}
     for d in devices:
-        d.update(n_dies=1, bandwidth_measured_gbs=None, covariate_source=None)
+        d.update(n_dies=1, bandwidth_measured_gbs=None, cpu_cores=None, cpu_clock_ghz=None)
+        d["covariate_source"] = None
     with open(ADDED / "hardware_covariates.csv", newline="") as fh:
         for row in csv.DictReader(fh):
             dev = by_id.get(row["hardware_id"])
@@ -535,26 +535,11 @@ def attach_hardware_covariates(devices: list[dict]) -> None:
                 raise SystemExit(f"hardware covariates of {row['hardware_id']!r}: no source")
             dev["n_dies"] = int(row["n_dies"] or 1)
             dev["bandwidth_measured_gbs"] = _num(row["bandwidth_measured_gbs"])
-            dev["covariate_source"] = f"{row['source']} ({row['note']})"
-
-
-def attach_cpu_cores(devices: list[dict]) -> None:
-    """tools/catalog/cpu_cores.csv -> cpu_cores, cpu_clock_ghz (GHz), cpu_source of the catalog's CPUs."""
-    by_id = {d["id"]: d for d in devices}
-    for d in devices:
-        d.update(cpu_cores=None, cpu_clock_ghz=None, cpu_source=None)
-    with open(ADDED / "cpu_cores.csv", newline="") as fh:
-        for row in csv.DictReader(fh):
-            dev = by_id.get(row["hardware_id"])
-            if dev is None:
-                raise SystemExit(f"cpu cores: no device {row['hardware_id']!r}")
-            if dev["kind"] != "cpu":
+            if row["cpu_cores"] and dev["kind"] != "cpu":
                 raise SystemExit(f"cpu cores of {row['hardware_id']!r}: a {dev['kind']} device, not a CPU")
-            if not row["source"].strip():
-                raise SystemExit(f"cpu cores of {row['hardware_id']!r}: no source")
-            dev["cpu_cores"] = int(row["cpu_cores"])
+            dev["cpu_cores"] = int(row["cpu_cores"]) if row["cpu_cores"] else None
             dev["cpu_clock_ghz"] = _num(row["cpu_clock_ghz"])
-            dev["cpu_source"] = f"{row['source']} ({row['note']})"
+            dev["covariate_source"] = f"{row['source']} ({row['note']})"
 
 
 def attach_hardware_aliases(devices: list[dict]) -> None:

@@ -34,8 +34,9 @@ Groups and the covariates they give (name: value; reference level in brackets ha
 * ``ln_bw``: ln(bandwidth_gbs / 500): very fast memory leaves a larger share of a step to kernel and launch
   overheads (datacenter HBM parts vs consumer GDDR);
 * ``cpu_size``: ``ln_cpu_size`` = ln(cores x GHz / 24) of a CPU whose core count is catalogued
-  (tools/catalog/cpu_cores.csv with sources) or detected: what a CPU's GEMM rate scales with (a 2-core VM
-  against a 32-core Threadripper); prior coefficient 1 (the rate in proportion to cores x clock);
+  (tools/catalog/hardware_covariates.csv, with sources) or detected: what a CPU's GEMM rate scales with
+  (a 2-core VM against a 32-core Threadripper); prior coefficient 1 (the rate in proportion to cores x
+  clock);
 * ``multi_die``: 1 when the device is several compute dies presented as one (``n_dies`` > 1: Apple Ultra,
   Blackwell, MI300-series; tools/catalog/hardware_covariates.csv with sources);
 * ``bw_measured``: ln(bandwidth_measured_gbs / bandwidth_gbs / 0.85) where an achievable bandwidth is
