@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from estimator.catalog.detect import host_device_key
 from harness.records import Deduplicator, RecordError, RunRecord, record_to_dict, scan_records
 
 DEFAULT_QUALITIES: tuple[str, ...] = ("ok",)
@@ -277,7 +278,7 @@ def device_key(rec: RunRecord) -> str:
     """Identity of the physical device kind for cross-validation: catalog id, else host + device name."""
     if rec.hardware_id:
         return rec.hardware_id
-    return f"{rec.host}:{rec.device_name}" if rec.host else rec.device_name or "unknown-device"
+    return host_device_key(rec.host, rec.device_name) or "unknown-device"
 
 
 def to_row(lr: LoadedRecord) -> dict:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from calibration.dataset import Dataset, LoadedRecord, Rejection, is_e2e, stated_n_batch
 from estimator.engines import ENGINES, get_engine
+from estimator.physics.coefficients import detected_family
 from estimator.specs import HardwareSpec, ModelSpec, SpecError, Workload
 
 # Repetitions of one point on an undisturbed device agree within a few percent (llama-bench style samples,
@@ -188,9 +189,6 @@ def workload_for(rec) -> Workload:
     )
 
 
-DETECTED_SUFFIX = " (detected host {device})"
-
-
 def point_family(rec, hw: HardwareSpec | None = None) -> str:
     """The calibration group family of a record.
 
@@ -204,7 +202,7 @@ def point_family(rec, hw: HardwareSpec | None = None) -> str:
     fam = rec.hardware_family or (hw.family if hw is not None else "")
     if rec.hardware_id:
         return fam
-    return fam + DETECTED_SUFFIX.format(device=_device(rec))
+    return detected_family(fam, _device(rec))
 
 
 def _point(lr: LoadedRecord, phase: str, features, hw: HardwareSpec, measured_s: float) -> SpeedPoint:
@@ -403,6 +401,7 @@ def _stable(samples) -> bool:
 # The fit evaluates every point of a phase at once: the features of all points stacked field by field into
 # numpy arrays, and the same estimator formulas (speed.step_s / speed.prefill_time on speed.rates_for_decode
 # / rates_for_prefill) applied to them.  Tests check point for point against decode_step_s / prefill_s.
+
 
 # Parameters each phase's time needs, by the name the formulas read -> the parameter table key that supplies
 # it (the other phase's parameters are borrowed as estimator.physics.speed.merged_params borrows them).

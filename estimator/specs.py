@@ -151,6 +151,10 @@ class HardwareSpec:
     bandwidth_measured_gbs: achievable memory bandwidth where a measurement is published (None: unknown).
     cpu_cores / cpu_clock_ghz (kind "cpu"): physical cores and their maximum clock, 10^9 Hz (None: unknown);
     a CPU's GEMM rate scales with them (covariate ``cpu_size``, ``estimator.physics.covariates``).
+    measured_as: for a detected host outside the catalog, the device key its own runs carry in the
+    calibration data (``"<host>:<device name>"``, calibration.dataset.device_key); when the coefficients hold
+    that device, its calibrated effects answer instead of the catalog family's level
+    (``estimator.physics.coefficients.calibration_keys``).  "" for a catalog device.
     """
 
     id: str
@@ -173,6 +177,7 @@ class HardwareSpec:
     bandwidth_measured_gbs: float | None = None
     cpu_cores: int | None = None
     cpu_clock_ghz: float | None = None
+    measured_as: str = ""
     status: str = "unverified"  # verified | derived | partial | unverified (from the catalog's notes)
     source: str = ""
     # the most memory the GPU may use when less than usable_fraction x memory_bytes says: Apple's Metal

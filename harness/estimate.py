@@ -6,7 +6,8 @@ record gets):
 * model: ``model_id``, with ``n_layers`` = ``n_layers_measured`` when a depth-reduced proxy was run;
 * hardware: the catalog id (``hardware_id``); a host outside the catalog is a ``custom`` device built from
   what the sweep detected (``extra["detected"]``: RAM as memory, the host-bandwidth probe as bandwidth,
-  GB/s, the record's family); a device with no bandwidth figure cannot be estimated;
+  GB/s, the record's family, and ``measured_as`` = its device key, so the host's own calibrated effects
+  answer once its runs are in the fit); a device with no bandwidth figure cannot be estimated;
 * workload: engine, backend (when the engine knows it), quant, kv_dtype, n_prompt, n_gen, n_depth, batch,
   n_ctx, flash_attn, n_batch (llama-bench's 2048 when unstated), n_ubatch (512), split, n_devices and the
   llama.cpp KV switches a run stated (``engine_options``: swa_full, kv_unified); a serving benchmark adds
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from estimator.catalog.detect import host_device_key
 from harness.describe import test_kinds
 from harness.records import RunRecord
 
@@ -51,6 +53,7 @@ def hardware_columns(rec: RunRecord) -> dict[str, str]:
         "hardware_name": str(det.get("cpu_model") or rec.device_name or "detected CPU"),
         "cpu_cores": str(det.get("physical_cores") or ""),
         "cpu_clock_ghz": str(det.get("cpu_clock_ghz") or ""),
+        "measured_as": host_device_key(rec.host, rec.device_name),  # its own calibrated runs answer
     }
 
 

@@ -44,6 +44,7 @@ from estimator.catalog.detect import (  # noqa: F401 - the detection core, re-ex
     detected_gpu_spec,
     gpu_catalog_candidates,
     gpu_family_from_cc,
+    host_device_key,
     isa_features,
     parse_cpuinfo,
 )
@@ -187,9 +188,14 @@ def hardware_spec_for(info: HostInfo, resolver: HardwareResolver | None = None) 
         if spec is not None:
             return spec
     source = f"detected on {info.host} by fitbench harness.hwdetect (bandwidth = {PROBE_DESCRIPTION})"
+    own = host_device_key(info.host, info.device_name)  # the key this host's records carry (device_key)
     if info.gpus:
-        return detected_gpu_spec(info.gpus[0], info.hardware_family, info.bandwidth_gbs, source=source)
-    return detected_cpu_spec(info.cpu, info.bandwidth_gbs, info.hardware_family, source=source)
+        return detected_gpu_spec(
+            info.gpus[0], info.hardware_family, info.bandwidth_gbs, source=source, measured_as=own
+        )
+    return detected_cpu_spec(
+        info.cpu, info.bandwidth_gbs, info.hardware_family, source=source, measured_as=own
+    )
 
 
 def detected_hardware_spec(probe_bandwidth: bool = True) -> HardwareSpec:

@@ -292,6 +292,34 @@ def test_schema2_lookup_adds_covariates_and_effects_and_names_the_basis(tmp_path
     assert pre.basis == "pooled" and "attn_eff" in pre.params and (pre.log_lo, pre.log_hi) == (-0.7, 0.5)
 
 
+def test_a_detected_host_answers_with_its_own_calibrated_runs(tmp_path):
+    """A host outside the catalog whose own runs are in the fit (family "<isa family> (detected host
+    <host>:<cpu>)", device "<host>:<cpu>") is predicted from that device's effects when the detected spec
+    names it (``measured_as``); another host of the same ISA family keeps the catalog family's level."""
+    from estimator.physics.coefficients import detected_family, param, prior_eta
+
+    doc = _model_doc()
+    own = "vm:AMD EPYC"
+    vm_family = detected_family("cpu-x86-avx512", own)
+    assert vm_family == "cpu-x86-avx512 (detected host vm:AMD EPYC)"
+    doc["model"]["params"][0]["family"].update({"cpu-x86-avx512": -0.6, vm_family: 0.4})
+    doc["model"]["params"][0]["device"][own] = 0.1
+    doc["model"]["families"].update({"cpu-x86-avx512": {"decode": 30, "prefill": 0}, vm_family: {"decode": 7}})
+    doc["model"]["devices"][own] = {"family": vm_family, "decode": 7, "prefill": 0}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(doc))
+    table = load_coefficients(path)
+    bw = param("decode", "bw_eff")
+    base = prior_eta(bw, "cpu") + 0.5
+    cpu = dict(family="cpu-x86-avx512", vendor="AMD", kind="cpu", id="detected-cpu", bf16=None)
+    host = table.lookup(_hw(measured_as=own, **cpu), "llama.cpp", "decode")
+    assert host.basis == "device" and host.n_points == 7
+    assert host.params["bw_eff"] == pytest.approx(_eta_value(bw, base + 0.4 + 0.1))
+    assert "vm:AMD EPYC measured (this host's own runs)" in host.label
+    other = table.lookup(_hw(measured_as="other:AMD EPYC", **cpu), "llama.cpp", "decode")
+    assert other.basis == "family" and other.params["bw_eff"] == pytest.approx(_eta_value(bw, base - 0.6))
+
+
 def test_schema2_speed_report_says_the_interval_basis(tmp_path):
     from estimator.catalog.resolve import resolve_model
     from estimator.physics.quant import get_quant

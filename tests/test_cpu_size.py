@@ -98,9 +98,11 @@ def test_measure_announcement_passes_detected_cores():
 
     det = {"cpu_model": "AMD EPYC", "physical_cores": 2, "cpu_clock_ghz": 2.596, "ram_bytes": 2**34,
            "host_bandwidth_probe_gbs": 27.8, "cpu_family": "cpu-x86-avx512"}
-    rec = SimpleNamespace(hardware_id="", extra={"detected": det}, hardware_family="", device_name="AMD EPYC")
+    rec = SimpleNamespace(
+        hardware_id="", extra={"detected": det}, hardware_family="", device_name="AMD EPYC", host="vm"
+    )
     hw = custom_hardware(hardware_columns(rec))
-    assert (hw.kind, hw.cpu_cores, hw.cpu_clock_ghz) == ("cpu", 2, 2.596)
+    assert (hw.kind, hw.cpu_cores, hw.cpu_clock_ghz, hw.measured_as) == ("cpu", 2, 2.596, "vm:AMD EPYC")
     assert cov.cpu_core_ghz(hw) == pytest.approx(5.192)
     older = dict(det, cpu_clock_ghz=None)  # records before the clock was recorded: the default clock
     hw = custom_hardware(hardware_columns(SimpleNamespace(**{**vars(rec), "extra": {"detected": older}})))

@@ -4,7 +4,9 @@ Input columns (llama-bench semantics):
 
 * ``model`` (catalog id, HF id or path), ``hardware`` (catalog id; empty or ``custom`` plus the columns
   ``bandwidth_gbs``, ``memory_gib``, ``tflops``, ``family`` [, ``vendor``, ``kind``, ``host_bandwidth_gbs``,
-  ``interconnect_gbs``, ``cpu_cores``, ``cpu_clock_ghz``] for a device outside the catalog), ``n_devices``
+  ``interconnect_gbs``, ``cpu_cores``, ``cpu_clock_ghz``, ``measured_as``] for a device outside the
+  catalog; ``measured_as`` is the device key of a detected host's own runs, ``"<host>:<device name>"``, so
+  its calibrated effects answer when the coefficients hold them), ``n_devices``
   (1), ``engine`` (llama.cpp),
   ``quant`` (optional for a .gguf model: empty or ``gguf`` means the file's own tensors), ``kv_dtype``
   (f16), ``n_prompt``, ``n_gen``, ``n_depth`` (0), ``batch`` (1, concurrent
@@ -146,7 +148,7 @@ def _bool(row: dict, key: str, default: bool) -> bool:
 def custom_hardware(row: dict) -> HardwareSpec:
     """A device outside the catalog from the row's bandwidth_gbs / memory_gib / tflops / family columns
     (optional: kind, vendor, hardware_name, host_bandwidth_gbs, interconnect_gbs; a CPU's cpu_cores and
-    cpu_clock_ghz, GHz)."""
+    cpu_clock_ghz, GHz; measured_as, the device key of a detected host's own runs)."""
     from estimator.catalog.resolve import resolve_hardware
 
     family = _text(row, "family", "custom")
@@ -161,7 +163,11 @@ def custom_hardware(row: dict) -> HardwareSpec:
         name=_text(row, "hardware_name") or None,
         host_bandwidth_gbs=_float(row, "host_bandwidth_gbs"),
     )
-    extra = {"vendor": _text(row, "vendor"), "interconnect_gbs": _float(row, "interconnect_gbs")}
+    extra = {
+        "vendor": _text(row, "vendor"),
+        "interconnect_gbs": _float(row, "interconnect_gbs"),
+        "measured_as": _text(row, "measured_as"),
+    }
     if kind == "cpu":  # the cores x clock of the GEMM rate's covariate (estimator.physics.covariates)
         cores = _float(row, "cpu_cores")
         extra.update(cpu_cores=int(cores) if cores else None, cpu_clock_ghz=_float(row, "cpu_clock_ghz"))

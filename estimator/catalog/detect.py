@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import platform
 import re
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable
@@ -382,8 +383,10 @@ def detected_gpu_spec(
     host_bandwidth_gbs: float | None = None,
     status: str = "unverified",
     source: str = "",
+    measured_as: str = "",
 ) -> HardwareSpec:
-    """A spec of a GPU outside the catalog, from what NVML says: its memory; no bandwidth or TFLOPS."""
+    """A spec of a GPU outside the catalog, from what NVML says: its memory; no bandwidth or TFLOPS.
+    ``measured_as``: the device key of this host's own runs (``host_device_key``)."""
     return HardwareSpec(
         id=f"detected-{re.sub(r'[^a-z0-9]+', '-', g.name.lower()).strip('-')}",
         name=g.name,
@@ -394,17 +397,31 @@ def detected_gpu_spec(
         bandwidth_gbs=None,
         bf16_tflops=None,
         host_bandwidth_gbs=host_bandwidth_gbs,
+        measured_as=measured_as,
         status=status,
         source=source,
     )
 
 
+def host_device_key(host: str, device_name: str) -> str:
+    """The device key of a host outside the catalog, as its run records carry it (``"<host>:<device
+    name>"``; calibration.dataset.device_key): what ``HardwareSpec.measured_as`` matches against the fit."""
+    return f"{host}:{device_name}" if host else device_name
+
+
 def detected_cpu_spec(
-    cpu: CpuInfo, bandwidth_gbs: float | None, family: str, status: str = "unverified", source: str = ""
+    cpu: CpuInfo,
+    bandwidth_gbs: float | None,
+    family: str,
+    status: str = "unverified",
+    source: str = "",
+    measured_as: str = "",
 ) -> HardwareSpec:
     """A spec of a CPU outside the catalog: memory = RAM, bandwidth = the copy probe (GB/s; also its
     ``bandwidth_measured_gbs``: an achieved figure, not a datasheet peak), no TFLOPS: cores and clock give
-    the ``cpu_size`` covariate of its GEMM rate (estimator.physics.covariates)."""
+    the ``cpu_size`` covariate of its GEMM rate (estimator.physics.covariates).  ``measured_as``: the device
+    key of this host's own runs (``host_device_key``), so the host's calibrated effects answer when the
+    coefficients hold them."""
     name = cpu.model_name
     return HardwareSpec(
         id="detected-cpu",
@@ -419,6 +436,7 @@ def detected_cpu_spec(
         bandwidth_measured_gbs=bandwidth_gbs,  # the probe is an achieved bandwidth (covariate bw_measured)
         cpu_cores=cpu.physical_cores or None,
         cpu_clock_ghz=cpu.clock_ghz,
+        measured_as=measured_as,
         status=status,
         source=source,
     )
@@ -432,7 +450,13 @@ def gpu_spec(gpus: tuple[GpuInfo, ...]) -> tuple[HardwareSpec, tuple[str, ...]]:
     spec = _catalog(gpu_catalog_candidates(g.name, g.memory_bytes))
     if spec is not None:
         return spec, (f"detected {what} (catalog {spec.id}); driver {g.driver}",)
-    spec = detected_gpu_spec(g, g.family, status="detected", source="detected by fitbench (NVML)")
+    spec = detected_gpu_spec(
+        g,
+        g.family,
+        status="detected",
+        source="detected by fitbench (NVML)",
+        measured_as=host_device_key(socket.gethostname(), g.name),
+    )
     return spec, (
         f"detected {what}, not in the hardware catalog: memory from NVML; no bandwidth or TFLOPS figure "
         "(--bandwidth-gbs and --tflops give them)",
@@ -447,7 +471,12 @@ def cpu_spec(cpu: CpuInfo, bandwidth_gbs: float | None) -> tuple[HardwareSpec, t
         return spec, (f"detected CPU {cpu.model_name} (catalog {spec.id}); copy bandwidth {probe}",)
     ram = (cpu.ram_bytes or 0) / GIB
     spec = detected_cpu_spec(
-        cpu, bandwidth_gbs, cpu.family, "detected", "detected by fitbench (/proc/cpuinfo, psutil, copy probe)"
+        cpu,
+        bandwidth_gbs,
+        cpu.family,
+        "detected",
+        "detected by fitbench (/proc/cpuinfo, psutil, copy probe)",
+        measured_as=host_device_key(socket.gethostname(), cpu.model_name),
     )
     return spec, (
         f"detected CPU {cpu.model_name} ({cpu.family}, {ram:.1f} GiB RAM), not in the hardware catalog; "

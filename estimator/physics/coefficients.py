@@ -558,9 +558,31 @@ def _prior_entries() -> list:
     return _PRIOR_CACHE[0]
 
 
+DETECTED_SUFFIX = " (detected host {device})"
+
+
+def detected_family(family: str, device: str) -> str:
+    """The calibration family of a host outside the catalog: ``"<family> (detected host <device>)"``.  Its
+    runs form their own group (calibration.features.point_family): their bandwidth is a copy probe, not a
+    datasheet peak, so they are not pooled with the catalog devices of the same ISA family."""
+    return family + DETECTED_SUFFIX.format(device=device)
+
+
 def device_key(hardware: HardwareSpec) -> str:
     """The device name the schema-2 model's device effects use (the catalog id)."""
     return hardware.id
+
+
+def calibration_keys(model: dict, hardware: HardwareSpec) -> tuple[str, str]:
+    """(device, family) under which the schema-2 model knows ``hardware``.
+
+    A detected host whose own runs are in the fit (``hardware.measured_as`` names a device of the model, in
+    the family ``detected_family`` gives it) answers with that device's and family's effects; anything else
+    with its catalog id and family (a detected host not in the fit: its family's level, then covariates)."""
+    dev = (model.get("devices") or {}).get(hardware.measured_as) if hardware.measured_as else None
+    if dev and dev.get("family") == detected_family(hardware.family, hardware.measured_as):
+        return hardware.measured_as, str(dev["family"])
+    return device_key(hardware), hardware.family
 
 
 def model_carries(model: dict, phase: str, hardware: HardwareSpec) -> bool:
@@ -581,7 +603,7 @@ def model_params(model: dict, hardware: HardwareSpec, engine: str, phase: str, b
     """{name: value} of the fitted parameters of ``phase`` for one device under the schema-2 model."""
     from estimator.physics import covariates as cov
 
-    dev, fam, kind = device_key(hardware), hardware.family, hardware.kind or "gpu"
+    (dev, fam), kind = calibration_keys(model, hardware), hardware.kind or "gpu"
     out = {}
     for entry in model["params"]:
         p = param(*entry["key"].split(".", 1))
@@ -616,10 +638,11 @@ def model_basis(
             return int(entry.get(phase, 0))
         return int(entry["units"].get(unit, {}).get(phase, 0))
 
-    dev = model.get("devices", {}).get(device_key(hardware), {})
-    if dev.get("family") == hardware.family and n_of(dev):
+    dev_key, fam_key = calibration_keys(model, hardware)
+    dev = model.get("devices", {}).get(dev_key, {})
+    if dev.get("family") == fam_key and n_of(dev):
         return "device", n_of(dev)
-    fam = model.get("families", {}).get(hardware.family, {})
+    fam = model.get("families", {}).get(fam_key, {})
     if n_of(fam):
         return "family", n_of(fam)
     return "pooled", int(sum(f.get(phase, 0) for f in model.get("families", {}).values()))
@@ -673,8 +696,10 @@ def model_set(
     else:
         note = f"{basis} ({_BASIS_TEXT[basis]}); 90 % interval {_interval_source(iv)}"
         intervals, notes = {}, {}
+    dev_key, fam_key = calibration_keys(model, hardware)
+    own = " (this host's own runs)" if dev_key != device_key(hardware) else ""
     where = {
-        "device": f"{hardware.id} measured, {hardware.family}/{engine}",
+        "device": f"{dev_key} measured{own}, {fam_key}/{engine}",
         "family": f"family {hardware.family}/{engine}",
         "pooled": f"pooled over calibrated families (uncalibrated for {hardware.family} on {unit_text})",
     }[basis]
