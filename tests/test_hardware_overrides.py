@@ -82,3 +82,62 @@ def test_unknown_family_is_an_error_naming_the_known_ones():
     assert p.returncode == 2 and p.stderr.count("\n") == 1
     assert "unknown hardware family 'nvidia-adda'" in p.stderr and "nvidia-ada" in p.stderr
     assert cli_json(custom, "nvidia-ada", "--format", "json")["hardware"]["family"] == "nvidia-ada"
+
+
+def test_a_custom_device_of_a_cpu_family_is_a_cpu():
+    """`--hardware custom --family cpu-x86-avx512` describes a CPU: before, it was sized as a GPU (prefill
+    from a GPU's typical TFLOPS: ~8,700 tok/s pp512 for Llama-3.2-1B on a 60 GB/s machine)."""
+    from estimator.catalog.data import family_kind
+
+    assert family_kind("cpu-x86-avx512") == "cpu" and family_kind("amd-zen4") == "cpu"
+    assert family_kind("apple-m3") == "unified" and family_kind("nvidia-blackwell") == "gpu"
+    assert family_kind("cpu-something-new") == "cpu" and family_kind("custom") is None
+    fig = dict(model="llama-3.2-1b", quant="Q4_0", hardware="custom", memory_gib=32, bandwidth_gbs=60)
+    cpu = report(family="cpu-x86-avx512", **fig)
+    assert cpu["hardware"]["kind"] == "cpu"
+    assert not any("no TFLOPS figure" in w for w in cpu["warnings"])  # a CPU's rate is the fitted one
+    gpu = report(family="cpu-x86-avx512", kind="gpu", **fig)  # --kind overrides the family's kind
+    assert gpu["hardware"]["kind"] == "gpu"
+    assert cpu["speed"]["prefill"]["tok_s"] < 0.2 * gpu["speed"]["prefill"]["tok_s"]
+
+
+def test_cpu_cores_and_clock_scale_a_cpus_prefill():
+    fig = dict(model="llama-3.2-1b", quant="Q4_0", hardware="custom", memory_gib=32, bandwidth_gbs=60,
+               family="cpu-x86-avx512")  # fmt: skip
+    base = report(**fig)
+    big = report(cpu_cores=16, cpu_clock_ghz=5.7, **fig)
+    assert big["hardware"]["cpu_cores"] == 16 and big["hardware"]["cpu_clock_ghz"] == 5.7
+    assert any("16 physical cores as given" in n for n in big["notes"])
+    # 16 x 5.7 against the reference 8 x 3 core-GHz: the fitted exponent (~0.9) on a 3.8x larger product
+    assert big["speed"]["prefill"]["tok_s"] > 2.5 * base["speed"]["prefill"]["tok_s"]
+    assert big["speed"]["decode"]["tok_s"] == pytest.approx(base["speed"]["decode"]["tok_s"], rel=0.02)
+    catalog = report(model="llama-3.2-1b", quant="Q4_0", hardware="ryzen-9-7950x", cpu_cores=8)
+    assert catalog["hardware"]["cpu_cores"] == 8 and any("(the device's own figure: 16)" in n
+                                                         for n in catalog["notes"])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (dict(hardware="rtx-4090", cpu_cores=8), "describe a CPU; rtx-4090 is a gpu"),
+        (dict(hardware="custom", memory_gib=32, bandwidth_gbs=60, family="cpu-x86-avx2", cpu_clock_ghz=4.0),
+         "--cpu-clock-ghz needs --cpu-cores"),
+        (dict(hardware="rtx-4090", kind="cpu"), "--kind describes a custom device"),
+    ],
+)  # fmt: skip
+def test_cpu_figures_refuse_what_they_cannot_describe(kw, message):
+    with pytest.raises(SpecError, match=message):
+        make_report(ReportRequest(model="llama-3.2-1b", **kw))
+
+
+def test_the_cli_and_the_page_take_the_cpu_figures():
+    d = cli_json("report --model llama-3.2-1b --quant Q4_0 --hardware custom --memory-gib 32 --bandwidth-gbs 60",
+                 "--family", "cpu-x86-avx512", "--cpu-cores", "12", "--cpu-clock-ghz", "4.5", "--format", "json")
+    assert (d["hardware"]["kind"], d["hardware"]["cpu_cores"], d["hardware"]["cpu_clock_ghz"]) == ("cpu", 12, 4.5)
+    from estimator.app.params import parse_params
+
+    q = {"hardware": ["custom"], "memory_gib": ["32"], "bandwidth_gbs": ["60"], "family": ["cpu-x86-avx512"],
+         "cpu_cores": ["12"], "cpu_clock_ghz": ["4.5"]}
+    params = parse_params(q)
+    assert (params.cpu_cores, params.cpu_clock_ghz) == (12, 4.5) and params.query()["cpu_cores"] == "12"
+    assert (params.request().cpu_cores, params.request().cpu_clock_ghz) == (12, 4.5)

@@ -66,6 +66,21 @@ def _add_hardware_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--family", help="hardware family (selects calibrated coefficients); a catalog family")
     p.add_argument(
+        "--kind",
+        choices=("gpu", "unified", "cpu", "npu"),
+        help="custom: what the device is (default: the kind of its --family's devices, else gpu)",
+    )
+    p.add_argument(
+        "--cpu-cores",
+        type=_number("cpu_cores"),
+        help="a CPU's physical cores (with its clock they scale its prefill rate; default: detected or 8)",
+    )
+    p.add_argument(
+        "--cpu-clock-ghz",
+        type=_number("cpu_clock_ghz"),
+        help="a CPU's maximum clock, GHz (10^9 Hz; default: detected or 3)",
+    )
+    p.add_argument(
         "--wired-limit-mb",
         type=_number("wired_limit_mb"),
         help="Apple: the GPU memory limit set with sysctl iogpu.wired_limit_mb (default: macOS's own)",
@@ -290,6 +305,9 @@ def _hardware(args):
         args.family,
         args.wired_limit_mb,
         args.devices,
+        kind=args.kind,
+        cpu_cores=args.cpu_cores,
+        cpu_clock_ghz=args.cpu_clock_ghz,
     )
 
 
@@ -377,6 +395,9 @@ def report_request(args):
         bandwidth_gbs=args.bandwidth_gbs,
         tflops=args.tflops,
         family=args.family,
+        kind=args.kind,
+        cpu_cores=args.cpu_cores,
+        cpu_clock_ghz=args.cpu_clock_ghz,
         wired_limit_mb=args.wired_limit_mb,
         usd_per_hour=args.usd_per_hour,
         hours_per_day=args.hours_per_day,

@@ -66,9 +66,10 @@ def _number(name: str, label: str, value: Any, lo: float, step: str = "1", place
 
 
 def _custom_fields(values: dict[str, str], lang: str, opts: dict) -> str:
-    """Custom hardware: memory, bandwidth, TFLOPS and family (``hardware=custom``; with a catalog device they
-    override its figures).  Hidden unless custom is chosen or a figure is given; the script shows them."""
-    figures = ("memory_gib", "bandwidth_gbs", "tflops")
+    """Custom hardware: memory, bandwidth, TFLOPS, family and a CPU's cores and clock (``hardware=custom``;
+    with a catalog device they override its figures).  Hidden unless custom is chosen or a figure is given;
+    the script shows them."""
+    figures = ("memory_gib", "bandwidth_gbs", "tflops", "cpu_cores", "cpu_clock_ghz")
     shown = values["hardware"] == "custom" or any(values[k] for k in figures)
     fields = "".join(
         [
@@ -76,6 +77,8 @@ def _custom_fields(values: dict[str, str], lang: str, opts: dict) -> str:
             _number("bandwidth_gbs", t("bandwidth_gbs", lang), values["bandwidth_gbs"], 0, "any", "GB/s"),
             _number("tflops", t("tflops", lang), values["tflops"], 0, "any", "TFLOPS"),
             _select("family", t("family", lang), opts["family"], values["family"]),
+            _number("cpu_cores", t("cpu_cores", lang), values["cpu_cores"], 1, "1", "8"),
+            _number("cpu_clock_ghz", t("cpu_clock_ghz", lang), values["cpu_clock_ghz"], 0, "any", "3"),
         ]
     )
     return (

@@ -27,13 +27,15 @@ DEFAULTS: dict[str, str] = {
     "bandwidth_gbs": "",
     "tflops": "",
     "family": "",
+    "cpu_cores": "",
+    "cpu_clock_ghz": "",
     "isl": "1024",
     "osl": "1024",
     "slo_ttft_ms": "2000",
     "slo_tpot_ms": "100",
 }
 # the optional parameters: an empty value means "not given"
-OPTIONAL = ("ctx", "memory_gib", "bandwidth_gbs", "tflops", "family")
+OPTIONAL = ("ctx", "memory_gib", "bandwidth_gbs", "tflops", "family", "cpu_cores", "cpu_clock_ghz")
 
 
 class ParamError(ValueError):
@@ -58,6 +60,8 @@ class ReportParams:
     bandwidth_gbs: float | None = None
     tflops: float | None = None
     family: str | None = None
+    cpu_cores: int | None = None
+    cpu_clock_ghz: float | None = None
     isl: int = 1024
     osl: int = 1024
     slo_ttft_ms: float = 2000.0
@@ -82,6 +86,8 @@ class ReportParams:
             bandwidth_gbs=self.bandwidth_gbs,
             tflops=self.tflops,
             family=self.family,
+            cpu_cores=self.cpu_cores,
+            cpu_clock_ghz=self.cpu_clock_ghz,
             isl=self.isl,
             osl=self.osl,
             slo_ttft_ms=self.slo_ttft_ms,
@@ -104,6 +110,8 @@ class ReportParams:
             "bandwidth_gbs": _opt_text(self.bandwidth_gbs),
             "tflops": _opt_text(self.tflops),
             "family": self.family or "",
+            "cpu_cores": _opt_text(self.cpu_cores),
+            "cpu_clock_ghz": _opt_text(self.cpu_clock_ghz),
             "isl": str(self.isl),
             "osl": str(self.osl),
             "slo_ttft_ms": _num_text(self.slo_ttft_ms),
@@ -177,6 +185,8 @@ def parse_params(query: dict[str, list[str]]) -> ReportParams:
         bandwidth_gbs=_opt_float("bandwidth_gbs", given["bandwidth_gbs"]),
         tflops=_opt_float("tflops", given["tflops"]),
         family=_text("family", given["family"]) if given["family"] else None,
+        cpu_cores=int(_number("cpu_cores", given["cpu_cores"], "cpu_cores")) if given["cpu_cores"] else None,
+        cpu_clock_ghz=_opt_float("cpu_clock_ghz", given["cpu_clock_ghz"]),
         isl=int(_number("isl", raw["isl"], "isl")),
         osl=int(_number("osl", raw["osl"], "osl")),
         slo_ttft_ms=float(_number("slo_ttft_ms", raw["slo_ttft_ms"], "slo_ttft_ms")),

@@ -152,14 +152,13 @@ def custom_hardware(row: dict) -> HardwareSpec:
     from estimator.catalog.resolve import resolve_hardware
 
     family = _text(row, "family", "custom")
-    kind = _text(row, "kind") or ("cpu" if family.startswith("cpu") else "gpu")
     hw = resolve_hardware(
         "custom",
         memory_gib=_float(row, "memory_gib"),
         bandwidth_gbs=_float(row, "bandwidth_gbs"),
         tflops=_float(row, "tflops"),
         family=family,
-        kind=kind,
+        kind=_text(row, "kind") or None,  # None: the family's kind (a cpu-* family: "cpu"), else "gpu"
         name=_text(row, "hardware_name") or None,
         host_bandwidth_gbs=_float(row, "host_bandwidth_gbs"),
     )
@@ -168,7 +167,7 @@ def custom_hardware(row: dict) -> HardwareSpec:
         "interconnect_gbs": _float(row, "interconnect_gbs"),
         "measured_as": _text(row, "measured_as"),
     }
-    if kind == "cpu":  # the cores x clock of the GEMM rate's covariate (estimator.physics.covariates)
+    if hw.kind == "cpu":  # the cores x clock of the GEMM rate's covariate (estimator.physics.covariates)
         cores = _float(row, "cpu_cores")
         extra.update(cpu_cores=int(cores) if cores else None, cpu_clock_ghz=_float(row, "cpu_clock_ghz"))
     return replace(hw, **{k: v for k, v in extra.items() if v})

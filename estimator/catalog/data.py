@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
@@ -237,6 +238,16 @@ def get_hardware(hw_id: str) -> HardwareSpec:
 def hardware_families() -> list[str]:
     """Every family of the hardware catalog (the calibration's groups), sorted."""
     return sorted({d["family"] for d in _hardware_raw().values()})
+
+
+def family_kind(family: str | None) -> str | None:
+    """The device kind ("gpu" | "unified" | "cpu" | "npu") of a hardware family: the kind of every catalog
+    device of that family, the most common one where they differ (nvidia-blackwell: GPUs and the unified
+    DGX Spark), a ``cpu-*`` family outside the catalog "cpu"; None when unknown."""
+    kinds = Counter(d.get("kind", "gpu") for d in _hardware_raw().values() if d["family"] == family)
+    if kinds:
+        return kinds.most_common(1)[0][0]
+    return "cpu" if family and family.startswith("cpu") else None
 
 
 def all_hardware() -> list[HardwareSpec]:

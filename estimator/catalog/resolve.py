@@ -76,13 +76,14 @@ def resolve_hardware(
     bandwidth_gbs: float | None = None,
     tflops: float | None = None,
     family: str | None = None,
-    kind: str = "gpu",
+    kind: str | None = None,
     name: str | None = None,
     host_bandwidth_gbs: float | None = None,
     wired_limit_mb: int | None = None,
     forgiving: bool = False,
 ) -> HardwareSpec:
-    """HardwareSpec from a catalog id, or ``custom`` (needs memory_gib and bandwidth_gbs; tflops optional).
+    """HardwareSpec from a catalog id, or ``custom`` (needs memory_gib and bandwidth_gbs; tflops optional;
+    ``kind`` None: the family's kind, ``estimator.catalog.data.family_kind``, else "gpu").
 
     memory_gib is in GiB (2^30 B), bandwidth_gbs in 10^9 B/s, tflops dense bf16 10^12 FLOP/s; wired_limit_mb
     is an Apple machine's ``iogpu.wired_limit_mb`` (MB = 2^20 B).  With a catalog id the given figures replace
@@ -120,6 +121,10 @@ def resolve_hardware(
     ):
         if value is not None:  # finite and inside estimator.validate.BOUNDS (1e308 GiB cannot overflow)
             check_number(value, key, "--" + key.replace("_", "-"))
+    if kind is None:  # a CPU family describes a CPU: its GEMM rate and memory pool are not a GPU's
+        from estimator.catalog.data import family_kind
+
+        kind = family_kind(family) or "gpu"
     if kind not in _KINDS:
         raise SpecError(f"unknown hardware kind {kind!r}; one of {', '.join(_KINDS)}")
     if wired_limit_mb:

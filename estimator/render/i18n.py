@@ -51,6 +51,8 @@ STRINGS: dict[str, dict[str, str]] = {
     "bandwidth_gbs": {"en": "Bandwidth (GB/s)", "es": "Ancho de banda (GB/s)"},
     "tflops": {"en": "Dense bf16 TFLOPS", "es": "TFLOPS bf16 densos"},
     "family": {"en": "Hardware family (coefficients)", "es": "Familia de hardware (coeficientes)"},
+    "cpu_cores": {"en": "CPU physical cores", "es": "Núcleos físicos de la CPU"},
+    "cpu_clock_ghz": {"en": "CPU max clock (GHz)", "es": "Frecuencia máx. de la CPU (GHz)"},
     "ctx_default": {"en": "8192 (or the model's max)", "es": "8192 (o el máx.)"},
     "update": {"en": "Update", "es": "Actualizar"},
     "loading": {"en": "Computing…", "es": "Calculando…"},

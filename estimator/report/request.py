@@ -9,7 +9,7 @@ page answers 400).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from estimator.engines import ENGINES, get_engine
 from estimator.specs import GIB, HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
@@ -27,6 +27,8 @@ _NUMBERS = {
     "memory_gib": ("memory_gib", "--memory-gib"),
     "bandwidth_gbs": ("bandwidth_gbs", "--bandwidth-gbs"),
     "tflops": ("tflops", "--tflops"),
+    "cpu_cores": ("cpu_cores", "--cpu-cores"),
+    "cpu_clock_ghz": ("cpu_clock_ghz", "--cpu-clock-ghz"),
     "usd_per_hour": ("usd_per_hour", "--usd-per-hour"),
     "hours_per_day": ("hours_per_day", "--hours-per-day"),
     "kwh_price": ("kwh_price", "--kwh-price"),
@@ -87,13 +89,21 @@ def resolve_device(
     family: str | None = None,
     wired_limit_mb: int | None = None,
     devices: int | None = None,
+    kind: str | None = None,
+    cpu_cores: int | None = None,
+    cpu_clock_ghz: float | None = None,
 ) -> tuple[HardwareSpec, int]:
     """(device, count): a catalog device by id or by a name it is made of ("4090"), with the given figures
-    overriding the catalog's; ``custom`` from them (GiB, 10^9 B/s, 10^12 FLOP/s; ``wired_limit_mb``: an Apple
-    machine's ``iogpu.wired_limit_mb``); or ``auto``: this machine (``estimator.catalog.detect``), its GPUs
-    counted when ``devices`` is None.  ``devices`` None means 1 otherwise."""
+    overriding the catalog's; ``custom`` from them (GiB, 10^9 B/s, 10^12 FLOP/s; ``kind`` None: its family's
+    kind; ``wired_limit_mb``: an Apple machine's ``iogpu.wired_limit_mb``); or ``auto``: this machine
+    (``estimator.catalog.detect``), its GPUs counted when ``devices`` is None.  ``devices`` None means 1
+    otherwise.  ``cpu_cores`` / ``cpu_clock_ghz`` (GHz) set a CPU's cores and clock (the ``cpu_size``
+    covariate of its prefill rate); SpecError for a device that is not a CPU, or ``kind`` with a catalog
+    device."""
     from estimator.catalog.resolve import override_hardware, resolve_hardware
 
+    if kind is not None and str(hardware).strip().lower() != "custom":
+        raise SpecError("--kind describes a custom device (--hardware custom); a catalog device has its own")
     if str(hardware).strip().lower() == "auto":
         from estimator.catalog.detect import detect_hardware, with_notes
 
@@ -102,17 +112,40 @@ def resolve_device(
         n = found if devices is None else devices
         if found > 1 and n != found:
             notes = (*notes, f"sized for {n} of the {found} GPUs found (--devices)")
-        return with_notes(spec, notes), n
+        return with_notes(override_cpu(spec, cpu_cores, cpu_clock_ghz), notes), n
     spec = resolve_hardware(
         hardware,
         memory_gib=memory_gib,
         bandwidth_gbs=bandwidth_gbs,
         tflops=tflops,
         family=family,
+        kind=kind,
         wired_limit_mb=wired_limit_mb,
         forgiving=True,
     )
-    return spec, 1 if devices is None else devices
+    return override_cpu(spec, cpu_cores, cpu_clock_ghz), 1 if devices is None else devices
+
+
+def override_cpu(spec: HardwareSpec, cpu_cores: int | None, cpu_clock_ghz: float | None) -> HardwareSpec:
+    """``spec`` with the CPU cores / clock (GHz) the user gave, each change said in its notes; SpecError when
+    the device is not a CPU (a GPU's rate does not follow them)."""
+    given = {k: v for k, v in (("cpu_cores", cpu_cores), ("cpu_clock_ghz", cpu_clock_ghz)) if v is not None}
+    if not given:
+        return spec
+    if spec.kind != "cpu":
+        options = " and ".join("--" + k.replace("_", "-") for k in given)
+        raise SpecError(
+            f"{options} describe a CPU; {spec.id} is a {spec.kind} (--kind cpu, or a CPU --family, makes a "
+            "custom device a CPU)"
+        )
+    if "cpu_cores" in given:
+        given["cpu_cores"] = int(given["cpu_cores"])
+    elif not spec.cpu_cores:  # the covariate is cores x clock: a clock alone would change nothing
+        raise SpecError(f"--cpu-clock-ghz needs --cpu-cores: {spec.id}'s core count is not known")
+    unit = {"cpu_cores": " physical cores", "cpu_clock_ghz": " GHz maximum clock"}
+    notes = [f"{v:g}{unit[k]} as given (the device's own figure: {getattr(spec, k) or 'unknown'})"
+             for k, v in given.items()]  # fmt: skip
+    return replace(spec, **given, notes=(*spec.notes, *notes))
 
 
 @dataclass(frozen=True)
@@ -142,6 +175,9 @@ class ReportRequest:
     bandwidth_gbs: float | None = None
     tflops: float | None = None
     family: str | None = None
+    kind: str | None = None  # custom: gpu | unified | cpu | npu (None: the family's kind, else gpu)
+    cpu_cores: int | None = None  # a CPU's physical cores (None: catalog / detected, else the default 8)
+    cpu_clock_ghz: float | None = None  # its maximum clock, GHz (None: catalog / detected, else 3)
     wired_limit_mb: int | None = None
     usd_per_hour: float | None = None
     hours_per_day: float = 4.0
@@ -241,6 +277,9 @@ def make_report(req: ReportRequest, table=None):
         req.family,
         req.wired_limit_mb,
         req.devices,
+        kind=req.kind,
+        cpu_cores=req.cpu_cores,
+        cpu_clock_ghz=req.cpu_clock_ghz,
     )
     wl = req.workload(ctx, devices)
     options = ReportOptions(

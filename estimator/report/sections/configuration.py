@@ -25,6 +25,8 @@ class HardwareFacts:
     price_usd: float | None
     interconnect_gbs: float | None
     host_bandwidth_gbs: float | None
+    cpu_cores: int | None  # a CPU's physical cores (None: not a CPU, or unknown)
+    cpu_clock_ghz: float | None  # its maximum clock, 10^9 Hz
     status: str
     source: str
 
@@ -67,6 +69,8 @@ def hardware(b: Build) -> HardwareFacts:
         price_usd=hw.price_usd,
         interconnect_gbs=hw.interconnect_gbs,
         host_bandwidth_gbs=hw.host_bandwidth_gbs,
+        cpu_cores=hw.cpu_cores,
+        cpu_clock_ghz=hw.cpu_clock_ghz,
         status=hw.status,
         source=hw.source,
     )
