@@ -30,8 +30,9 @@ from calibration.validate import ape_stats
 
 # Overall median absolute percentage error allowed, as fractions ("decode" / "prefill": the gate scheme;
 # "... lofo": leave-one-family-out).  tpot / ttft: the serving model's held-out error by the gate scheme
-# (calibration.serving), set from its first cross-validation (issue 9; gate medians 18.7 % / 33.8 % then);
-# the issue's targets are 12 % / 25 %.
+# (calibration.serving), set from its first cross-validation (issue 9; gate medians 18.7 % / 33.8 % then,
+# 20 % / 35 %), tightened with the Qwen3-32B BF16 rows and serving.moe_route_s (17.6 % / 33.3 %); the issue's
+# targets are 12 % / 25 %.
 THRESHOLDS: dict[str, float] = {
     "decode": 0.10,
     "prefill": 0.15,
@@ -39,8 +40,8 @@ THRESHOLDS: dict[str, float] = {
     "prefill lofo": 0.25,
     "weights+kv": 0.01,
     "total": 0.05,
-    "tpot": 0.20,
-    "ttft": 0.35,
+    "tpot": 0.19,
+    "ttft": 0.34,
 }
 # Out-of-sample coverage of the nominal 90 % speed intervals must lie in this band under these schemes.
 COVERAGE_BAND = (0.85, 0.95)

@@ -9,7 +9,10 @@ columns).  One RunRecord per row, schema 2 serving fields filled:
 * model: ``model_path`` -> catalog entry (directly or through a documented alias, which may also name the
   checkpoint's weight format); the published id stays in ``extra["published"]["model_path"]``;
 * quant: ``precision`` fp8 -> FP8 (per-tensor) or FP8-BLOCK when ``gemm_quant_mode`` / ``moe_quant_mode`` say
-  fp8_block; fp4 -> NVFP4 (the source: "fp4 = NVFP4"); bf16 -> BF16; empty -> "" (not stated);
+  fp8_block; fp4 -> NVFP4 (the source: "fp4 = NVFP4"); bf16 -> BF16; empty (and no gemm / moe quant mode)
+  -> the checkpoint's own dtype when it is bf16 and ``model_path`` names the catalog model or an alias that
+  names no other weight format (vLLM, SGLang and TensorRT-LLM serve a checkpoint in its config.json dtype
+  unless asked to quantize; ``extra["quant_note"]`` says it was assumed), else "" (not stated);
 * workload: n_prompt = ``isl``, n_gen = ``osl`` (per request), concurrency = ``silicon_concurrency`` of
   ``silicon_data_source`` (the benchmark's request concurrency; ``batch_size`` equals it, or it times the
   attention-DP size, on every row that states both; ``batch_size`` is kept in extra), batch = concurrency;
@@ -101,6 +104,17 @@ def _quant(r: dict, path: Path, line: int) -> str:
     return _PRECISION[p]
 
 
+def checkpoint_quant(r: dict, model, alias: dict | None) -> str:
+    """The quant of a row whose precision is empty: "BF16" when no gemm / moe quant mode is stated either and
+    the checkpoint served is a bf16 catalog model (``model_path`` is its id or an alias naming no other weight
+    format); "" otherwise (not stated)."""
+    if model is None or r["gemm_quant_mode"].strip() or r["moe_quant_mode"].strip():
+        return ""
+    if alias is not None and alias.get("quant"):
+        return ""
+    return "BF16" if model.native_dtype == "bf16" else ""
+
+
 def _devices(layout: dict) -> int | None:
     """GPUs of one engine instance: pp x max(tp, moe_tp x moe_ep) (see the module doc)."""
     tp, pp = layout.get("tp_size"), layout.get("pp_size") or 1
@@ -147,6 +161,7 @@ def serving_record(
     model = look.model(r["model_path"].strip())
     alias = look.model_alias(r["model_path"].strip())
     quant = _quant(r, path, line)
+    assumed = "" if quant else checkpoint_quant(r, model, alias)
     agg = _layout(r, "", path, line) if mode == "agg" else {}
     extra: dict = {
         "source_file": path.name, "source_line": line, "quality": "ok", "metric": "serving",
@@ -166,7 +181,14 @@ def serving_record(
         n_dev = _devices(agg) or 1
     if alias is not None:
         extra["model_alias"] = alias
-    if not r["precision"].strip():
+    if assumed:
+        quant = assumed
+        extra["quant_note"] = (
+            f"precision not stated in the source: the checkpoint's own dtype ({assumed}) assumed (an engine "
+            "serves a checkpoint in its config.json dtype unless asked to quantize)"
+        )
+        extra["quant_assumed"] = True
+    elif not r["precision"].strip():
         extra["quant_note"] = "precision not stated in the source"
     if hw_id == "":
         extra["hardware_note"] = f"system {system!r} has no catalog device"

@@ -304,7 +304,9 @@ def test_a_detected_host_answers_with_its_own_calibrated_runs(tmp_path):
     assert vm_family == "cpu-x86-avx512 (detected host vm:AMD EPYC)"
     doc["model"]["params"][0]["family"].update({"cpu-x86-avx512": -0.6, vm_family: 0.4})
     doc["model"]["params"][0]["device"][own] = 0.1
-    doc["model"]["families"].update({"cpu-x86-avx512": {"decode": 30, "prefill": 0}, vm_family: {"decode": 7}})
+    doc["model"]["families"].update(
+        {"cpu-x86-avx512": {"decode": 30, "prefill": 0}, vm_family: {"decode": 7}}
+    )
     doc["model"]["devices"][own] = {"family": vm_family, "decode": 7, "prefill": 0}
     path = tmp_path / "c.json"
     path.write_text(json.dumps(doc))

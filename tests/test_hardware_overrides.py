@@ -131,9 +131,12 @@ def test_cpu_figures_refuse_what_they_cannot_describe(kw, message):
 
 
 def test_the_cli_and_the_page_take_the_cpu_figures():
-    d = cli_json("report --model llama-3.2-1b --quant Q4_0 --hardware custom --memory-gib 32 --bandwidth-gbs 60",
-                 "--family", "cpu-x86-avx512", "--cpu-cores", "12", "--cpu-clock-ghz", "4.5", "--format", "json")
-    assert (d["hardware"]["kind"], d["hardware"]["cpu_cores"], d["hardware"]["cpu_clock_ghz"]) == ("cpu", 12, 4.5)
+    d = cli_json(
+        "report --model llama-3.2-1b --quant Q4_0 --hardware custom --memory-gib 32 --bandwidth-gbs 60",
+        "--family", "cpu-x86-avx512", "--cpu-cores", "12", "--cpu-clock-ghz", "4.5", "--format", "json",
+    )  # fmt: skip
+    hw = d["hardware"]
+    assert (hw["kind"], hw["cpu_cores"], hw["cpu_clock_ghz"]) == ("cpu", 12, 4.5)
     from estimator.app.params import parse_params
 
     q = {"hardware": ["custom"], "memory_gib": ["32"], "bandwidth_gbs": ["60"], "family": ["cpu-x86-avx512"],

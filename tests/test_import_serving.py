@@ -54,7 +54,26 @@ def test_serving_silicon_every_row_imported_and_traceable():
     disagg = [r for r in recs if r.serving_mode == "disagg"]
     assert disagg and all(r.tp_size is None and "prefill" in r.extra["disagg"] for r in disagg)
     quants = {r.quant for r in recs}
-    assert quants == {"FP8", "FP8-BLOCK", "NVFP4", "BF16", ""}
+    assert quants == {"FP8", "FP8-BLOCK", "NVFP4", "BF16"}
+    # an empty precision of a bf16 checkpoint served as published (Qwen/Qwen3-32B, Llama-3.1-8B-Instruct): the
+    # checkpoint's own dtype, said to be assumed; rows stating a precision are never marked so
+    assumed = [(r, row) for r, row in zip(recs, rows, strict=True) if r.extra.get("quant_assumed")]
+    assert len(assumed) == sum(1 for row in rows if not row["precision"].strip()) == 366
+    assert all(r.quant == "BF16" and "assumed" in r.extra["quant_note"] and not row["gemm_quant_mode"]
+               for r, row in assumed)  # fmt: skip
+    assert {row["model_path"] for _, row in assumed} == {"Qwen/Qwen3-32B", "meta-llama/Llama-3.1-8B-Instruct"}
+
+
+def test_an_unstated_precision_is_assumed_only_for_a_bf16_checkpoint():
+    from harness.import_serving import checkpoint_quant
+
+    qwen, dsv3 = resolve_model("Qwen/Qwen3-32B"), resolve_model("deepseek-ai/DeepSeek-V3")
+    row = {"gemm_quant_mode": "", "moe_quant_mode": ""}
+    assert checkpoint_quant(row, qwen, None) == "BF16"
+    assert checkpoint_quant(row, dsv3, None) == ""  # an FP8 checkpoint: its scales are not stated
+    assert checkpoint_quant({**row, "gemm_quant_mode": "fp8_block"}, qwen, None) == ""
+    assert checkpoint_quant(row, qwen, {"alias": "x/Qwen3-32B-AWQ", "quant": "AWQ-INT4"}) == ""
+    assert checkpoint_quant(row, None, None) == ""
 
 
 def test_data_source_parser():

@@ -275,7 +275,9 @@ PARAMS: tuple[Param, ...] = (
           covariates=_SERVE, effects=("family",)),
     Param("flops_abs_tflops", "serving", RATE, 0.5, 1e-4, 1e4, doc="effective TFLOPS (from prefill, CPUs)"),
     Param("host_bw_eff", "serving", EFF, 0.6, 1e-3, 1.0, doc="as decode"),
-    Param("moe_route_s", "serving", TIME, 0.0, 0.0, 1e-2, doc="as decode"),
+    Param("moe_route_s", "serving", TIME, 0.0, 0.0, 1e-2, fit="all",
+          doc="per MoE layer of one step (router, token dispatch and combine, grouped-GEMM launches), s",
+          covariates=_SERVE, effects=("family",)),
 )  # fmt: skip
 
 # Transformed space of the schema-2 model (calibration.hierarchy fits eta, the estimator turns it back):
@@ -285,7 +287,7 @@ PARAMS: tuple[Param, ...] = (
 #   TIME: log with a floor, theta = e^eta (an additive term cannot be exactly 0, only negligible).
 SOFTCAP_K = 4.0
 # smallest theta a log-transformed TIME parameter's prior is centred on (its default may be 0)
-TIME_PRIOR_FLOOR = {"gemm_k_half": 409.6}
+TIME_PRIOR_FLOOR = {"gemm_k_half": 409.6, "moe_route_s": 1e-5}
 
 
 def _np(x):
