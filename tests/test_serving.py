@@ -188,3 +188,26 @@ def test_calibration_recovers_known_serving_parameters():
     for k in ("bw_eff", "ttft_fixed_s", "queue_share"):
         assert st.theta[0, keys.index(f"serving.{k}")] == pytest.approx(truth[k], rel=0.15), k
     assert np.sqrt(np.mean(st.residuals**2)) < 0.05
+
+
+@pytest.mark.parametrize(
+    "engine, client",
+    [("vllm", "vllm bench serve --max-concurrency C"),
+     ("sglang", "python -m sglang.bench_serving --max-concurrency C"),
+     ("llama.cpp", "a closed-loop client of C connections")],
+)  # fmt: skip
+def test_the_serving_note_names_the_engines_own_benchmark_client(engine, client):
+    """The serving section says which closed-loop benchmark its figures are: the engine profile's client
+    (bench_client), not vLLM's for every engine; the Spanish report keeps the command, translates the rest."""
+    from estimator.render.translate import tr
+    from estimator.report.document import report_to_dict
+    from estimator.report.request import ReportRequest, make_report
+
+    quant = "Q4_K_M" if engine == "llama.cpp" else "BF16"
+    d = report_to_dict(make_report(ReportRequest(model="llama-3.1-8b", hardware="h100-80gb-sxm", quant=quant,
+                                                 engine=engine, concurrency=8)))  # fmt: skip
+    note = next(n for n in d["serving"]["notes"] if n.startswith("requests of"))
+    assert f"({client})" in note
+    es = tr(note, "es")
+    assert es.startswith("peticiones de")
+    assert ("bucle cerrado" in es) if engine == "llama.cpp" else (client in es)

@@ -193,6 +193,9 @@ class EngineProfile:
     # first engine version whose scheduler ``scheduler()`` describes (serving at concurrency): the serving
     # fit leaves out measurements of older builds; "" = every version
     serving_since: str = ""
+    # the closed-loop benchmark client whose figures the serving section predicts (C clients, each sending its
+    # next request when answered); "" = none of its own
+    bench_client: str = ""
     # its GPU evidence is serving benchmarks (TTFT / TPOT at a concurrency), not llama-bench runs: without a
     # calibrated decode / prefill set of its own, one stream is timed by the serving fit's step
     # (estimator.physics.stream)

@@ -74,6 +74,7 @@ class SGLang(EngineProfile):
     memory_prior = "vllm"
     max_batched_tokens = 8192
     stream_on_serving_step = True
+    bench_client = "python -m sglang.bench_serving --max-concurrency C"
     fits_serving = True
     offload_flag = "--cpu-offload-gb"
     # python/sglang/srt/utils/offloader.py (OffloaderV1): offloaded parameters live in pinned host memory, and

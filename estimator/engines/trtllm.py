@@ -75,6 +75,9 @@ class TensorRTLLM(EngineProfile):
     # the PyTorch backend is trtllm-serve's default from 1.0 (the scheduler above); older builds defaulted to
     # prebuilt TensorRT engines
     serving_since = "1.0.0rc0"
+    # the client of the trtllm-serve benchmarking guide (nvidia.github.io/TensorRT-LLM, "Run benchmarking with
+    # trtllm-serve")
+    bench_client = "benchmark_serving.py --max-concurrency C against trtllm-serve"
     stream_on_serving_step = True
     # Not a point of the serving fit: fitted with vLLM and SGLang, its 775 records moved their held-out
     # figures (TPOT by device 12.9 % -> 16.9 %) and took the TTFT gate over its threshold (38.7 % > 35 %;

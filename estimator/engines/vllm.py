@@ -73,6 +73,7 @@ class VLLM(EngineProfile):
     # the V1 engine (the scheduler above) is vLLM's default from 0.8.0 (vllm-project/vllm PR 13726, release
     # notes of v0.8.0); V0 builds scheduled prompts first, without chunked prefill by default
     serving_since = "0.8.0"
+    bench_client = "vllm bench serve --max-concurrency C"
     stream_on_serving_step = True
     fits_serving = True
     offload_flag = "--cpu-offload-gb"

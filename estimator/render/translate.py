@@ -821,13 +821,12 @@ PATTERNS += [
     (
         re.compile(
             r"requests of (?P<i>[\d,]+) prompt \+ (?P<o>[\d,]+) output tokens; clients send the next "
-            r"request when answered \(vllm bench serve --max-concurrency C\); TTFT includes queueing behind "
-            r"other requests"
+            r"request when answered \((?P<c>.+)\); TTFT includes queueing behind other requests"
         ),
         lambda m: (
             f"peticiones de {m['i']} tokens de prompt + {_swap(m['o'])} de salida; cada cliente envía la "
-            "siguiente al recibir la respuesta (vllm bench serve --max-concurrency C); el TTFT incluye la "
-            "espera detrás de otras peticiones"
+            f"siguiente al recibir la respuesta ({_client(m['c'])}); el TTFT incluye la espera detrás de "
+            "otras peticiones"
         ),
     ),
     (re.compile(r"scheduler: (?P<s>.+)"), lambda m: f"planificador: {tr(m['s'])}"),
@@ -1748,6 +1747,13 @@ _NUMBERS = re.compile(
 )
 _CELL = re.compile(rf"[-+~]?\$?(?:{_NUM})(?: \((?:{_NUM})–(?:{_NUM})\))?(?:%| tok/s| W| ms| s)?")
 _ANY = re.compile(_NUM)
+
+
+def _client(text: str) -> str:
+    """A benchmark client of the serving note in Spanish: commands stay as written."""
+    if text == "a closed-loop client of C connections":
+        return "un cliente en bucle cerrado de C conexiones"
+    return text.replace(" against ", " contra ")
 
 
 def _swap(num: str) -> str:

@@ -152,9 +152,10 @@ def build(b: Build) -> ServingSection | None:
         slo = _slo_point(rows, at)
     except SIZING_ERRORS:
         return None
+    client = profile.bench_client or "a closed-loop client of C connections"
     notes = [
         f"requests of {isl:,} prompt + {osl:,} output tokens; clients send the next request when answered "
-        "(vllm bench serve --max-concurrency C); TTFT includes queueing behind other requests",
+        f"({client}); TTFT includes queueing behind other requests",
         f"scheduler: {sched.source}",
     ]
     if (isl, osl) != (o.serving_isl, o.serving_osl):
