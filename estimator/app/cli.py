@@ -44,6 +44,16 @@ def _number(name: str) -> Callable[[str], int | float]:
     return parse
 
 
+# the device figures a user may give: custom, or overrides of a catalog / detected device
+_HARDWARE_FIGURES = (
+    ("memory_gib", "device memory, GiB (2^30 B): custom, or overrides the catalog's"),
+    ("bandwidth_gbs", "device bandwidth, GB/s (10^9 B/s): custom, or overrides the catalog's"),
+    ("tflops", "dense bf16 TFLOPS: custom, or overrides the catalog's"),
+    ("cpu_cores", "a CPU's physical cores (with its clock, they scale prefill; default: detected or 8)"),
+    ("cpu_clock_ghz", "a CPU's maximum clock, GHz (10^9 Hz; default: detected or 3)"),
+)
+
+
 def _add_hardware_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--hardware",
@@ -51,34 +61,13 @@ def _add_hardware_args(p: argparse.ArgumentParser) -> None:
         help="catalog id or a name it is made of ('4090', 'h100 pcie'); 'auto' = this machine (NVIDIA GPUs, "
         "Apple silicon or the CPU); or 'custom' with --memory-gib/--bandwidth-gbs",
     )
-    p.add_argument(
-        "--memory-gib",
-        type=_number("memory_gib"),
-        help="device memory, GiB (2^30 B): custom, or overrides the catalog's",
-    )
-    p.add_argument(
-        "--bandwidth-gbs",
-        type=_number("bandwidth_gbs"),
-        help="device bandwidth, GB/s (10^9 B/s): custom, or overrides the catalog's",
-    )
-    p.add_argument(
-        "--tflops", type=_number("tflops"), help="dense bf16 TFLOPS: custom, or overrides the catalog's"
-    )
+    for rule, text in _HARDWARE_FIGURES:  # each checked against its estimator.validate.BOUNDS entry
+        p.add_argument("--" + rule.replace("_", "-"), type=_number(rule), help=text)
     p.add_argument("--family", help="hardware family (selects calibrated coefficients); a catalog family")
     p.add_argument(
         "--kind",
         choices=("gpu", "unified", "cpu", "npu"),
         help="custom: what the device is (default: the kind of its --family's devices, else gpu)",
-    )
-    p.add_argument(
-        "--cpu-cores",
-        type=_number("cpu_cores"),
-        help="a CPU's physical cores (with its clock they scale its prefill rate; default: detected or 8)",
-    )
-    p.add_argument(
-        "--cpu-clock-ghz",
-        type=_number("cpu_clock_ghz"),
-        help="a CPU's maximum clock, GHz (10^9 Hz; default: detected or 3)",
     )
     p.add_argument(
         "--wired-limit-mb",
