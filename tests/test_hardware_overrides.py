@@ -119,7 +119,7 @@ def test_cpu_cores_and_clock_scale_a_cpus_prefill():
 @pytest.mark.parametrize(
     "kw, message",
     [
-        (dict(hardware="rtx-4090", cpu_cores=8), "describe a CPU; rtx-4090 is a gpu"),
+        (dict(hardware="rtx-4090", cpu_cores=8), "figures of a CPU, and rtx-4090 is a gpu"),
         (dict(hardware="custom", memory_gib=32, bandwidth_gbs=60, family="cpu-x86-avx2", cpu_clock_ghz=4.0),
          "--cpu-clock-ghz needs --cpu-cores"),
         (dict(hardware="rtx-4090", kind="cpu"), "--kind describes a custom device"),

@@ -135,8 +135,8 @@ def override_cpu(spec: HardwareSpec, cpu_cores: int | None, cpu_clock_ghz: float
     if spec.kind != "cpu":
         options = " and ".join("--" + k.replace("_", "-") for k in given)
         raise SpecError(
-            f"{options} describe a CPU; {spec.id} is a {spec.kind} (--kind cpu, or a CPU --family, makes a "
-            "custom device a CPU)"
+            f"{options}: figures of a CPU, and {spec.id} is a {spec.kind} (--kind cpu, or a CPU --family, "
+            "makes a custom device a CPU)"
         )
     if "cpu_cores" in given:
         given["cpu_cores"] = int(given["cpu_cores"])
