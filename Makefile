@@ -55,19 +55,22 @@ install-browser: ## Debian's chromium + chromium-driver for the browser test (as
 # Published measurements imported into results/runs/ (sources: $(PUBLISHED)/sources.md).  The two large ones
 # are not tracked in git: they are regenerated, byte-for-byte apart from the importing commit's sha (which the
 # calibration input hash leaves out), from the CSVs of ../shared/reference/published.  The import maps published
-# model and device names through the catalog, so a catalog change (a new entry or alias) imports them again.
+# model and device names through the catalog, so a catalog change (a new entry or alias) imports them again;
+# so does a change of the source CSV or of its importer (e.g. how a row without a precision is read).
 PUBLISHED ?= ../shared/reference/published
 PUBLISHED_RUNS = $(RESULTS)/runs/published-2.jsonl $(RESULTS)/runs/published-serving.jsonl
 CATALOG = estimator/data/models.json estimator/data/hardware.json
+IMPORTERS = harness/import_common.py harness/import_published.py harness/importers.py
 
-published: $(PUBLISHED_RUNS) ## import the published CSVs that are not tracked (again when the catalog changed)
+published: $(PUBLISHED_RUNS) ## import the published CSVs that are not tracked (again when the catalog, a CSV or its importer changed)
 
-$(RESULTS)/runs/published-2.jsonl: $(CATALOG)
+$(RESULTS)/runs/published-2.jsonl: $(CATALOG) $(IMPORTERS) $(wildcard $(PUBLISHED)/published_measurements_2.csv)
 	rm -f $@
 	$(PYTHON) -m harness import $(PUBLISHED)/published_measurements_2.csv --results $(RESULTS) \
 	  --timestamp 2026-12-01T00:00:00Z
 
-$(RESULTS)/runs/published-serving.jsonl: $(CATALOG)
+$(RESULTS)/runs/published-serving.jsonl: $(CATALOG) $(IMPORTERS) harness/import_serving.py \
+  $(wildcard $(PUBLISHED)/serving_silicon.csv)
 	rm -f $@
 	$(PYTHON) -m harness import $(PUBLISHED)/serving_silicon.csv --results $(RESULTS) \
 	  --timestamp 2026-12-01T00:00:00Z
