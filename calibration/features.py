@@ -402,7 +402,6 @@ def _stable(samples) -> bool:
 # numpy arrays, and the same estimator formulas (speed.step_s / speed.prefill_time on speed.rates_for_decode
 # / rates_for_prefill) applied to them.  Tests check point for point against decode_step_s / prefill_s.
 
-
 # Parameters each phase's time needs, by the name the formulas read -> the parameter table key that supplies
 # it (the other phase's parameters are borrowed as estimator.physics.speed.merged_params borrows them).
 def phase_inputs(phase: str, keys) -> dict[str, str]:

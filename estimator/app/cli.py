@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 
 from estimator.engines import ENGINES
+from estimator.physics import covariates as cov
 from estimator.specs import SpecError, Workload
 from estimator.validate import parse_number
 
@@ -45,12 +46,13 @@ def _number(name: str) -> Callable[[str], int | float]:
 
 
 # the device figures a user may give: custom, or overrides of a catalog / detected device
+_CPU_REF = f"default: detected, else {cov.CPU_REFERENCE_CORES} cores x {cov.CPU_DEFAULT_CLOCK_GHZ:g} GHz"
 _HARDWARE_FIGURES = (
     ("memory_gib", "device memory, GiB (2^30 B): custom, or overrides the catalog's"),
     ("bandwidth_gbs", "device bandwidth, GB/s (10^9 B/s): custom, or overrides the catalog's"),
     ("tflops", "dense bf16 TFLOPS: custom, or overrides the catalog's"),
-    ("cpu_cores", "a CPU's physical cores (with its clock, they scale prefill; default: detected or 8)"),
-    ("cpu_clock_ghz", "a CPU's maximum clock, GHz (10^9 Hz; default: detected or 3)"),
+    ("cpu_cores", f"a CPU's physical cores (with its clock, they scale prefill; {_CPU_REF})"),
+    ("cpu_clock_ghz", f"a CPU's maximum clock, GHz (10^9 Hz; {_CPU_REF})"),
 )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from estimator.app.params import DEFAULTS
 from estimator.engines import ENGINES
+from estimator.physics import covariates as cov
 from estimator.render.html import css
 from estimator.render.i18n import LANGS, t
 
@@ -71,14 +72,16 @@ def _custom_fields(values: dict[str, str], lang: str, opts: dict) -> str:
     the script shows them."""
     figures = ("memory_gib", "bandwidth_gbs", "tflops", "cpu_cores", "cpu_clock_ghz")
     shown = values["hardware"] == "custom" or any(values[k] for k in figures)
+    # a CPU left blank stands at the cores x clock covariate's reference (estimator.physics.covariates)
+    ref_cores, ref_clock = f"{cov.CPU_REFERENCE_CORES}", f"{cov.CPU_DEFAULT_CLOCK_GHZ:g}"
     fields = "".join(
         [
             _number("memory_gib", t("memory_gib", lang), values["memory_gib"], 0, "any", "GiB"),
             _number("bandwidth_gbs", t("bandwidth_gbs", lang), values["bandwidth_gbs"], 0, "any", "GB/s"),
             _number("tflops", t("tflops", lang), values["tflops"], 0, "any", "TFLOPS"),
             _select("family", t("family", lang), opts["family"], values["family"]),
-            _number("cpu_cores", t("cpu_cores", lang), values["cpu_cores"], 1, "1", "8"),
-            _number("cpu_clock_ghz", t("cpu_clock_ghz", lang), values["cpu_clock_ghz"], 0, "any", "3"),
+            _number("cpu_cores", t("cpu_cores", lang), values["cpu_cores"], 1, "1", ref_cores),
+            _number("cpu_clock_ghz", t("cpu_clock_ghz", lang), values["cpu_clock_ghz"], 0, "any", ref_clock),
         ]
     )
     return (

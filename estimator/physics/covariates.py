@@ -195,6 +195,8 @@ def datasheet_tflops(hardware: HardwareSpec, fp8: bool = False, engine: str = ""
 CPU_DEFAULT_CLOCK_GHZ = 3.0
 # core-GHz of the covariate's reference CPU (``ln_cpu_size`` = 0): 8 cores at 3 GHz
 CPU_SIZE_SCALE = 24.0
+# its core count: where a CPU of unknown cores stands (what the report / page options default to)
+CPU_REFERENCE_CORES = int(CPU_SIZE_SCALE / CPU_DEFAULT_CLOCK_GHZ)
 
 
 def cpu_core_ghz(hardware: HardwareSpec) -> float | None:

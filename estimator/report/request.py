@@ -176,8 +176,10 @@ class ReportRequest:
     tflops: float | None = None
     family: str | None = None
     kind: str | None = None  # custom: gpu | unified | cpu | npu (None: the family's kind, else gpu)
-    cpu_cores: int | None = None  # a CPU's physical cores (None: catalog / detected, else the default 8)
-    cpu_clock_ghz: float | None = None  # its maximum clock, GHz (None: catalog / detected, else 3)
+    # a CPU's physical cores and maximum clock, GHz (None: catalog / detected, else the cores x clock
+    # covariate's reference, estimator.physics.covariates)
+    cpu_cores: int | None = None
+    cpu_clock_ghz: float | None = None
     wired_limit_mb: int | None = None
     usd_per_hour: float | None = None
     hours_per_day: float = 4.0
