@@ -11,7 +11,8 @@
     python -m harness show [--results results] [--model M] [--hardware H] [--family F] [--engine E]
                            [--quant Q] [--status S] [--test pp|tg|mem|serve] [--plan P] [--file F]
                            [--last N] [--format text|json|csv]   (the records, one row each)
-    python -m harness build-model --model ID --quant Q --engine E --layers K   (the sweep's build child)
+    python -m harness build-model --model ID --quant Q --engine E --layers K [--shape-only]
+                                  (the sweep's build child)
     python -m harness consistency [--results results] [--format table|json] [--tolerance 0.01]
                                   [--coefficients FILE]   (engine memory vs estimator; 1 = out of tolerance)
 
@@ -225,8 +226,9 @@ def cmd_build_model(args: argparse.Namespace) -> int:
     try:
         model = resolve_model(args.model)
         path = synthetic_model(
-            model, args.quant, args.engine, args.layers or None, args.cache, seed=args.seed
-        )
+            model, args.quant, args.engine, args.layers or None, args.cache, seed=args.seed,
+            shape_only=args.shape_only,
+        )  # fmt: skip
     except (SpecError, FileRefused) as exc:
         return _fail(str(exc))
     except OSError as exc:  # a full disk: the .part file is already removed
@@ -327,6 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--layers", type=int, default=0)
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--cache", default=None)
+    b.add_argument(
+        "--shape-only", action="store_true", help="a data-less GGUF for llama.cpp's memory-fit pass"
+    )
     b.set_defaults(func=cmd_build_model)
 
     cs = sub.add_parser("consistency", help="llama.cpp memory parsed from the engine vs the estimator")

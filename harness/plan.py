@@ -396,6 +396,15 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
         raise PlanError(
             f"{w}: prompt_lengths and gen_lengths must both be empty (a memory-only point) or both non-empty"
         )
+    if g["engine_options"].get("no_alloc") is True:  # llama.cpp's memory-fit pass: data-less F16 files
+        if not memory_only:
+            raise PlanError(f"{w}.engine_options.no_alloc: only for memory-only points (no lengths)")
+        bad = [q for q in quants if str(q).upper() not in ("F16", "BF16")]
+        if bad:
+            raise PlanError(
+                f"{w}.engine_options.no_alloc: the memory-fit pass reads no weight, so its file is F16 "
+                f"(quants = [\"F16\"]), not {bad}"
+            )
     if not lists["depths"]:
         raise PlanError(f"{w}.depths: needs at least one depth (0)")
     lengths = [*lists["prompt_lengths"], *lists["gen_lengths"], 0]

@@ -242,6 +242,8 @@ class Sweep:
         ]
         if self.cache_dir:
             argv += ["--cache", str(self.cache_dir)]
+        if point.spec.engine_options.get("no_alloc"):  # llama.cpp's memory-fit pass reads no weight
+            argv.append("--shape-only")
         res = isolate.run_child(argv, self.plan.build_timeout_s)
         lines = res.stdout_tail.strip().splitlines()
         if res.ok and lines and Path(lines[-1]).exists():

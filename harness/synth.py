@@ -3,6 +3,10 @@
 * ``write_gguf``: a GGUF file for llama.cpp with F16 random weights (1-D norm tensors in F32), every
   hyper-parameter llama.cpp needs for the architecture, ``tokenizer.ggml.model = "none"`` and
   ``{arch}.vocab_size`` (llama.cpp then creates that many dummy tokens; feed token ids, never text).
+* ``write_shape_gguf``: the same header and tensor table with no tensor data: a sparse file of the full size
+  (a few KiB on disk).  llama.cpp's memory-fit pass (``llama_model_params.no_alloc``) loads it, builds the
+  worst-case graphs and reports the weights, KV cache and compute buffers it would allocate, without
+  reading a weight or allocating a byte (``runners.llama_cpp``, engine option ``no_alloc``).
 * ``quantize``: llama.cpp's own quantizer (``llama_model_quantize``) turns the F16 file into Q8_0, Q4_K_M, ...
 * ``write_hf_config_dir`` / ``hf_config``: a folder holding only config.json, for vLLM's
   ``load_format="dummy"`` (implemented in ``harness.hfconfig_writer``, re-exported here).
@@ -287,14 +291,26 @@ def _random_f16(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     return flat.reshape(shape)
 
 
-def write_gguf(model: ModelSpec, path: str | os.PathLike, n_layers: int | None = None, seed: int = 0) -> Path:
-    """Write an F16 random-weight GGUF of ``model`` (first ``n_layers`` layers) to ``path`` atomically.
-
-    Returns the path.  Tensors are generated one at a time (peak memory ~ the largest tensor).
-    """
+def _open_writer(model: ModelSpec, tmp: str, n: int, seed: int, plan: list[TensorPlan]):
+    """A GGUFWriter on ``tmp`` holding the header, hyper-parameters and tensor table of ``plan`` (written)."""
     import gguf
 
     arch = gguf_arch(model)
+    w = gguf.GGUFWriter(tmp, arch)
+    w.add_name(f"fitbench synthetic {model.id} ({n}/{model.n_layers} layers, seed {seed})")
+    _write_hparams(w, model, arch, n)
+    for t in plan:
+        dtype = np.float16 if t.storage == "f16" else np.float32
+        w.add_tensor_info(t.name, t.shape, np.dtype(dtype), int(np.prod(t.shape)) * np.dtype(dtype).itemsize)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    return w
+
+
+def _write_atomically(
+    model: ModelSpec, path: str | os.PathLike, n_layers: int | None, seed: int, data: bool
+) -> Path:
     n = proxy_layers(model, n_layers)
     plan = tensor_plan(model, n)
     path = Path(path)
@@ -303,32 +319,46 @@ def write_gguf(model: ModelSpec, path: str | os.PathLike, n_layers: int | None =
     fd, tmp = tempfile.mkstemp(prefix=temp_path_prefix(real), suffix=".part", dir=real.parent)
     os.close(fd)
     try:
-        w = gguf.GGUFWriter(tmp, arch)
-        w.add_name(f"fitbench synthetic {model.id} ({n}/{model.n_layers} layers, seed {seed})")
-        _write_hparams(w, model, arch, n)
-        for t in plan:
-            dtype = np.float16 if t.storage == "f16" else np.float32
-            w.add_tensor_info(
-                t.name, t.shape, np.dtype(dtype), int(np.prod(t.shape)) * np.dtype(dtype).itemsize
-            )
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_ti_data_to_file()
-        rng = np.random.default_rng(seed)
-        for t in plan:
-            if t.storage == "f16":
-                w.write_tensor_data(_random_f16(rng, t.shape))
-            elif len(t.shape) > 1:  # F32 matrices (router): random like the F16 weights
-                w.write_tensor_data(_random_f16(rng, t.shape).astype(np.float32))
-            else:  # norm weights and biases
-                w.write_tensor_data(np.ones(t.shape, dtype=np.float32))
-        w.close()
+        w = _open_writer(model, tmp, n, seed, plan)
+        if data:
+            rng = np.random.default_rng(seed)
+            for t in plan:
+                if t.storage == "f16":
+                    w.write_tensor_data(_random_f16(rng, t.shape))
+                elif len(t.shape) > 1:  # F32 matrices (router): random like the F16 weights
+                    w.write_tensor_data(_random_f16(rng, t.shape).astype(np.float32))
+                else:  # norm weights and biases
+                    w.write_tensor_data(np.ones(t.shape, dtype=np.float32))
+            w.close()
+        else:
+            # data section: every tensor padded to the alignment, starting at the aligned end of the table
+            align = w.data_alignment
+            data_bytes = sum(ti.nbytes + (-ti.nbytes) % align for ti in w.tensors[0].values())
+            w.close()
+            head = os.path.getsize(tmp)
+            os.truncate(tmp, head + (-head) % align + data_bytes)  # a hole: no block is written
         fsync_file(tmp)
         os.replace(tmp, real)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def write_gguf(model: ModelSpec, path: str | os.PathLike, n_layers: int | None = None, seed: int = 0) -> Path:
+    """Write an F16 random-weight GGUF of ``model`` (first ``n_layers`` layers) to ``path`` atomically.
+
+    Returns the path.  Tensors are generated one at a time (peak memory ~ the largest tensor).
+    """
+    return _write_atomically(model, path, n_layers, seed, data=True)
+
+
+def write_shape_gguf(model: ModelSpec, path: str | os.PathLike, n_layers: int | None = None) -> Path:
+    """Write the F16 GGUF of ``model`` without tensor data: header, hyper-parameters and tensor table as
+    ``write_gguf`` writes them, then the file is extended to its full size as a hole (sparse: a few KiB on
+    disk whatever the model).  Only llama.cpp's memory-fit pass (``no_alloc``) may load it: every weight
+    reads as zeros.  Returns the path."""
+    return _write_atomically(model, path, n_layers, 0, data=False)
 
 
 def _quant_name(quant: str | QuantSpec) -> str:
@@ -453,8 +483,11 @@ def synthetic_model(
     n_layers: int | None = None,
     cache_dir_path: str | os.PathLike | None = None,
     seed: int = 0,
+    shape_only: bool = False,
 ) -> Path:
     """Path of a cached synthetic model, building it when missing.
+
+    ``shape_only``: llama.cpp's data-less file ``<stem>-F16-shape.gguf`` (``write_shape_gguf``; F16 only).
 
     llama.cpp: ``<cache>/<arch>-<hash>-L<n>-<QUANT>.gguf`` (the F16 file is built first and kept).
     vllm: ``<cache>/<arch>-<hash>-L<n>-hf/`` holding config.json (vLLM casts dummy weights to its dtype,
@@ -465,6 +498,8 @@ def synthetic_model(
     n = proxy_layers(model, n_layers)
     key = spec_hash(model, n, seed)
     stem = f"{model.architecture}-{key}-L{n}"
+    if shape_only and engine != "llama.cpp":
+        raise SpecError(f"shape-only models are llama.cpp GGUF files, not for {engine}")
     if engine == "vllm":
         folder = root / f"{stem}-hf"
         if not (folder / "config.json").exists():
@@ -473,6 +508,13 @@ def synthetic_model(
     if engine != "llama.cpp":
         raise SpecError(f"unknown engine {engine!r} (llama.cpp | vllm)")
     name = _quant_name(quant)
+    if shape_only:
+        if name not in ("F16", "BF16"):  # nothing to quantize; the buffers do not depend on weight types
+            raise SpecError(f"a shape-only model is F16 (no data to quantize), not {name}")
+        out = root / f"{stem}-F16-shape.gguf"
+        if not out.exists():
+            write_shape_gguf(model, out, n)
+        return out
     f16 = root / f"{stem}-F16.gguf"
     if not f16.exists():
         write_gguf(model, f16, n, seed)

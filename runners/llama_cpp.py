@@ -22,6 +22,14 @@ evaluated, so buffers of contexts far larger than a CPU could prefill are measur
 take more context options from ``engine_options``: ``n_seq`` (sequences, llama.cpp n_seq_max; the context is
 n_ctx per sequence, ``-c`` = n_ctx x n_seq), ``kv_unified`` (default True, as ``llama-server --kv-unified``)
 and ``swa_full`` (default False).
+
+``no_alloc`` (engine option of memory-only points): llama.cpp's memory-fit pass
+(``llama_model_params.no_alloc``, what ``llama-fit-params`` / common/fit.cpp run).  The model is loaded as
+metadata only, the context sizes its KV cache and reserves its worst-case graphs through ggml's allocator
+without allocating: the compute buffer it logs is the size the allocator's layout would take, the KV cache
+comes from the cache's summary line (its buffers log 0 MiB) and the weights from ``llama_model_size``.  The
+harness gives such points a data-less GGUF (``harness.synth.write_shape_gguf``), so a full-depth model of
+any size costs a few KiB and milliseconds.  Host RSS and device free memory of these points measure nothing.
 """
 
 from __future__ import annotations
@@ -271,9 +279,14 @@ class LlamaCppRunner:
         swa_full = bool(opts.get("swa_full", False))
         if n_seq < 1:
             raise ValueError(f"engine_options n_seq must be >= 1, got {n_seq}")
+        no_alloc = bool(opts.get("no_alloc", False))
+        use_mmap = bool(opts.get("use_mmap", True)) and not no_alloc
         mp = llama_cpp.llama_model_default_params()
         mp.n_gpu_layers = spec.n_gpu_layers
-        mp.use_mmap = bool(opts.get("use_mmap", True))
+        # llama_model_params has had load_mode instead of use_mmap since 0.3.3x; a ctypes Structure takes an
+        # unknown attribute silently, so the field is named as the library has it
+        mp.load_mode = llama_cpp.LLAMA_LOAD_MODE_MMAP if use_mmap else llama_cpp.LLAMA_LOAD_MODE_NONE
+        mp.no_alloc = no_alloc
         rss = RssSampler(interval_s=0.01)
         with rss:
             t0 = time.perf_counter()
@@ -310,9 +323,12 @@ class LlamaCppRunner:
                 llama_cpp.llama_model_free(model)
         log = "".join(_LOG)
         mem = parse_llama_memory(log)
-        kv_bytes = _kv_bytes(mem)
+        # the memory-fit pass allocates nothing: its KV buffers log 0 MiB, its summary lines the sizes
+        kv_bytes = sum(k.size_bytes for k in mem.kv_summaries) if no_alloc else _kv_bytes(mem)
         extra = {
             "memory_only": True,
+            "no_alloc": no_alloc,
+            "use_mmap": use_mmap,
             **_context_extra(llama_cpp, spec, mem, n_ctx_actual, desc, load_s, devices_before),
             "n_seq": n_seq,
             "kv_unified": unified,

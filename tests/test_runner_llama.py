@@ -234,3 +234,29 @@ def test_memory_only_point_and_compute_buffers_with_and_without_flash_attention(
             wl = Workload(n_ctx=n_ctx, flash_attn=fa)
             est = runtime_buffers(model, None, cpu, wl, default_coefficients("llama.cpp")).compute_bytes
             assert est == pytest.approx(m.compute_bytes, rel=rel), (n_ctx, fa)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3", "deepseek_v2"])
+def test_memory_fit_pass_on_a_shape_only_file_equals_a_real_allocation(models, arch, tmp_path):
+    """engine option no_alloc on the data-less file (harness.synth.write_shape_gguf) reports what a real
+    context allocates from the F16 file with data: the same compute buffer to the byte, the same weights,
+    the same KV cache (from the cache's summary line: 0.01 MiB rounding per line), flash attention on and
+    off, one and four sequences.  Nothing of the shape file is read: it holds no tensor data."""
+    model = synth.tiny_model(arch)
+    real = synth.synthetic_model(model, "F16", cache_dir_path=models[arch].parent)
+    shape = synth.synthetic_model(model, "F16", cache_dir_path=tmp_path, shape_only=True)
+    assert shape.stat().st_size == real.stat().st_size
+    runner = get_runner("llama.cpp")
+    for n_ctx, fa, n_seq in ((4096, True, 1), (4096, False, 1), (2048, True, 4)):
+        common = dict(n_ctx=n_ctx, prompt_lengths=(), gen_lengths=(), flash_attn=fa, n_ubatch=256)
+        got = {
+            name: runner.measure(
+                PointSpec(model_path=str(path), engine_options={"n_seq": n_seq, **opts}, **common)
+            )
+            for name, path, opts in (("real", real, {}), ("fit", shape, {"no_alloc": True}))
+        }
+        r, f = got["real"], got["fit"]
+        assert f.extra["no_alloc"] and not r.extra["no_alloc"]
+        assert f.compute_bytes == r.compute_bytes > 0, (n_ctx, fa, n_seq)
+        assert f.weights_bytes == r.weights_bytes
+        assert f.kv_bytes == pytest.approx(r.kv_bytes, abs=0.006 * MIB * len(f.extra["kv_summaries"]))
