@@ -15,6 +15,9 @@
                                   (the sweep's build child)
     python -m harness consistency [--results results] [--format table|json] [--tolerance 0.01]
                                   [--coefficients FILE]   (engine memory vs estimator; 1 = out of tolerance)
+    python -m harness memory-fit --model ID --ctx N [--ubatch 512] [--fa on|off] [--kv-dtype f16] [--n-seq S]
+                                 [--no-kv-unified] [--swa-full] [--coefficients FILE] [--format table|json]
+                                 (llama.cpp's own memory-fit pass for a full-depth model vs the estimator)
 
 Bad input exits 2 with one line on stderr (a target that is not a regular file, a damaged record naming its
 FILE:LINE, a full disk); Ctrl-C or SIGTERM exits 130 (an interrupted sweep resumes with --resume).
@@ -244,6 +247,43 @@ def cmd_consistency(args: argparse.Namespace) -> int:
     return run_cli(args.results, args.format, args.tolerance, args.coefficients)
 
 
+def cmd_memory_fit(args: argparse.Namespace) -> int:
+    """llama.cpp's memory-fit pass on a data-less copy of a model, next to the estimator (harness.memfit)."""
+    import json
+
+    from estimator.catalog.resolve import resolve_model
+    from estimator.specs import SpecError
+    from estimator.validate import MAX_CONTEXT, MAX_SEQUENCES
+    from harness.memfit import MemoryFitError, point_spec, render, run_memory_fit
+
+    limits = (("--ctx", args.ctx, MAX_CONTEXT), ("--ubatch", args.ubatch, MAX_CONTEXT))
+    for name, value, top in (*limits, ("--n-seq", args.n_seq, MAX_SEQUENCES)):
+        if not 1 <= value <= top:
+            return _fail(f"{name} {value}: expected 1 to {top:,}")
+    mem, label = None, "prior"
+    coefficients = args.coefficients or (
+        "results/coefficients.json" if Path("results/coefficients.json").is_file() else None
+    )
+    try:
+        model = resolve_model(args.model)
+        if coefficients:
+            from estimator.physics.coefficients import load_coefficients
+
+            mem, label = load_coefficients(coefficients).memory_for("llama.cpp") or None, coefficients
+        spec = point_spec(
+            args.ctx, args.ubatch, args.ubatch, args.fa == "on", args.kv_dtype, args.n_seq,
+            not args.no_kv_unified, args.swa_full,
+        )  # fmt: skip
+        fit = run_memory_fit(model, spec, args.cache, mem_coeffs=mem, coefficients_label=label)
+    except (SpecError, MemoryFitError, ValueError, OSError) as exc:
+        return _fail(str(exc))
+    if args.format == "json":
+        print(json.dumps(fit.to_dict(), indent=2))
+    else:
+        render(fit)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="python -m harness", description="fitbench harness: sweeps, imports, listings")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -340,6 +380,23 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--tolerance", type=float, default=0.01, help="weights / KV tolerance (fraction)")
     cs.add_argument("--coefficients", default=None, help="coefficients.json for the compute estimate")
     cs.set_defaults(func=cmd_consistency)
+
+    mf = sub.add_parser("memory-fit", help="llama.cpp's own memory-fit pass for a model vs the estimator")
+    mf.add_argument("--model", required=True, help="catalog id, config.json or HF folder")
+    mf.add_argument("--ctx", type=int, required=True, help="context cells per sequence")
+    mf.add_argument("--ubatch", type=int, default=512, help="n_ubatch (n_batch is set to it)")
+    mf.add_argument("--fa", choices=["on", "off"], default="on", help="flash attention")
+    kv_types = ["f16", "bf16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"]
+    mf.add_argument("--kv-dtype", default="f16", choices=kv_types, help="KV cache type")
+    mf.add_argument("--n-seq", type=int, default=1, help="sequences (llama.cpp -np)")
+    mf.add_argument("--no-kv-unified", action="store_true", help="one KV stream per sequence")
+    mf.add_argument("--swa-full", action="store_true", help="full-size sliding-window cache")
+    mf.add_argument(
+        "--coefficients", default=None, help="estimator coefficients (default results/coefficients.json)"
+    )
+    mf.add_argument("--cache", default=None, help="synthetic model cache (default ~/.cache/fitbench/models)")
+    mf.add_argument("--format", default="table", choices=["table", "json"])
+    mf.set_defaults(func=cmd_memory_fit)
     return p
 
 

