@@ -403,7 +403,7 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
         if bad:
             raise PlanError(
                 f"{w}.engine_options.no_alloc: the memory-fit pass reads no weight, so its file is F16 "
-                f"(quants = [\"F16\"]), not {bad}"
+                f'(quants = ["F16"]), not {bad}'
             )
     if not lists["depths"]:
         raise PlanError(f"{w}.depths: needs at least one depth (0)")

@@ -27,8 +27,13 @@ memory between layers); the attention mask is a graph input that lives through e
              + (no flash attention) KQ scores as above
              + (no flash attention) r * max(K) * kv element bytes         (the V view copied transposed:
                                                                            ggml_cont, once per layer, any u)
-    logits += (MLA with MoE) 4 * u * mla_moe_head_factor * (n_experts_used + 2) * hidden   (the last MoE
-             layer's expert outputs stay under the logits in the allocator's layout)
+    logits += (MLA with MoE) 4 * u * mla_moe_head_factor * min(MLA_MOE_HEAD_FLOATS, (n_experts_used + 2) *
+             hidden)   (floats per token the allocator's layout leaves under the logits: an empirical
+             residue, not a tensor of the graph.  llama.cpp's memory-fit pass gives 16,384 for
+             DeepSeek-V2-Lite, Kimi-K2 and DeepSeek-V3 given 64 heads, whatever their experts, heads,
+             vocabulary or latent rank; narrow graphs leave less (a 256-wide test model about 15 x hidden,
+             where its FFN moment is the larger anyway).  The cap is a fit to those graphs, not a law:
+             Kimi-K2 made 4,096 wide leaves 43,008)
     ffn    = mask + 4 * u * (act_hidden_factor * hidden + act_ff_factor * ff_max)   (mask only when the model
              has more than one layer: it is freed after the last layer's attention)
     compute = compute_base_bytes + max(logits, attn, ffn)
@@ -43,7 +48,7 @@ final norm), 8,470 MiB without it at 131,072 cells (8,192 MiB scores + 256 MiB F
 DeepSeek-V3 (3-layer proxy) at u = 512 without flash attention, 8,192 cells: 2,472.0 MiB measured = 2,048
 MiB scores (128 heads) + 16 MiB mask + 8 MiB transposed V + 400 MiB MLA activations (128 x 1,600 floats per
 token); DeepSeek-V2-Lite (4 and 8 layers, flash attention): 241.0 MiB = 200 MiB logits + 4 MiB final norm
-+ (6 + 2) x 2,048 floats per token under them.
++ 16,384 floats per token under them.
 
 "torch" — a PyTorch engine's activation peak (vLLM, SGLang; per device; T = the profile's
 ``max_batched_tokens``, vLLM's max_num_batched_tokens default 8192; tp = tensor-parallel size):
@@ -72,6 +77,8 @@ from estimator.physics.quant import kv_type_bytes
 from estimator.specs import CHUNKED, FULL, SLIDING, HardwareSpec, ModelSpec, QuantSpec, Workload
 
 MIB = 2**20
+# at most this many floats per token the allocator leaves under the logits of an MLA + MoE graph (docstring)
+MLA_MOE_HEAD_FLOATS = 16_384
 _PRIOR_PATH = Path(__file__).resolve().parent.parent / "data" / "memory_prior.json"
 
 
@@ -254,7 +261,8 @@ def runtime_buffers(
         r = mla.kv_lora_rank
         attn = mask + 4 * u * c.mla_attn_factor * m.n_heads * (3 * r + mla.qk_rope_head_dim)
         if m.moe is not None:
-            logits += 4 * u * c.mla_moe_head_factor * (m.moe.n_experts_used + 2) * m.hidden_size
+            residue = min(MLA_MOE_HEAD_FLOATS, (m.moe.n_experts_used + 2) * m.hidden_size)
+            logits += 4 * u * c.mla_moe_head_factor * residue
     else:
         attn = mask + 4 * u * c.attn_hidden_factor * m.hidden_size
     if not wl.flash_attn and cells:
