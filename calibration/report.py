@@ -237,6 +237,8 @@ def _serving_lines(doc: dict) -> list[str]:
     srv = doc.get("serving") or {}
     if not srv.get("n_points") and not srv.get("n_left_out"):
         return []
+    from calibration.check import THRESHOLDS as gate  # the gate's own thresholds, not a copy
+
     n = srv.get("n_points", {})
     lines = [
         "## Serving at concurrency (TTFT, TPOT)",
@@ -248,8 +250,8 @@ def _serving_lines(doc: dict) -> list[str]:
         + ", ".join(f"{k} {v}" for k, v in n.items())
         + ".  Error = |t_meas / t_pred - 1| of the time; the strata serving.ttft / serving.tpot in the "
         "tables above are these points (intervals of ln(measured / predicted) time).  Gate (`python -m "
-        "calibration check`): overall median of the gate scheme, TPOT <= 20 %, TTFT <= 35 %; the issue's "
-        "targets are 12 % / 25 %.",
+        f"calibration check`): overall median of the gate scheme, TPOT <= {100 * gate['tpot']:.0f} %, TTFT "
+        f"<= {100 * gate['ttft']:.0f} %; the issue's targets are 12 % / 25 %.",
         "",
         "| scheme | engine / metric | n | median | p90 |",
         "|---|---|---:|---:|---:|",

@@ -367,6 +367,8 @@ def test_check_gates_tpot_and_ttft_and_report_has_the_serving_section(calibrated
     md = report.write_report(cal, tmp_path, doc).read_text()
     assert "## Serving at concurrency (TTFT, TPOT)" in md and "| gate | all/tpot |" in md
     assert "| serving.tpot | lomo |" in md  # the headline table holds the serving strata
+    gate = check.THRESHOLDS  # the report states the gate's own thresholds
+    assert f"TPOT <= {100 * gate['tpot']:.0f} %, TTFT <= {100 * gate['ttft']:.0f} %" in md
 
 
 def test_shipped_serving_terms_are_per_vendor_at_lookup():
