@@ -165,7 +165,7 @@ def render(fit: MemoryFit, console=None) -> None:
         f"weights + KV + compute (GiB = 2^30 B)."
     )
     t = Table(
-        title=f"llama.cpp {fit.engine_version}: memory-fit pass (no_alloc), CPU backend, nothing allocated"
+        title=f"{fit.engine_version}: llama.cpp memory-fit pass (no_alloc), CPU backend, nothing allocated"
     )
     for col in ("", "llama.cpp", "estimator", "gap"):
         t.add_column(col, justify="right" if col else "left")

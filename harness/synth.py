@@ -21,8 +21,11 @@ real widths.  Callers record both counts (RunRecord.n_layers_real / n_layers_mea
 Supported GGUF architectures (HF model_type -> llama.cpp arch): llama, mistral, mixtral -> llama; qwen2;
 qwen3; qwen3_moe -> qwen3moe; gemma3 / gemma3_text -> gemma3 (sliding window + per-layer pattern); deepseek_v2
 / deepseek_v3 / kimi_k2 -> deepseek2 (MLA, written in the split attn_k_b / attn_v_b layout of current
-converters). Tensor names come from ``gguf.TENSOR_NAMES``; shapes follow ``src/models/<arch>.cpp`` of
-llama.cpp@0c1e570 (numpy order = reversed ggml ``ne``).
+converters); gpt_oss -> gpt-oss (alternating sliding / full attention, attention sinks, biased experts; F16
+here where the released checkpoint is MXFP4); gemma2 (sliding / full, sandwich norms, logit soft-capping);
+phi3 (Phi-3 / Phi-4: fused attn_qkv and gate+up ffn_up, no rope-factor tensors).
+Tensor names come from ``gguf.TENSOR_NAMES``; shapes follow ``src/models/<arch>.cpp`` of llama.cpp@0c1e570
+(numpy order = reversed ggml ``ne``).
 """
 
 from __future__ import annotations
@@ -70,7 +73,13 @@ GGUF_ARCH = {
     "deepseek_v2": "deepseek2",
     "deepseek_v3": "deepseek2",
     "kimi_k2": "deepseek2",
+    "gpt_oss": "gpt-oss",
+    "gemma2": "gemma2",
+    "phi3": "phi3",
 }
+# Gemma 2's logit soft-capping (config.json attn_logit_softcapping / final_logit_softcapping of the released
+# checkpoints); llama.cpp adds the capping ops to the graph when they are set
+GEMMA2_SOFTCAP = {"attn": 50.0, "final": 30.0}
 
 
 @dataclass(frozen=True)
@@ -146,9 +155,10 @@ def tensor_plan(model: ModelSpec, n_layers: int | None = None) -> list[TensorPla
         t: gguf.MODEL_TENSOR, shape: tuple[int, ...], il: int | None = None, suffix: str = "weight"
     ) -> None:
         name = (N[t].format(bid=il) if il is not None else N[t]) + "." + suffix
-        # 1-D tensors and the MoE router stay F32, as convert_hf_to_gguf writes them (llama.cpp never
-        # quantizes ffn_gate_inp, so its type carries into every quantized file).
-        storage = "f32" if len(shape) == 1 or t == T.FFN_GATE_INP else "f16"
+        # 1-D tensors, biases (gpt-oss has 2-D expert biases) and the MoE router stay F32, as
+        # convert_hf_to_gguf writes them (llama.cpp never quantizes ffn_gate_inp, so its type carries into
+        # every quantized file).
+        storage = "f32" if len(shape) == 1 or suffix == "bias" or t == T.FFN_GATE_INP else "f16"
         out.append(TensorPlan(name, tuple(int(s) for s in shape), storage))
 
     add(T.TOKEN_EMBD, (v, h))
@@ -159,6 +169,11 @@ def tensor_plan(model: ModelSpec, n_layers: int | None = None) -> list[TensorPla
         add(T.ATTN_NORM, (h,), il)
         if arch == "deepseek2":
             _mla_attention(model, add, il)
+        elif arch == "phi3":  # fused q/k/v (llama.cpp phi3 create_tensor_qkv: q as wide as hidden)
+            if nh * hd != h:
+                raise SpecError(f"{model.id}: llama.cpp phi3 needs heads x head_dim = hidden ({h})")
+            add(T.ATTN_QKV, (nh * hd + 2 * nkv * hd, h), il)
+            add(T.ATTN_OUT, (h, nh * hd), il)
         else:
             q_dim = nh * hd
             add(T.ATTN_Q, (q_dim, h), il)
@@ -172,9 +187,13 @@ def tensor_plan(model: ModelSpec, n_layers: int | None = None) -> list[TensorPla
                 add(T.ATTN_Q_NORM, (hd,), il)
                 add(T.ATTN_K_NORM, (hd,), il)
             add(T.ATTN_OUT, (h, q_dim), il)
-            if arch == "gemma3":
+            if arch in ("gemma2", "gemma3", "gpt-oss"):  # gpt-oss: the FFN's norm, under this name
                 add(T.ATTN_POST_NORM, (h,), il)
-        add(T.FFN_NORM, (h,), il)
+            if arch == "gpt-oss":
+                add(T.ATTN_OUT, (h,), il, "bias")
+                add(T.ATTN_SINKS, (nh,), il)
+        if arch != "gpt-oss":
+            add(T.FFN_NORM, (h,), il)
         if _is_moe_layer(model, il):
             moe = model.moe
             assert moe is not None
@@ -183,17 +202,26 @@ def tensor_plan(model: ModelSpec, n_layers: int | None = None) -> list[TensorPla
             add(T.FFN_GATE_EXP, (e, ff, h), il)
             add(T.FFN_UP_EXP, (e, ff, h), il)
             add(T.FFN_DOWN_EXP, (e, h, ff), il)
+            if arch == "gpt-oss":  # router and per-expert biases
+                add(T.FFN_GATE_INP, (e,), il, "bias")
+                add(T.FFN_GATE_EXP, (e, ff), il, "bias")
+                add(T.FFN_UP_EXP, (e, ff), il, "bias")
+                add(T.FFN_DOWN_EXP, (e, h), il, "bias")
             if moe.n_shared_experts:
                 sff = shared_width(model, arch)
                 add(T.FFN_GATE_SHEXP, (sff, h), il)
                 add(T.FFN_UP_SHEXP, (sff, h), il)
                 add(T.FFN_DOWN_SHEXP, (h, sff), il)
+        elif arch == "phi3":  # gate and up fused in ffn_up, 2 x ff rows
+            ff = model.intermediate_size
+            add(T.FFN_UP, (2 * ff, h), il)
+            add(T.FFN_DOWN, (h, ff), il)
         else:
             ff = model.intermediate_size
             add(T.FFN_GATE, (ff, h), il)
             add(T.FFN_UP, (ff, h), il)
             add(T.FFN_DOWN, (h, ff), il)
-        if arch == "gemma3":
+        if arch in ("gemma2", "gemma3"):
             add(T.FFN_POST_NORM, (h,), il)
     return out
 
@@ -256,15 +284,18 @@ def _write_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
     w.add_key_length(model.head_dim)
     w.add_value_length(model.head_dim)
     w.add_rope_dimension_count(model.head_dim)
-    if arch == "gemma3":
+    if arch == "gemma2":
+        w.add_attn_logit_softcapping(GEMMA2_SOFTCAP["attn"])
+        w.add_final_logit_softcapping(GEMMA2_SOFTCAP["final"])
+    if arch in ("gemma2", "gemma3", "gpt-oss"):
         kinds = model.layer_types[:n]
-        if SLIDING in kinds:
+        if SLIDING in kinds or arch == "gpt-oss":  # gpt-oss reads the window even without sliding layers
             if not model.window:
                 raise SpecError(f"{model.id}: sliding layers need ModelSpec.window")
             w.add_sliding_window(model.window)
             w.add_sliding_window_pattern([k == SLIDING for k in kinds])
-        elif any(k != FULL for k in kinds):
-            raise SpecError(f"{model.id}: gemma3 layers must be full or sliding, got {sorted(set(kinds))}")
+        if any(k not in (FULL, SLIDING) for k in kinds):
+            raise SpecError(f"{model.id}: {arch} layers must be full or sliding, got {sorted(set(kinds))}")
     if model.moe is not None:
         leading_dense(model, n)
         _write_moe(w, model)
@@ -533,7 +564,9 @@ def tiny_model(architecture: str, vocab_size: int = 1024, n_layers: int = 4) -> 
     Widths are multiples of 256 so every k-quant applies without fallback.  gemma3 alternates sliding (window
     128) and full layers; qwen3_moe has 8 experts (2 used, width 256); deepseek_v2 is a
     DeepSeek-V2-Lite-shaped
-    MLA model (kv_lora_rank 128, rope 32, nope 64, v 64, no q-LoRA, first layer dense, 8+1 experts).
+    MLA model (kv_lora_rank 128, rope 32, nope 64, v 64, no q-LoRA, first layer dense, 8+1 experts); gpt_oss
+    alternates sliding (window 128) and full layers with 8 biased experts (2 used, width 256); gemma2 is laid
+    out like gemma3; phi3 is dense (fused in its file).
     """
     from estimator.specs import MLASpec, MoESpec
 
@@ -553,7 +586,7 @@ def tiny_model(architecture: str, vocab_size: int = 1024, n_layers: int = 4) -> 
         layer_types=kinds,
         source="fitbench synthetic test geometry",
     )
-    if architecture == "gemma3":
+    if architecture in ("gemma2", "gemma3"):
         common.update(
             layer_types=tuple(SLIDING if i % 2 == 0 else FULL for i in range(n_layers)),
             window=128,
@@ -561,6 +594,8 @@ def tiny_model(architecture: str, vocab_size: int = 1024, n_layers: int = 4) -> 
         )
     elif architecture == "qwen2":
         common.update(qkv_bias=True)
+    elif architecture == "phi3":  # llama.cpp's phi3 sizes q as wide as hidden: 4 heads x 64
+        common.update(n_kv_heads=2)
     elif architecture == "qwen3_moe":
         common.update(intermediate_size=0, moe=MoESpec(n_experts=8, n_experts_used=2, expert_ff=256))
     elif architecture == "deepseek_v2":
@@ -576,6 +611,13 @@ def tiny_model(architecture: str, vocab_size: int = 1024, n_layers: int = 4) -> 
                 dense_layers=(0,),
             ),
             mla=MLASpec(kv_lora_rank=128, qk_rope_head_dim=32, qk_nope_head_dim=64, v_head_dim=64),
+        )
+    elif architecture == "gpt_oss":
+        common.update(
+            layer_types=tuple(SLIDING if i % 2 == 0 else FULL for i in range(n_layers)),
+            window=128,
+            qkv_bias=True,
+            moe=MoESpec(n_experts=8, n_experts_used=2, expert_ff=256),
         )
     elif architecture not in GGUF_ARCH:
         raise SpecError(f"no tiny geometry for {architecture!r}")

@@ -236,14 +236,14 @@ def test_memory_only_point_and_compute_buffers_with_and_without_flash_attention(
             assert est == pytest.approx(m.compute_bytes, rel=rel), (n_ctx, fa)
 
 
-@pytest.mark.parametrize("arch", ["llama", "gemma3", "deepseek_v2"])
-def test_memory_fit_pass_on_a_shape_only_file_equals_a_real_allocation(models, arch, tmp_path):
+@pytest.mark.parametrize("arch", ["llama", "gemma3", "deepseek_v2", "gpt_oss", "gemma2", "phi3"])
+def test_memory_fit_pass_on_a_shape_only_file_equals_a_real_allocation(arch, tmp_path):
     """engine option no_alloc on the data-less file (harness.synth.write_shape_gguf) reports what a real
     context allocates from the F16 file with data: the same compute buffer to the byte, the same weights,
     the same KV cache (from the cache's summary line: 0.01 MiB rounding per line), flash attention on and
     off, one and four sequences.  Nothing of the shape file is read: it holds no tensor data."""
     model = synth.tiny_model(arch)
-    real = synth.synthetic_model(model, "F16", cache_dir_path=models[arch].parent)
+    real = synth.synthetic_model(model, "F16", cache_dir_path=tmp_path / "real")
     shape = synth.synthetic_model(model, "F16", cache_dir_path=tmp_path, shape_only=True)
     assert shape.stat().st_size == real.stat().st_size
     runner = get_runner("llama.cpp")

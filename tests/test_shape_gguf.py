@@ -24,7 +24,7 @@ def _table(path: Path) -> list[tuple[str, tuple[int, ...], int, int]]:
     ]
 
 
-@pytest.mark.parametrize("arch", ["llama", "gemma3", "deepseek_v2", "qwen3_moe"])
+@pytest.mark.parametrize("arch", ["llama", "gemma3", "deepseek_v2", "qwen3_moe", "gpt_oss", "gemma2", "phi3"])
 def test_shape_file_has_the_header_table_and_size_of_the_file_with_data(arch, tmp_path):
     model = synth.tiny_model(arch)
     full = synth.write_gguf(model, tmp_path / "full.gguf")

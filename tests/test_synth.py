@@ -12,7 +12,7 @@ import pytest
 from estimator.specs import SpecError
 from harness import synth
 
-ARCHS = ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma3", "deepseek_v2")
+ARCHS = ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma3", "deepseek_v2", "gpt_oss", "gemma2", "phi3")
 
 try:
     import llama_cpp
@@ -130,3 +130,26 @@ def test_depth_reduced_catalog_proxy(tmp_path):
         assert b"qwen3" in desc.value and b"Q8_0" in desc.value
     finally:
         llm.close()
+
+
+@needs_llama
+@pytest.mark.llama
+@pytest.mark.parametrize(
+    ("arch", "quant"),
+    [("gpt_oss", q) for q in ("F16", "Q8_0", "Q4_K_M", "Q4_0", "MXFP4")]
+    + [("gemma2", "Q4_K_M"), ("phi3", "Q4_K_M")],
+)
+def test_newer_writers_weights_equal_llama_cpp_quantizer(arch, quant, tmp_path):
+    """gpt-oss (sliding / full, attention sinks, biased experts), gemma2 (sandwich norms, tied embeddings)
+    and phi3 (fused qkv and gate+up): llama.cpp's quantizer output equals the estimator's weights to the
+    byte.  gpt-oss's attention output bias (llama.cpp's wo_b) was once missing from the estimator, 4 x
+    hidden B per layer."""
+    import gguf
+
+    from estimator.physics.quant import get_quant
+    from estimator.physics.weights import weight_breakdown
+
+    model = synth.tiny_model(arch)
+    path = synth.synthetic_model(model, quant, cache_dir_path=tmp_path)
+    engine = sum(int(t.n_bytes) for t in gguf.GGUFReader(str(path)).tensors)
+    assert weight_breakdown(model, get_quant(quant)).total_bytes == engine

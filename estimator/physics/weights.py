@@ -182,8 +182,9 @@ def _attn(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
             Tensor(b + "attn_q_norm.weight", "norm", i, hd, hd, "norm"),
             Tensor(b + "attn_k_norm.weight", "norm", i, hd, hd, "norm"),
         ]
-    if m.architecture == "gpt_oss":
+    if m.architecture == "gpt_oss":  # attention sinks and the output projection's bias (llama.cpp wo_b)
         out.append(Tensor(b + "attn_sinks.weight", "norm", i, m.n_heads, m.n_heads, "norm"))
+        out.append(Tensor(b + "attn_output.bias", "bias", i, h, h, "norm"))
     if m.architecture.startswith(_SANDWICH_NORM_ARCHS):
         out.append(Tensor(b + "post_attention_norm.weight", "norm", i, h, h, "norm"))
     return out
