@@ -23,7 +23,14 @@ qwen3; qwen3_moe -> qwen3moe; gemma3 / gemma3_text -> gemma3 (sliding window + p
 / deepseek_v3 / kimi_k2 -> deepseek2 (MLA, written in the split attn_k_b / attn_v_b layout of current
 converters); gpt_oss -> gpt-oss (alternating sliding / full attention, attention sinks, biased experts; F16
 here where the released checkpoint is MXFP4); gemma2 (sliding / full, sandwich norms, logit soft-capping);
-phi3 (Phi-3 / Phi-4: fused attn_qkv and gate+up ffn_up, no rope-factor tensors).
+phi3 (Phi-3 / Phi-4: fused attn_qkv and gate+up ffn_up, no rope-factor tensors); qwen3_next -> qwen3next,
+qwen3_5_text -> qwen35, qwen3_5_moe_text -> qwen35moe (Gated DeltaNet layers in the current converters'
+attn_qkv / attn_gate layout, every fourth layer gated full attention; no MTP layer, which llama.cpp skips
+unless asked to load it); glm4_moe -> glm4moe (GLM-4.5 / -Air: dense leading layers, sigmoid router with its
+score-correction bias, shared expert; the MTP layer left out as above); llama4_text -> llama4 (Llama 4: three
+chunked-attention layers to one full, experts on every MoE-step-th layer with a shared expert); ministral3 ->
+mistral3; hunyuan -> hunyuan-moe; minimax_m2 -> minimax-m2 (q / k norms over all heads, a sigmoid router
+with its bias).
 Tensor names come from ``gguf.TENSOR_NAMES``; shapes follow ``src/models/<arch>.cpp`` of llama.cpp@0c1e570
 (numpy order = reversed ggml ``ne``).
 """
@@ -42,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from estimator.physics.quant import LlamaRecipe, llama_recipe
-from estimator.specs import FULL, SLIDING, ModelSpec, QuantSpec, SpecError
+from estimator.specs import CHUNKED, FULL, LINEAR, MAMBA, NONE, SLIDING, ModelSpec, QuantSpec, SpecError
 from harness.hfconfig_writer import (  # noqa: F401  (re-exported: harness.synth.hf_config etc.)
     HF_ARCH_CLASS,
     RMS_EPS,
@@ -76,7 +83,33 @@ GGUF_ARCH = {
     "gpt_oss": "gpt-oss",
     "gemma2": "gemma2",
     "phi3": "phi3",
+    "qwen3_next": "qwen3next",
+    "qwen3_5_text": "qwen35",
+    "qwen3_5_moe_text": "qwen35moe",
+    "glm4_moe": "glm4moe",
+    "llama4_text": "llama4",
+    "nemotron_h": "nemotron_h",  # nemotron_h_moe when the model has experts (gguf_arch)
+    "ministral3": "mistral3",
+    "hunyuan": "hunyuan-moe",
+    "minimax_m2": "minimax-m2",
 }
+# architectures whose router carries a score-correction bias (exp_probs_b) llama.cpp requires
+_EXP_PROBS_ARCHS = ("glm4moe", "minimax-m2")
+# architectures with per-head q / k RMS norms (MiniMax-M2's span all heads: see tensor_plan)
+_QK_NORM_GGUF = ("qwen3", "qwen3moe", "gemma3", "hunyuan-moe", "minimax-m2")
+# hybrid Gated DeltaNet + gated full attention (Qwen3-Next, Qwen3.5): llama.cpp src/models/qwen3next.cpp,
+# qwen35.cpp, qwen35moe.cpp
+GDN_ARCHS = ("qwen3next", "qwen35", "qwen35moe")
+# rotary share of the full-attention head: partial_rotary_factor 0.25 in the Qwen3-Next and Qwen3.5 configs
+# (../shared/reference configs); llama.cpp reads it as rope.dimension_count = head_dim / 4
+GDN_ROPE_FRACTION = 0.25
+# Qwen3.5's interleaved M-RoPE sections (config rope_parameters.mrope_section [11, 11, 10]; llama.cpp reads
+# four); they sum to the rotary half-width 32 = 256 x 0.25 / 2
+QWEN35_ROPE_SECTIONS = (11, 11, 10, 0)
+# llama.cpp's llama4 runs its chunked layers with 8,192-token chunks whatever the file says (llama4.cpp)
+LLAMA4_CHUNK = 8192
+# GLM-4.5 / -Air rotate half of each head (partial_rotary_factor 0.5 in their configs, ../shared/reference)
+GLM4_MOE_ROPE_FRACTION = 0.5
 # Gemma 2's logit soft-capping (config.json attn_logit_softcapping / final_logit_softcapping of the released
 # checkpoints); llama.cpp adds the capping ops to the graph when they are set
 GEMMA2_SOFTCAP = {"attn": 50.0, "final": 30.0}
@@ -104,12 +137,13 @@ def cache_dir(base: str | os.PathLike | None = None) -> Path:
 def gguf_arch(model: ModelSpec) -> str:
     """llama.cpp architecture name for a ModelSpec; SpecError naming the supported ones otherwise."""
     try:
-        return GGUF_ARCH[model.architecture]
+        arch = GGUF_ARCH[model.architecture]
     except KeyError:
         raise SpecError(
             f"no synthetic GGUF writer for architecture {model.architecture!r} "
             f"(supported: {', '.join(sorted(GGUF_ARCH))})"
         ) from None
+    return "nemotron_h_moe" if arch == "nemotron_h" and model.moe is not None else arch
 
 
 def _is_moe_layer(model: ModelSpec, il: int) -> bool:
@@ -124,9 +158,9 @@ def shared_width(model: ModelSpec, arch: str) -> int:
     if moe is None or not moe.n_shared_experts:
         return 0
     per_expert = moe.shared_ff or moe.expert_ff
-    if arch == "deepseek2" and per_expert != moe.expert_ff:
+    if arch in ("deepseek2", "glm4moe", "llama4") and per_expert != moe.expert_ff:
         raise SpecError(
-            f"{model.id}: llama.cpp deepseek2 needs shared experts as wide as the routed ones "
+            f"{model.id}: llama.cpp {arch} needs shared experts as wide as the routed ones "
             f"({per_expert} != {moe.expert_ff})"
         )
     return moe.n_shared_experts * per_expert
@@ -152,22 +186,31 @@ def tensor_plan(model: ModelSpec, n_layers: int | None = None) -> list[TensorPla
     out: list[TensorPlan] = []
 
     def add(
-        t: gguf.MODEL_TENSOR, shape: tuple[int, ...], il: int | None = None, suffix: str = "weight"
+        t: gguf.MODEL_TENSOR | str, shape: tuple[int, ...], il: int | None = None, suffix: str = "weight"
     ) -> None:
-        name = (N[t].format(bid=il) if il is not None else N[t]) + "." + suffix
-        # 1-D tensors, biases (gpt-oss has 2-D expert biases) and the MoE router stay F32, as
-        # convert_hf_to_gguf writes them (llama.cpp never quantizes ffn_gate_inp, so its type carries into
+        base = N[t] if isinstance(t, gguf.MODEL_TENSOR) else t  # a str: a name gguf-py does not know yet
+        name = (base.format(bid=il) if il is not None else base) + ("." + suffix if suffix else "")
+        # 1-D tensors, biases (gpt-oss has 2-D expert biases), the MoE router, the short convolution and the
+        # Mamba A / D / norm stay F32, as convert_hf_to_gguf writes them (llama.cpp never quantizes
+        # ffn_gate_inp, ssm_conv1d, norms or tensors without a .weight suffix, so their type carries into
         # every quantized file).
-        storage = "f32" if len(shape) == 1 or suffix == "bias" or t == T.FFN_GATE_INP else "f16"
+        f32 = len(shape) == 1 or suffix != "weight" or t in (T.FFN_GATE_INP, T.SSM_CONV1D, T.SSM_NORM)
+        storage = "f32" if f32 else "f16"
         out.append(TensorPlan(name, tuple(int(s) for s in shape), storage))
 
     add(T.TOKEN_EMBD, (v, h))
     add(T.OUTPUT_NORM, (h,))
     if not model.tie_embeddings:
         add(T.OUTPUT, (v, h))
+    gdn = arch in GDN_ARCHS
     for il in range(n):
         add(T.ATTN_NORM, (h,), il)
-        if arch == "deepseek2":
+        if arch.startswith("nemotron_h"):  # one mixer per block: Mamba2, attention or FFN; one norm
+            _nemotron_h_block(model, add, il)
+            continue
+        if gdn and model.layer_types[il] == LINEAR:
+            _gated_delta_net(model, add, il, arch)
+        elif arch == "deepseek2":
             _mla_attention(model, add, il)
         elif arch == "phi3":  # fused q/k/v (llama.cpp phi3 create_tensor_qkv: q as wide as hidden)
             if nh * hd != h:
@@ -176,29 +219,36 @@ def tensor_plan(model: ModelSpec, n_layers: int | None = None) -> list[TensorPla
             add(T.ATTN_OUT, (h, nh * hd), il)
         else:
             q_dim = nh * hd
-            add(T.ATTN_Q, (q_dim, h), il)
+            add(T.ATTN_Q, (q_dim * (2 if model.attn_output_gate else 1), h), il)  # Qwen3-Next: q + gate
             add(T.ATTN_K, (nkv * hd, h), il)
             add(T.ATTN_V, (nkv * hd, h), il)
             if arch == "qwen2" or model.qkv_bias:
                 add(T.ATTN_Q, (q_dim,), il, "bias")
                 add(T.ATTN_K, (nkv * hd,), il, "bias")
                 add(T.ATTN_V, (nkv * hd,), il, "bias")
-            if arch in ("qwen3", "qwen3moe", "gemma3"):
+            if arch == "minimax-m2":  # one norm over all query heads, one over all key heads
+                add(T.ATTN_Q_NORM, (q_dim,), il)
+                add(T.ATTN_K_NORM, (nkv * hd,), il)
+            elif arch in (*_QK_NORM_GGUF, *GDN_ARCHS):
                 add(T.ATTN_Q_NORM, (hd,), il)
                 add(T.ATTN_K_NORM, (hd,), il)
             add(T.ATTN_OUT, (h, q_dim), il)
-            if arch in ("gemma2", "gemma3", "gpt-oss"):  # gpt-oss: the FFN's norm, under this name
+            if arch in ("gemma2", "gemma3", "gpt-oss", "glm4moe"):  # gpt-oss, glm4moe: the FFN's norm
                 add(T.ATTN_POST_NORM, (h,), il)
             if arch == "gpt-oss":
                 add(T.ATTN_OUT, (h,), il, "bias")
                 add(T.ATTN_SINKS, (nh,), il)
-        if arch != "gpt-oss":
+        if gdn:  # the FFN's norm, under this name
+            add(T.ATTN_POST_NORM, (h,), il)
+        elif arch not in ("gpt-oss", "glm4moe"):
             add(T.FFN_NORM, (h,), il)
         if _is_moe_layer(model, il):
             moe = model.moe
             assert moe is not None
             e, ff = moe.n_experts, moe.expert_ff
             add(T.FFN_GATE_INP, (e, h), il)
+            if arch in _EXP_PROBS_ARCHS:  # the sigmoid router's score correction (e_score_correction_bias)
+                add(T.FFN_EXP_PROBS_B, (e,), il, "bias")
             add(T.FFN_GATE_EXP, (e, ff, h), il)
             add(T.FFN_UP_EXP, (e, ff, h), il)
             add(T.FFN_DOWN_EXP, (e, h, ff), il)
@@ -209,6 +259,8 @@ def tensor_plan(model: ModelSpec, n_layers: int | None = None) -> list[TensorPla
                 add(T.FFN_DOWN_EXP, (e, h), il, "bias")
             if moe.n_shared_experts:
                 sff = shared_width(model, arch)
+                if gdn:  # the shared expert's sigmoid gate (one row, F32)
+                    add(T.FFN_GATE_INP_SHEXP, (h,), il)
                 add(T.FFN_GATE_SHEXP, (sff, h), il)
                 add(T.FFN_UP_SHEXP, (sff, h), il)
                 add(T.FFN_DOWN_SHEXP, (h, sff), il)
@@ -224,6 +276,91 @@ def tensor_plan(model: ModelSpec, n_layers: int | None = None) -> list[TensorPla
         if arch in ("gemma2", "gemma3"):
             add(T.FFN_POST_NORM, (h,), il)
     return out
+
+
+def _nemotron_h_block(model: ModelSpec, add, il: int) -> None:
+    """A Nemotron-H block (llama.cpp nemotron-h.cpp): Mamba2 (ssm_in of 2 d_inner + 2 groups x state + heads
+    rows; the convolution over d_inner + 2 groups x state channels with its bias; dt bias, A, D per head;
+    the grouped norm; ssm_out), attention (q, k, v, o; no positional encoding) or an FFN (squared-ReLU up /
+    down; MoE: router with its score-correction bias, the latent down / up projections, routed and shared
+    experts).  d_inner = Mamba heads x head dim (StateSpec n_value_heads x value_head_dim), groups =
+    n_key_heads, state = key_head_dim."""
+    import gguf
+
+    T = gguf.MODEL_TENSOR
+    h, kind = model.hidden_size, model.layer_types[il]
+    if kind == MAMBA:
+        s = model.state
+        if s is None or not (s.n_key_heads and s.n_value_heads and s.key_head_dim and s.conv_kernel):
+            raise SpecError(f"{model.id}: Mamba2 layers need the state widths (StateSpec heads and dims)")
+        d_inner, gs = s.n_value_heads * s.value_head_dim, 2 * s.n_key_heads * s.key_head_dim
+        add(T.SSM_IN, (2 * d_inner + gs + s.n_value_heads, h), il)
+        add(T.SSM_CONV1D, (d_inner + gs, s.conv_kernel), il)
+        add(T.SSM_CONV1D, (d_inner + gs,), il, "bias")
+        add(T.SSM_DT, (s.n_value_heads,), il, "bias")
+        add(T.SSM_A, (s.n_value_heads, 1), il, "")
+        add(T.SSM_D, (s.n_value_heads, 1), il, "")
+        add(T.SSM_NORM, (s.n_key_heads, d_inner // s.n_key_heads), il)
+        add(T.SSM_OUT, (h, d_inner), il)
+    elif kind == FULL:
+        hd, nh, nkv = model.head_dim, model.n_heads, model.n_kv_heads
+        add(T.ATTN_Q, (nh * hd, h), il)
+        add(T.ATTN_K, (nkv * hd, h), il)
+        add(T.ATTN_V, (nkv * hd, h), il)
+        add(T.ATTN_OUT, (h, nh * hd), il)
+    elif kind == NONE and model.moe is not None:
+        moe = model.moe
+        e, ff, width = moe.n_experts, moe.expert_ff, moe.latent_size or h
+        add(T.FFN_GATE_INP, (e, h), il)
+        add(T.FFN_EXP_PROBS_B, (e,), il, "bias")
+        if moe.latent_size:
+            add("blk.{bid}.ffn_latent_down", (width, h), il)
+            add("blk.{bid}.ffn_latent_up", (h, width), il)
+        add(T.FFN_DOWN_EXP, (e, width, ff), il)
+        add(T.FFN_UP_EXP, (e, ff, width), il)
+        sff = shared_width(model, "nemotron_h_moe")
+        if sff:
+            add(T.FFN_DOWN_SHEXP, (h, sff), il)
+            add(T.FFN_UP_SHEXP, (sff, h), il)
+    elif kind == NONE:
+        add(T.FFN_DOWN, (h, model.intermediate_size), il)
+        add(T.FFN_UP, (model.intermediate_size, h), il)
+    else:
+        raise SpecError(f"{model.id}: Nemotron-H layers are Mamba, attention or FFN, not {kind!r}")
+
+
+def _gated_delta_net(model: ModelSpec, add, il: int, arch: str) -> None:
+    """Gated DeltaNet (linear attention) tensors as current converters write them: q/k/v in one attn_qkv
+    (2 x key_dim + value_dim rows), the output gate z in attn_gate, the short convolution over the q/k/v
+    channels (F32), dt bias and A (F32, one per value head), beta / alpha projections (qwen3next: one ssm_ba
+    of 2 x value heads rows; qwen35 / qwen35moe: ssm_beta and ssm_alpha), the per-head norm and ssm_out.
+    key_dim = n_key_heads x key_head_dim, value_dim = n_value_heads x value_head_dim."""
+    import gguf
+
+    T = gguf.MODEL_TENSOR
+    s = model.state
+    if s is None or not (s.n_key_heads and s.n_value_heads and s.key_head_dim and s.conv_kernel):
+        raise SpecError(f"{model.id}: Gated DeltaNet layers need the state widths (StateSpec heads and dims)")
+    if s.key_head_dim != s.value_head_dim:  # llama.cpp sizes both from ssm.state_size
+        raise SpecError(
+            f"{model.id}: llama.cpp needs key and value head dims equal ({s.key_head_dim} != "
+            f"{s.value_head_dim})"
+        )
+    h = model.hidden_size
+    key_dim, value_dim = s.n_key_heads * s.key_head_dim, s.n_value_heads * s.value_head_dim
+    conv_dim = 2 * key_dim + value_dim
+    add(T.ATTN_QKV, (conv_dim, h), il)
+    add(T.ATTN_GATE, (value_dim, h), il)
+    add(T.SSM_CONV1D, (conv_dim, s.conv_kernel), il)
+    add(T.SSM_DT, (s.n_value_heads,), il, "bias")
+    add(T.SSM_A, (s.n_value_heads,), il, "")
+    if arch == "qwen3next":
+        add(T.SSM_BETA_ALPHA, (2 * s.n_value_heads, h), il)
+    else:
+        add(T.SSM_BETA, (s.n_value_heads, h), il)
+        add(T.SSM_ALPHA, (s.n_value_heads, h), il)
+    add(T.SSM_NORM, (s.value_head_dim,), il)
+    add(T.SSM_OUT, (h, value_dim), il)
 
 
 def _mla_attention(model: ModelSpec, add, il: int) -> None:
@@ -263,6 +400,8 @@ def _write_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
     w.add_vocab_size(model.vocab_size)
     w.add_tokenizer_model("none")
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    if arch.startswith("nemotron_h"):  # per-layer arrays
+        return _write_nemotron_h_hparams(w, model, n)
     w.add_feed_forward_length(model.intermediate_size or (model.moe.expert_ff if model.moe else 0))
     if arch == "deepseek2":
         mla = model.mla
@@ -283,7 +422,19 @@ def _write_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
     w.add_head_count_kv(model.n_kv_heads)
     w.add_key_length(model.head_dim)
     w.add_value_length(model.head_dim)
-    w.add_rope_dimension_count(model.head_dim)
+    if arch in GDN_ARCHS:
+        _write_gdn_hparams(w, model, arch, n)
+    elif arch == "llama4":
+        _write_llama4_hparams(w, model, n)
+
+    elif arch == "glm4moe":
+        assert model.moe is not None
+        w.add_rope_dimension_count(int(model.head_dim * GLM4_MOE_ROPE_FRACTION))
+        w.add_expert_shared_count(model.moe.n_shared_experts)
+        w.add_leading_dense_block_count(leading_dense(model, n))
+        w.add_expert_weights_scale(1.0)
+    else:
+        w.add_rope_dimension_count(model.head_dim)
     if arch == "gemma2":
         w.add_attn_logit_softcapping(GEMMA2_SOFTCAP["attn"])
         w.add_final_logit_softcapping(GEMMA2_SOFTCAP["final"])
@@ -297,8 +448,88 @@ def _write_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
         if any(k not in (FULL, SLIDING) for k in kinds):
             raise SpecError(f"{model.id}: {arch} layers must be full or sliding, got {sorted(set(kinds))}")
     if model.moe is not None:
-        leading_dense(model, n)
+        if arch != "llama4":  # llama4 interleaves its dense layers (checked above)
+            leading_dense(model, n)
         _write_moe(w, model)
+        if arch == "minimax-m2":  # a sigmoid router; llama.cpp has no default for it and aborts
+            w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        ff = model.intermediate_size or model.moe.expert_ff
+        if arch == "hunyuan-moe" and ff != model.moe.expert_ff:  # its experts are n_ff wide
+            raise SpecError(f"{model.id}: llama.cpp's hunyuan-moe needs experts as wide as the FFN ({ff})")
+
+
+def _write_gdn_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
+    """Qwen3-Next / Qwen3.5 keys: partial rotary, the Gated DeltaNet widths (ssm.state_size = head dim,
+    group_count = key heads, time_step_rank = value heads, inner_size = value_dim) and the layer pattern as
+    full_attention_interval (llama.cpp: layer i is linear unless (i + 1) % interval == 0)."""
+    s = model.state
+    assert s is not None
+    w.add_rope_dimension_count(int(model.head_dim * GDN_ROPE_FRACTION))
+    if arch != "qwen3next":
+        w.add_rope_dimension_sections(list(QWEN35_ROPE_SECTIONS))
+    w.add_ssm_conv_kernel(s.conv_kernel)
+    w.add_ssm_state_size(s.key_head_dim)
+    w.add_ssm_group_count(s.n_key_heads)
+    w.add_ssm_time_step_rank(s.n_value_heads)
+    w.add_ssm_inner_size(s.n_value_heads * s.value_head_dim)
+    kinds = model.layer_types
+    interval = kinds.index(FULL) + 1 if FULL in kinds else 0
+    if not interval or any((k == LINEAR) != ((i + 1) % interval != 0) for i, k in enumerate(kinds)):
+        raise SpecError(
+            f"{model.id}: {arch} needs every {interval or 'n'}-th layer full attention and the rest linear"
+        )
+    w.add_full_attention_interval(interval)
+
+
+def _write_nemotron_h_hparams(w, model: ModelSpec, n: int) -> None:
+    """Nemotron-H: the layer kind is in per-layer arrays (llama.cpp: a layer is Mamba when its KV heads and
+    FFN width are both 0, attention when only its FFN width is 0), the Mamba2 widths, and the MoE keys."""
+    s = model.state
+    if s is None:
+        raise SpecError(f"{model.id}: Nemotron-H needs the Mamba2 state widths")
+    kinds = model.layer_types[:n]
+    ff = model.moe.expert_ff if model.moe is not None else model.intermediate_size
+    w.add_head_count_kv([model.n_kv_heads if k == FULL else 0 for k in kinds])
+    w.add_feed_forward_length([ff if k == NONE else 0 for k in kinds])
+    w.add_key_length(model.head_dim)
+    w.add_value_length(model.head_dim)
+    w.add_rope_dimension_count(model.head_dim)
+    w.add_layer_norm_eps(RMS_EPS)
+    w.add_ssm_conv_kernel(s.conv_kernel)
+    w.add_ssm_inner_size(s.n_value_heads * s.value_head_dim)
+    w.add_ssm_state_size(s.key_head_dim)
+    w.add_ssm_time_step_rank(s.n_value_heads)
+    w.add_ssm_group_count(s.n_key_heads)
+    if model.moe is not None:
+        _write_moe(w, model)
+        w.add_expert_shared_count(model.moe.n_shared_experts)
+        w.add_expert_weights_norm(True)
+        w.add_expert_weights_scale(1.0)
+        if model.moe.latent_size:
+            w.add_moe_latent_size(model.moe.latent_size)
+
+
+def _write_llama4_hparams(w, model: ModelSpec, n: int) -> None:
+    """Llama 4: chunked attention layers named per layer (sliding_window_pattern as an array; llama.cpp fixes
+    the chunk at 8,192 tokens) and MoE on every ``step``-th layer (interleave_moe_layer_step: layer i is MoE
+    when (i + 1) % step == 0; Scout 1, Maverick 2), the others dense."""
+    w.add_rope_dimension_count(model.head_dim)
+    kinds = model.layer_types[:n]
+    if CHUNKED in kinds and model.window != LLAMA4_CHUNK:
+        raise SpecError(
+            f"{model.id}: llama.cpp runs llama4 chunks of {LLAMA4_CHUNK} tokens, not {model.window}"
+        )
+    if any(k not in (FULL, CHUNKED) for k in kinds):
+        raise SpecError(f"{model.id}: llama4 layers must be full or chunked, got {sorted(set(kinds))}")
+    w.add_sliding_window_pattern([k == CHUNKED for k in kinds])
+    moe = model.moe
+    if moe is None:
+        raise SpecError(f"{model.id}: llama.cpp's llama4 needs experts")
+    first_moe = next((i for i in range(model.n_layers) if i not in moe.dense_layers), None)
+    step = (first_moe or 0) + 1
+    if any((i not in moe.dense_layers) != ((i + 1) % step == 0) for i in range(model.n_layers)):
+        raise SpecError(f"{model.id}: llama4 needs MoE on every {step}-th layer, dense elsewhere")
+    w.add_interleave_moe_layer_step(step)
 
 
 def _write_moe(w, model: ModelSpec) -> None:
@@ -563,12 +794,19 @@ def tiny_model(architecture: str, vocab_size: int = 1024, n_layers: int = 4) -> 
 
     Widths are multiples of 256 so every k-quant applies without fallback.  gemma3 alternates sliding (window
     128) and full layers; qwen3_moe has 8 experts (2 used, width 256); deepseek_v2 is a
-    DeepSeek-V2-Lite-shaped
-    MLA model (kv_lora_rank 128, rope 32, nope 64, v 64, no q-LoRA, first layer dense, 8+1 experts); gpt_oss
-    alternates sliding (window 128) and full layers with 8 biased experts (2 used, width 256); gemma2 is laid
-    out like gemma3; phi3 is dense (fused in its file).
+    DeepSeek-V2-Lite-shaped MLA model (kv_lora_rank 128, rope 32, nope 64, v 64, no q-LoRA, first layer dense,
+    8+1 experts); gpt_oss alternates sliding (window 128) and full layers with 8 biased experts (2 used, width
+    256); gemma2 is laid out like gemma3; phi3 and ministral3 are dense (phi3 fused in its file); hunyuan
+    (tied embeddings, a shared expert) and minimax_m2 have 8 experts (2 used, width 256); llama4_text has
+    Maverick's layout (chunked x 3 then full, experts on odd layers: 8 + 1 shared, 1 used); qwen3_next /
+    qwen3_5_moe_text / qwen3_5_text repeat three Gated DeltaNet layers (2 key / 4 value heads x 64) and one
+    gated full-attention layer, with 8+1 experts (2 used, width 256) except the dense qwen3_5_text; glm4_moe
+    has a dense first layer then 8+1 experts (2 used, width 256).
     """
-    from estimator.specs import MLASpec, MoESpec
+    from estimator.specs import MLASpec, MoESpec, StateSpec
+
+    def experts(**kw) -> MoESpec:  # 8 experts of width 256, 2 per token, unless told otherwise
+        return MoESpec(**{"n_experts": 8, "n_experts_used": 2, "expert_ff": 256, **kw})
 
     kinds = tuple(FULL for _ in range(n_layers))
     common = dict(
@@ -597,19 +835,12 @@ def tiny_model(architecture: str, vocab_size: int = 1024, n_layers: int = 4) -> 
     elif architecture == "phi3":  # llama.cpp's phi3 sizes q as wide as hidden: 4 heads x 64
         common.update(n_kv_heads=2)
     elif architecture == "qwen3_moe":
-        common.update(intermediate_size=0, moe=MoESpec(n_experts=8, n_experts_used=2, expert_ff=256))
+        common.update(intermediate_size=0, moe=experts())
     elif architecture == "deepseek_v2":
         common.update(
             n_kv_heads=4,
             head_dim=96,
-            moe=MoESpec(
-                n_experts=8,
-                n_experts_used=2,
-                expert_ff=256,
-                n_shared_experts=1,
-                shared_ff=256,
-                dense_layers=(0,),
-            ),
+            moe=experts(n_shared_experts=1, shared_ff=256, dense_layers=(0,)),
             mla=MLASpec(kv_lora_rank=128, qk_rope_head_dim=32, qk_nope_head_dim=64, v_head_dim=64),
         )
     elif architecture == "gpt_oss":
@@ -617,8 +848,59 @@ def tiny_model(architecture: str, vocab_size: int = 1024, n_layers: int = 4) -> 
             layer_types=tuple(SLIDING if i % 2 == 0 else FULL for i in range(n_layers)),
             window=128,
             qkv_bias=True,
-            moe=MoESpec(n_experts=8, n_experts_used=2, expert_ff=256),
+            moe=experts(),
         )
+    elif architecture in ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"):
+        nk, nv, dk = 2, 4, 64  # Gated DeltaNet: 2 key heads, 4 value heads, 64 wide
+        common.update(
+            layer_types=tuple(FULL if (i + 1) % 4 == 0 else LINEAR for i in range(n_layers)),
+            attn_output_gate=True,
+            state=StateSpec(
+                recurrent_elems=dk * nv * dk,  # llama.cpp n_embd_s: state_size x inner_size
+                conv_elems=3 * (2 * nk * dk + nv * dk),  # (kernel - 1) x conv channels
+                n_key_heads=nk,
+                n_value_heads=nv,
+                key_head_dim=dk,
+                value_head_dim=dk,
+                conv_kernel=4,
+            ),
+        )
+        if architecture != "qwen3_5_text":
+            common.update(
+                intermediate_size=0,
+                moe=experts(n_shared_experts=1, shared_ff=256),
+            )
+    elif architecture == "llama4_text":  # Maverick's layout: MoE on odd layers, chunked 3 : 1 full
+        common.update(
+            layer_types=tuple(FULL if (i + 1) % 4 == 0 else CHUNKED for i in range(n_layers)),
+            window=8192,
+            moe=experts(
+                n_experts_used=1, n_shared_experts=1, shared_ff=256, dense_layers=tuple(range(0, n_layers, 2))
+            ),
+        )
+    elif architecture == "nemotron_h":  # Mamba2, FFN (MoE, latent 256), attention, FFN; 2 groups x 64 state
+        common.update(
+            layer_types=(MAMBA, NONE, FULL, NONE)[:n_layers] + (MAMBA,) * max(0, n_layers - 4),
+            intermediate_size=256,
+            ffn_gated=False,
+            state=StateSpec(
+                recurrent_elems=4 * 64 * 64,  # d_inner (4 heads x 64) x state 64
+                conv_elems=3 * (4 * 64 + 2 * 2 * 64),  # (kernel - 1) x (d_inner + 2 groups x state)
+                n_key_heads=2,
+                n_value_heads=4,
+                key_head_dim=64,
+                value_head_dim=64,
+                conv_kernel=4,
+            ),
+            moe=experts(n_shared_experts=1, shared_ff=512, latent_size=256),
+        )
+    elif architecture == "glm4_moe":
+        common.update(moe=experts(n_shared_experts=1, shared_ff=256, dense_layers=(0,)))
+    elif architecture == "hunyuan":
+        shared = experts(n_shared_experts=1, shared_ff=256)
+        common.update(tie_embeddings=True, intermediate_size=0, moe=shared)
+    elif architecture == "minimax_m2":
+        common.update(intermediate_size=0, moe=experts())
     elif architecture not in GGUF_ARCH:
         raise SpecError(f"no tiny geometry for {architecture!r}")
     return ModelSpec(**common)

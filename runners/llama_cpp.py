@@ -323,8 +323,10 @@ class LlamaCppRunner:
                 llama_cpp.llama_model_free(model)
         log = "".join(_LOG)
         mem = parse_llama_memory(log)
-        # the memory-fit pass allocates nothing: its KV buffers log 0 MiB, its summary lines the sizes
-        kv_bytes = sum(k.size_bytes for k in mem.kv_summaries) if no_alloc else _kv_bytes(mem)
+        # the memory-fit pass allocates nothing: its KV buffers log 0 MiB, its summary lines the sizes (KV
+        # caches and the recurrent state of Gated DeltaNet / Mamba layers)
+        summaries = sum(k.size_bytes for k in (*mem.kv_summaries, *mem.rs_summaries))
+        kv_bytes = summaries if no_alloc else _kv_bytes(mem)
         extra = {
             "memory_only": True,
             "no_alloc": no_alloc,
@@ -365,6 +367,7 @@ def _context_extra(llama_cpp, spec: PointSpec, mem, n_ctx_actual: int, desc, loa
     return {
         "buffers_bytes": mem.by_kind,
         "kv_summaries": [vars(x) for x in mem.kv_summaries],
+        "rs_summaries": [vars(x) for x in mem.rs_summaries],
         "swa_cells": mem.swa_cells,
         "n_ctx_requested": spec.n_ctx,
         "n_ctx_actual": n_ctx_actual,

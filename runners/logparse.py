@@ -5,7 +5,9 @@ Pure functions over strings (no engine import), tested on real captured logs.
 llama.cpp (format strings of llama.cpp@0c1e570; the function prefix changed across versions, so it is
 ignored): ``load_tensors:   CPU_Mapped model buffer size =   938.13 MiB``, ``llama_kv_cache:  CPU KV buffer
 size = 32.00 MiB``, ``sched_reserve:  CPU compute buffer size = 90.01 MiB``, ``llama_context:  CPU  output
-buffer size = 0.12 MiB``, recurrent ``RS buffer size``, and the summaries ``llama_kv_cache: size = 32.00 MiB
+buffer size = 0.12 MiB``, recurrent ``RS buffer size``, the recurrent-state summary ``llama_memory_recurrent:
+size = 0.82 MiB (4 cells, 4 layers, 4 seqs 0 rs_seq), R (f32): 0.07 MiB, S (f32): 0.75 MiB, ...``, and the
+KV summaries ``llama_kv_cache: size = 32.00 MiB
 (2048 cells, 8 layers, 1/1 seqs), K (f16): 16.00 MiB, V (f16): 16.00 MiB`` / older ``KV self size  = X MiB, K
 (f16): ...``. Older trees print model buffers without the word "model" (``llm_load_tensors:  CPU buffer size =
 ...``). Sizes are printed in MiB with two decimals, so parsed bytes are exact to +-0.005 MiB (5,243 bytes).
@@ -34,6 +36,11 @@ _KV_SUMMARY_RE = re.compile(
     r"(?:KV self size|llama_kv_cache\w*: size)\s*=\s*(?P<mib>[\d.]+) MiB"
     r"(?:\s*\(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers,\s*(?P<seqs>\d+)/(?P<seqs_max>\d+) seqs\))?"
     r",\s*K \((?P<type_k>\w+)\):\s*(?P<k_mib>[\d.]+) MiB,\s*V \((?P<type_v>\w+)\):\s*(?P<v_mib>[\d.]+) MiB"
+)
+_RS_SUMMARY_RE = re.compile(
+    r"llama_memory_recurrent\w*: size\s*=\s*(?P<mib>[\d.]+) MiB"
+    r"\s*\(\s*(?P<cells>\d+) cells,\s*(?P<layers>\d+) layers"
+    r".*?R \((?P<type_r>\w+)\):\s*(?P<r_mib>[\d.]+) MiB,\s*S \((?P<type_s>\w+)\):\s*(?P<s_mib>[\d.]+) MiB"
 )
 _OFFLOAD_RE = re.compile(r"offloaded (?P<n>\d+)/(?P<total>\d+) layers to GPU")
 _SWA_CACHE_RE = re.compile(r"creating\s+(?P<which>non-SWA|SWA) KV cache, size = (?P<cells>\d+) cells")
@@ -69,11 +76,26 @@ class KVSummary:
 
 
 @dataclass(frozen=True)
+class RSSummary:
+    """The recurrent-state summary line (Gated DeltaNet / Mamba layers): R = convolution state, S = recurrent
+    state; cells = sequences it holds state for, layers = recurrent layers."""
+
+    size_bytes: int
+    r_bytes: int
+    s_bytes: int
+    type_r: str
+    type_s: str
+    cells: int
+    layers: int
+
+
+@dataclass(frozen=True)
 class LlamaMemory:
     """Everything llama.cpp's log says about memory.  ``*_bytes`` dicts map device/buffer type -> bytes."""
 
     buffers: tuple[LlamaBuffer, ...]
     kv_summaries: tuple[KVSummary, ...]
+    rs_summaries: tuple[RSSummary, ...] = ()
     by_kind: dict[str, dict[str, int]] = field(default_factory=dict)
     n_ctx: int | None = None
     offloaded_layers: tuple[int, int] | None = None
@@ -119,6 +141,23 @@ def parse_kv_summaries(text: str) -> list[KVSummary]:
     return out
 
 
+def parse_rs_summaries(text: str) -> list[RSSummary]:
+    """Recurrent-state summary lines (``llama_memory_recurrent: size = 0.82 MiB (4 cells, 4 layers, 4 seqs 0
+    rs_seq), R (f32): 0.07 MiB, S (f32): 0.75 MiB, ...``)."""
+    return [
+        RSSummary(
+            size_bytes=_mib_to_bytes(m.group("mib")),
+            r_bytes=_mib_to_bytes(m.group("r_mib")),
+            s_bytes=_mib_to_bytes(m.group("s_mib")),
+            type_r=m.group("type_r"),
+            type_s=m.group("type_s"),
+            cells=int(m.group("cells")),
+            layers=int(m.group("layers")),
+        )
+        for m in _RS_SUMMARY_RE.finditer(text)
+    ]
+
+
 def parse_llama_memory(text: str) -> LlamaMemory:
     """Buffers grouped by kind then device (same device summed: an SWA model has two KV buffers per
     device)."""
@@ -134,6 +173,7 @@ def parse_llama_memory(text: str) -> LlamaMemory:
     return LlamaMemory(
         buffers=tuple(buffers),
         kv_summaries=tuple(parse_kv_summaries(text)),
+        rs_summaries=tuple(parse_rs_summaries(text)),
         by_kind={k: dict(v) for k, v in by_kind.items()},
         n_ctx=int(n_ctx[-1]) if n_ctx else None,
         offloaded_layers=(int(off[-1][0]), int(off[-1][1])) if off else None,

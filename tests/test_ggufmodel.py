@@ -111,3 +111,18 @@ def test_split_gguf_sums_every_shard(tiny_gguf, tiny_gguf_split):
             load_gguf(tiny_gguf_split[0])
     finally:
         tiny_gguf_split[-1].with_suffix(".bak").rename(tiny_gguf_split[-1])
+
+
+@pytest.mark.parametrize("arch", ["qwen3_next", "qwen3_5_moe_text", "qwen3_5_text"])
+def test_hybrid_gguf_reads_back_its_layer_pattern_and_state(arch, tmp_path):
+    """A Gated DeltaNet GGUF (llama.cpp qwen3next / qwen35 / qwen35moe keys, as harness.synth writes them)
+    gives back the layer pattern, the recurrent-state widths and the gated query of the spec it was written
+    from, so its KV cache and state are sized as the catalog model's."""
+    from estimator.physics.kv import kv_cache
+    from harness import synth
+
+    spec = synth.tiny_model(arch)
+    got = load_gguf(str(synth.write_shape_gguf(spec, tmp_path / f"{arch}.gguf")))
+    assert got.architecture == arch and got.attn_output_gate
+    assert got.layer_types == spec.layer_types and got.state == spec.state
+    assert kv_cache(got, 4096, n_seq=2).total_bytes == kv_cache(spec, 4096, n_seq=2).total_bytes

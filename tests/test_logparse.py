@@ -100,6 +100,34 @@ def test_llama_old_format_lines():
     assert s.size_bytes == 256 * MIB and s.cells is None
 
 
+# the memory-fit pass (no_alloc) on the tiny Qwen3-Next test model (harness.synth.tiny_model): 4 sequences,
+# 3 Gated DeltaNet layers and one full-attention layer
+HYBRID_LOG = """\
+llama_kv_cache:        CPU KV buffer size =     0.00 MiB
+llama_kv_cache: size =    4.00 MiB (  8192 cells,   1 layers,  4/1 seqs), K (f16):    2.00 MiB, \
+V (f16):    2.00 MiB
+llama_memory_recurrent, layer   0: dev = CPU
+llama_memory_recurrent: layer   3: skipped
+llama_memory_recurrent:        CPU RS buffer size =     0.82 MiB
+llama_memory_recurrent: size =    0.82 MiB (     4 cells,   4 layers,  4 seqs  0 rs_seq), \
+R (f32):    0.07 MiB, \
+S (f32):    0.75 MiB, P (f32):    0.00 MiB
+"""
+
+
+def test_llama_recurrent_state_summary():
+    mem = parse_llama_memory(HYBRID_LOG)
+    (rs,) = mem.rs_summaries
+    assert (rs.cells, rs.layers, rs.type_r, rs.type_s) == (4, 4, "f32", "f32")
+    assert (rs.size_bytes, rs.r_bytes, rs.s_bytes) == (
+        round(0.82 * MIB),
+        round(0.07 * MIB),
+        round(0.75 * MIB),
+    )
+    assert mem.total("RS") == round(0.82 * MIB) and mem.kv_summaries[0].cells == 8192
+    assert parse_llama_memory(OLD_LOG).rs_summaries == ()
+
+
 def test_llama_log_without_buffers():
     mem = parse_llama_memory("llama_model_loader: loaded meta data\n")
     assert mem.buffers == () and mem.total("KV") is None and mem.n_ctx is None

@@ -236,7 +236,21 @@ def test_memory_only_point_and_compute_buffers_with_and_without_flash_attention(
             assert est == pytest.approx(m.compute_bytes, rel=rel), (n_ctx, fa)
 
 
-@pytest.mark.parametrize("arch", ["llama", "gemma3", "deepseek_v2", "gpt_oss", "gemma2", "phi3"])
+@pytest.mark.parametrize(
+    "arch",
+    [
+        "llama",
+        "gemma3",
+        "deepseek_v2",
+        "gpt_oss",
+        "gemma2",
+        "phi3",
+        "qwen3_next",
+        "glm4_moe",
+        "llama4_text",
+        "nemotron_h",
+    ],
+)
 def test_memory_fit_pass_on_a_shape_only_file_equals_a_real_allocation(arch, tmp_path):
     """engine option no_alloc on the data-less file (harness.synth.write_shape_gguf) reports what a real
     context allocates from the F16 file with data: the same compute buffer to the byte, the same weights,
@@ -259,4 +273,46 @@ def test_memory_fit_pass_on_a_shape_only_file_equals_a_real_allocation(arch, tmp
         assert f.extra["no_alloc"] and not r.extra["no_alloc"]
         assert f.compute_bytes == r.compute_bytes > 0, (n_ctx, fa, n_seq)
         assert f.weights_bytes == r.weights_bytes
-        assert f.kv_bytes == pytest.approx(r.kv_bytes, abs=0.006 * MIB * len(f.extra["kv_summaries"]))
+        lines = len(f.extra["kv_summaries"]) + len(f.extra["rs_summaries"])  # each rounded to 0.01 MiB
+        assert f.kv_bytes == pytest.approx(r.kv_bytes, abs=0.006 * MIB * lines)
+
+
+# Nemotron-3-Super's widths at 12 layers with a 16K vocabulary (the output head small, so the FFN moment is
+# the largest) and one width changed at a time: experts per token, expert_ff, latent width
+UNGATED_VARIANTS = [
+    dict(),
+    dict(expert_ff=1344),
+    dict(expert_ff=5376),
+    dict(latent_size=2048),
+    dict(latent_size=0),  # experts on the hidden width
+    dict(n_experts_used=16),
+]
+
+
+@pytest.mark.parametrize("change", UNGATED_VARIANTS, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
+def test_ungated_moe_ffn_moment_follows_llama_cpp(change, tmp_path):
+    """llama.cpp's memory-fit pass on a squared-ReLU latent MoE (Nemotron-H): the FFN moment grows by exactly
+    n_experts_used x (expert_ff + expert width) floats per token, as runtime._ungated_ff counts it; the
+    prior is within 6 % of each buffer (it counts 4 x hidden of the ~6 x hidden the graphs hold: 8 MiB at
+    u = 512, left to the fit), where the gated form (3 x ff_max) is 23-110 % high."""
+    from dataclasses import replace
+
+    from estimator.catalog.data import get_hardware, get_model
+    from estimator.physics.runtime import default_coefficients, runtime_buffers
+    from estimator.specs import Workload
+
+    base = get_model("nemotron-3-super-120b-a12b")
+    base = replace(base, vocab_size=16384, n_layers=12, layer_types=base.layer_types[:12])
+    model = replace(base, moe=replace(base.moe, **change))
+    path = synth.synthetic_model(model, "F16", cache_dir_path=tmp_path, shape_only=True)
+    spec = PointSpec(
+        model_path=str(path), n_ctx=4096, prompt_lengths=(), gen_lengths=(), flash_attn=True,
+        engine_options={"no_alloc": True},
+    )  # fmt: skip
+    measured = get_runner("llama.cpp").measure(spec).compute_bytes
+    wl = Workload(n_ctx=4096, flash_attn=True)
+    cpu = get_hardware("epyc-9654")
+    est = runtime_buffers(model, None, cpu, wl, default_coefficients("llama.cpp")).compute_bytes
+    assert est == pytest.approx(measured, rel=0.06)
+    gated = runtime_buffers(replace(model, ffn_gated=True), None, cpu, wl, default_coefficients("llama.cpp"))
+    assert gated.compute_bytes > 1.2 * measured

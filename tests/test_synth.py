@@ -12,7 +12,11 @@ import pytest
 from estimator.specs import SpecError
 from harness import synth
 
-ARCHS = ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma3", "deepseek_v2", "gpt_oss", "gemma2", "phi3")
+ARCHS = (
+    "llama", "qwen2", "qwen3", "qwen3_moe", "gemma3", "deepseek_v2", "gpt_oss", "gemma2", "phi3",
+    "qwen3_next", "qwen3_5_moe_text", "qwen3_5_text", "glm4_moe", "llama4_text", "nemotron_h",
+    "ministral3", "hunyuan", "minimax_m2",
+)  # fmt: skip
 
 try:
     import llama_cpp
@@ -137,13 +141,25 @@ def test_depth_reduced_catalog_proxy(tmp_path):
 @pytest.mark.parametrize(
     ("arch", "quant"),
     [("gpt_oss", q) for q in ("F16", "Q8_0", "Q4_K_M", "Q4_0", "MXFP4")]
-    + [("gemma2", "Q4_K_M"), ("phi3", "Q4_K_M")],
+    + [("gemma2", "Q4_K_M"), ("phi3", "Q4_K_M")]
+    + [("qwen3_next", q) for q in ("F16", "Q4_K_M", "Q3_K_M", "IQ4_XS")]
+    + [("qwen3_5_moe_text", "Q5_K_M"), ("qwen3_5_text", "Q4_K_M")]
+    + [("glm4_moe", q) for q in ("Q4_K_M", "IQ4_XS")]
+    + [("llama4_text", q) for q in ("Q4_K_M", "Q3_K_M")]
+    + [("nemotron_h", q) for q in ("Q4_K_M", "IQ4_XS")]
+    + [("minimax_m2", "Q4_K_M"), ("hunyuan", "Q4_K_M"), ("ministral3", "Q4_K_M")],
 )
 def test_newer_writers_weights_equal_llama_cpp_quantizer(arch, quant, tmp_path):
     """gpt-oss (sliding / full, attention sinks, biased experts), gemma2 (sandwich norms, tied embeddings)
     and phi3 (fused qkv and gate+up): llama.cpp's quantizer output equals the estimator's weights to the
     byte.  gpt-oss's attention output bias (llama.cpp's wo_b) was once missing from the estimator, 4 x
-    hidden B per layer."""
+    hidden B per layer.  Qwen3-Next / Qwen3.5 (Gated DeltaNet): the linear layers' attn_qkv is attn_v-like
+    for the quantizer (Q4_K_M gives it q6_K on use_more_bits layers); the estimator once counted it as a
+    plain ssm_in (Q4_K_M 3.6 % short on the tiny model) and missed the shared expert's gate.  GLM-4.5
+    (glm4_moe): dense first layer, the router's score-correction bias, a shared expert.  Llama 4: dense and
+    MoE layers interleaved; its QK norm has no weights (the estimator once counted two per layer).
+    Nemotron-H: Mamba2, attention and latent-MoE blocks (the router's score-correction bias was missing).
+    MiniMax-M2: its q / k norms span all heads (the estimator once sized them per head)."""
     import gguf
 
     from estimator.physics.quant import get_quant

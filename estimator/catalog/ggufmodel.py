@@ -102,6 +102,8 @@ _ARCH_MAP = {
     "gpt-oss": "gpt_oss",
     "gemma3": "gemma3_text",
     "qwen3next": "qwen3_next",
+    "qwen35": "qwen3_5_text",
+    "qwen35moe": "qwen3_5_moe_text",
     "nemotron_h": "nemotron_h",
     "llama4": "llama4_text",
     "command-r": "cohere",
@@ -389,6 +391,7 @@ def _spec(reader, p: Path, arch: str, tensors: list) -> ModelSpec:
         state=state,
         native_dtype=file_type_name(_val(reader, "general.file_type"), tensors),
         qkv_bias=any(x.endswith("attn_q.bias") for x in names),
+        attn_output_gate=arch in ("qwen3next", "qwen35", "qwen35moe"),  # q projection x 2: query and gate
         source=f"gguf:{p}",
         gguf_tensors=tuple(tensors),
         gguf_path=str(p),

@@ -40,15 +40,22 @@ memory between layers); the attention mask is a graph input that lives through e
     output  = 4 * n_vocab * n_seq                (llama_context output buffer; host RAM)
     host_compute = 2 * 4 * u * hidden on discrete devices  (CUDA_Host staging of inputs / embeddings)
 
-ff_max = max(dense ff, n_experts_used * expert_ff + n_shared * shared_ff).  Prior (estimator/data/
-memory_prior.json) from llama.cpp's own CPU buffers (llama-cpp-python 0.3.36, results/runs/memory-*.jsonl):
-logits 1, out_hidden 2, mask 1, kq 1, attn_hidden 5.5, act_hidden 4, act_ff 3, mla_attn 1, mla_moe_head 1,
-base 0; e.g. Llama-3.2-1B at u = 512: 258.5 MiB with flash attention at any context (250.5 MiB logits + 8 MiB
-final norm), 8,470 MiB without it at 131,072 cells (8,192 MiB scores + 256 MiB F32 mask + 22 MiB);
-DeepSeek-V3 (3-layer proxy) at u = 512 without flash attention, 8,192 cells: 2,472.0 MiB measured = 2,048
-MiB scores (128 heads) + 16 MiB mask + 8 MiB transposed V + 400 MiB MLA activations (128 x 1,600 floats per
-token); DeepSeek-V2-Lite (4 and 8 layers, flash attention): 241.0 MiB = 200 MiB logits + 4 MiB final norm
-+ 16,384 floats per token under them.
+ff_max = max(dense ff, n_experts_used * expert_ff + n_shared * shared_ff) for a gated FFN (SwiGLU / GeGLU:
+gate, up and their product).  An ungated FFN (Nemotron-H's squared ReLU) holds ungated_ff_factor *
+n_experts_used * (expert_ff + expert width) in place of act_ff_factor * ff_max: each selected expert's up
+output and its down output at the expert width (the latent width of a latent MoE, else hidden), the shared
+expert apart; a dense one is one expert of ff.  llama.cpp's memory-fit pass on Nemotron-3-Super variants gives
+exactly 1 x n_experts_used x expert_ff and 1 x n_experts_used x width (expert_ff 1,344-5,376, latent
+512-4,096, 16 or 22 experts per token), nothing of the shared expert's width or the expert count; besides it
+the same graphs hold 3 x hidden + about 8,200 floats per token (hidden 3,072 and 4,096) where the prior counts
+act_hidden_factor's 4 x hidden, left to the fit.  Prior (estimator/data/memory_prior.json) from llama.cpp's
+own CPU buffers (llama-cpp-python 0.3.36, results/runs/memory-*.jsonl): logits 1, out_hidden 2, mask 1, kq 1,
+attn_hidden 5.5, act_hidden 4, act_ff 3, ungated_ff 1, mla_attn 1, mla_moe_head 1, base 0; e.g. Llama-3.2-1B
+at u = 512: 258.5 MiB with flash attention at any context (250.5 MiB logits + 8 MiB final norm), 8,470 MiB
+without it at 131,072 cells (8,192 MiB scores + 256 MiB F32 mask + 22 MiB); DeepSeek-V3 (3-layer proxy) at u =
+512 without flash attention, 8,192 cells: 2,472.0 MiB measured = 2,048 MiB scores (128 heads) + 16 MiB mask +
+8 MiB transposed V + 400 MiB MLA activations (128 x 1,600 floats per token); DeepSeek-V2-Lite (4 and 8 layers,
+flash attention): 241.0 MiB = 200 MiB logits + 4 MiB final norm + 16,384 floats per token under them.
 
 "torch" — a PyTorch engine's activation peak (vLLM, SGLang; per device; T = the profile's
 ``max_batched_tokens``, vLLM's max_num_batched_tokens default 8192; tp = tensor-parallel size):
@@ -90,6 +97,7 @@ class MemoryCoefficients:
     logits_factor: float = 1.0
     act_hidden_factor: float = 4.0
     act_ff_factor: float = 3.0
+    ungated_ff_factor: float = 1.0
     kq_factor: float = 1.0
     mask_factor: float = 1.0
     out_hidden_factor: float = 2.0
@@ -222,6 +230,15 @@ def _ff_max(m: ModelSpec) -> int:
     return ff
 
 
+def _ungated_ff(m: ModelSpec) -> int:
+    """Floats per token an ungated FFN (squared ReLU: Nemotron-H) holds at its widest: each selected expert's
+    up output and its down output at the expert width (the latent width of a latent MoE, else hidden), before
+    the weighted sum; a dense FFN is one expert of ff.  The shared expert runs apart and is not in it."""
+    if m.moe is None:
+        return m.intermediate_size + m.hidden_size
+    return m.moe.n_experts_used * (m.moe.expert_ff + (m.moe.latent_size or m.hidden_size))
+
+
 def runtime_buffers(
     model: ModelSpec,
     quant: QuantSpec | None,
@@ -271,9 +288,8 @@ def runtime_buffers(
             attn += max(cells) * kv_type_bytes(wl.kv_dtype, mla.kv_lora_rank)
     # the mask is freed after the last layer's attention: only a model with more than one layer runs an FFN
     # while it lives
-    ffn = (mask if m.n_layers > 1 else 0) + 4 * u * (
-        c.act_hidden_factor * m.hidden_size + c.act_ff_factor * _ff_max(m)
-    )
+    ffn_width = c.act_ff_factor * _ff_max(m) if m.ffn_gated else c.ungated_ff_factor * _ungated_ff(m)
+    ffn = (mask if m.n_layers > 1 else 0) + 4 * u * (c.act_hidden_factor * m.hidden_size + ffn_width)
     compute = c.compute_base_bytes + max(logits, attn, ffn)
     output = 4 * m.vocab_size * wl.n_seq
     host_compute = 2 * 4 * u * m.hidden_size if discrete else 0

@@ -11,13 +11,18 @@ name, class, layer, n_elements, row length = ne[0] = input features, group, 3-D)
   hidden x (kv_lora + rope), kv_b split as current GGUFs store it: k_b [nope, kv_lora, heads] and v_b
   [kv_lora, v, heads] (3-D), o heads*v x hidden; Gemma 2/3/4 add post_attention_norm and post_ffw_norm
   (hidden, F32) per layer;
-* Gated DeltaNet (linear): in_proj hidden x (2*nk*dk + 2*nv*dv) and hidden x 2*nv, conv (2*nk*dk + nv*dv) x
-  kernel, out nv*dv x hidden; Mamba2: in_proj hidden x (2*d_inner + 2*groups*state + heads), conv
+* Gated DeltaNet (linear), as current converters write it: attn_qkv hidden x (2*nk*dk + nv*dv) (an
+  attn_v-like tensor for the quantizer: it counts among the attn_v layers and takes their promotions),
+  attn_gate hidden x nv*dv, beta / alpha hidden x 2*nv (Qwen3-Next: one ssm_ba; Qwen3.5: ssm_beta and
+  ssm_alpha), conv (2*nk*dk + nv*dv) x kernel (F32), dt bias and A (nv each, F32), norm dv, out nv*dv x
+  hidden; Qwen3-Next / Qwen3.5 MoE layers add the shared expert's gate ffn_gate_inp_shexp (hidden, F32);
+  Mamba2: in_proj hidden x (2*d_inner + 2*groups*state + heads), conv
   (d_inner + 2*groups*state) x kernel, out d_inner x hidden;
-* FFN: gated (gate, up: hidden x ff; down: ff x hidden) or ungated (up, down); MoE: router hidden x n_experts
-  (F32), routed experts n_experts x (gate, up, down) of expert_ff (on the latent width for latent MoE, plus
-  the
-  hidden<->latent projections), shared experts of n_shared*shared_ff;
+* FFN: gated (gate, up: hidden x ff; down: ff x hidden) or ungated (up, down); MoE: router hidden x
+  n_experts (F32; GLM-4.5, MiniMax-M2 and Nemotron-H add its score-correction bias, n_experts F32:
+  DeepSeek-V3 / Kimi-K2 checkpoints carry one too, 59 KB of V3, not counted), routed experts n_experts x
+  (gate, up, down) of expert_ff (on the latent width for latent MoE, plus the hidden<->latent projections),
+  shared experts of n_shared*shared_ff;
 * token_embd vocab x hidden, output vocab x hidden unless tied, 1-D norms (and q/k norms, biases).
 
 Nemotron-H layers are either Mamba, attention or FFN (from hybrid_override_pattern), so FFN weights sit on the
@@ -97,7 +102,11 @@ class WeightBreakdown(NamedTuple):
 
 # Architectures whose GGUF fuses q/k/v into attn_qkv and gate/up into ffn_up (llama.cpp phi3: Phi-3, Phi-4).
 _FUSED_ARCHS = ("phi3",)
-_QK_NORM_ARCHS = ("qwen3", "gemma3", "gemma4", "llama4", "hunyuan", "olmo2", "minimax_m2", "qwen3_5")
+_SHARED_GATE_ARCHS = ("qwen3_next", "qwen3_5", "qwen2_moe")
+# routers with a score-correction bias (n_experts F32) that llama.cpp loads as exp_probs_b
+_EXP_PROBS_ARCHS = ("glm4_moe", "nemotron_h", "minimax_m2")
+# (Llama 4's QK norm is an L2 norm without weights: no tensors)
+_QK_NORM_ARCHS = ("qwen3", "gemma3", "gemma4", "hunyuan", "olmo2", "minimax_m2", "qwen3_5")
 # Gemma 2/3/4 also normalise after attention and after the FFN (post_attention_norm, post_ffw_norm, F32).
 _SANDWICH_NORM_ARCHS = ("gemma2", "gemma3", "gemma4")
 
@@ -178,9 +187,11 @@ def _attn(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
             Tensor(b + "attn_v.bias", "bias", i, kvh * hd, kvh * hd, "norm"),
         ]
     if m.architecture.startswith(_QK_NORM_ARCHS):
+        # MiniMax-M2 normalises all query heads together and all key heads together
+        qn, kn = (m.n_heads * hd, kvh * hd) if m.architecture == "minimax_m2" else (hd, hd)
         out += [
-            Tensor(b + "attn_q_norm.weight", "norm", i, hd, hd, "norm"),
-            Tensor(b + "attn_k_norm.weight", "norm", i, hd, hd, "norm"),
+            Tensor(b + "attn_q_norm.weight", "norm", i, qn, qn, "norm"),
+            Tensor(b + "attn_k_norm.weight", "norm", i, kn, kn, "norm"),
         ]
     if m.architecture == "gpt_oss":  # attention sinks and the output projection's bias (llama.cpp wo_b)
         out.append(Tensor(b + "attn_sinks.weight", "norm", i, m.n_heads, m.n_heads, "norm"))
@@ -194,14 +205,22 @@ def _mixer_state(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
     s, h, b = m.state, m.hidden_size, f"blk.{i}."
     assert s is not None
     if kind == LINEAR:
-        qkvz = 2 * s.n_key_heads * s.key_head_dim + 2 * s.n_value_heads * s.value_head_dim
         conv_ch = 2 * s.n_key_heads * s.key_head_dim + s.n_value_heads * s.value_head_dim
-        vd = s.n_value_heads * s.value_head_dim
+        vd, nv = s.n_value_heads * s.value_head_dim, s.n_value_heads
+        if m.architecture == "qwen3_next":
+            beta_alpha = [Tensor(b + "ssm_ba.weight", "other", i, h * 2 * nv, h, "dense")]
+        else:
+            beta_alpha = [
+                Tensor(b + "ssm_beta.weight", "other", i, h * nv, h, "dense"),
+                Tensor(b + "ssm_alpha.weight", "other", i, h * nv, h, "dense"),
+            ]
         return [
-            Tensor(b + "ssm_in.weight", "other", i, h * qkvz, h, "dense"),
-            Tensor(b + "ssm_ba.weight", "other", i, h * 2 * s.n_value_heads, h, "dense"),
+            Tensor(b + "attn_qkv.weight", "attn_qkv", i, h * conv_ch, h, "dense"),
+            Tensor(b + "attn_gate.weight", "other", i, h * vd, h, "dense"),
             Tensor(b + "ssm_conv1d.weight", "ssm_conv1d", i, conv_ch * s.conv_kernel, s.conv_kernel, "norm"),
-            Tensor(b + "ssm_a.weight", "norm", i, 2 * s.n_value_heads, s.n_value_heads, "norm"),
+            Tensor(b + "ssm_dt.bias", "bias", i, nv, nv, "norm"),
+            Tensor(b + "ssm_a", "norm", i, nv, nv, "norm"),
+            *beta_alpha,
             Tensor(b + "ssm_norm.weight", "norm", i, s.value_head_dim, s.value_head_dim, "norm"),
             Tensor(b + "ssm_out.weight", "other", i, vd * h, vd, "dense"),
         ]
@@ -244,11 +263,13 @@ def _ffn(m: ModelSpec, i: int, moe_layer: bool) -> list[Tensor]:
     e = m.moe
     assert e is not None
     out.append(Tensor(b + "ffn_gate_inp.weight", "ffn_gate_inp", i, h * e.n_experts, h, "dense"))
+    if m.architecture in _EXP_PROBS_ARCHS:  # the router's score-correction bias, llama.cpp needs it
+        out.append(Tensor(b + "exp_probs_b.bias", "bias", i, e.n_experts, e.n_experts, "norm"))
     width = e.latent_size or h
     if e.latent_size:
         out += [
-            Tensor(b + "ffn_latent_in.weight", "other", i, h * width, h, "dense"),
-            Tensor(b + "ffn_latent_out.weight", "other", i, width * h, width, "dense"),
+            Tensor(b + "ffn_latent_down.weight", "other", i, h * width, h, "dense"),
+            Tensor(b + "ffn_latent_up.weight", "other", i, width * h, width, "dense"),
         ]
     ne, ff = e.n_experts, e.expert_ff
     if m.ffn_gated:
@@ -261,6 +282,8 @@ def _ffn(m: ModelSpec, i: int, moe_layer: bool) -> list[Tensor]:
         out.append(Tensor(b + "ffn_exps.bias", "bias", i, ne * ((g - 1) * ff + width) + ne, 1, "norm"))
     if e.n_shared_experts and e.shared_ff:
         sf = e.n_shared_experts * e.shared_ff
+        if m.architecture.startswith(_SHARED_GATE_ARCHS):  # the shared expert's sigmoid gate, one F32 row
+            out.append(Tensor(b + "ffn_gate_inp_shexp.weight", "norm", i, h, h, "norm"))
         if m.ffn_gated:
             out.append(Tensor(b + "ffn_gate_shexp.weight", "ffn_gate_shexp", i, h * sf, h, "shared"))
         out += [
