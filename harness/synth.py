@@ -30,7 +30,8 @@ unless asked to load it); glm4_moe -> glm4moe (GLM-4.5 / -Air: dense leading lay
 score-correction bias, shared expert; the MTP layer left out as above); llama4_text -> llama4 (Llama 4: three
 chunked-attention layers to one full, experts on every MoE-step-th layer with a shared expert); ministral3 ->
 mistral3; hunyuan -> hunyuan-moe; minimax_m2 -> minimax-m2 (q / k norms over all heads, a sigmoid router
-with its bias).
+with its bias); cohere2 (Command A: sliding window x 3 then full, attention and FFN in parallel on one norm,
+a tied output); ernie4_5_moe -> ernie4_5-moe (dense leading layers, shared experts).
 Tensor names come from ``gguf.TENSOR_NAMES``; shapes follow ``src/models/<arch>.cpp`` of llama.cpp@0c1e570
 (numpy order = reversed ggml ``ne``).
 """
@@ -92,6 +93,8 @@ GGUF_ARCH = {
     "ministral3": "mistral3",
     "hunyuan": "hunyuan-moe",
     "minimax_m2": "minimax-m2",
+    "cohere2": "cohere2",
+    "ernie4_5_moe": "ernie4_5-moe",
 }
 # architectures whose router carries a score-correction bias (exp_probs_b) llama.cpp requires
 _EXP_PROBS_ARCHS = ("glm4moe", "minimax-m2")
@@ -240,7 +243,7 @@ def tensor_plan(model: ModelSpec, n_layers: int | None = None) -> list[TensorPla
                 add(T.ATTN_SINKS, (nh,), il)
         if gdn:  # the FFN's norm, under this name
             add(T.ATTN_POST_NORM, (h,), il)
-        elif arch not in ("gpt-oss", "glm4moe"):
+        elif arch not in ("gpt-oss", "glm4moe", "cohere2"):  # cohere2: attention and FFN in parallel
             add(T.FFN_NORM, (h,), il)
         if _is_moe_layer(model, il):
             moe = model.moe
@@ -438,9 +441,19 @@ def _write_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
     if arch == "gemma2":
         w.add_attn_logit_softcapping(GEMMA2_SOFTCAP["attn"])
         w.add_final_logit_softcapping(GEMMA2_SOFTCAP["final"])
-    if arch in ("gemma2", "gemma3", "gpt-oss"):
+    if arch == "cohere2":
+        if model.n_heads * model.head_dim != model.hidden_size or not model.tie_embeddings:
+            raise SpecError(
+                f"{model.id}: llama.cpp's cohere2 needs heads x head_dim = hidden and a tied output"
+            )
+        w.add_logit_scale(1.0)  # a scale on the logits: no memory effect
+        w.add_layer_norm_eps(RMS_EPS)
+    if arch in ("gemma2", "gemma3", "gpt-oss", "cohere2"):
         kinds = model.layer_types[:n]
-        if SLIDING in kinds or arch == "gpt-oss":  # gpt-oss reads the window even without sliding layers
+        if SLIDING in kinds or arch in (
+            "gpt-oss",
+            "cohere2",
+        ):  # both read the window even with no sliding layer
             if not model.window:
                 raise SpecError(f"{model.id}: sliding layers need ModelSpec.window")
             w.add_sliding_window(model.window)
@@ -453,6 +466,9 @@ def _write_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
         _write_moe(w, model)
         if arch == "minimax-m2":  # a sigmoid router; llama.cpp has no default for it and aborts
             w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        if arch == "ernie4_5-moe":  # dense leading layers, then experts on every layer
+            w.add_leading_dense_block_count(leading_dense(model, n))
+            w.add_interleave_moe_layer_step(1)
         ff = model.intermediate_size or model.moe.expert_ff
         if arch == "hunyuan-moe" and ff != model.moe.expert_ff:  # its experts are n_ff wide
             raise SpecError(f"{model.id}: llama.cpp's hunyuan-moe needs experts as wide as the FFN ({ff})")
@@ -796,12 +812,13 @@ def tiny_model(architecture: str, vocab_size: int = 1024, n_layers: int = 4) -> 
     128) and full layers; qwen3_moe has 8 experts (2 used, width 256); deepseek_v2 is a
     DeepSeek-V2-Lite-shaped MLA model (kv_lora_rank 128, rope 32, nope 64, v 64, no q-LoRA, first layer dense,
     8+1 experts); gpt_oss alternates sliding (window 128) and full layers with 8 biased experts (2 used, width
-    256); gemma2 is laid out like gemma3; phi3 and ministral3 are dense (phi3 fused in its file); hunyuan
-    (tied embeddings, a shared expert) and minimax_m2 have 8 experts (2 used, width 256); llama4_text has
-    Maverick's layout (chunked x 3 then full, experts on odd layers: 8 + 1 shared, 1 used); qwen3_next /
-    qwen3_5_moe_text / qwen3_5_text repeat three Gated DeltaNet layers (2 key / 4 value heads x 64) and one
-    gated full-attention layer, with 8+1 experts (2 used, width 256) except the dense qwen3_5_text; glm4_moe
-    has a dense first layer then 8+1 experts (2 used, width 256).
+    256); gemma2 is laid out like gemma3, cohere2 with three sliding layers to a full one; ernie4_5_moe has a
+    dense first layer then 8 + 2 shared experts (tied output); phi3 and ministral3 are dense (phi3 fused in
+    its file); hunyuan (tied embeddings, a shared expert) and minimax_m2 have 8 experts (2 used, width 256);
+    llama4_text has Maverick's layout (chunked x 3 then full, experts on odd layers: 8 + 1 shared, 1 used);
+    qwen3_next / qwen3_5_moe_text / qwen3_5_text repeat three Gated DeltaNet layers (2 key / 4 value heads x
+    64) and one gated full-attention layer, with 8+1 experts (2 used, width 256) except the dense
+    qwen3_5_text; glm4_moe has a dense first layer then 8+1 experts (2 used, width 256).
     """
     from estimator.specs import MLASpec, MoESpec, StateSpec
 
@@ -896,6 +913,15 @@ def tiny_model(architecture: str, vocab_size: int = 1024, n_layers: int = 4) -> 
         )
     elif architecture == "glm4_moe":
         common.update(moe=experts(n_shared_experts=1, shared_ff=256, dense_layers=(0,)))
+    elif architecture == "cohere2":  # sliding (window 128) x 3 then full, like Command A
+        common.update(
+            layer_types=tuple(FULL if (i + 1) % 4 == 0 else SLIDING for i in range(n_layers)),
+            window=128,
+            n_heads=4,
+            tie_embeddings=True,
+        )
+    elif architecture == "ernie4_5_moe":  # a dense first layer, 8 + 2 shared experts, tied output
+        common.update(tie_embeddings=True, moe=experts(n_shared_experts=2, shared_ff=256, dense_layers=(0,)))
     elif architecture == "hunyuan":
         shared = experts(n_shared_experts=1, shared_ff=256)
         common.update(tie_embeddings=True, intermediate_size=0, moe=shared)

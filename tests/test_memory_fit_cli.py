@@ -24,7 +24,7 @@ def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
         (("--model", "qwen3-0.6", "--ctx", "4096"), "qwen3-0.6b"),  # the nearest catalog ids
         (("--model", "qwen3-0.6b", "--ctx", "0"), "--ctx 0"),
         (("--model", "qwen3-0.6b", "--ctx", "4096", "--n-seq", "0"), "--n-seq 0"),
-        (("--model", "ernie-4.5-21b-a3b", "--ctx", "4096"), "architecture"),  # no GGUF writer for it
+        (("--model", "dots.llm1", "--ctx", "4096"), "architecture"),  # no GGUF writer for it
     ],
 )
 def test_bad_input_exits_2_with_one_line(args, says, tmp_path):

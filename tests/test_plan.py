@@ -64,8 +64,8 @@ def test_bad_entries_are_named(replace, expected):
 
 
 def test_unbuildable_architecture_fails_before_running():
-    text = BASE.replace('"smollm2-135m"', '"ernie-4.5-21b-a3b"')
-    with pytest.raises(PlanError, match=r"ernie-4.5-21b-a3b.*cannot build a synthetic GGUF"):
+    text = BASE.replace('"smollm2-135m"', '"dots.llm1"')
+    with pytest.raises(PlanError, match=r"dots\.llm1.*cannot build a synthetic GGUF"):
         parse_plan(text, "t.toml")
 
 

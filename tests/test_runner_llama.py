@@ -249,6 +249,7 @@ def test_memory_only_point_and_compute_buffers_with_and_without_flash_attention(
         "glm4_moe",
         "llama4_text",
         "nemotron_h",
+        "cohere2",
     ],
 )
 def test_memory_fit_pass_on_a_shape_only_file_equals_a_real_allocation(arch, tmp_path):

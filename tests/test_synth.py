@@ -15,7 +15,7 @@ from harness import synth
 ARCHS = (
     "llama", "qwen2", "qwen3", "qwen3_moe", "gemma3", "deepseek_v2", "gpt_oss", "gemma2", "phi3",
     "qwen3_next", "qwen3_5_moe_text", "qwen3_5_text", "glm4_moe", "llama4_text", "nemotron_h",
-    "ministral3", "hunyuan", "minimax_m2",
+    "ministral3", "hunyuan", "minimax_m2", "cohere2", "ernie4_5_moe",
 )  # fmt: skip
 
 try:
@@ -147,7 +147,8 @@ def test_depth_reduced_catalog_proxy(tmp_path):
     + [("glm4_moe", q) for q in ("Q4_K_M", "IQ4_XS")]
     + [("llama4_text", q) for q in ("Q4_K_M", "Q3_K_M")]
     + [("nemotron_h", q) for q in ("Q4_K_M", "IQ4_XS")]
-    + [("minimax_m2", "Q4_K_M"), ("hunyuan", "Q4_K_M"), ("ministral3", "Q4_K_M")],
+    + [("minimax_m2", "Q4_K_M"), ("hunyuan", "Q4_K_M"), ("ministral3", "Q4_K_M"), ("cohere2", "Q4_K_M")]
+    + [("ernie4_5_moe", "Q4_K_M")],
 )
 def test_newer_writers_weights_equal_llama_cpp_quantizer(arch, quant, tmp_path):
     """gpt-oss (sliding / full, attention sinks, biased experts), gemma2 (sandwich norms, tied embeddings)
@@ -159,7 +160,8 @@ def test_newer_writers_weights_equal_llama_cpp_quantizer(arch, quant, tmp_path):
     (glm4_moe): dense first layer, the router's score-correction bias, a shared expert.  Llama 4: dense and
     MoE layers interleaved; its QK norm has no weights (the estimator once counted two per layer).
     Nemotron-H: Mamba2, attention and latent-MoE blocks (the router's score-correction bias was missing).
-    MiniMax-M2: its q / k norms span all heads (the estimator once sized them per head)."""
+    MiniMax-M2: its q / k norms span all heads (the estimator once sized them per head).  Cohere2: one norm
+    per parallel block (the estimator once counted an FFN norm too)."""
     import gguf
 
     from estimator.physics.quant import get_quant

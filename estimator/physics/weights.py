@@ -23,7 +23,8 @@ name, class, layer, n_elements, row length = ne[0] = input features, group, 3-D)
   DeepSeek-V3 / Kimi-K2 checkpoints carry one too, 59 KB of V3, not counted), routed experts n_experts x
   (gate, up, down) of expert_ff (on the latent width for latent MoE, plus the hidden<->latent projections),
   shared experts of n_shared*shared_ff;
-* token_embd vocab x hidden, output vocab x hidden unless tied, 1-D norms (and q/k norms, biases).
+* token_embd vocab x hidden, output vocab x hidden unless tied, 1-D norms (and q/k norms, biases); Cohere's
+  parallel blocks (attention and FFN on the same normed input) have no FFN norm.
 
 Nemotron-H layers are either Mamba, attention or FFN (from hybrid_override_pattern), so FFN weights sit on the
 NONE layers only.  MTP layers and vision towers are not counted (as in the reference's computed params).
@@ -103,6 +104,8 @@ class WeightBreakdown(NamedTuple):
 # Architectures whose GGUF fuses q/k/v into attn_qkv and gate/up into ffn_up (llama.cpp phi3: Phi-3, Phi-4).
 _FUSED_ARCHS = ("phi3",)
 _SHARED_GATE_ARCHS = ("qwen3_next", "qwen3_5", "qwen2_moe")
+# attention and FFN read the same normed input (Cohere's parallel block): one norm per layer
+_PARALLEL_BLOCK_ARCHS = ("cohere",)
 # routers with a score-correction bias (n_experts F32) that llama.cpp loads as exp_probs_b
 _EXP_PROBS_ARCHS = ("glm4_moe", "nemotron_h", "minimax_m2")
 # (Llama 4's QK norm is an L2 norm without weights: no tensors)
@@ -310,7 +313,8 @@ def tensor_inventory(model: ModelSpec) -> tuple[Tensor, ...]:
             if kind == NONE:
                 out += _ffn(m, i, m.moe is not None and i not in dense)
             continue
-        out.append(Tensor(f"blk.{i}.ffn_norm.weight", "norm", i, h, h, "norm"))
+        if not m.architecture.startswith(_PARALLEL_BLOCK_ARCHS):
+            out.append(Tensor(f"blk.{i}.ffn_norm.weight", "norm", i, h, h, "norm"))
         out += _ffn(m, i, m.moe is not None and i not in dense)
         if m.architecture.startswith(_SANDWICH_NORM_ARCHS):
             out.append(Tensor(f"blk.{i}.post_ffw_norm.weight", "norm", i, h, h, "norm"))
