@@ -233,7 +233,9 @@ def _ff_max(m: ModelSpec) -> int:
 def _ungated_ff(m: ModelSpec) -> int:
     """Floats per token an ungated FFN (squared ReLU: Nemotron-H) holds at its widest: each selected expert's
     up output and its down output at the expert width (the latent width of a latent MoE, else hidden), before
-    the weighted sum; a dense FFN is one expert of ff.  The shared expert runs apart and is not in it."""
+    the weighted sum; a dense FFN is taken as one expert of ff (by analogy: no dense ungated model in the
+    catalog, and the variant tried was not the largest moment, so this case is not measured).  The shared
+    expert runs apart and is not in it."""
     if m.moe is None:
         return m.intermediate_size + m.hidden_size
     return m.moe.n_experts_used * (m.moe.expert_ff + (m.moe.latent_size or m.hidden_size))
