@@ -54,6 +54,10 @@ class MLASpec:
     """Multi-head latent attention (DeepSeek-V2/V3, Kimi-K2).
 
     The cache holds kv_lora_rank + qk_rope_head_dim elements per token per layer (shared by all heads).
+    DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5: config index_n_heads / index_head_dim / index_topk)
+    adds a lightning indexer per layer: index_n_heads query heads of index_head_dim scoring every cached
+    token through one cached key of index_head_dim per token and layer; attention then reads the index_topk
+    best tokens.  index_n_heads = 0: no indexer.
     """
 
     kv_lora_rank: int
@@ -61,6 +65,9 @@ class MLASpec:
     qk_nope_head_dim: int
     v_head_dim: int
     q_lora_rank: int | None = None
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    index_topk: int = 0
 
 
 @dataclass(frozen=True)
@@ -123,7 +130,8 @@ class ModelSpec:
     # Full-attention layers with their own KV geometry (Gemma 4: 2 KV heads x 512 on global layers, K == V).
     global_head_dim: int | None = None
     global_n_kv_heads: int | None = None
-    k_eq_v: bool = False  # FULL layers cache K only (attention_k_eq_v)
+    # FULL layers have no v_proj (attention_k_eq_v: V is the K projection); engines still cache V
+    k_eq_v: bool = False
     ffn_gated: bool = True  # False: up/down MLP without a gate projection (Nemotron-H relu2)
     # q projection also yields an output gate (Qwen3-Next / Qwen3.5): 2x q width
     attn_output_gate: bool = False

@@ -26,6 +26,9 @@ _NOT_SIZING = {
     "id", "name", "hf_id", "arch_class", "license", "source", "verified", "published_total_params",
     "published_active_params", "gguf_path", "notes", "native_dtype",
 }  # fmt: skip
+# nested fields added after records were taken: at their defaults they stay out of the fingerprint, so a
+# stored point keeps its key (``--resume`` skips it) and its record its fingerprint
+_LATER_DEFAULTS = {"mla": {"index_n_heads": 0, "index_head_dim": 0, "index_topk": 0}}
 
 
 def utc_now() -> str:
@@ -50,6 +53,9 @@ def model_fingerprint(model: ModelSpec) -> str:
     """sha256 (20 hex) of the ModelSpec fields that matter for sizing: widths, layer count and kinds, window,
     MoE / MLA / state layouts, vocab, tied embeddings, qkv bias and the exact GGUF tensor list when known."""
     body = {k: v for k, v in dataclasses.asdict(model).items() if k not in _NOT_SIZING}
+    for key, defaults in _LATER_DEFAULTS.items():
+        if isinstance(body.get(key), dict):
+            body[key] = {f: v for f, v in body[key].items() if defaults.get(f, object()) != v}
     return short_hash(body)
 
 

@@ -31,9 +31,14 @@ score-correction bias, shared expert; the MTP layer left out as above); llama4_t
 chunked-attention layers to one full, experts on every MoE-step-th layer with a shared expert); ministral3 ->
 mistral3; hunyuan -> hunyuan-moe; minimax_m2 -> minimax-m2 (q / k norms over all heads, a sigmoid router
 with its bias); cohere2 (Command A: sliding window x 3 then full, attention and FFN in parallel on one norm,
-a tied output); ernie4_5_moe -> ernie4_5-moe (dense leading layers, shared experts).
-Tensor names come from ``gguf.TENSOR_NAMES``; shapes follow ``src/models/<arch>.cpp`` of llama.cpp@0c1e570
-(numpy order = reversed ggml ``ne``).
+a tied output); ernie4_5_moe -> ernie4_5-moe (dense leading layers, shared experts); gemma4_text -> gemma4
+(Gemma 4: sliding and K==V full layers of two head widths, experts fused gate+up beside a dense MLP); glm4
+(GLM-4-0414: fused gate+up, sandwich norms).
+The tensors are the estimator's own inventory (``estimator.physics.weights.tensor_inventory`` of the proxy:
+names as ``gguf.TENSOR_NAMES`` spells them, shapes as ``src/models/<arch>.cpp`` of llama.cpp reads them, numpy
+order = reversed ggml ``ne``), so a file that llama.cpp loads proves that inventory tensor by tensor; this
+module adds the hyper-parameters and checks what an architecture's loader cannot express
+(``_check_writable``).
 """
 
 from __future__ import annotations
@@ -64,8 +69,9 @@ from harness.safe_files import fsync_file, remove_stale_temps, temp_path_prefix,
 
 # Bump when the files this module writes change (invalidates the cache).  3: shared experts are
 # n_shared_experts x shared_ff wide (MoESpec semantics, llama.cpp's n_ff_exp * n_expert_shared); version 2
-# wrote shared_ff alone, which llama.cpp rejects for DeepSeek-V2-Lite (2 shared experts).
-WRITER_VERSION = 3
+# wrote shared_ff alone, which llama.cpp rejects for DeepSeek-V2-Lite (2 shared experts).  4: the tensors
+# are the estimator's inventory, in its order (same names and shapes as version 3).
+WRITER_VERSION = 4
 WEIGHT_STD = 0.02  # standard deviation of the random weights (keeps activations and logits finite)
 _CHUNK_ELEMS = 1 << 24  # random numbers generated per numpy call (64 MiB of float32 scratch)
 
@@ -95,11 +101,15 @@ GGUF_ARCH = {
     "minimax_m2": "minimax-m2",
     "cohere2": "cohere2",
     "ernie4_5_moe": "ernie4_5-moe",
+    "gemma4_text": "gemma4",
+    "glm4": "glm4",
+    "deepseek_v32": "deepseek32",
+    "glm_moe_dsa": "glm-dsa",
 }
-# architectures whose router carries a score-correction bias (exp_probs_b) llama.cpp requires
-_EXP_PROBS_ARCHS = ("glm4moe", "minimax-m2")
-# architectures with per-head q / k RMS norms (MiniMax-M2's span all heads: see tensor_plan)
-_QK_NORM_GGUF = ("qwen3", "qwen3moe", "gemma3", "hunyuan-moe", "minimax-m2")
+# MLA architectures (llama.cpp deepseek2; deepseek32 and glm-dsa add DeepSeek Sparse Attention's indexer)
+MLA_ARCHS = ("deepseek2", "deepseek32", "glm-dsa")
+# tokens the DSA indexer keeps when a spec does not say (config index_topk of DeepSeek-V3.2 and GLM-5)
+DSA_TOP_K = 2048
 # hybrid Gated DeltaNet + gated full attention (Qwen3-Next, Qwen3.5): llama.cpp src/models/qwen3next.cpp,
 # qwen35.cpp, qwen35moe.cpp
 GDN_ARCHS = ("qwen3next", "qwen35", "qwen35moe")
@@ -111,10 +121,12 @@ GDN_ROPE_FRACTION = 0.25
 QWEN35_ROPE_SECTIONS = (11, 11, 10, 0)
 # llama.cpp's llama4 runs its chunked layers with 8,192-token chunks whatever the file says (llama4.cpp)
 LLAMA4_CHUNK = 8192
-# GLM-4.5 / -Air rotate half of each head (partial_rotary_factor 0.5 in their configs, ../shared/reference)
+# GLM-4.5 / -Air rotate half of each head (partial_rotary_factor 0.5 in their configs, ../shared/reference);
+# GLM-4-0414 too (llama.cpp's converter defaults Glm4ForCausalLM to 0.5)
 GLM4_MOE_ROPE_FRACTION = 0.5
 # Gemma 2's logit soft-capping (config.json attn_logit_softcapping / final_logit_softcapping of the released
-# checkpoints); llama.cpp adds the capping ops to the graph when they are set
+# checkpoints; Gemma 4's final_logit_softcapping is 30.0 too); llama.cpp adds the capping ops to the graph
+# when they are set
 GEMMA2_SOFTCAP = {"attn": 50.0, "final": 30.0}
 
 
@@ -149,10 +161,6 @@ def gguf_arch(model: ModelSpec) -> str:
     return "nemotron_h_moe" if arch == "nemotron_h" and model.moe is not None else arch
 
 
-def _is_moe_layer(model: ModelSpec, il: int) -> bool:
-    return model.moe is not None and il not in model.moe.dense_layers
-
-
 def shared_width(model: ModelSpec, arch: str) -> int:
     """Width of the fused shared-expert FFN: n_shared_experts x shared_ff (MoESpec: each shared expert is
     shared_ff wide; 0 means expert_ff).  llama.cpp's deepseek2 sizes it n_ff_exp * n_expert_shared, so there
@@ -161,7 +169,7 @@ def shared_width(model: ModelSpec, arch: str) -> int:
     if moe is None or not moe.n_shared_experts:
         return 0
     per_expert = moe.shared_ff or moe.expert_ff
-    if arch in ("deepseek2", "glm4moe", "llama4") and per_expert != moe.expert_ff:
+    if arch in (*MLA_ARCHS, "glm4moe", "llama4") and per_expert != moe.expert_ff:
         raise SpecError(
             f"{model.id}: llama.cpp {arch} needs shared experts as wide as the routed ones "
             f"({per_expert} != {moe.expert_ff})"
@@ -179,215 +187,48 @@ def proxy_spec(model: ModelSpec, n_layers: int | None = None) -> ModelSpec:
 
 
 def tensor_plan(model: ModelSpec, n_layers: int | None = None) -> list[TensorPlan]:
-    """Every tensor of the synthetic GGUF, in file order (see module docstring for the layout source)."""
-    import gguf
+    """Every tensor of the synthetic GGUF, in file order: the estimator's inventory of the proxy
+    (``estimator.physics.weights.tensor_inventory``, names and shapes as current converters write them), so
+    that llama.cpp loading the file checks that inventory tensor by tensor.  Storage: F32 for the classes
+    llama.cpp never quantizes (norms, biases, the router, the short convolution), F16 otherwise.  SpecError
+    for a geometry llama.cpp's ``arch`` cannot express (``_check_writable``)."""
+    from estimator.physics.quant import ALWAYS_F32
+    from estimator.physics.weights import tensor_inventory
 
     arch = gguf_arch(model)
-    n = proxy_layers(model, n_layers)
-    T, N = gguf.MODEL_TENSOR, gguf.TENSOR_NAMES
-    h, hd, nh, nkv, v = model.hidden_size, model.head_dim, model.n_heads, model.n_kv_heads, model.vocab_size
-    out: list[TensorPlan] = []
-
-    def add(
-        t: gguf.MODEL_TENSOR | str, shape: tuple[int, ...], il: int | None = None, suffix: str = "weight"
-    ) -> None:
-        base = N[t] if isinstance(t, gguf.MODEL_TENSOR) else t  # a str: a name gguf-py does not know yet
-        name = (base.format(bid=il) if il is not None else base) + ("." + suffix if suffix else "")
-        # 1-D tensors, biases (gpt-oss has 2-D expert biases), the MoE router, the short convolution and the
-        # Mamba A / D / norm stay F32, as convert_hf_to_gguf writes them (llama.cpp never quantizes
-        # ffn_gate_inp, ssm_conv1d, norms or tensors without a .weight suffix, so their type carries into
-        # every quantized file).
-        f32 = len(shape) == 1 or suffix != "weight" or t in (T.FFN_GATE_INP, T.SSM_CONV1D, T.SSM_NORM)
-        storage = "f32" if f32 else "f16"
-        out.append(TensorPlan(name, tuple(int(s) for s in shape), storage))
-
-    add(T.TOKEN_EMBD, (v, h))
-    add(T.OUTPUT_NORM, (h,))
-    if not model.tie_embeddings:
-        add(T.OUTPUT, (v, h))
-    gdn = arch in GDN_ARCHS
-    for il in range(n):
-        add(T.ATTN_NORM, (h,), il)
-        if arch.startswith("nemotron_h"):  # one mixer per block: Mamba2, attention or FFN; one norm
-            _nemotron_h_block(model, add, il)
-            continue
-        if gdn and model.layer_types[il] == LINEAR:
-            _gated_delta_net(model, add, il, arch)
-        elif arch == "deepseek2":
-            _mla_attention(model, add, il)
-        elif arch == "phi3":  # fused q/k/v (llama.cpp phi3 create_tensor_qkv: q as wide as hidden)
-            if nh * hd != h:
-                raise SpecError(f"{model.id}: llama.cpp phi3 needs heads x head_dim = hidden ({h})")
-            add(T.ATTN_QKV, (nh * hd + 2 * nkv * hd, h), il)
-            add(T.ATTN_OUT, (h, nh * hd), il)
-        else:
-            q_dim = nh * hd
-            add(T.ATTN_Q, (q_dim * (2 if model.attn_output_gate else 1), h), il)  # Qwen3-Next: q + gate
-            add(T.ATTN_K, (nkv * hd, h), il)
-            add(T.ATTN_V, (nkv * hd, h), il)
-            if arch == "qwen2" or model.qkv_bias:
-                add(T.ATTN_Q, (q_dim,), il, "bias")
-                add(T.ATTN_K, (nkv * hd,), il, "bias")
-                add(T.ATTN_V, (nkv * hd,), il, "bias")
-            if arch == "minimax-m2":  # one norm over all query heads, one over all key heads
-                add(T.ATTN_Q_NORM, (q_dim,), il)
-                add(T.ATTN_K_NORM, (nkv * hd,), il)
-            elif arch in (*_QK_NORM_GGUF, *GDN_ARCHS):
-                add(T.ATTN_Q_NORM, (hd,), il)
-                add(T.ATTN_K_NORM, (hd,), il)
-            add(T.ATTN_OUT, (h, q_dim), il)
-            if arch in ("gemma2", "gemma3", "gpt-oss", "glm4moe"):  # gpt-oss, glm4moe: the FFN's norm
-                add(T.ATTN_POST_NORM, (h,), il)
-            if arch == "gpt-oss":
-                add(T.ATTN_OUT, (h,), il, "bias")
-                add(T.ATTN_SINKS, (nh,), il)
-        if gdn:  # the FFN's norm, under this name
-            add(T.ATTN_POST_NORM, (h,), il)
-        elif arch not in ("gpt-oss", "glm4moe", "cohere2"):  # cohere2: attention and FFN in parallel
-            add(T.FFN_NORM, (h,), il)
-        if _is_moe_layer(model, il):
-            moe = model.moe
-            assert moe is not None
-            e, ff = moe.n_experts, moe.expert_ff
-            add(T.FFN_GATE_INP, (e, h), il)
-            if arch in _EXP_PROBS_ARCHS:  # the sigmoid router's score correction (e_score_correction_bias)
-                add(T.FFN_EXP_PROBS_B, (e,), il, "bias")
-            add(T.FFN_GATE_EXP, (e, ff, h), il)
-            add(T.FFN_UP_EXP, (e, ff, h), il)
-            add(T.FFN_DOWN_EXP, (e, h, ff), il)
-            if arch == "gpt-oss":  # router and per-expert biases
-                add(T.FFN_GATE_INP, (e,), il, "bias")
-                add(T.FFN_GATE_EXP, (e, ff), il, "bias")
-                add(T.FFN_UP_EXP, (e, ff), il, "bias")
-                add(T.FFN_DOWN_EXP, (e, h), il, "bias")
-            if moe.n_shared_experts:
-                sff = shared_width(model, arch)
-                if gdn:  # the shared expert's sigmoid gate (one row, F32)
-                    add(T.FFN_GATE_INP_SHEXP, (h,), il)
-                add(T.FFN_GATE_SHEXP, (sff, h), il)
-                add(T.FFN_UP_SHEXP, (sff, h), il)
-                add(T.FFN_DOWN_SHEXP, (h, sff), il)
-        elif arch == "phi3":  # gate and up fused in ffn_up, 2 x ff rows
-            ff = model.intermediate_size
-            add(T.FFN_UP, (2 * ff, h), il)
-            add(T.FFN_DOWN, (h, ff), il)
-        else:
-            ff = model.intermediate_size
-            add(T.FFN_GATE, (ff, h), il)
-            add(T.FFN_UP, (ff, h), il)
-            add(T.FFN_DOWN, (h, ff), il)
-        if arch in ("gemma2", "gemma3"):
-            add(T.FFN_POST_NORM, (h,), il)
+    proxy = proxy_spec(model, n_layers)
+    _check_writable(proxy, arch)
+    out = []
+    for t in tensor_inventory(proxy):
+        f32 = t.tclass in ALWAYS_F32
+        assert f32 or len(t.shape) > 1, t.name  # 1-D tensors are norms / biases
+        out.append(TensorPlan(t.name, t.shape, "f32" if f32 else "f16"))
     return out
 
 
-def _nemotron_h_block(model: ModelSpec, add, il: int) -> None:
-    """A Nemotron-H block (llama.cpp nemotron-h.cpp): Mamba2 (ssm_in of 2 d_inner + 2 groups x state + heads
-    rows; the convolution over d_inner + 2 groups x state channels with its bias; dt bias, A, D per head;
-    the grouped norm; ssm_out), attention (q, k, v, o; no positional encoding) or an FFN (squared-ReLU up /
-    down; MoE: router with its score-correction bias, the latent down / up projections, routed and shared
-    experts).  d_inner = Mamba heads x head dim (StateSpec n_value_heads x value_head_dim), groups =
-    n_key_heads, state = key_head_dim."""
-    import gguf
-
-    T = gguf.MODEL_TENSOR
-    h, kind = model.hidden_size, model.layer_types[il]
-    if kind == MAMBA:
+def _check_writable(model: ModelSpec, arch: str) -> None:
+    """Raise SpecError when llama.cpp's loader for ``arch`` cannot hold ``model``'s geometry: phi3's fused
+    q as wide as hidden, MLA without its spec, Gated DeltaNet / Mamba2 state widths (DeltaNet: key and value
+    head dims equal, llama.cpp sizes both from ssm.state_size), Nemotron-H layer kinds, and shared experts
+    as wide as the routed ones where llama.cpp sizes them n_ff_exp x n_expert_shared."""
+    h, hd, nh = model.hidden_size, model.head_dim, model.n_heads
+    if arch == "phi3" and nh * hd != h:
+        raise SpecError(f"{model.id}: llama.cpp phi3 needs heads x head_dim = hidden ({h})")
+    if arch in MLA_ARCHS and model.mla is None:
+        raise SpecError(f"{model.id}: architecture {model.architecture} needs an MLA spec")
+    kinds = set(model.layer_types)
+    if kinds & {LINEAR, MAMBA}:
         s = model.state
         if s is None or not (s.n_key_heads and s.n_value_heads and s.key_head_dim and s.conv_kernel):
-            raise SpecError(f"{model.id}: Mamba2 layers need the state widths (StateSpec heads and dims)")
-        d_inner, gs = s.n_value_heads * s.value_head_dim, 2 * s.n_key_heads * s.key_head_dim
-        add(T.SSM_IN, (2 * d_inner + gs + s.n_value_heads, h), il)
-        add(T.SSM_CONV1D, (d_inner + gs, s.conv_kernel), il)
-        add(T.SSM_CONV1D, (d_inner + gs,), il, "bias")
-        add(T.SSM_DT, (s.n_value_heads,), il, "bias")
-        add(T.SSM_A, (s.n_value_heads, 1), il, "")
-        add(T.SSM_D, (s.n_value_heads, 1), il, "")
-        add(T.SSM_NORM, (s.n_key_heads, d_inner // s.n_key_heads), il)
-        add(T.SSM_OUT, (h, d_inner), il)
-    elif kind == FULL:
-        hd, nh, nkv = model.head_dim, model.n_heads, model.n_kv_heads
-        add(T.ATTN_Q, (nh * hd, h), il)
-        add(T.ATTN_K, (nkv * hd, h), il)
-        add(T.ATTN_V, (nkv * hd, h), il)
-        add(T.ATTN_OUT, (h, nh * hd), il)
-    elif kind == NONE and model.moe is not None:
-        moe = model.moe
-        e, ff, width = moe.n_experts, moe.expert_ff, moe.latent_size or h
-        add(T.FFN_GATE_INP, (e, h), il)
-        add(T.FFN_EXP_PROBS_B, (e,), il, "bias")
-        if moe.latent_size:
-            add("blk.{bid}.ffn_latent_down", (width, h), il)
-            add("blk.{bid}.ffn_latent_up", (h, width), il)
-        add(T.FFN_DOWN_EXP, (e, width, ff), il)
-        add(T.FFN_UP_EXP, (e, ff, width), il)
-        sff = shared_width(model, "nemotron_h_moe")
-        if sff:
-            add(T.FFN_DOWN_SHEXP, (h, sff), il)
-            add(T.FFN_UP_SHEXP, (sff, h), il)
-    elif kind == NONE:
-        add(T.FFN_DOWN, (h, model.intermediate_size), il)
-        add(T.FFN_UP, (model.intermediate_size, h), il)
-    else:
-        raise SpecError(f"{model.id}: Nemotron-H layers are Mamba, attention or FFN, not {kind!r}")
-
-
-def _gated_delta_net(model: ModelSpec, add, il: int, arch: str) -> None:
-    """Gated DeltaNet (linear attention) tensors as current converters write them: q/k/v in one attn_qkv
-    (2 x key_dim + value_dim rows), the output gate z in attn_gate, the short convolution over the q/k/v
-    channels (F32), dt bias and A (F32, one per value head), beta / alpha projections (qwen3next: one ssm_ba
-    of 2 x value heads rows; qwen35 / qwen35moe: ssm_beta and ssm_alpha), the per-head norm and ssm_out.
-    key_dim = n_key_heads x key_head_dim, value_dim = n_value_heads x value_head_dim."""
-    import gguf
-
-    T = gguf.MODEL_TENSOR
-    s = model.state
-    if s is None or not (s.n_key_heads and s.n_value_heads and s.key_head_dim and s.conv_kernel):
-        raise SpecError(f"{model.id}: Gated DeltaNet layers need the state widths (StateSpec heads and dims)")
-    if s.key_head_dim != s.value_head_dim:  # llama.cpp sizes both from ssm.state_size
-        raise SpecError(
-            f"{model.id}: llama.cpp needs key and value head dims equal ({s.key_head_dim} != "
-            f"{s.value_head_dim})"
-        )
-    h = model.hidden_size
-    key_dim, value_dim = s.n_key_heads * s.key_head_dim, s.n_value_heads * s.value_head_dim
-    conv_dim = 2 * key_dim + value_dim
-    add(T.ATTN_QKV, (conv_dim, h), il)
-    add(T.ATTN_GATE, (value_dim, h), il)
-    add(T.SSM_CONV1D, (conv_dim, s.conv_kernel), il)
-    add(T.SSM_DT, (s.n_value_heads,), il, "bias")
-    add(T.SSM_A, (s.n_value_heads,), il, "")
-    if arch == "qwen3next":
-        add(T.SSM_BETA_ALPHA, (2 * s.n_value_heads, h), il)
-    else:
-        add(T.SSM_BETA, (s.n_value_heads, h), il)
-        add(T.SSM_ALPHA, (s.n_value_heads, h), il)
-    add(T.SSM_NORM, (s.value_head_dim,), il)
-    add(T.SSM_OUT, (h, value_dim), il)
-
-
-def _mla_attention(model: ModelSpec, add, il: int) -> None:
-    """DeepSeek-V2/V3 MLA tensors (llama.cpp deepseek2, split k_b / v_b layout)."""
-    import gguf
-
-    T = gguf.MODEL_TENSOR
-    mla = model.mla
-    if mla is None:
-        raise SpecError(f"{model.id}: architecture {model.architecture} needs an MLA spec")
-    h, nh = model.hidden_size, model.n_heads
-    qk = mla.qk_nope_head_dim + mla.qk_rope_head_dim
-    if mla.q_lora_rank:
-        add(T.ATTN_Q_A_NORM, (mla.q_lora_rank,), il)
-    add(T.ATTN_KV_A_NORM, (mla.kv_lora_rank,), il)
-    if mla.q_lora_rank:
-        add(T.ATTN_Q_A, (mla.q_lora_rank, h), il)
-        add(T.ATTN_Q_B, (nh * qk, mla.q_lora_rank), il)
-    else:
-        add(T.ATTN_Q, (nh * qk, h), il)
-    add(T.ATTN_KV_A_MQA, (mla.kv_lora_rank + mla.qk_rope_head_dim, h), il)
-    add(T.ATTN_K_B, (nh, mla.kv_lora_rank, mla.qk_nope_head_dim), il)
-    add(T.ATTN_V_B, (nh, mla.v_head_dim, mla.kv_lora_rank), il)
-    add(T.ATTN_OUT, (h, nh * mla.v_head_dim), il)
+            raise SpecError(f"{model.id}: Gated DeltaNet / Mamba2 layers need the state widths (StateSpec)")
+        if LINEAR in kinds and s.key_head_dim != s.value_head_dim:
+            raise SpecError(
+                f"{model.id}: llama.cpp needs key and value head dims equal ({s.key_head_dim} != "
+                f"{s.value_head_dim})"
+            )
+    if arch.startswith("nemotron_h") and not kinds <= {MAMBA, FULL, NONE}:
+        raise SpecError(f"{model.id}: Nemotron-H layers are Mamba, attention or FFN, not {sorted(kinds)}")
+    shared_width(model, arch)
 
 
 def _write_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
@@ -406,7 +247,7 @@ def _write_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
     if arch.startswith("nemotron_h"):  # per-layer arrays
         return _write_nemotron_h_hparams(w, model, n)
     w.add_feed_forward_length(model.intermediate_size or (model.moe.expert_ff if model.moe else 0))
-    if arch == "deepseek2":
+    if arch in MLA_ARCHS:
         mla = model.mla
         assert mla is not None and model.moe is not None
         # MLA as current converters write it: one shared latent "KV head" of width kv_lora_rank + rope.
@@ -421,7 +262,16 @@ def _write_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
         w.add_leading_dense_block_count(leading_dense(model, n))
         w.add_expert_shared_count(model.moe.n_shared_experts)
         w.add_expert_weights_scale(1.0)
+        if arch != "deepseek2":  # DSA: the indexer and the sigmoid router (deepseek32 requires the key)
+            if not (mla.index_n_heads and mla.index_head_dim and mla.q_lora_rank):
+                raise SpecError(f"{model.id}: {arch} needs the DSA indexer widths and a q LoRA rank")
+            w.add_indexer_head_count(mla.index_n_heads)
+            w.add_indexer_key_length(mla.index_head_dim)
+            w.add_indexer_top_k(mla.index_topk or DSA_TOP_K)
+            w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
         return _write_moe(w, model)
+    if arch == "gemma4":
+        return _write_gemma4_hparams(w, model, n)
     w.add_head_count_kv(model.n_kv_heads)
     w.add_key_length(model.head_dim)
     w.add_value_length(model.head_dim)
@@ -430,6 +280,8 @@ def _write_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
     elif arch == "llama4":
         _write_llama4_hparams(w, model, n)
 
+    elif arch == "glm4":  # GLM-4-0414: partial rotary 0.5 (the converter's default for Glm4ForCausalLM)
+        w.add_rope_dimension_count(int(model.head_dim * GLM4_MOE_ROPE_FRACTION))
     elif arch == "glm4moe":
         assert model.moe is not None
         w.add_rope_dimension_count(int(model.head_dim * GLM4_MOE_ROPE_FRACTION))
@@ -495,6 +347,39 @@ def _write_gdn_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
             f"{model.id}: {arch} needs every {interval or 'n'}-th layer full attention and the rest linear"
         )
     w.add_full_attention_interval(interval)
+
+
+def _write_gemma4_hparams(w, model: ModelSpec, n: int) -> None:
+    """Gemma 4 (llama.cpp gemma4.cpp): sliding and full layers named per layer, with their own head widths
+    (key_length / value_length = the full layers' global_head_dim, the *_swa keys = head_dim) and KV head
+    counts (an array: global_n_kv_heads on full layers); full layers rotate their whole head through the
+    rope_freqs factors (rope.dimension_count = global_head_dim), sliding ones all of head_dim; no per-layer
+    embeddings (width 0: the 26B-A4B and 31B) and no KV sharing; experts with the dense MLP beside them."""
+    kinds = model.layer_types[:n]
+    if any(k not in (FULL, SLIDING) for k in kinds) or not model.window:
+        raise SpecError(f"{model.id}: gemma4 layers must be full or sliding, with a window")
+    g_hd = model.global_head_dim or model.head_dim
+    g_kv = model.global_n_kv_heads or model.n_kv_heads
+    w.add_head_count_kv([model.n_kv_heads if k == SLIDING else g_kv for k in kinds])
+    w.add_key_length(g_hd)
+    w.add_value_length(g_hd)
+    w.add_key_length_swa(model.head_dim)
+    w.add_value_length_swa(model.head_dim)
+    w.add_rope_dimension_count(g_hd)
+    w.add_rope_dimension_count_swa(model.head_dim)
+    w.add_rope_freq_base_swa(ROPE_THETA)
+    w.add_sliding_window(model.window)
+    w.add_sliding_window_pattern([k == SLIDING for k in kinds])
+    w.add_shared_kv_layers(0)
+    w.add_embedding_length_per_layer_input(0)
+    w.add_final_logit_softcapping(GEMMA2_SOFTCAP["final"])
+    if model.moe is not None:
+        moe = model.moe
+        if moe.dense_layers or moe.n_shared_experts != 1 or moe.shared_ff != model.intermediate_size:
+            raise SpecError(
+                f"{model.id}: gemma4 puts experts on every layer beside one dense MLP of intermediate_size"
+            )
+        _write_moe(w, model)
 
 
 def _write_nemotron_h_hparams(w, model: ModelSpec, n: int) -> None:
@@ -818,7 +703,10 @@ def tiny_model(architecture: str, vocab_size: int = 1024, n_layers: int = 4) -> 
     llama4_text has Maverick's layout (chunked x 3 then full, experts on odd layers: 8 + 1 shared, 1 used);
     qwen3_next / qwen3_5_moe_text / qwen3_5_text repeat three Gated DeltaNet layers (2 key / 4 value heads x
     64) and one gated full-attention layer, with 8+1 experts (2 used, width 256) except the dense
-    qwen3_5_text; glm4_moe has a dense first layer then 8+1 experts (2 used, width 256).
+    qwen3_5_text; glm4_moe has a dense first layer then 8+1 experts (2 used, width 256); gemma4_text has
+    the 26B-A4B's layout: three sliding layers (window 128) to one full layer of one K==V head x 128, and 8
+    experts (2 used, width 256) beside a dense MLP of 768 on every layer; deepseek_v32 / glm_moe_dsa take
+    deepseek_v2's layout with a q LoRA of 128 and a DSA indexer of 4 heads x 64 keeping 256 tokens.
     """
     from estimator.specs import MLASpec, MoESpec, StateSpec
 
@@ -859,6 +747,16 @@ def tiny_model(architecture: str, vocab_size: int = 1024, n_layers: int = 4) -> 
             head_dim=96,
             moe=experts(n_shared_experts=1, shared_ff=256, dense_layers=(0,)),
             mla=MLASpec(kv_lora_rank=128, qk_rope_head_dim=32, qk_nope_head_dim=64, v_head_dim=64),
+        )
+    elif architecture in ("deepseek_v32", "glm_moe_dsa"):  # V2-Lite's MLA with a q LoRA and a DSA indexer
+        common.update(
+            n_kv_heads=4,
+            head_dim=96,
+            moe=experts(n_shared_experts=1, shared_ff=256, dense_layers=(0,)),
+            mla=MLASpec(
+                kv_lora_rank=128, qk_rope_head_dim=32, qk_nope_head_dim=64, v_head_dim=64, q_lora_rank=128,
+                index_n_heads=4, index_head_dim=64, index_topk=256,
+            ),  # fmt: skip
         )
     elif architecture == "gpt_oss":
         common.update(
@@ -927,6 +825,16 @@ def tiny_model(architecture: str, vocab_size: int = 1024, n_layers: int = 4) -> 
         common.update(tie_embeddings=True, intermediate_size=0, moe=shared)
     elif architecture == "minimax_m2":
         common.update(intermediate_size=0, moe=experts())
+    elif architecture == "gemma4_text":  # the 26B-A4B's layout: sliding x 3 then a wider K==V full layer
+        common.update(
+            layer_types=tuple(FULL if (i + 1) % 4 == 0 else SLIDING for i in range(n_layers)),
+            window=128,
+            tie_embeddings=True,
+            global_head_dim=128,
+            global_n_kv_heads=1,
+            k_eq_v=True,
+            moe=experts(n_shared_experts=1, shared_ff=768),
+        )
     elif architecture not in GGUF_ARCH:
         raise SpecError(f"no tiny geometry for {architecture!r}")
     return ModelSpec(**common)

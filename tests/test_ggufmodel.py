@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from estimator.catalog.ggufmodel import load_gguf
@@ -126,3 +128,42 @@ def test_hybrid_gguf_reads_back_its_layer_pattern_and_state(arch, tmp_path):
     assert got.architecture == arch and got.attn_output_gate
     assert got.layer_types == spec.layer_types and got.state == spec.state
     assert kv_cache(got, 4096, n_seq=2).total_bytes == kv_cache(spec, 4096, n_seq=2).total_bytes
+
+
+@pytest.mark.parametrize("moe", [True, False], ids=["26b-a4b-like", "31b-like"])
+def test_gemma4_gguf_reads_back_its_two_head_geometries(moe, tmp_path):
+    """A Gemma 4 GGUF (llama.cpp gemma4 keys as harness.synth writes them: key_length = the full layers'
+    heads, key_length_swa = the sliding ones', head_count_kv per layer, no attn_v on the K==V full layers)
+    gives back both geometries, K==V and the dense MLP beside the experts, so its weights, KV cache and
+    buffers are sized as the catalog model's."""
+    import dataclasses
+
+    from estimator.physics.kv import kv_cache
+    from harness import synth
+
+    spec = synth.tiny_model("gemma4_text")
+    if not moe:
+        spec = dataclasses.replace(spec, moe=None)
+    got = load_gguf(str(synth.write_shape_gguf(spec, tmp_path / "g4.gguf")))
+    assert got.architecture == "gemma4_text" and got.k_eq_v
+    assert (got.head_dim, got.n_kv_heads, got.global_head_dim, got.global_n_kv_heads) == (64, 2, 128, 1)
+    assert got.layer_types == spec.layer_types and got.moe == spec.moe
+    for fa in (True, False):
+        kv = kv_cache(got, 4096, flash_attn=fa).total_bytes
+        assert kv == kv_cache(spec, 4096, flash_attn=fa).total_bytes
+
+
+@pytest.mark.parametrize("arch", ["deepseek_v32", "glm_moe_dsa"])
+def test_dsa_gguf_reads_back_its_indexer(arch, tmp_path):
+    """A DeepSeek Sparse Attention GGUF (llama.cpp deepseek32 / glm-dsa keys: attention.indexer.head_count,
+    key_length, top_k) gives back the indexer of the spec it was written from, so its KV cache (the
+    indexer's key cache included) is sized as the catalog model's."""
+    from estimator.physics.kv import kv_cache
+    from harness import synth
+
+    spec = synth.tiny_model(arch)
+    got = load_gguf(str(synth.write_shape_gguf(spec, tmp_path / f"{arch}.gguf")))
+    assert got.architecture == arch and got.mla == spec.mla
+    assert kv_cache(got, 4096).total_bytes == kv_cache(spec, 4096).total_bytes
+    assert kv_cache(got, 4096).total_bytes > kv_cache(dataclasses.replace(spec, mla=dataclasses.replace(
+        spec.mla, index_n_heads=0)), 4096).total_bytes  # fmt: skip

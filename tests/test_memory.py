@@ -284,17 +284,37 @@ FULL_DEPTH_FIT = [
     ("cohere-command-a-111b", 131072, False, 222_116_757_504, 9_495_904_256, 24945.01),
     ("cohere-command-a-111b", 4096, True, 222_116_757_504, 1_073_741_824, 548.0),
     ("ernie-4.5-300b-a47b", 131072, False, 599_023_583_232, 28_991_029_248, 16724.01),
+    # Gemma 4: K==V full layers cache V too; without flash attention V rows take the widest layer's width
+    ("gemma-4-26b-a4b", 131072, False, 50_489_312_376, 4_341_104_640, 4431.64),
+    ("gemma-4-31b", 131072, False, 61_397_354_736, 17_364_418_560, 8578.51),
+    # GLM-4-0414: gate and up fused in one ffn_up, sandwich norms (post_attention_norm, post_ffw_norm)
+    ("glm-4-32b-0414", 32768, False, 65_135_173_632, 2_046_820_352, 3197.01),
+    ("glm-4-32b-0414", 4096, True, 65_135_173_632, 255_852_544, 320.0),
 ]
+
+
+def test_gemma4_caches_v_on_its_k_eq_v_layers():
+    """Gemma-4-26B-A4B at 32K cells, llama.cpp's memory-fit pass (plans/cpu-memory-fit.toml): the 5 full
+    layers (2 KV heads x 512, no v_proj) cache V as well as K; with flash attention V rows are as wide as
+    K's, without it every layer's V takes the widest layer's width (the sliding layers' 8 x 256)."""
+    m = get_model("gemma-4-26b-a4b")
+    assert kv_cache(m, 32768, flash_attn=True).total_bytes == 985_661_440
+    assert kv_cache(m, 32768, flash_attn=False).total_bytes == 1_321_205_760
+    k_only = 5 * 32768 * 2 * 512 * 2  # what counting K alone on the full layers leaves out
+    assert kv_cache(m, 32768).by_kind_bytes["full"] == 2 * k_only
 
 
 @pytest.mark.parametrize("model_id,cells,fa,weights,kv,compute_mib", FULL_DEPTH_FIT)
 def test_full_depth_weights_kv_and_compute_match_llama_cpp(model_id, cells, fa, weights, kv, compute_mib):
     """Weights and KV to the byte; the compute buffer within 1.5 % (MiniMax-M2's q / k norms span all heads
     and its router has a bias: the estimator once sized the norms per head and missed the bias, 1.8 MB short;
-    Command A's parallel blocks have no FFN norm: it once counted 64, 3.1 MB over)."""
+    Command A's parallel blocks have no FFN norm: it once counted 64, 3.1 MB over; Gemma 4's K==V full layers
+    cache V as well, the estimator once counted K only, 17 % short at 8K, and missed the rope factors, layer
+    scalars, router scales and expert norms, 1.4 MB of the 26B-A4B; GLM-4-0414's post norms, 3 MB, were
+    missing too)."""
     m = get_model(model_id)
     assert weight_breakdown(m, "F16").total_bytes == weights
-    assert kv_cache(m, cells).total_bytes == kv
+    assert kv_cache(m, cells, flash_attn=fa).total_bytes == kv
     wl = Workload(n_ctx=cells, flash_attn=fa)
     got = runtime_buffers(m, None, get_hardware("epyc-9654"), wl).compute_bytes
     assert got / 2**20 == pytest.approx(compute_mib, rel=0.015)

@@ -151,40 +151,6 @@ def test_real_tiny_run_matches_estimator(case, tmp_path):
     assert row.compute_gap[1] is not None
 
 
-# --- the writer builds what the estimator sizes (no engine needed) ----------------------------------------
-TINY_ARCHS = ("llama", "qwen2", "qwen3", "qwen3_moe", "gemma3", "deepseek_v2")
-
-
-def _proxies():
-    from harness.plan import load_plan
-
-    seen = {(m.id, None): (m, None) for m in map(synth.tiny_model, TINY_ARCHS)}
-    seen[("tiny-deepseek_v2-2shexp", None)] = (_tiny_deepseek_two_shared(), None)
-    for p in load_plan(ROOT / "plans" / "cpu-full.toml").points:
-        if p.engine == "llama.cpp":
-            seen.setdefault((p.model.id, p.n_layers), (p.model, p.n_layers))
-    return seen
-
-
-PROXIES = _proxies()
-
-
-@pytest.mark.parametrize("key", sorted(PROXIES, key=str), ids=lambda k: f"{k[0]}-L{k[1] or 'all'}")
-def test_writer_and_estimator_agree_on_tensors(key):
-    """Every tensor harness.synth writes is in the estimator's inventory of ``proxy_spec`` with the same
-    element count and row length (ggml ne[0], which drives the quantizer's block-size fallback), and nothing
-    else is: a writer / estimator disagreement on shapes shows before any engine runs."""
-    import numpy as np
-
-    from estimator.physics.weights import tensor_inventory
-
-    model, n_layers = PROXIES[key]
-    written = {t.name: (int(np.prod(t.shape)), t.shape[-1]) for t in synth.tensor_plan(model, n_layers)}
-    counted = {t.name: (t.n_elements, t.row_len) for t in tensor_inventory(synth.proxy_spec(model, n_layers))}
-    assert sorted(set(written) ^ set(counted)) == []
-    assert {k: v for k, v in written.items() if counted[k] != v} == {}
-
-
 # --- the comparison itself ----------------------------------------------------------------------------
 def _record(**over) -> RunRecord:
     base = dict(

@@ -250,6 +250,8 @@ def test_memory_only_point_and_compute_buffers_with_and_without_flash_attention(
         "llama4_text",
         "nemotron_h",
         "cohere2",
+        "gemma4_text",
+        "deepseek_v32",
     ],
 )
 def test_memory_fit_pass_on_a_shape_only_file_equals_a_real_allocation(arch, tmp_path):

@@ -15,7 +15,8 @@ from harness import synth
 ARCHS = (
     "llama", "qwen2", "qwen3", "qwen3_moe", "gemma3", "deepseek_v2", "gpt_oss", "gemma2", "phi3",
     "qwen3_next", "qwen3_5_moe_text", "qwen3_5_text", "glm4_moe", "llama4_text", "nemotron_h",
-    "ministral3", "hunyuan", "minimax_m2", "cohere2", "ernie4_5_moe",
+    "ministral3", "hunyuan", "minimax_m2", "cohere2", "ernie4_5_moe", "gemma4_text", "glm4",
+    "deepseek_v32", "glm_moe_dsa",
 )  # fmt: skip
 
 try:
@@ -24,6 +25,13 @@ except ImportError:  # pragma: no cover - exercised where llama-cpp-python is mi
     llama_cpp = None
 
 needs_llama = pytest.mark.skipif(llama_cpp is None, reason="llama-cpp-python not installed")
+
+
+def test_every_writer_is_loaded_by_llama_cpp():
+    """The writer's tensors are the estimator's inventory (``tensor_plan``), so llama.cpp loading a tiny model
+    of every architecture it writes (``test_gguf_loads_and_evaluates``) is what checks that inventory: each
+    llama.cpp architecture needs one entry in ARCHS."""
+    assert {synth.GGUF_ARCH[a] for a in ARCHS} == set(synth.GGUF_ARCH.values())
 
 
 def test_tensor_plan_shapes():
@@ -148,7 +156,10 @@ def test_depth_reduced_catalog_proxy(tmp_path):
     + [("llama4_text", q) for q in ("Q4_K_M", "Q3_K_M")]
     + [("nemotron_h", q) for q in ("Q4_K_M", "IQ4_XS")]
     + [("minimax_m2", "Q4_K_M"), ("hunyuan", "Q4_K_M"), ("ministral3", "Q4_K_M"), ("cohere2", "Q4_K_M")]
-    + [("ernie4_5_moe", "Q4_K_M")],
+    + [("ernie4_5_moe", "Q4_K_M")]
+    + [("gemma4_text", q) for q in ("F16", "Q4_K_M", "IQ4_XS", "Q3_K_M")]
+    + [("glm4", q) for q in ("Q4_K_M", "IQ3_XXS")]
+    + [("deepseek_v32", q) for q in ("F16", "Q4_K_M", "IQ4_XS")] + [("glm_moe_dsa", "Q4_K_M")],
 )
 def test_newer_writers_weights_equal_llama_cpp_quantizer(arch, quant, tmp_path):
     """gpt-oss (sliding / full, attention sinks, biased experts), gemma2 (sandwich norms, tied embeddings)
@@ -161,7 +172,14 @@ def test_newer_writers_weights_equal_llama_cpp_quantizer(arch, quant, tmp_path):
     MoE layers interleaved; its QK norm has no weights (the estimator once counted two per layer).
     Nemotron-H: Mamba2, attention and latent-MoE blocks (the router's score-correction bias was missing).
     MiniMax-M2: its q / k norms span all heads (the estimator once sized them per head).  Cohere2: one norm
-    per parallel block (the estimator once counted an FFN norm too)."""
+    per parallel block (the estimator once counted an FFN norm too).  Gemma 4: the experts' gate and up in one
+    ffn_gate_up_exps (an ffn_gate tensor for the quantizer), the dense MLP beside them under plain ffn_*
+    names, K==V full layers without attn_v, and the small tensors the estimator once missed (rope factors,
+    layer scalars, router scales, three norms per MoE layer).  GLM-4-0414 (glm4): gate and up fused in one
+    ffn_up of 2 x ff rows, sandwich norms beside its ffn_norm (the estimator once counted separate gate / up
+    and no post norms).  DeepSeek-V3.2 / GLM-5 (deepseek32 / glm-dsa): the DSA lightning indexer's weights
+    (k_norm with its bias, proj, attn_k - an attn_k tensor for the quantizer - and attn_q_b) and the router's
+    score-correction bias, none of which the estimator counted before."""
     import gguf
 
     from estimator.physics.quant import get_quant

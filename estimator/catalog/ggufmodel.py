@@ -8,7 +8,10 @@ attention.kv_lora_rank,
 attention.q_lora_rank, attention.key_length_mla / value_length_mla, rope.dimension_count, context_length,
 vocab_size (or the token list length), expert_count, expert_used_count, expert_feed_forward_length,
 expert_shared_count, expert_shared_feed_forward_length, leading_dense_block_count, full_attention_interval,
-ssm.conv_kernel / state_size / group_count / inner_size / time_step_rank.
+ssm.conv_kernel / state_size / group_count / inner_size / time_step_rank, attention.indexer.head_count /
+key_length / top_k (DeepSeek Sparse Attention), attention.key_length_swa, attention.shared_kv_layers and
+embedding_length_per_layer_input (Gemma 4: the sliding layers' head width; KV sharing and per-layer
+embeddings, E2B / E4B, are refused as not modelled).
 
 ``ModelSpec.gguf_tensors`` holds (name, ggml type, n_elements, n_bytes) for every tensor, so weight bytes are
 the exact sum of the file's tensors: any recipe, dynamic per-tensor mixes (Unsloth's UD-*) included.  A split
@@ -27,6 +30,7 @@ zero and a block count of 2^31 cannot build a list per layer); the built spec is
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from pathlib import Path
@@ -91,6 +95,12 @@ GGUF_NUMBERS: dict[str, tuple[Bound, str]] = {
     "attention.key_length_mla": (HEADS, NUMBER),
     "attention.value_length_mla": (HEADS, NUMBER),
     "rope.dimension_count": (HEADS, NUMBER),
+    "attention.indexer.head_count": (HEADS, NUMBER),
+    "attention.indexer.key_length": (HEADS, NUMBER),
+    "attention.indexer.top_k": (WINDOW, NUMBER),
+    "attention.key_length_swa": (HEADS, NUMBER),
+    "attention.shared_kv_layers": (COUNT, NUMBER),
+    "embedding_length_per_layer_input": (WIDTH, NUMBER),
 }
 
 # GGUF architecture names -> HF model_type used elsewhere in the estimator
@@ -112,6 +122,9 @@ _ARCH_MAP = {
     "hunyuan-moe": "hunyuan",
     "minimax-m2": "minimax_m2",
     "phi3": "phi3",
+    "gemma4": "gemma4_text",
+    "deepseek32": "deepseek_v32",
+    "glm-dsa": "glm_moe_dsa",
 }
 
 
@@ -368,9 +381,31 @@ def _spec(reader, p: Path, arch: str, tensors: list) -> ModelSpec:
             qk_nope_head_dim=k_mla - rope,
             v_head_dim=int(_val(reader, a + "attention.value_length_mla") or 128),
             q_lora_rank=int(_val(reader, a + "attention.q_lora_rank") or 0) or None,
+            index_n_heads=int(_val(reader, a + "attention.indexer.head_count") or 0),
+            index_head_dim=int(_val(reader, a + "attention.indexer.key_length") or 0),
+            index_topk=int(_val(reader, a + "attention.indexer.top_k") or 0),
         )
     names = {t[0] for t in tensors}
     name = _val(reader, "general.name") or p.stem
+    g_hd = g_kv = None
+    k_eq_v = False
+    if arch == "gemma4":
+        if int(_scalar(_val(reader, a + "embedding_length_per_layer_input"), 0) or 0) or int(
+            _val(reader, a + "attention.shared_kv_layers") or 0
+        ):
+            raise SpecError(
+                f"{p}: Gemma 4 with per-layer embeddings or shared KV layers (E2B / E4B) is not modelled"
+            )
+        # full layers: key_length heads of their own (global_head_dim) and their own KV head count; sliding
+        # layers: the *_swa width.  The dense MLP beside the experts is sized as one shared expert.
+        g_hd, head_dim = head_dim, int(_val(reader, a + "attention.key_length_swa") or head_dim)
+        kv_list = kv_v if isinstance(kv_v, list) and len(kv_v) == n else [kv_heads] * n
+        kv_heads = next((int(k) for k, t in zip(kv_list, kinds, strict=True) if t == SLIDING), kv_heads)
+        g_kv = next((int(k) for k, t in zip(kv_list, kinds, strict=True) if t == FULL), kv_heads)
+        full = [i for i, t in enumerate(kinds) if t == FULL]
+        k_eq_v = bool(full) and all(f"blk.{i}.attn_v.weight" not in names for i in full)
+        if moe is not None:
+            moe = dataclasses.replace(moe, n_shared_experts=1, shared_ff=ff)
     return ModelSpec(
         id=str(p),
         name=str(name),
@@ -392,6 +427,9 @@ def _spec(reader, p: Path, arch: str, tensors: list) -> ModelSpec:
         native_dtype=file_type_name(_val(reader, "general.file_type"), tensors),
         qkv_bias=any(x.endswith("attn_q.bias") for x in names),
         attn_output_gate=arch in ("qwen3next", "qwen35", "qwen35moe"),  # q projection x 2: query and gate
+        global_head_dim=g_hd,
+        global_n_kv_heads=g_kv,
+        k_eq_v=k_eq_v,
         source=f"gguf:{p}",
         gguf_tensors=tuple(tensors),
         gguf_path=str(p),

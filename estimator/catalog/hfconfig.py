@@ -389,7 +389,12 @@ def _spec_from_text_config(t: dict, source: str, meta: dict) -> ModelSpec:
             qk_nope_head_dim=int(t["qk_nope_head_dim"]),
             v_head_dim=int(t["v_head_dim"]),
             q_lora_rank=int(t["q_lora_rank"]) if t.get("q_lora_rank") else None,
+            index_n_heads=int(t.get("index_n_heads") or 0),
+            index_head_dim=int(t.get("index_head_dim") or 0),
+            index_topk=int(t.get("index_topk") or 0),
         )
+        if mla.index_n_heads and not (mla.index_head_dim and mla.q_lora_rank):
+            raise SpecError(f"{source}: missing required key 'index_head_dim' / 'q_lora_rank' (DSA indexer)")
         head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
     else:
         head_dim = int(_get(t, ("head_dim", "attention_head_dim"), 0) or (hidden // heads if heads else 0))
@@ -410,8 +415,6 @@ def _spec_from_text_config(t: dict, source: str, meta: dict) -> ModelSpec:
     notes: list[str] = []
     if mt in ("mistral",) and SLIDING in kinds:
         notes.append("sliding_window from config.json: vLLM honours it, llama.cpp runs full attention")
-    if mt == "deepseek_v32":
-        notes.append("DSA indexer key cache (one 128-dim key per token per layer) not counted")
     fields = dict(
         id=meta.pop("id", None) or (t.get("_name_or_path") or Path(source).stem),
         name=meta.pop("name", None) or (t.get("_name_or_path") or Path(source).stem),

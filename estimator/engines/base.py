@@ -180,6 +180,11 @@ class EngineProfile:
     # without flash attention V is stored transposed with the widest layer's row width on every layer
     transposed_v_max_width: bool = False
     state_conv_bytes: int = 2  # bytes per conv-state element of linear-attention / SSM layers
+    # the DSA lightning indexer's cached key (one per token and layer, index_head_dim wide): "fp8" = FP8
+    # values plus one FP32 scale per 128 whatever the KV dtype (vLLM's DeepseekV32IndexerCache:
+    # index_head_dim + index_head_dim / 128 x 4 bytes; SGLang and TensorRT-LLM assumed alike), "kv" = in
+    # the KV cache's dtype (llama.cpp: a second K-only cache, src/llama-kv-cache-dsa.cpp)
+    indexer_key_dtype: str = "fp8"
     embedding_on_host: bool = False  # discrete devices keep token_embd in host RAM
     reserves_memory: bool = False  # pre-allocates Workload.gpu_memory_utilization x device memory
     # the fraction is of the memory still free after weights and runtime buffers (TensorRT-LLM

@@ -81,6 +81,7 @@ class LlamaCpp(EngineProfile):
     quantized_v_needs_flash_attn = True
     transposed_v_max_width = True
     state_conv_bytes = 4
+    indexer_key_dtype = "kv"
     embedding_on_host = True
     runtime_model = "ggml"
     memory_prior = "llama.cpp"

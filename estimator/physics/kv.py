@@ -3,10 +3,15 @@
 Per-token row elements per layer (one sequence):
 
 * FULL / SLIDING / CHUNKED attention: K row = n_kv_heads*head_dim and V row = n_kv_heads*head_dim (Gemma 4
-  full layers: global_n_kv_heads*global_head_dim, K only when k_eq_v);
+  full layers: global_n_kv_heads*global_head_dim).  Their K==V layers (attention_k_eq_v: no v_proj, V is
+  the K projection under its own norm) still cache V: llama.cpp allocates V for every layer that is not MLA
+  (src/llama-kv-cache.cpp ``has_v = !is_mla``; measured by its memory-fit pass on Gemma-4-26B-A4B) and vLLM
+  loads K's weights into V's slot and caches both (models/gemma4.py);
 * MLA (DeepSeek-V2/V3, Kimi-K2): one latent row of kv_lora_rank + qk_rope_head_dim elements.  llama.cpp
   stores it as K with no separate V (``has_v = !is_mla`` in src/llama-kv-cache.cpp); vLLM caches the same
-  latent.
+  latent.  DSA models (DeepSeek-V3.2, GLM-5) add the lightning indexer's key, index_head_dim per token and
+  layer, counted with the layer's row: in the KV dtype for llama.cpp (a second K-only cache of the same
+  cells), FP8 + one FP32 scale per 128 (132 B for 128) for vLLM (``EngineProfile.indexer_key_dtype``).
 
 Bytes of a layer = cells x row_bytes(kv_dtype, row) (q8_0 rows: 34 B per 32 elements).
 
@@ -63,7 +68,7 @@ def _attn_rows(m: ModelSpec, kind: str) -> tuple[int, int]:
     if kind == FULL and m.global_head_dim:
         hd, kvh = m.global_head_dim, m.global_n_kv_heads or kvh
     k = kvh * hd
-    return k, (0 if (m.k_eq_v and kind == FULL) else k)
+    return k, k
 
 
 @lru_cache(maxsize=8192)
@@ -81,12 +86,19 @@ def layer_token_bytes(
     kinds = [profile.layer_kind(m, kind) for kind in m.layer_types]
     v_max = max((_attn_rows(m, k)[1] for k in kinds if k in out), default=0)
     pad_v = not flash_attn and profile.transposed_v_max_width
+    idx = m.mla.index_head_dim if m.mla is not None and m.mla.index_n_heads else 0
+    if not idx:
+        idx_bytes = 0
+    elif profile.indexer_key_dtype == "kv":
+        idx_bytes = row_bytes(t, idx)
+    else:  # FP8 values and one FP32 scale per 128
+        idx_bytes = idx + idx // 128 * 4
     for kind in kinds:
         if kind in out:
             k, v = _attn_rows(m, kind)
             if v and pad_v:
                 v = v_max
-            out[kind] += row_bytes(t, k) + (row_bytes(t, v) if v else 0)
+            out[kind] += row_bytes(t, k) + (row_bytes(t, v) if v else 0) + idx_bytes
     return out
 
 

@@ -6,11 +6,16 @@ name, class, layer, n_elements, row length = ne[0] = input features, group, 3-D)
 * attention (full / sliding / chunked): q = hidden x (heads*head_dim, x2 with an output gate), k and v =
   hidden x (kv_heads*head_dim) (v absent on K==V layers; Gemma 4 full layers use global_head_dim /
   global_n_kv_heads), o = (heads*head_dim) x hidden; phi3 (Phi-3, Phi-4) stores q, k, v as one attn_qkv
-  = hidden x (q + 2 kv) and gate / up as one ffn_up of 2 x ff rows, as llama.cpp's converter writes them;
+  = hidden x (q + 2 kv) and gate / up as one ffn_up of 2 x ff rows (GLM-4-0414 the latter too), as
+  llama.cpp's converter writes them;
   MLA: q_a hidden x q_lora, q_b q_lora x heads*(nope+rope) (or q hidden x heads*(nope+rope)), kv_a_mqa
   hidden x (kv_lora + rope), kv_b split as current GGUFs store it: k_b [nope, kv_lora, heads] and v_b
-  [kv_lora, v, heads] (3-D), o heads*v x hidden; Gemma 2/3/4 add post_attention_norm and post_ffw_norm
-  (hidden, F32) per layer;
+  [kv_lora, v, heads] (3-D), o heads*v x hidden; DSA (DeepSeek-V3.2, GLM-5) adds the lightning indexer:
+  k_norm (weight and bias, index_head_dim), proj hidden x index_n_heads, attn_k hidden x index_head_dim,
+  attn_q_b q_lora x index_n_heads*index_head_dim; Gemma 2/3/4 and GLM-4-0414 add post_attention_norm and
+  post_ffw_norm (hidden, F32) per layer; Gemma 4 MoE layers hold the experts' gate and up in one
+  ffn_gate_up_exps, the dense MLP beside them as plain ffn_*, and small F32 tensors (rope_freqs, one
+  layer_output_scale per layer, the router's input scale, the per-expert output scale, three norms);
 * Gated DeltaNet (linear), as current converters write it: attn_qkv hidden x (2*nk*dk + nv*dv) (an
   attn_v-like tensor for the quantizer: it counts among the attn_v layers and takes their promotions),
   attn_gate hidden x nv*dv, beta / alpha hidden x 2*nv (Qwen3-Next: one ssm_ba; Qwen3.5: ssm_beta and
@@ -19,8 +24,8 @@ name, class, layer, n_elements, row length = ne[0] = input features, group, 3-D)
   Mamba2: in_proj hidden x (2*d_inner + 2*groups*state + heads), conv
   (d_inner + 2*groups*state) x kernel, out d_inner x hidden;
 * FFN: gated (gate, up: hidden x ff; down: ff x hidden) or ungated (up, down); MoE: router hidden x
-  n_experts (F32; GLM-4.5, MiniMax-M2 and Nemotron-H add its score-correction bias, n_experts F32:
-  DeepSeek-V3 / Kimi-K2 checkpoints carry one too, 59 KB of V3, not counted), routed experts n_experts x
+  n_experts (F32; the sigmoid routers of GLM-4.5 / GLM-5, MiniMax-M2, Nemotron-H, DeepSeek-V3 / V3.2 and
+  Kimi-K2 add their score-correction bias exp_probs_b, n_experts F32: 59 KB of V3), routed experts n_experts x
   (gate, up, down) of expert_ff (on the latent width for latent MoE, plus the hidden<->latent projections),
   shared experts of n_shared*shared_ff;
 * token_embd vocab x hidden, output vocab x hidden unless tied, 1-D norms (and q/k norms, biases); Cohere's
@@ -61,7 +66,9 @@ from estimator.specs import FULL, LINEAR, MAMBA, NONE, ModelSpec, QuantSpec
 
 class Tensor(NamedTuple):
     """One weight tensor.  group: embd | output | dense | routed | shared | norm.  is_3d: stored as a 3-D
-    tensor (merged routed experts, MLA attn_k_b / attn_v_b): llama.cpp's MXFP4_MOE recipe makes it MXFP4."""
+    tensor (merged routed experts, MLA attn_k_b / attn_v_b): llama.cpp's MXFP4_MOE recipe makes it MXFP4.
+    shape: numpy order, outermost first (out_features, in_features; experts x out x in), as a converter
+    writes it; n_elements = prod(shape), row_len = shape[-1] (ggml ne[0]).  Build it with ``_t``."""
 
     name: str
     tclass: str
@@ -70,6 +77,15 @@ class Tensor(NamedTuple):
     row_len: int
     group: str
     is_3d: bool = False
+    shape: tuple[int, ...] = ()
+
+
+def _t(name: str, tclass: str, layer: int, shape: tuple[int, ...], group: str, is_3d: bool = False) -> Tensor:
+    """A Tensor of ``shape`` (numpy order): its element count and row length follow from the shape."""
+    n = 1
+    for d in shape:
+        n *= d
+    return Tensor(name, tclass, layer, n, shape[-1], group, is_3d, tuple(shape))
 
 
 class WeightBreakdown(NamedTuple):
@@ -103,15 +119,28 @@ class WeightBreakdown(NamedTuple):
 
 # Architectures whose GGUF fuses q/k/v into attn_qkv and gate/up into ffn_up (llama.cpp phi3: Phi-3, Phi-4).
 _FUSED_ARCHS = ("phi3",)
+# gate and up fused in one ffn_up of 2 x ff rows (mlp.gate_up_proj): Phi-3 / Phi-4, GLM-4-0414
+_FUSED_FFN_ARCHS = ("phi3", "glm4")
 _SHARED_GATE_ARCHS = ("qwen3_next", "qwen3_5", "qwen2_moe")
 # attention and FFN read the same normed input (Cohere's parallel block): one norm per layer
 _PARALLEL_BLOCK_ARCHS = ("cohere",)
 # routers with a score-correction bias (n_experts F32) that llama.cpp loads as exp_probs_b
-_EXP_PROBS_ARCHS = ("glm4_moe", "nemotron_h", "minimax_m2")
+_EXP_PROBS_ARCHS = (
+    "glm4_moe", "nemotron_h", "minimax_m2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa"
+)  # fmt: skip
 # (Llama 4's QK norm is an L2 norm without weights: no tensors)
 _QK_NORM_ARCHS = ("qwen3", "gemma3", "gemma4", "hunyuan", "olmo2", "minimax_m2", "qwen3_5")
 # Gemma 2/3/4 also normalise after attention and after the FFN (post_attention_norm, post_ffw_norm, F32).
 _SANDWICH_NORM_ARCHS = ("gemma2", "gemma3", "gemma4")
+# GLM-4-0414 (glm4) too, next to its ffn_norm; not GLM-4.5 (glm4_moe), hence the exact name
+
+
+def _sandwich(m: ModelSpec) -> bool:
+    return m.architecture.startswith(_SANDWICH_NORM_ARCHS) or m.architecture == "glm4"
+# the FFN's norm is stored as post_attention_norm (no ffn_norm): gpt-oss and GLM-4.5 write it with the
+# attention's tensors, the Gated DeltaNet hybrids (Qwen3-Next, Qwen3.5) on every layer
+_POST_ATTN_NORM_ARCHS = ("gpt_oss", "glm4_moe")
+_GDN_ARCHS = ("qwen3_next", "qwen3_5")
 
 
 def _attn(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
@@ -119,192 +148,190 @@ def _attn(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
     out: list[Tensor] = []
     if m.mla is not None:
         a = m.mla
-        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        qk_nope = a.qk_nope_head_dim
+        qk = qk_nope + a.qk_rope_head_dim
         if a.q_lora_rank:
             out += [
-                Tensor(b + "attn_q_a.weight", "other", i, h * a.q_lora_rank, h, "dense"),
-                Tensor(b + "attn_q_a_norm.weight", "norm", i, a.q_lora_rank, a.q_lora_rank, "norm"),
-                Tensor(
-                    b + "attn_q_b.weight", "other", i, a.q_lora_rank * m.n_heads * qk, a.q_lora_rank, "dense"
-                ),
+                _t(b + "attn_q_a.weight", "other", i, (a.q_lora_rank, h), "dense"),
+                _t(b + "attn_q_a_norm.weight", "norm", i, (a.q_lora_rank,), "norm"),
+                _t(b + "attn_q_b.weight", "other", i, (m.n_heads * qk, a.q_lora_rank), "dense"),
             ]
         else:
-            out.append(Tensor(b + "attn_q.weight", "attn_q", i, h * m.n_heads * qk, h, "dense"))
+            out.append(_t(b + "attn_q.weight", "attn_q", i, (m.n_heads * qk, h), "dense"))
+        # kv_b as current llama.cpp GGUFs store it (convert_hf_to_gguf splits it for MLA absorption):
+        # attn_k_b [nope, kv_lora, heads] (rows of qk_nope elements) and attn_v_b [kv_lora, v, heads];
+        # neither is an attn_v-like tensor for the quantizer (category OTHER: default type, then the
+        # row-length fallback, e.g. q4_K -> q5_0 for 128-element rows).
         out += [
-            Tensor(
-                b + "attn_kv_a_mqa.weight", "other", i, h * (a.kv_lora_rank + a.qk_rope_head_dim), h, "dense"
-            ),
-            Tensor(b + "attn_kv_a_norm.weight", "norm", i, a.kv_lora_rank, a.kv_lora_rank, "norm"),
-            # kv_b as current llama.cpp GGUFs store it (convert_hf_to_gguf splits it for MLA absorption):
-            # attn_k_b [nope, kv_lora, heads] (rows of qk_nope elements) and attn_v_b [kv_lora, v, heads];
-            # neither is an attn_v-like tensor for the quantizer (category OTHER: default type, then the
-            # row-length fallback, e.g. q4_K -> q5_0 for 128-element rows).
-            Tensor(
-                b + "attn_k_b.weight",
-                "other",
-                i,
-                m.n_heads * a.kv_lora_rank * a.qk_nope_head_dim,
-                a.qk_nope_head_dim,
-                "dense",
-                True,
-            ),
-            Tensor(
-                b + "attn_v_b.weight",
-                "other",
-                i,
-                m.n_heads * a.v_head_dim * a.kv_lora_rank,
-                a.kv_lora_rank,
-                "dense",
-                True,
-            ),
-            Tensor(
-                b + "attn_output.weight",
-                "attn_output",
-                i,
-                m.n_heads * a.v_head_dim * h,
-                m.n_heads * a.v_head_dim,
-                "dense",
-            ),
+            _t(b + "attn_kv_a_mqa.weight", "other", i, (a.kv_lora_rank + a.qk_rope_head_dim, h), "dense"),
+            _t(b + "attn_kv_a_norm.weight", "norm", i, (a.kv_lora_rank,), "norm"),
+            _t(b + "attn_k_b.weight", "other", i, (m.n_heads, a.kv_lora_rank, qk_nope), "dense", True),
+            _t(b + "attn_v_b.weight", "other", i, (m.n_heads, a.v_head_dim, a.kv_lora_rank), "dense", True),
+            _t(b + "attn_output.weight", "attn_output", i, (h, m.n_heads * a.v_head_dim), "dense"),
         ]
+        if a.index_n_heads:  # the DSA lightning indexer (its attn_k is an attn_k tensor for the quantizer)
+            nih, ihd = a.index_n_heads, a.index_head_dim
+            out += [
+                _t(b + "indexer.k_norm.weight", "norm", i, (ihd,), "norm"),
+                _t(b + "indexer.k_norm.bias", "bias", i, (ihd,), "norm"),
+                _t(b + "indexer.proj.weight", "other", i, (nih, h), "dense"),
+                _t(b + "indexer.attn_k.weight", "attn_k", i, (ihd, h), "dense"),
+                _t(b + "indexer.attn_q_b.weight", "other", i, (nih * ihd, a.q_lora_rank or h), "dense"),
+            ]
         return out
     hd, kvh = m.head_dim, m.n_kv_heads
     if kind == FULL and m.global_head_dim:
         hd, kvh = m.global_head_dim, m.global_n_kv_heads or kvh
     qw = m.n_heads * hd * (2 if m.attn_output_gate else 1)
     if m.architecture in _FUSED_ARCHS:  # one attn_qkv matrix (an attn_v-like tensor for the quantizer)
-        out.append(Tensor(b + "attn_qkv.weight", "attn_qkv", i, h * (qw + 2 * kvh * hd), h, "dense"))
+        out.append(_t(b + "attn_qkv.weight", "attn_qkv", i, (qw + 2 * kvh * hd, h), "dense"))
     else:
         out += [
-            Tensor(b + "attn_q.weight", "attn_q", i, h * qw, h, "dense"),
-            Tensor(b + "attn_k.weight", "attn_k", i, h * kvh * hd, h, "dense"),
+            _t(b + "attn_q.weight", "attn_q", i, (qw, h), "dense"),
+            _t(b + "attn_k.weight", "attn_k", i, (kvh * hd, h), "dense"),
         ]
     if not (m.k_eq_v and kind == FULL) and m.architecture not in _FUSED_ARCHS:
-        out.append(Tensor(b + "attn_v.weight", "attn_v", i, h * kvh * hd, h, "dense"))
-    out.append(
-        Tensor(b + "attn_output.weight", "attn_output", i, m.n_heads * hd * h, m.n_heads * hd, "dense")
-    )
+        out.append(_t(b + "attn_v.weight", "attn_v", i, (kvh * hd, h), "dense"))
     if m.qkv_bias:
         out += [
-            Tensor(b + "attn_q.bias", "bias", i, m.n_heads * hd, m.n_heads * hd, "norm"),
-            Tensor(b + "attn_k.bias", "bias", i, kvh * hd, kvh * hd, "norm"),
-            Tensor(b + "attn_v.bias", "bias", i, kvh * hd, kvh * hd, "norm"),
+            _t(b + "attn_q.bias", "bias", i, (m.n_heads * hd,), "norm"),
+            _t(b + "attn_k.bias", "bias", i, (kvh * hd,), "norm"),
+            _t(b + "attn_v.bias", "bias", i, (kvh * hd,), "norm"),
         ]
     if m.architecture.startswith(_QK_NORM_ARCHS):
         # MiniMax-M2 normalises all query heads together and all key heads together
         qn, kn = (m.n_heads * hd, kvh * hd) if m.architecture == "minimax_m2" else (hd, hd)
         out += [
-            Tensor(b + "attn_q_norm.weight", "norm", i, qn, qn, "norm"),
-            Tensor(b + "attn_k_norm.weight", "norm", i, kn, kn, "norm"),
+            _t(b + "attn_q_norm.weight", "norm", i, (qn,), "norm"),
+            _t(b + "attn_k_norm.weight", "norm", i, (kn,), "norm"),
         ]
-    if m.architecture == "gpt_oss":  # attention sinks and the output projection's bias (llama.cpp wo_b)
-        out.append(Tensor(b + "attn_sinks.weight", "norm", i, m.n_heads, m.n_heads, "norm"))
-        out.append(Tensor(b + "attn_output.bias", "bias", i, h, h, "norm"))
-    if m.architecture.startswith(_SANDWICH_NORM_ARCHS):
-        out.append(Tensor(b + "post_attention_norm.weight", "norm", i, h, h, "norm"))
+    out.append(_t(b + "attn_output.weight", "attn_output", i, (h, m.n_heads * hd), "dense"))
+    if m.architecture == "gpt_oss":  # the output projection's bias (llama.cpp wo_b) and attention sinks
+        out.append(_t(b + "attn_output.bias", "bias", i, (h,), "norm"))
+        out.append(_t(b + "attn_sinks.weight", "norm", i, (m.n_heads,), "norm"))
+    if _sandwich(m) or m.architecture in _POST_ATTN_NORM_ARCHS:
+        out.append(_t(b + "post_attention_norm.weight", "norm", i, (h,), "norm"))
     return out
 
 
 def _mixer_state(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
     s, h, b = m.state, m.hidden_size, f"blk.{i}."
     assert s is not None
+    nv = s.n_value_heads
     if kind == LINEAR:
-        conv_ch = 2 * s.n_key_heads * s.key_head_dim + s.n_value_heads * s.value_head_dim
-        vd, nv = s.n_value_heads * s.value_head_dim, s.n_value_heads
+        conv_ch = 2 * s.n_key_heads * s.key_head_dim + nv * s.value_head_dim
+        vd = nv * s.value_head_dim
         if m.architecture == "qwen3_next":
-            beta_alpha = [Tensor(b + "ssm_ba.weight", "other", i, h * 2 * nv, h, "dense")]
+            beta_alpha = [_t(b + "ssm_ba.weight", "other", i, (2 * nv, h), "dense")]
         else:
             beta_alpha = [
-                Tensor(b + "ssm_beta.weight", "other", i, h * nv, h, "dense"),
-                Tensor(b + "ssm_alpha.weight", "other", i, h * nv, h, "dense"),
+                _t(b + "ssm_beta.weight", "other", i, (nv, h), "dense"),
+                _t(b + "ssm_alpha.weight", "other", i, (nv, h), "dense"),
             ]
         return [
-            Tensor(b + "attn_qkv.weight", "attn_qkv", i, h * conv_ch, h, "dense"),
-            Tensor(b + "attn_gate.weight", "other", i, h * vd, h, "dense"),
-            Tensor(b + "ssm_conv1d.weight", "ssm_conv1d", i, conv_ch * s.conv_kernel, s.conv_kernel, "norm"),
-            Tensor(b + "ssm_dt.bias", "bias", i, nv, nv, "norm"),
-            Tensor(b + "ssm_a", "norm", i, nv, nv, "norm"),
+            _t(b + "attn_qkv.weight", "attn_qkv", i, (conv_ch, h), "dense"),
+            _t(b + "attn_gate.weight", "other", i, (vd, h), "dense"),
+            _t(b + "ssm_conv1d.weight", "ssm_conv1d", i, (conv_ch, s.conv_kernel), "norm"),
+            _t(b + "ssm_dt.bias", "bias", i, (nv,), "norm"),
+            _t(b + "ssm_a", "norm", i, (nv,), "norm"),
             *beta_alpha,
-            Tensor(b + "ssm_norm.weight", "norm", i, s.value_head_dim, s.value_head_dim, "norm"),
-            Tensor(b + "ssm_out.weight", "other", i, vd * h, vd, "dense"),
+            _t(b + "ssm_norm.weight", "norm", i, (s.value_head_dim,), "norm"),
+            _t(b + "ssm_out.weight", "other", i, (h, vd), "dense"),
         ]
-    d_inner = s.n_value_heads * s.value_head_dim
+    d_inner = nv * s.value_head_dim
     gs = 2 * s.n_key_heads * s.key_head_dim
     return [
-        Tensor(b + "ssm_in.weight", "other", i, h * (2 * d_inner + gs + s.n_value_heads), h, "dense"),
-        Tensor(
-            b + "ssm_conv1d.weight",
-            "ssm_conv1d",
-            i,
-            (d_inner + gs) * (s.conv_kernel + 1),
-            s.conv_kernel,
-            "norm",
-        ),
-        Tensor(b + "ssm_a.weight", "norm", i, 3 * s.n_value_heads, s.n_value_heads, "norm"),
-        Tensor(b + "ssm_norm.weight", "norm", i, d_inner, d_inner, "norm"),
-        Tensor(b + "ssm_out.weight", "other", i, d_inner * h, d_inner, "dense"),
+        _t(b + "ssm_in.weight", "other", i, (2 * d_inner + gs + nv, h), "dense"),
+        _t(b + "ssm_conv1d.weight", "ssm_conv1d", i, (d_inner + gs, s.conv_kernel), "norm"),
+        _t(b + "ssm_conv1d.bias", "bias", i, (d_inner + gs,), "norm"),
+        _t(b + "ssm_dt.bias", "bias", i, (nv,), "norm"),
+        _t(b + "ssm_a", "norm", i, (nv, 1), "norm"),
+        _t(b + "ssm_d", "norm", i, (nv, 1), "norm"),
+        _t(b + "ssm_norm.weight", "norm", i, (s.n_key_heads, d_inner // s.n_key_heads), "norm"),
+        _t(b + "ssm_out.weight", "other", i, (h, d_inner), "dense"),
+    ]
+
+
+def _dense_ffn(m: ModelSpec, i: int, ff: int, group: str, suffix: str = "") -> list[Tensor]:
+    """A gated (gate, up, down) or ungated (up, down) FFN of width ``ff``; names ffn_<x><suffix>."""
+    h, b = m.hidden_size, f"blk.{i}."
+    if m.architecture in _FUSED_FFN_ARCHS:  # gate and up in one ffn_up matrix of 2 x ff rows
+        return [
+            _t(b + "ffn_up.weight", "ffn_up", i, (2 * ff, h), group),
+            _t(b + "ffn_down.weight", "ffn_down", i, (h, ff), group),
+        ]
+    out = [_t(f"{b}ffn_gate{suffix}.weight", f"ffn_gate{suffix}", i, (ff, h), group)] if m.ffn_gated else []
+    return out + [
+        _t(f"{b}ffn_up{suffix}.weight", f"ffn_up{suffix}", i, (ff, h), group),
+        _t(f"{b}ffn_down{suffix}.weight", f"ffn_down{suffix}", i, (h, ff), group),
     ]
 
 
 def _ffn(m: ModelSpec, i: int, moe_layer: bool) -> list[Tensor]:
     h, b = m.hidden_size, f"blk.{i}."
-    g = 3 if m.ffn_gated else 2
-    out: list[Tensor] = []
     if not moe_layer:
-        ff = m.intermediate_size
-        if m.architecture in _FUSED_ARCHS:  # gate and up in one ffn_up matrix of 2 x ff rows
-            return [
-                Tensor(b + "ffn_up.weight", "ffn_up", i, h * 2 * ff, h, "dense"),
-                Tensor(b + "ffn_down.weight", "ffn_down", i, ff * h, ff, "dense"),
-            ]
-        if m.ffn_gated:
-            out.append(Tensor(b + "ffn_gate.weight", "ffn_gate", i, h * ff, h, "dense"))
-        out += [
-            Tensor(b + "ffn_up.weight", "ffn_up", i, h * ff, h, "dense"),
-            Tensor(b + "ffn_down.weight", "ffn_down", i, ff * h, ff, "dense"),
-        ]
-        return out
+        return _dense_ffn(m, i, m.intermediate_size, "dense")
     e = m.moe
     assert e is not None
-    out.append(Tensor(b + "ffn_gate_inp.weight", "ffn_gate_inp", i, h * e.n_experts, h, "dense"))
+    ne, ff, width = e.n_experts, e.expert_ff, e.latent_size or h
+    out = [_t(b + "ffn_gate_inp.weight", "ffn_gate_inp", i, (ne, h), "dense")]
     if m.architecture in _EXP_PROBS_ARCHS:  # the router's score-correction bias, llama.cpp needs it
-        out.append(Tensor(b + "exp_probs_b.bias", "bias", i, e.n_experts, e.n_experts, "norm"))
-    width = e.latent_size or h
+        out.append(_t(b + "exp_probs_b.bias", "bias", i, (ne,), "norm"))
+    if m.architecture == "gpt_oss":
+        out.append(_t(b + "ffn_gate_inp.bias", "bias", i, (ne,), "norm"))
+    gemma4 = m.architecture.startswith("gemma4")
+    if gemma4:  # the router's input scale and the per-expert output scale (ffn_down_exps.scale)
+        out += [
+            _t(b + "ffn_gate_inp.scale", "norm", i, (h,), "norm"),
+            _t(b + "ffn_down_exps.scale", "norm", i, (ne,), "norm"),
+        ]
     if e.latent_size:
         out += [
-            Tensor(b + "ffn_latent_down.weight", "other", i, h * width, h, "dense"),
-            Tensor(b + "ffn_latent_up.weight", "other", i, width * h, width, "dense"),
+            _t(b + "ffn_latent_down.weight", "other", i, (width, h), "dense"),
+            _t(b + "ffn_latent_up.weight", "other", i, (h, width), "dense"),
         ]
-    ne, ff = e.n_experts, e.expert_ff
-    if m.ffn_gated:
-        out.append(Tensor(b + "ffn_gate_exps.weight", "ffn_gate_exps", i, ne * width * ff, width, "routed"))
-    out += [
-        Tensor(b + "ffn_up_exps.weight", "ffn_up_exps", i, ne * width * ff, width, "routed"),
-        Tensor(b + "ffn_down_exps.weight", "ffn_down_exps", i, ne * ff * width, ff, "routed"),
-    ]
-    if m.architecture == "gpt_oss":
-        out.append(Tensor(b + "ffn_exps.bias", "bias", i, ne * ((g - 1) * ff + width) + ne, 1, "norm"))
+    if gemma4:  # gate and up of the experts in one tensor (the checkpoint's experts.gate_up_proj)
+        out.append(_t(b + "ffn_gate_up_exps.weight", "ffn_gate_up_exps", i, (ne, 2 * ff, width), "routed"))
+    elif m.ffn_gated:
+        out.append(_t(b + "ffn_gate_exps.weight", "ffn_gate_exps", i, (ne, ff, width), "routed"))
+    if not gemma4:
+        out.append(_t(b + "ffn_up_exps.weight", "ffn_up_exps", i, (ne, ff, width), "routed"))
+    out.append(_t(b + "ffn_down_exps.weight", "ffn_down_exps", i, (ne, width, ff), "routed"))
+    if m.architecture == "gpt_oss":  # per-expert biases
+        out += [
+            _t(b + "ffn_gate_exps.bias", "bias", i, (ne, ff), "norm"),
+            _t(b + "ffn_up_exps.bias", "bias", i, (ne, ff), "norm"),
+            _t(b + "ffn_down_exps.bias", "bias", i, (ne, width), "norm"),
+        ]
     if e.n_shared_experts and e.shared_ff:
         sf = e.n_shared_experts * e.shared_ff
         if m.architecture.startswith(_SHARED_GATE_ARCHS):  # the shared expert's sigmoid gate, one F32 row
-            out.append(Tensor(b + "ffn_gate_inp_shexp.weight", "norm", i, h, h, "norm"))
-        if m.ffn_gated:
-            out.append(Tensor(b + "ffn_gate_shexp.weight", "ffn_gate_shexp", i, h * sf, h, "shared"))
-        out += [
-            Tensor(b + "ffn_up_shexp.weight", "ffn_up_shexp", i, h * sf, h, "shared"),
-            Tensor(b + "ffn_down_shexp.weight", "ffn_down_shexp", i, sf * h, sf, "shared"),
-        ]
+            out.append(_t(b + "ffn_gate_inp_shexp.weight", "norm", i, (h,), "norm"))
+        # Gemma 4's always-on MLP beside the experts is a plain FFN (ffn_gate / ffn_up / ffn_down) with its
+        # own pre / post norms
+        out += _dense_ffn(m, i, sf, "shared", "" if gemma4 else "_shexp")
+        if gemma4:
+            out += [
+                _t(b + "pre_ffw_norm_2.weight", "norm", i, (h,), "norm"),
+                _t(b + "post_ffw_norm_1.weight", "norm", i, (h,), "norm"),
+                _t(b + "post_ffw_norm_2.weight", "norm", i, (h,), "norm"),
+            ]
     return out
 
 
 @lru_cache(maxsize=1024)
 def tensor_inventory(model: ModelSpec) -> tuple[Tensor, ...]:
-    """Every tensor of the text decoder (see module docstring for the shapes)."""
+    """Every tensor of the text decoder (see module docstring for the shapes), in the order of the blocks;
+    ``harness.synth`` writes exactly these tensors into its synthetic GGUF files."""
     m, h = model, model.hidden_size
-    out = [Tensor("token_embd.weight", "token_embd", -1, m.vocab_size * h, h, "embd")]
+    out = [_t("token_embd.weight", "token_embd", -1, (m.vocab_size, h), "embd")]
+    if m.architecture.startswith("gemma4") and FULL in m.layer_types and m.global_head_dim:
+        # the full layers' proportional-rope frequency factors, one tensor for all of them
+        out.append(_t("rope_freqs.weight", "norm", -1, (m.global_head_dim // 2,), "norm"))
     dense = set(m.moe.dense_layers) if m.moe else set()
     nemotron = m.architecture == "nemotron_h"
     for i, kind in enumerate(m.layer_types):
-        out.append(Tensor(f"blk.{i}.attn_norm.weight", "norm", i, h, h, "norm"))
+        out.append(_t(f"blk.{i}.attn_norm.weight", "norm", i, (h,), "norm"))
         if kind in (LINEAR, MAMBA):
             out += _mixer_state(m, i, kind)
         elif kind != NONE:
@@ -313,14 +340,20 @@ def tensor_inventory(model: ModelSpec) -> tuple[Tensor, ...]:
             if kind == NONE:
                 out += _ffn(m, i, m.moe is not None and i not in dense)
             continue
-        if not m.architecture.startswith(_PARALLEL_BLOCK_ARCHS):
-            out.append(Tensor(f"blk.{i}.ffn_norm.weight", "norm", i, h, h, "norm"))
+        if m.architecture.startswith(_GDN_ARCHS):  # the FFN's norm, under this name
+            out.append(_t(f"blk.{i}.post_attention_norm.weight", "norm", i, (h,), "norm"))
+        elif not (
+            m.architecture.startswith(_PARALLEL_BLOCK_ARCHS) or m.architecture in _POST_ATTN_NORM_ARCHS
+        ):
+            out.append(_t(f"blk.{i}.ffn_norm.weight", "norm", i, (h,), "norm"))
         out += _ffn(m, i, m.moe is not None and i not in dense)
-        if m.architecture.startswith(_SANDWICH_NORM_ARCHS):
-            out.append(Tensor(f"blk.{i}.post_ffw_norm.weight", "norm", i, h, h, "norm"))
-    out.append(Tensor("output_norm.weight", "norm", -1, h, h, "norm"))
+        if _sandwich(m):
+            out.append(_t(f"blk.{i}.post_ffw_norm.weight", "norm", i, (h,), "norm"))
+        if m.architecture.startswith("gemma4"):  # the layer's output scalar (layer_scalar)
+            out.append(_t(f"blk.{i}.layer_output_scale.weight", "norm", i, (1,), "norm"))
+    out.append(_t("output_norm.weight", "norm", -1, (h,), "norm"))
     if not m.tie_embeddings:
-        out.append(Tensor("output.weight", "output", -1, m.vocab_size * h, h, "output"))
+        out.append(_t("output.weight", "output", -1, (m.vocab_size, h), "output"))
     return tuple(out)
 
 

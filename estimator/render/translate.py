@@ -1271,10 +1271,6 @@ EXACT.update(
         "sliding_window from config.json: vLLM honours it, llama.cpp runs full attention": (
             "sliding_window de config.json: vLLM lo respeta, llama.cpp ejecuta atención completa"
         ),
-        "DSA indexer key cache (one 128-dim key per token per layer) not counted": (
-            "no se cuenta la caché de claves del indexador DSA (una clave de 128 dimensiones por token y "
-            "capa)"
-        ),
     }
 )
 
