@@ -290,6 +290,10 @@ FULL_DEPTH_FIT = [
     # GLM-4-0414: gate and up fused in one ffn_up, sandwich norms (post_attention_norm, post_ffw_norm)
     ("glm-4-32b-0414", 32768, False, 65_135_173_632, 2_046_820_352, 3197.01),
     ("glm-4-32b-0414", 4096, True, 65_135_173_632, 255_852_544, 320.0),
+    # DeepSeek Sparse Attention: the indexer's weights and key cache, each layer's top-k indices
+    ("deepseek-v3.2", 131072, True, 1_343_970_823_168, 11_257_511_936, 1164.08),
+    ("deepseek-v3.2", 4096, False, 1_343_970_823_168, 351_797_248, 1688.08),
+    ("glm-5", 4096, False, 1_488_060_773_376, 449_839_104, 1052.08),
 ]
 
 
@@ -311,7 +315,8 @@ def test_full_depth_weights_kv_and_compute_match_llama_cpp(model_id, cells, fa, 
     Command A's parallel blocks have no FFN norm: it once counted 64, 3.1 MB over; Gemma 4's K==V full layers
     cache V as well, the estimator once counted K only, 17 % short at 8K, and missed the rope factors, layer
     scalars, router scales and expert norms, 1.4 MB of the 26B-A4B; GLM-4-0414's post norms, 3 MB, were
-    missing too)."""
+    missing too; DeepSeek-V3.2 / GLM-5: the DSA indexer's 0.85 B / 0.7 B parameters and its key cache,
+    and a compute buffer once 32-65 % under llama.cpp's with flash attention)."""
     m = get_model(model_id)
     assert weight_breakdown(m, "F16").total_bytes == weights
     assert kv_cache(m, cells, flash_attn=fa).total_bytes == kv

@@ -319,3 +319,42 @@ def test_ungated_moe_ffn_moment_follows_llama_cpp(change, tmp_path):
     assert est == pytest.approx(measured, rel=0.06)
     gated = runtime_buffers(replace(model, ffn_gated=True), None, cpu, wl, default_coefficients("llama.cpp"))
     assert gated.compute_bytes > 1.2 * measured
+
+
+# DeepSeek-V3.2's widths with a 16K vocabulary at 6 layers (3 dense, 3 MoE), one DSA fact changed at a time
+DSA_VARIANTS = [
+    dict(),
+    dict(index_topk=1024),
+    dict(index_n_heads=32),
+    dict(index_head_dim=256),
+    dict(n_layers=20),
+]
+
+
+@pytest.mark.parametrize("change", DSA_VARIANTS, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
+def test_sparse_attention_moment_follows_llama_cpp(change, tmp_path):
+    """llama.cpp's memory-fit pass on DeepSeek Sparse Attention variants: the buffer holds every layer's
+    top-k indices (top_k floats per token per layer: 6 -> 20 layers and top_k 2,048 -> 1,024 move it by
+    exactly that) and 1.5 x cells for the indexer's scores and top-k mask, not the indexer's heads or
+    width; runtime._dsa_floats counts those, within 2.5 % where the MLA form alone is 6-40 % under."""
+    from dataclasses import replace
+
+    from estimator.catalog.data import get_hardware, get_model
+    from estimator.physics.runtime import default_coefficients, runtime_buffers
+    from estimator.specs import Workload
+
+    full = get_model("deepseek-v3.2")
+    n = change.pop("n_layers", 6)
+    model = replace(
+        full, vocab_size=16384, n_layers=n, layer_types=full.layer_types[:n], mla=replace(full.mla, **change)
+    )
+    path = synth.synthetic_model(model, "F16", cache_dir_path=tmp_path, shape_only=True)
+    spec = PointSpec(
+        model_path=str(path), n_ctx=8192, prompt_lengths=(), gen_lengths=(), flash_attn=True,
+        engine_options={"no_alloc": True},
+    )  # fmt: skip
+    measured = get_runner("llama.cpp").measure(spec).compute_bytes
+    wl, cpu, prior = Workload(n_ctx=8192, flash_attn=True), get_hardware("epyc-9654"), default_coefficients()
+    assert runtime_buffers(model, None, cpu, wl, prior).compute_bytes == pytest.approx(measured, rel=0.025)
+    without = replace(model, mla=replace(model.mla, index_n_heads=0))
+    assert runtime_buffers(without, None, cpu, wl, prior).compute_bytes < 0.95 * measured

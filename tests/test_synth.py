@@ -57,6 +57,35 @@ def test_bad_input():
         synth.tensor_plan(synth.tiny_model("llama"), n_layers=9)
 
 
+def _replace(arch: str, **kw):
+    m = synth.tiny_model(arch)
+    nested = {k: v for k, v in kw.items() if k in ("mla", "moe", "state") and isinstance(v, dict)}
+    for k, v in nested.items():
+        kw[k] = synth.dataclasses.replace(getattr(m, k), **v)
+    return synth.dataclasses.replace(m, **kw)
+
+
+@pytest.mark.parametrize(
+    ("arch", "change", "needle"),
+    [
+        ("phi3", {"head_dim": 32}, "heads x head_dim = hidden"),
+        ("deepseek_v2", {"mla": None}, "needs an MLA spec"),
+        ("deepseek_v32", {"mla": {"index_n_heads": 0}}, "DSA indexer widths"),
+        ("qwen3_next", {"state": {"value_head_dim": 32}}, "key and value head dims equal"),
+        ("qwen3_next", {"state": None}, "need the state widths"),
+        ("gemma4_text", {"moe": {"dense_layers": (0,)}}, "experts on every layer"),
+        ("gemma4_text", {"window": None}, "full or sliding, with a window"),
+        ("glm4_moe", {"moe": {"shared_ff": 512}}, "shared experts as wide as the routed ones"),
+    ],
+)
+def test_geometry_a_llama_cpp_loader_cannot_hold_is_refused(arch, change, needle, tmp_path):
+    """A spec whose geometry the architecture's llama.cpp loader cannot express is refused with SpecError
+    before a file is written (the writer would otherwise produce a file llama.cpp rejects)."""
+    with pytest.raises(SpecError, match=needle):
+        synth.write_shape_gguf(_replace(arch, **change), tmp_path / "x.gguf")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_hash_ignores_names_not_shapes():
     m = synth.tiny_model("llama")
     assert synth.spec_hash(m, 2) == synth.spec_hash(synth.dataclasses.replace(m, name="other", source="x"), 2)

@@ -27,6 +27,11 @@ memory between layers); the attention mask is a graph input that lives through e
              + (no flash attention) KQ scores as above
              + (no flash attention) r * max(K) * kv element bytes         (the V view copied transposed:
                                                                            ggml_cont, once per layer, any u)
+    attn  += (DSA: DeepSeek-V3.2, GLM-5) 4 * u * dsa_factor * (min(top_k, K) * n_layers + 1.5 * max(K))
+             (each layer's top-k indices stay allocated until the last layer's attention; the indexer's F32
+             scores and the F16 mask it rebuilds from the top-k: llama.cpp's memory-fit pass on V3.2-shaped
+             variants moves by exactly top_k floats per layer and per halving of top_k, not with the
+             indexer's heads or width; flash attention on and off)
     logits += (MLA with MoE) 4 * u * mla_moe_head_factor * min(MLA_MOE_HEAD_FLOATS, (n_experts_used + 2) *
              hidden)   (floats per token the allocator's layout leaves under the logits: an empirical
              residue, not a tensor of the graph.  llama.cpp's memory-fit pass gives 16,384 for
@@ -48,14 +53,15 @@ expert apart; a dense one is one expert of ff.  llama.cpp's memory-fit pass on N
 exactly 1 x n_experts_used x expert_ff and 1 x n_experts_used x width (expert_ff 1,344-5,376, latent
 512-4,096, 16 or 22 experts per token), nothing of the shared expert's width or the expert count; besides it
 the same graphs hold 3 x hidden + about 8,200 floats per token (hidden 3,072 and 4,096) where the prior counts
-act_hidden_factor's 4 x hidden, left to the fit.  Prior (estimator/data/memory_prior.json) from llama.cpp's
-own CPU buffers (llama-cpp-python 0.3.36, results/runs/memory-*.jsonl): logits 1, out_hidden 2, mask 1, kq 1,
-attn_hidden 5.5, act_hidden 4, act_ff 3, ungated_ff 1, mla_attn 1, mla_moe_head 1, base 0; e.g. Llama-3.2-1B
-at u = 512: 258.5 MiB with flash attention at any context (250.5 MiB logits + 8 MiB final norm), 8,470 MiB
-without it at 131,072 cells (8,192 MiB scores + 256 MiB F32 mask + 22 MiB); DeepSeek-V3 (3-layer proxy) at u =
-512 without flash attention, 8,192 cells: 2,472.0 MiB measured = 2,048 MiB scores (128 heads) + 16 MiB mask +
-8 MiB transposed V + 400 MiB MLA activations (128 x 1,600 floats per token); DeepSeek-V2-Lite (4 and 8 layers,
-flash attention): 241.0 MiB = 200 MiB logits + 4 MiB final norm + 16,384 floats per token under them.
+act_hidden_factor's 4 x hidden, left to the fit. Prior (estimator/data/memory_prior.json) from llama.cpp's own
+CPU buffers (llama-cpp-python 0.3.36, results/runs/memory-*.jsonl): logits 1, out_hidden 2, mask 1, kq 1,
+attn_hidden 5.5, act_hidden 4, act_ff 3, ungated_ff 1, mla_attn 1, mla_moe_head 1, dsa 1, base 0; e.g.
+Llama-3.2-1B at u = 512: 258.5 MiB with flash attention at any context (250.5 MiB logits + 8 MiB final norm),
+8,470 MiB without it at 131,072 cells (8,192 MiB scores + 256 MiB F32 mask + 22 MiB); DeepSeek-V3 (3-layer
+proxy) at u = 512 without flash attention, 8,192 cells: 2,472.0 MiB measured = 2,048 MiB scores (128 heads) +
+16 MiB mask + 8 MiB transposed V + 400 MiB MLA activations (128 x 1,600 floats per token); DeepSeek-V2-Lite (4
+and 8 layers, flash attention): 241.0 MiB = 200 MiB logits + 4 MiB final norm + 16,384 floats per token under
+them.
 
 "torch" — a PyTorch engine's activation peak (vLLM, SGLang; per device; T = the profile's
 ``max_batched_tokens``, vLLM's max_num_batched_tokens default 8192; tp = tensor-parallel size):
@@ -104,6 +110,7 @@ class MemoryCoefficients:
     attn_hidden_factor: float = 5.5
     mla_attn_factor: float = 1.0
     mla_moe_head_factor: float = 1.0
+    dsa_factor: float = 1.0
     cuda_graph_bytes: float = 0.0
     context_overhead_gpu_bytes: float = 400 * MIB
     context_overhead_npu_bytes: float = 400 * MIB
@@ -241,6 +248,16 @@ def _ungated_ff(m: ModelSpec) -> int:
     return m.moe.n_experts_used * (m.moe.expert_ff + (m.moe.latent_size or m.hidden_size))
 
 
+def _dsa_floats(m: ModelSpec, n_kv: int) -> float:
+    """Floats per token DeepSeek Sparse Attention adds to the attention moment (module docstring): every
+    layer's top-k indices (min(top_k, cells) int32 each, alive to the last layer's attention) and 1.5 x cells
+    (the indexer's F32 scores and the F16 top-k mask)."""
+    mla = m.mla
+    assert mla is not None
+    top_k = min(mla.index_topk or n_kv, n_kv)
+    return top_k * m.n_layers + 1.5 * n_kv
+
+
 def runtime_buffers(
     model: ModelSpec,
     quant: QuantSpec | None,
@@ -288,6 +305,8 @@ def runtime_buffers(
         attn += c.kq_factor * 4 * u * m.n_heads * max(cells)
         if mla is not None:
             attn += max(cells) * kv_type_bytes(wl.kv_dtype, mla.kv_lora_rank)
+    if mla is not None and mla.index_n_heads and cells:
+        attn += c.dsa_factor * 4 * u * _dsa_floats(m, max(cells))
     # the mask is freed after the last layer's attention: only a model with more than one layer runs an FFN
     # while it lives
     ffn_width = c.act_ff_factor * _ff_max(m) if m.ffn_gated else c.ungated_ff_factor * _ungated_ff(m)
