@@ -1,7 +1,9 @@
 """Weight inventory and bytes per quant.
 
 ``tensor_inventory(model)`` lists the text decoder's tensors as llama.cpp names them (one row per tensor:
-name, class, layer, n_elements, row length = ne[0] = input features, group, 3-D).  Shapes per layer kind:
+name, class, layer, n_elements, row length = ne[0] = input features, group, 3-D, shape in numpy order), in
+block order.  It is also what ``harness.synth`` writes into its synthetic GGUF files, so llama.cpp loading
+those files checks it tensor by tensor (names, shapes, nothing missing or extra).  Shapes per layer kind:
 
 * attention (full / sliding / chunked): q = hidden x (heads*head_dim, x2 with an output gate), k and v =
   hidden x (kv_heads*head_dim) (v absent on K==V layers; Gemma 4 full layers use global_head_dim /
@@ -21,13 +23,13 @@ name, class, layer, n_elements, row length = ne[0] = input features, group, 3-D)
   attn_gate hidden x nv*dv, beta / alpha hidden x 2*nv (Qwen3-Next: one ssm_ba; Qwen3.5: ssm_beta and
   ssm_alpha), conv (2*nk*dk + nv*dv) x kernel (F32), dt bias and A (nv each, F32), norm dv, out nv*dv x
   hidden; Qwen3-Next / Qwen3.5 MoE layers add the shared expert's gate ffn_gate_inp_shexp (hidden, F32);
-  Mamba2: in_proj hidden x (2*d_inner + 2*groups*state + heads), conv
-  (d_inner + 2*groups*state) x kernel, out d_inner x hidden;
+  Mamba2: in_proj hidden x (2*d_inner + 2*groups*state + heads), conv (d_inner + 2*groups*state) x kernel
+  with its bias, dt bias, A and D (heads each, F32), the grouped norm, out d_inner x hidden;
 * FFN: gated (gate, up: hidden x ff; down: ff x hidden) or ungated (up, down); MoE: router hidden x
   n_experts (F32; the sigmoid routers of GLM-4.5 / GLM-5, MiniMax-M2, Nemotron-H, DeepSeek-V3 / V3.2 and
   Kimi-K2 add their score-correction bias exp_probs_b, n_experts F32: 59 KB of V3), routed experts n_experts x
   (gate, up, down) of expert_ff (on the latent width for latent MoE, plus the hidden<->latent projections),
-  shared experts of n_shared*shared_ff;
+  shared experts of n_shared*shared_ff; gpt-oss adds the router's and each expert's biases;
 * token_embd vocab x hidden, output vocab x hidden unless tied, 1-D norms (and q/k norms, biases); Cohere's
   parallel blocks (attention and FFN on the same normed input) have no FFN norm.
 
