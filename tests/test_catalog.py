@@ -224,6 +224,23 @@ def test_build_catalog_patches_a_config_copy_that_disagrees_with_the_reference()
     assert patched["text_config"]["max_position_embeddings"] == 131072
 
 
+def test_reference_notes_about_figures_fitbench_now_counts_are_rewritten():
+    """A reference note saying the DSA indexer or Gemma 4's V cache is left out describes the reference's own
+    figures; the catalog says what fitbench counts instead, and a rewrite that no longer matches the
+    reference stops the build."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from build_catalog import rewrite_notes
+    finally:
+        sys.path.pop(0)
+    notes = " ".join(catalog.model_entry("deepseek-v3.2")["notes"])
+    assert "not in computed params" not in notes and "NOT included" not in notes and "are counted" in notes
+    assert "still cache V" in " ".join(catalog.model_entry("gemma-4-26b-a4b")["notes"])
+    assert rewrite_notes("x/y", ["a"]) == ["a"]
+    with pytest.raises(SystemExit, match="match no reference note"):
+        rewrite_notes("deepseek-ai/DeepSeek-V3.2", ["something else"])
+
+
 def test_widely_downloaded_gguf_families_are_catalogued():
     from estimator.catalog.data import get_model
     from estimator.physics.weights import weight_breakdown

@@ -347,6 +347,44 @@ REFERENCE_FIELDS = (
 )
 
 
+# Reference notes about the reference's own computed figures that fitbench's sizing no longer shares: the
+# note a user reads must say what fitbench counts (hf_id -> {note prefix -> replacement, or None to drop}).
+NOTE_REWRITES: dict[str, dict[str, str | None]] = {
+    "deepseek-ai/DeepSeek-V3.2": {
+        "DeepseekV32ForCausalLM: V3 geometry plus DSA lightning indexer": (
+            "DeepseekV32ForCausalLM: V3 geometry plus the DSA lightning indexer (index_n_heads 64, "
+            "index_head_dim 128, index_topk 2048); its weights and its key cache (one 128-wide key per token "
+            "and layer: FP8 + scale in vLLM / SGLang, the KV dtype in llama.cpp) are counted"
+        ),
+        "indexer weights not in computed params": None,
+    },
+    "google/gemma-4-26B-A4B-it": {
+        "global layers: 2 kv heads x 512 with attention_k_eq_v (one cached tensor)": (
+            "global layers: 2 kv heads x 512 with attention_k_eq_v (no v_proj; llama.cpp and vLLM still "
+            "cache V); sliding layers: 8 kv x 256, window 1024"
+        ),
+    },
+}
+
+
+def rewrite_notes(hf_id: str, notes: list[str]) -> list[str]:
+    """``notes`` with NOTE_REWRITES applied (a rule that matches no note is an error: the reference moved)."""
+    rules = NOTE_REWRITES.get(hf_id, {})
+    out, used = [], set()
+    for note in notes:
+        prefix = next((p for p in rules if note.startswith(p)), None)
+        if prefix is None:
+            out.append(note)
+            continue
+        used.add(prefix)
+        if rules[prefix] is not None:
+            out.append(rules[prefix])
+    missing = set(rules) - used
+    if missing:
+        raise SystemExit(f"{hf_id}: note rewrite(s) match no reference note: {sorted(missing)}")
+    return out
+
+
 def build_models(ref: Path) -> list[dict]:
     configs = load_configs(ref)
     entries = json.loads((ref / "models.json").read_text()) + json.loads(
@@ -365,7 +403,7 @@ def build_models(ref: Path) -> list[dict]:
         reason = unsizable_reason(e, cfg)
         if cfg is None and reason is None:
             cfg, cfg_source = synthesize_config(e), "synthesized from models.json fields"
-        notes = list(e.get("notes") or [])
+        notes = rewrite_notes(e["hf_id"], list(e.get("notes") or []))
         if cfg is not None:
             cfg, ctx_note = reconcile_max_context(e, cfg, cfg_source)
             notes += [ctx_note] if ctx_note else []
