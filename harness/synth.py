@@ -439,8 +439,9 @@ def _write_moe(w, model: ModelSpec) -> None:
     w.add_expert_count(moe.n_experts)
     w.add_expert_used_count(moe.n_experts_used)
     w.add_expert_feed_forward_length(moe.expert_ff)
-    if moe.n_shared_experts:
-        w.add_expert_shared_feed_forward_length(shared_width(model, gguf_arch(model)))
+    arch = gguf_arch(model)
+    if moe.n_shared_experts and arch not in MLA_ARCHS:  # MLA: n_ff_exp x n_expert_shared, no key
+        w.add_expert_shared_feed_forward_length(shared_width(model, arch))
 
 
 def _random_f16(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:

@@ -167,3 +167,16 @@ def test_dsa_gguf_reads_back_its_indexer(arch, tmp_path):
     assert kv_cache(got, 4096).total_bytes == kv_cache(spec, 4096).total_bytes
     assert kv_cache(got, 4096).total_bytes > kv_cache(dataclasses.replace(spec, mla=dataclasses.replace(
         spec.mla, index_n_heads=0)), 4096).total_bytes  # fmt: skip
+
+
+@pytest.mark.parametrize("arch", ["deepseek_v2", "ernie4_5_moe", "hunyuan"])
+def test_moe_gguf_reads_back_its_shared_experts(arch, tmp_path):
+    """deepseek2 files carry no shared-expert width (llama.cpp sizes each of n_expert_shared as a routed
+    expert); ERNIE / Hunyuan files carry the fused width of all of them.  Either way the spec read back holds
+    the same shared width as the one written, so the FFN moment of the compute buffer counts it."""
+    from harness import synth
+
+    spec = synth.tiny_model(arch)
+    got = load_gguf(str(synth.write_shape_gguf(spec, tmp_path / "m.gguf")))
+    width = spec.moe.n_shared_experts * spec.moe.shared_ff
+    assert got.moe.n_shared_experts * got.moe.shared_ff == width > 0

@@ -362,12 +362,19 @@ def _spec(reader, p: Path, arch: str, tensors: list) -> ModelSpec:
     if n_exp > 1:
         dense = int(_val(reader, a + "leading_dense_block_count") or 0)
         n_sh = int(_val(reader, a + "expert_shared_count") or 0)
+        expert_ff = int(_val(reader, a + "expert_feed_forward_length") or ff)
+        # expert_shared_feed_forward_length is the shared experts' fused width (qwen2moe, ERNIE, Hunyuan,
+        # Nemotron-H); without it (deepseek2 and its kin) llama.cpp sizes each shared expert as a routed one
+        shared_total = int(_val(reader, a + "expert_shared_feed_forward_length") or 0)
+        if shared_total:
+            n_sh = max(n_sh, 1)
+        shared_ff = shared_total // n_sh if shared_total else (expert_ff if n_sh else 0)
         moe = MoESpec(
             n_experts=n_exp,
             n_experts_used=int(_val(reader, a + "expert_used_count") or 1),
-            expert_ff=int(_val(reader, a + "expert_feed_forward_length") or ff),
+            expert_ff=expert_ff,
             n_shared_experts=n_sh,
-            shared_ff=int(_val(reader, a + "expert_shared_feed_forward_length") or 0),
+            shared_ff=shared_ff,
             dense_layers=tuple(range(dense)),
         )
     mla = None
