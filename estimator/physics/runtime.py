@@ -251,7 +251,8 @@ def _ungated_ff(m: ModelSpec) -> int:
 def _dsa_floats(m: ModelSpec, n_kv: int) -> float:
     """Floats per token DeepSeek Sparse Attention adds to the attention moment (module docstring): every
     layer's top-k indices (min(top_k, cells) int32 each, alive to the last layer's attention) and 1.5 x cells
-    (the indexer's F32 scores and the F16 top-k mask)."""
+    (the indexer's F32 scores and the F16 top-k mask).  Measured on one CPU backend; on a multi-device layer
+    split each device is given every layer's indices (an upper bound: a device holds its own layers')."""
     mla = m.mla
     assert mla is not None
     top_k = min(mla.index_topk or n_kv, n_kv)
