@@ -108,8 +108,6 @@ GGUF_ARCH = {
 }
 # MLA architectures (llama.cpp deepseek2; deepseek32 and glm-dsa add DeepSeek Sparse Attention's indexer)
 MLA_ARCHS = ("deepseek2", "deepseek32", "glm-dsa")
-# tokens the DSA indexer keeps when a spec does not say (config index_topk of DeepSeek-V3.2 and GLM-5)
-DSA_TOP_K = 2048
 # hybrid Gated DeltaNet + gated full attention (Qwen3-Next, Qwen3.5): llama.cpp src/models/qwen3next.cpp,
 # qwen35.cpp, qwen35moe.cpp
 GDN_ARCHS = ("qwen3next", "qwen35", "qwen35moe")
@@ -263,11 +261,11 @@ def _write_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
         w.add_expert_shared_count(model.moe.n_shared_experts)
         w.add_expert_weights_scale(1.0)
         if arch != "deepseek2":  # DSA: the indexer and the sigmoid router (deepseek32 requires the key)
-            if not (mla.index_n_heads and mla.index_head_dim and mla.q_lora_rank):
+            if not (mla.index_n_heads and mla.index_head_dim and mla.index_topk and mla.q_lora_rank):
                 raise SpecError(f"{model.id}: {arch} needs the DSA indexer widths and a q LoRA rank")
             w.add_indexer_head_count(mla.index_n_heads)
             w.add_indexer_key_length(mla.index_head_dim)
-            w.add_indexer_top_k(mla.index_topk or DSA_TOP_K)
+            w.add_indexer_top_k(mla.index_topk)
             w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
         return _write_moe(w, model)
     if arch == "gemma4":

@@ -110,6 +110,11 @@ def test_mla_keys():
     cfg = dict(BASE, kv_lora_rank=512)
     with pytest.raises(SpecError, match="qk_rope_head_dim"):
         spec_from_config(cfg, "x/config.json")
+    v32 = resolve_model("deepseek-v3.2").mla  # the DSA indexer from config.json
+    assert (v32.index_n_heads, v32.index_head_dim, v32.index_topk) == (64, 128, 2048)
+    dsa = dict(cfg, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128, q_lora_rank=1536)
+    with pytest.raises(SpecError, match="index_topk"):
+        spec_from_config(dict(dsa, index_n_heads=64, index_head_dim=128), "x/config.json")
 
 
 def test_gemma4_global_layers():

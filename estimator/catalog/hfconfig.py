@@ -393,8 +393,11 @@ def _spec_from_text_config(t: dict, source: str, meta: dict) -> ModelSpec:
             index_head_dim=int(t.get("index_head_dim") or 0),
             index_topk=int(t.get("index_topk") or 0),
         )
-        if mla.index_n_heads and not (mla.index_head_dim and mla.q_lora_rank):
-            raise SpecError(f"{source}: missing required key 'index_head_dim' / 'q_lora_rank' (DSA indexer)")
+        if mla.index_n_heads and not (mla.index_head_dim and mla.index_topk and mla.q_lora_rank):
+            raise SpecError(
+                f"{source}: missing required key 'index_head_dim' / 'index_topk' / 'q_lora_rank' "
+                "(DSA indexer)"
+            )
         head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
     else:
         head_dim = int(_get(t, ("head_dim", "attention_head_dim"), 0) or (hidden // heads if heads else 0))
