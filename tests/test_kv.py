@@ -171,3 +171,25 @@ def test_without_flash_attention_v_rows_take_the_widest_layer():
     assert no_fa["full"] - fa["full"] == n_full * 2 * (16 * 256 - 4 * 512)
     assert kv_cache(m, 4096, flash_attn=False).total_bytes > kv_cache(m, 4096).total_bytes
     assert layer_token_bytes(m, "f16", "vllm", flash_attn=False) == layer_token_bytes(m, "f16", "vllm")
+
+
+def test_dsa_kv_read_is_every_indexer_key_and_the_selected_latent_rows():
+    """An engine with sparse MLA kernels (EngineProfile.sparse_attention: vLLM, SGLang, TensorRT-LLM) reads
+    the indexer key of every cached token and the latent rows of at most index_topk; llama.cpp (masked dense
+    attention) reads every latent row.  DeepSeek-V3.2: 61 layers, FP8 indexer keys of 128 values + one FP32
+    scale (132 B) on vLLM."""
+    from estimator.catalog.resolve import resolve_model
+    from estimator.engines import get_engine
+    from estimator.physics import kv
+    from estimator.specs import FULL
+
+    m = resolve_model("deepseek-v3.2")
+    assert kv.indexer_token_bytes(m, "fp8", "vllm") == 61 * 132
+    assert get_engine("vllm").sparse_attention and not get_engine("llama.cpp").sparse_attention
+    top = m.mla.index_topk
+    at_top = kv.kv_read_bytes(m, top, "fp8", "vllm")
+    assert at_top == kv.layer_token_bytes(m, "fp8", "vllm")[FULL] * top  # nothing skipped up to top-k
+    for d in (top + 1, 8192, 131072):
+        assert kv.kv_read_bytes(m, d, "fp8", "vllm") == at_top + 61 * 132 * (d - top)
+        dense = kv.layer_token_bytes(m, "f16", "llama.cpp")[FULL] * d
+        assert kv.kv_read_bytes(m, d, "f16", "llama.cpp") == dense

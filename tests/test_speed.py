@@ -442,6 +442,43 @@ def test_mla_attention_uses_real_dims():
     assert speed.attn_flops_per_key(m, absorbed=True) == 2 * 16 * (512 + 64 + 512)
 
 
+def test_dsa_attention_is_the_indexer_over_every_key_plus_the_selected_keys():
+    """DeepSeek Sparse Attention: the indexer scores every cached key (2 x index heads x index dim each);
+    an engine with sparse MLA kernels (vLLM, SGLang, TensorRT-LLM) attends at most index_topk keys per query,
+    llama.cpp masks the dense attention and multiplies every key."""
+    mla = MLASpec(kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
+                  index_n_heads=64, index_head_dim=128, index_topk=2048)  # fmt: skip
+    m = _tiny(mla=mla, n_heads=16)
+    per_key, idx = 2 * 16 * (512 + 64 + 512), 2 * 64 * 128
+    assert speed.indexer_flops_per_key(m) == idx
+    # one token at depth 100,000: 100,001 keys scored, 2,048 attended by the sparse kernels
+    sparse = speed.attention_flops(m, 100_000, 1, absorbed=True, sparse=True)
+    assert sparse == 4 * (per_key * 2048 + idx * 100_001)
+    assert speed.attention_flops(m, 100_000, 1, absorbed=True) == 4 * (per_key + idx) * 100_001
+    # within the top-k nothing is skipped; a prompt's queries each attend min(position, top-k) keys
+    assert speed.attention_flops(m, 0, 2048, sparse=True) == speed.attention_flops(m, 0, 2048)
+    keys = 2048 * 2049 // 2 + 2048 * 2048
+    assert speed.attention_flops(m, 0, 4096, sparse=True) == 4 * (
+        speed.attn_flops_per_key(m) * keys + idx * (4096 * 4097 // 2)
+    )
+    assert speed.indexer_flops_per_key(_tiny()) == 0
+    assert speed.attention_flops(_tiny(), 5000, 1, sparse=True) == speed.attention_flops(_tiny(), 5000, 1)
+
+
+def test_dsa_decode_step_follows_the_engines_kernels():
+    """At 128K cells a DeepSeek-V3.2 step on vLLM reads the indexer keys of every token and 2,048 latent rows
+    (its kernels attend the selected rows), llama.cpp every latent row: its KV term is ~10x larger."""
+    from estimator.catalog.resolve import resolve_model
+    from estimator.physics.quant import get_quant
+
+    m, q = resolve_model("deepseek-v3.2"), get_quant("FP8")
+    wl = Workload(n_ctx=131072, n_prompt=0, n_gen=1, kv_dtype="fp8", engine="vllm")
+    sparse = speed.decode_features(m, q, wl, 131071)
+    dense = speed.decode_features(m, q, replace(wl, engine="llama.cpp", kv_dtype="f16"), 131071)
+    assert sparse.kv_bytes < dense.kv_bytes / 8
+    assert sparse.flops_per_token < dense.flops_per_token / 5
+
+
 def test_matmul_params_excludes_embedding_lookup():
     assert speed.matmul_params(_tiny(), 10_000_000) == 10_000_000 - 1000 * 512
     assert speed.matmul_params(_tiny(tie_embeddings=True), 10_000_000) == 10_000_000

@@ -185,6 +185,10 @@ class EngineProfile:
     # index_head_dim + index_head_dim / 128 x 4 bytes; SGLang and TensorRT-LLM assumed alike), "kv" = in
     # the KV cache's dtype (llama.cpp: a second K-only cache, src/llama-kv-cache-dsa.cpp)
     indexer_key_dtype: str = "fp8"
+    # DSA attention on the index_topk selected keys only: reads and multiplies min(context, index_topk)
+    # latent rows per query (sparse MLA kernels); False: the engine masks a dense attention to them and still
+    # reads and multiplies every cached row (estimator.physics.counts.attention_flops, kv.kv_read_bytes)
+    sparse_attention: bool = False
     embedding_on_host: bool = False  # discrete devices keep token_embd in host RAM
     reserves_memory: bool = False  # pre-allocates Workload.gpu_memory_utilization x device memory
     # the fraction is of the memory still free after weights and runtime buffers (TensorRT-LLM

@@ -82,6 +82,9 @@ class LlamaCpp(EngineProfile):
     transposed_v_max_width = True
     state_conv_bytes = 4
     indexer_key_dtype = "kv"
+    # DSA: build_attn unmasks the top-k rows of a full KQ mask (src/llama-graph.cpp, ggml_set_rows into
+    # kq_mask_all) and runs the dense attention over every cached row
+    sparse_attention = False
     embedding_on_host = True
     runtime_model = "ggml"
     memory_prior = "llama.cpp"

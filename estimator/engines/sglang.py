@@ -67,6 +67,7 @@ class SGLang(EngineProfile):
     kv_dtype_hint = "f16/bf16 = --kv-cache-dtype auto"
     cheaper_kv_dtypes = ("fp8",)
     state_conv_bytes = 2
+    sparse_attention = True  # DSA: the NSA backend attends to the index_topk selected rows only
     reserves_memory = True
     memory_fraction = 0.88
     reservation_flag = "--mem-fraction-static"

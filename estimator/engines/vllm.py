@@ -65,6 +65,8 @@ class VLLM(EngineProfile):
     kv_dtype_hint = "f16/bf16 = --kv-cache-dtype auto"
     cheaper_kv_dtypes = ("fp8",)
     state_conv_bytes = 2
+    # DSA: the FlashMLA / FlashInfer sparse MLA backends attend to the index_topk selected rows only
+    sparse_attention = True
     reserves_memory = True
     reservation_flag = "--gpu-memory-utilization"
     runtime_model = "torch"

@@ -87,6 +87,20 @@ def attn_flops_per_key(model: ModelSpec, absorbed: bool = False) -> int:
     return 4 * h * model.head_dim
 
 
+def indexer_flops_per_key(model: ModelSpec) -> int:
+    """FLOPs per (query token, key) of one DSA lightning indexer: 2 x index_n_heads x index_head_dim (the
+    scores of every cached key); 0 without an indexer."""
+    m = model.mla
+    return 2 * m.index_n_heads * m.index_head_dim if m is not None and m.index_n_heads else 0
+
+
+def sparse_keys(model: ModelSpec, sparse: bool) -> int | None:
+    """The most keys one query attends in a full layer: DSA's index_topk when the engine's kernels attend
+    the selected rows only (``EngineProfile.sparse_attention``), else None (every cached key)."""
+    m = model.mla
+    return m.index_topk if sparse and m is not None and m.index_n_heads and m.index_topk else None
+
+
 def sum_keys(depth: int, n: int, window: int | None) -> int:
     """Keys attended by n new tokens at positions depth .. depth+n-1: sum_i min(depth + i + 1, window)."""
     if n <= 0:
@@ -107,13 +121,21 @@ def state_flops_per_token(model: ModelSpec) -> int:
     return 4 * model.state.recurrent_elems * n
 
 
-def attention_flops(model: ModelSpec, depth: int, n: int, absorbed: bool = False) -> int:
-    """Attention FLOPs (one sequence) for n tokens on top of depth cached tokens, over all layers."""
+def attention_flops(
+    model: ModelSpec, depth: int, n: int, absorbed: bool = False, sparse: bool = False
+) -> int:
+    """Attention FLOPs (one sequence) for n tokens on top of depth cached tokens, over all layers.
+
+    DSA (DeepSeek-V3.2, GLM-5): the lightning indexer scores every cached key (``indexer_flops_per_key``);
+    with ``sparse`` (the engine's sparse MLA kernels) the attention itself multiplies at most index_topk keys
+    per query (``sparse_keys``: sum_i min(depth + i + 1, index_topk)), else every key (llama.cpp masks a
+    dense attention)."""
     per_key = attn_flops_per_key(model, absorbed)
+    top_k, idx = sparse_keys(model, sparse), indexer_flops_per_key(model)
     total = 0
     for kind in model.layer_types:
         if kind == FULL:
-            total += per_key * sum_keys(depth, n, None)
+            total += per_key * sum_keys(depth, n, top_k) + idx * sum_keys(depth, n, None)
         elif kind in (SLIDING, CHUNKED):
             total += per_key * sum_keys(depth, n, model.window)
     return total + n * state_flops_per_token(model)

@@ -72,6 +72,26 @@ def _attn_rows(m: ModelSpec, kind: str) -> tuple[int, int]:
 
 
 @lru_cache(maxsize=8192)
+def _indexer_key_bytes(m: ModelSpec, kv_dtype: str, engine: str) -> int:
+    """Bytes of one DSA indexer key (one token, one layer): index_head_dim in the KV dtype
+    (``EngineProfile.indexer_key_dtype`` "kv": llama.cpp), else FP8 values plus one FP32 scale per 128; 0
+    without an indexer."""
+    idx = m.mla.index_head_dim if m.mla is not None and m.mla.index_n_heads else 0
+    if not idx:
+        return 0
+    if get_engine(engine).indexer_key_dtype == "kv":
+        return row_bytes(kv_type(kv_dtype), idx)
+    return idx + idx // 128 * 4
+
+
+def indexer_token_bytes(m: ModelSpec, kv_dtype: str = "f16", engine: str = "llama.cpp") -> int:
+    """DSA indexer key bytes of one token summed over the full-attention layers (part of
+    ``layer_token_bytes``' full-attention bytes); 0 without an indexer."""
+    per = _indexer_key_bytes(m, kv_dtype, engine)
+    profile = get_engine(engine)
+    return per * sum(1 for k in m.layer_types if profile.layer_kind(m, k) == FULL)
+
+
 def layer_token_bytes(
     m: ModelSpec, kv_dtype: str = "f16", engine: str = "llama.cpp", flash_attn: bool = True
 ) -> dict[str, int]:
@@ -86,13 +106,7 @@ def layer_token_bytes(
     kinds = [profile.layer_kind(m, kind) for kind in m.layer_types]
     v_max = max((_attn_rows(m, k)[1] for k in kinds if k in out), default=0)
     pad_v = not flash_attn and profile.transposed_v_max_width
-    idx = m.mla.index_head_dim if m.mla is not None and m.mla.index_n_heads else 0
-    if not idx:
-        idx_bytes = 0
-    elif profile.indexer_key_dtype == "kv":
-        idx_bytes = row_bytes(t, idx)
-    else:  # FP8 values and one FP32 scale per 128
-        idx_bytes = idx + idx // 128 * 4
+    idx_bytes = _indexer_key_bytes(m, kv_dtype, engine)
     for kind in kinds:
         if kind in out:
             k, v = _attn_rows(m, kind)
@@ -191,9 +205,17 @@ def kv_bytes_per_token(model: ModelSpec, kv_dtype: str = "f16", engine: str = "l
 
 def kv_read_bytes(model: ModelSpec, depth: int, kv_dtype: str = "f16", engine: str = "llama.cpp") -> int:
     """KV + state bytes one decoded token reads at ``depth`` tokens of context (one sequence):
-    full layers depth x row bytes, windowed layers min(depth, window) x row bytes, plus the fixed state."""
+    full layers depth x row bytes, windowed layers min(depth, window) x row bytes, plus the fixed state.
+
+    DSA with an engine that attends the selected rows only (``EngineProfile.sparse_attention``): the
+    indexer's keys are read for every cached token, the latent rows for min(depth, index_topk) of them."""
     per_tok = layer_token_bytes(model, kv_dtype, engine)
     d = max(0, int(depth))
     w = min(d, model.window) if model.window else d
     st = state_bytes_per_seq(model, engine)
-    return per_tok[FULL] * d + (per_tok[SLIDING] + per_tok[CHUNKED]) * w + st[LINEAR] + st[MAMBA]
+    full = per_tok[FULL] * d
+    m = model.mla
+    if m is not None and m.index_n_heads and m.index_topk and get_engine(engine).sparse_attention:
+        idx = indexer_token_bytes(model, kv_dtype, engine)
+        full = (per_tok[FULL] - idx) * min(d, m.index_topk) + idx * d
+    return full + (per_tok[SLIDING] + per_tok[CHUNKED]) * w + st[LINEAR] + st[MAMBA]

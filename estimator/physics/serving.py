@@ -244,6 +244,7 @@ def serving_features(
         gemm = 0.0
     attn = (hardware.bf16_tflops or 0.0) * 1e12 or gemm
     sched = get_engine(workload.engine).scheduler(hardware, workload)
+    sparse = get_engine(workload.engine).sparse_attention
     return ServingFeatures(
         dense_bytes=dense,
         routed_bytes=routed,
@@ -251,8 +252,8 @@ def serving_features(
         kv_bytes_per_seq=float(kv),
         matmul_flops=float(2 * matmul_params(model, wb.n_params_active)),
         expert_flops=float(2 * routed_active_params(model)) if routed else 0.0,
-        attn_decode=float(speed.attn_flops_at(model, depth)),
-        attn_prompt=float(attention_flops(model, 0, load.isl)) / load.isl,
+        attn_decode=float(speed.attn_flops_at(model, depth, workload.engine)),
+        attn_prompt=float(attention_flops(model, 0, load.isl, sparse=sparse)) / load.isl,
         n_layers=float(model.n_layers),
         n_moe_layers=float(n_moe_layers(model)),
         hidden_size=float(model.hidden_size),
@@ -623,11 +624,12 @@ def _reload(f: ServingFeatures, model: ModelSpec, workload: Workload, load: Serv
     depth = load.isl + load.osl / 2.0
     kv = speed.kv_read_at(model, depth, workload.kv_dtype, workload.engine)
     kv *= kv_share(model, int(f.n_devices))
+    sparse = get_engine(workload.engine).sparse_attention
     return replace(
         f,
         kv_bytes_per_seq=float(kv),
-        attn_decode=float(speed.attn_flops_at(model, depth)),
-        attn_prompt=float(attention_flops(model, 0, load.isl)) / load.isl,
+        attn_decode=float(speed.attn_flops_at(model, depth, workload.engine)),
+        attn_prompt=float(attention_flops(model, 0, load.isl, sparse=sparse)) / load.isl,
         concurrency=float(load.concurrency),
         isl=float(load.isl),
         osl=float(load.osl),

@@ -92,6 +92,7 @@ from estimator.physics.counts import (  # noqa: F401 - re-exported: the speed ph
     decode_kernel_class,
     expert_union,
     gemm_outputs_per_token,
+    indexer_flops_per_key,
     is_fp8,
     kernel_class,
     kq_score_elems,
@@ -320,9 +321,11 @@ def kv_read_at(model: ModelSpec, depth: float, kv_dtype: str, engine: str) -> fl
     return _lerp(lambda d: kv_mod.kv_read_bytes(model, d, kv_dtype, engine), depth)
 
 
-def attn_flops_at(model: ModelSpec, depth: float) -> float:
-    """Attention FLOPs of one decoded token at a fractional depth (absorbed MLA form, interpolated)."""
-    return _lerp(lambda d: attention_flops(model, d, 1, absorbed=True), depth)
+def attn_flops_at(model: ModelSpec, depth: float, engine: str = "llama.cpp") -> float:
+    """Attention FLOPs of one decoded token at a fractional depth (absorbed MLA form, interpolated; DSA's
+    selected keys only on an engine with sparse kernels, ``EngineProfile.sparse_attention``)."""
+    sparse = get_engine(engine).sparse_attention
+    return _lerp(lambda d: attention_flops(model, d, 1, absorbed=True, sparse=sparse), depth)
 
 
 def decode_features(model: ModelSpec, quant: QuantSpec, workload: Workload, depth: float) -> DecodeFeatures:
@@ -337,7 +340,7 @@ def decode_features(model: ModelSpec, quant: QuantSpec, workload: Workload, dept
     whole = get_engine(workload.engine).offload_copies_modules
     dev, host, union_bytes = weights_read(model, quant, b, moe_off, off, whole)
     kv_bytes = b * kv_read_at(model, depth, workload.kv_dtype, workload.engine)
-    fpt = 2 * matmul_params(model, wb.n_params_active) + attn_flops_at(model, depth)
+    fpt = 2 * matmul_params(model, wb.n_params_active) + attn_flops_at(model, depth, workload.engine)
     return DecodeFeatures(
         weight_bytes=dev,
         kv_bytes=float(kv_bytes),
@@ -408,7 +411,8 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
         expert_flops=float(2 * (min(routed_active_params(model), body) * tokens - ffn_routed * skip)),
         gemm_outputs=float(outs * tokens + model.vocab_size * n_out - ffn_outs * skip),
         expert_gemm_outputs=float(routed_outs * tokens - ffn_routed_outs * skip),
-        attn_flops=float(b * attention_flops(model, int(workload.n_depth), n_prompt)),
+        attn_flops=float(b * attention_flops(model, int(workload.n_depth), n_prompt,
+                                             sparse=get_engine(workload.engine).sparse_attention)),
         kq_bytes=kq,
         weight_bytes=dev,
         host_bytes=host,
