@@ -71,7 +71,6 @@ def _attn_rows(m: ModelSpec, kind: str) -> tuple[int, int]:
     return k, k
 
 
-@lru_cache(maxsize=8192)
 def _indexer_key_bytes(m: ModelSpec, kv_dtype: str, engine: str) -> int:
     """Bytes of one DSA indexer key (one token, one layer): index_head_dim in the KV dtype
     (``EngineProfile.indexer_key_dtype`` "kv": llama.cpp), else FP8 values plus one FP32 scale per 128; 0
@@ -92,6 +91,7 @@ def indexer_token_bytes(m: ModelSpec, kv_dtype: str = "f16", engine: str = "llam
     return per * sum(1 for k in m.layer_types if profile.layer_kind(m, k) == FULL)
 
 
+@lru_cache(maxsize=8192)
 def layer_token_bytes(
     m: ModelSpec, kv_dtype: str = "f16", engine: str = "llama.cpp", flash_attn: bool = True
 ) -> dict[str, int]:
