@@ -67,7 +67,9 @@ class SGLang(EngineProfile):
     kv_dtype_hint = "f16/bf16 = --kv-cache-dtype auto"
     cheaper_kv_dtypes = ("fp8",)
     state_conv_bytes = 2
-    sparse_attention = True  # DSA: the NSA backend attends to the index_topk selected rows only
+    # DSA: the NSA backend attends to the index_topk selected rows only
+    # (python/sglang/srt/layers/attention/nsa_backend.py, sparse FlashMLA kernels)
+    sparse_attention = True
     reserves_memory = True
     memory_fraction = 0.88
     reservation_flag = "--mem-fraction-static"

@@ -65,7 +65,9 @@ class TensorRTLLM(EngineProfile):
     kv_dtype_hint = "set as kv_cache_config.dtype in an --extra_llm_api_options file"
     cheaper_kv_dtypes = ("fp8",)
     state_conv_bytes = 2
-    sparse_attention = True  # DSA: its DSA path attends to the index_topk selected rows only
+    # DSA: its DeepSeek-V3.2 path attends to the index_topk selected rows only (TensorRT-LLM tech blog
+    # "Optimizing DeepSeek-V3.2 on NVIDIA Blackwell GPUs", section DeepSeek Sparse Attention)
+    sparse_attention = True
     reserves_memory = True
     reserves_free_memory = True
     memory_fraction = FREE_FRACTION

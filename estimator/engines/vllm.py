@@ -66,6 +66,7 @@ class VLLM(EngineProfile):
     cheaper_kv_dtypes = ("fp8",)
     state_conv_bytes = 2
     # DSA: the FlashMLA / FlashInfer sparse MLA backends attend to the index_topk selected rows only
+    # (v1/attention/backends/mla/flashmla_sparse.py: topk_indices per query token)
     sparse_attention = True
     reserves_memory = True
     reservation_flag = "--gpu-memory-utilization"
