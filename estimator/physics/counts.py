@@ -128,10 +128,11 @@ def attention_flops(
 
     DSA (DeepSeek-V3.2, GLM-5): the lightning indexer scores every cached key (``indexer_flops_per_key``);
     with ``sparse`` (the engine's sparse MLA kernels) the attention itself multiplies at most index_topk keys
-    per query (``sparse_keys``: sum_i min(depth + i + 1, index_topk)), else every key (llama.cpp masks a
-    dense attention)."""
-    per_key = attn_flops_per_key(model, absorbed)
+    per query (``sparse_keys``: sum_i min(depth + i + 1, index_topk)), in the latent (absorbed) form for
+    prompts too (vLLM's FlashMLA sparse kernels take 576-wide queries and keys, 512-wide values, in prefill
+    and decode), else every key (llama.cpp masks a dense attention)."""
     top_k, idx = sparse_keys(model, sparse), indexer_flops_per_key(model)
+    per_key = attn_flops_per_key(model, absorbed or top_k is not None)
     total = 0
     for kind in model.layer_types:
         if kind == FULL:
