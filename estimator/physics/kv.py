@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from estimator.engines import get_engine
+from estimator.physics.counts import sparse_keys
 from estimator.physics.quant import kv_type, row_bytes
 from estimator.specs import CHUNKED, FULL, LINEAR, MAMBA, SLIDING, ModelSpec, SpecError, Workload
 
@@ -214,8 +215,8 @@ def kv_read_bytes(model: ModelSpec, depth: int, kv_dtype: str = "f16", engine: s
     w = min(d, model.window) if model.window else d
     st = state_bytes_per_seq(model, engine)
     full = per_tok[FULL] * d
-    m = model.mla
-    if m is not None and m.index_n_heads and m.index_topk and get_engine(engine).sparse_attention:
+    top_k = sparse_keys(model, get_engine(engine).sparse_attention)
+    if top_k is not None:
         idx = indexer_token_bytes(model, kv_dtype, engine)
-        full = (per_tok[FULL] - idx) * min(d, m.index_topk) + idx * d
+        full = (per_tok[FULL] - idx) * min(d, top_k) + idx * d
     return full + (per_tok[SLIDING] + per_tok[CHUNKED]) * w + st[LINEAR] + st[MAMBA]
