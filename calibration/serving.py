@@ -101,7 +101,8 @@ def record_engine(rec, engines: tuple[str, ...] | None = None) -> str | None:
 def fixed_lengths(rec) -> bool:
     """True when a record's requests all had exactly n_prompt / n_gen tokens (the importer says so:
     ``extra["request_lengths"] == "fixed"``, aiconfigurator's silicon rows); other benchmarks (``vllm bench
-    serve`` / SGLang ``bench_serving`` on random datasets) spread their lengths unless they state otherwise."""
+    serve`` / SGLang ``bench_serving`` on random datasets) spread their lengths unless they state
+    otherwise."""
     return (rec.extra or {}).get("request_lengths") == "fixed"
 
 
@@ -186,7 +187,10 @@ def serving_points(
             wl = dataclasses.replace(workload_for(rec), split="tp", n_seq=1)
             serve = r.concurrency is not None
             load = sv.ServingLoad(
-                int(r.concurrency if serve else r.batch), r.n_prompt, r.n_gen, sv.SERVE if serve else sv.BATCH,
+                int(r.concurrency if serve else r.batch),
+                r.n_prompt,
+                r.n_gen,
+                sv.SERVE if serve else sv.BATCH,
                 equal_lengths=fixed_lengths(r),
             )
             cap = sv.kv_capacity(model, quant, hw, dataclasses.replace(wl, n_ctx=r.n_prompt + r.n_gen), table)

@@ -106,8 +106,8 @@ def test_an_engine_that_does_not_mix_serves_a_lock_step_cohort():
 def test_cohort_known_answer():
     """64 requests of 1,024 tokens in a budget of 8,192: 8 prefill batches of 8,192 tokens; the first request
     is done after batch 1, the last after batch 8, so TTFT = fixed + 4.5 batches and TPOT = one decode step of
-    64 + 3.5 batches spread over the 127 later tokens.  A slot limit of 16 makes the other 48 clients wait three
-    waves of 16."""
+    64 + 3.5 batches spread over the 127 later tokens.  A slot limit of 16 makes the other 48 clients wait
+    three waves of 16."""
     f = dataclasses.replace(feats(engine="sglang", c=64, osl=128), max_batched_tokens=8192.0)
     t_b = sv.mixed_step_s(f, 0.0, 8192.0, PARAMS)
     t_d = sv.mixed_step_s(f, 64.0, 0.0, PARAMS)

@@ -60,9 +60,10 @@ equal-length cohort arrives together (the start of a run, and the waves that fol
 in step), small when arrivals are spread out.
 
 **Lock-step cohort** (serve mode with equal-length requests, ``ServingLoad.equal_lengths``, on an engine whose
-prefill batches pause decoding, ``mixes_prefill`` False: SGLang).  The scheduler runs a prefill batch whenever prompts wait and decodes only when none does, so the C
-equal-length requests of a closed-loop benchmark are prefilled together, decode together, finish at the same
-step and are replaced together: the loop never spreads out.  Per wave of n_run requests::
+prefill batches pause decoding, ``mixes_prefill`` False: SGLang).  The scheduler runs a prefill batch whenever
+prompts wait and decodes only when none does, so the C equal-length requests of a closed-loop benchmark are
+prefilled together, decode together, finish at the same step and are replaced together: the loop never
+spreads out.  Per wave of n_run requests::
 
     n_b     = ceil(n_run isl / B)                      prefill batches of t_b = t(0, n_run isl / n_b)
     j       = (min(ceil(isl / B), n_b) + n_b) / 2       mean batch after which a request has its first token
@@ -72,11 +73,11 @@ step and are replaced together: the loop never spreads out.  Per wave of n_run r
     wave    = n_b t_b + (osl - 1) t(n_run, 0);  output_tok_s = n_run osl / (ttft_fixed_s + wave)
 
 Against the staggered steady state above, prefill no longer lands on the decode steps (TPOT falls) and every
-request waits for the cohort's prompts (TTFT rises): the published SGLang rows of Qwen3-32B on H100 have 1.1-1.8x
-shorter TPOT and 2-7x longer TTFT than vLLM's at the same TP, concurrency and lengths.  With lengths that vary
-from request to request (``equal_lengths`` False) the cohort breaks up and new prompts interrupt decoding:
-the staggered form above (SGLang's MI300X ``bench_serving`` rows: 1,000-token prompts at 256 clients answered
-in 0.34 s, where a cohort would wait seconds).
+request waits for the cohort's prompts (TTFT rises): the published SGLang rows of Qwen3-32B on H100 have
+1.1-1.8x shorter TPOT and 2-7x longer TTFT than vLLM's at the same TP, concurrency and lengths.  With lengths
+that vary from request to request (``equal_lengths`` False) the cohort breaks up and new prompts interrupt
+decoding: the staggered form above (SGLang's MI300X ``bench_serving`` rows: 1,000-token prompts at 256
+clients answered in 0.34 s, where a cohort would wait seconds).
 
 Outputs: ``output_tok_s`` = lam x osl (all clients together), ``per_user_tok_s`` = 1 / TPOT (the decode speed
 one client sees), ``e2e_s`` = TTFT + (osl - 1) TPOT.
@@ -670,7 +671,10 @@ def _reload(f: ServingFeatures, model: ModelSpec, workload: Workload, load: Serv
     """The features of another load: only the depth-dependent terms and the load change."""
     if (load.isl, load.osl) == (int(f.isl), int(f.osl)):
         return replace(
-            f, concurrency=float(load.concurrency), batch_mode=load.mode == BATCH, equal_lengths=load.equal_lengths
+            f,
+            concurrency=float(load.concurrency),
+            batch_mode=load.mode == BATCH,
+            equal_lengths=load.equal_lengths,
         )
     depth = load.isl + load.osl / 2.0
     kv = speed.kv_read_at(model, depth, workload.kv_dtype, workload.engine)
