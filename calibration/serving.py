@@ -98,6 +98,14 @@ def record_engine(rec, engines: tuple[str, ...] | None = None) -> str | None:
     return None
 
 
+def fixed_lengths(rec) -> bool:
+    """True when a record's requests all had exactly n_prompt / n_gen tokens (the importer says so:
+    ``extra["request_lengths"] == "fixed"``, aiconfigurator's silicon rows); other benchmarks (``vllm bench
+    serve`` / SGLang ``bench_serving`` on random datasets) spread their lengths unless they state
+    otherwise."""
+    return (rec.extra or {}).get("request_lengths") == "fixed"
+
+
 def is_serving_record(rec) -> bool:
     """True when a record carries a figure this module fits (TTFT or TPOT)."""
     return any(getattr(rec, k) is not None for k in METRICS)
@@ -179,7 +187,11 @@ def serving_points(
             wl = dataclasses.replace(workload_for(rec), split="tp", n_seq=1)
             serve = r.concurrency is not None
             load = sv.ServingLoad(
-                int(r.concurrency if serve else r.batch), r.n_prompt, r.n_gen, sv.SERVE if serve else sv.BATCH
+                int(r.concurrency if serve else r.batch),
+                r.n_prompt,
+                r.n_gen,
+                sv.SERVE if serve else sv.BATCH,
+                equal_lengths=fixed_lengths(r),
             )
             cap = sv.kv_capacity(model, quant, hw, dataclasses.replace(wl, n_ctx=r.n_prompt + r.n_gen), table)
             f = sv.serving_features(model, quant, hw, wl, load, cap, replicas=max(r.dp_size or 1, 1))
@@ -199,7 +211,7 @@ def serving_points(
 
 # ------------------------------------------------------------------------------ vectorised evaluation
 # Fields of ServingFeatures that solve() needs uniform within a block (the rest become numpy arrays).
-_UNIFORM = ("fp8", "mixes_prefill", "graph_sizes", "batch_mode", "engine")
+_UNIFORM = ("fp8", "mixes_prefill", "graph_sizes", "batch_mode", "engine", "equal_lengths")
 
 
 @dataclass

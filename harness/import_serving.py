@@ -20,6 +20,9 @@ columns).  One RunRecord per row, schema 2 serving fields filled:
   stated); disagg rows keep the prefill_* / decode_* worker layouts in ``extra["disagg"]``;
   n_devices = pp x max(tp, moe_tp x moe_ep) per engine instance (vLLM spells its DP x TP world as
   moe_ep = tp x dp, TensorRT-LLM / SGLang keep attention DP inside tp), summed over the disagg workers;
+* request lengths: ``extra["request_lengths"] = "fixed"``: each row is one ISL x OSL configuration of
+  equal-length requests (its id says e.g. ``1024x1024``; the SGLang rows' TTFT / TPOT show the lock-step
+  cohort that only equal lengths keep, estimator.physics.serving);
 * measurements: ttft_s = ``silicon_ttft_ms`` / 1000 and tpot_s = ``silicon_tpot_ms`` / 1000 (means under that
   steady concurrency: TTFT includes queueing behind other requests' prefill);
 * timestamp_utc = the ``measured=`` date of ``silicon_data_source`` (else the import's --timestamp).
@@ -166,7 +169,7 @@ def serving_record(
     extra: dict = {
         "source_file": path.name, "source_line": line, "quality": "ok", "metric": "serving",
         "published": {k: v for k, v in r.items() if v not in ("", None) and k != "source_url"},
-        "silicon_data_source": src, "batch_size": batch_size,
+        "silicon_data_source": src, "batch_size": batch_size, "request_lengths": "fixed",
         "notes": "TTFT / TPOT are means under steady concurrency; TTFT includes queueing behind other "
                  "requests' prefill. KV-cache dtype not stated.",
     }  # fmt: skip

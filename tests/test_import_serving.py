@@ -37,6 +37,7 @@ def test_serving_silicon_every_row_imported_and_traceable():
     for r, row in zip(recs, rows, strict=True):
         assert r.source == row["source_url"] and r.extra["source_file"] == "serving_silicon.csv"
         assert r.extra["published"]["id"] == row["id"]
+        assert r.extra["request_lengths"] == "fixed"  # one ISL x OSL configuration of equal-length requests
         assert r.engine == row["backend"] and r.engine in ("vllm", "sglang", "trtllm")
         assert r.ttft_s == pytest.approx(float(row["silicon_ttft_ms"]) / 1000)
         assert r.tpot_s == pytest.approx(float(row["silicon_tpot_ms"]) / 1000)
@@ -94,6 +95,10 @@ def test_published_2_new_metrics_engines_and_name_mapping():
     assert tpot.tpot_s == pytest.approx(0.00642) and tpot.concurrency == 32 and tpot.hardware_id == "mi300x"
     sgl = next(r for r in recs if r.extra["source_group"] == "sglang-mi300x")
     assert sgl.engine == "other" and "SGLang" in sgl.build_info  # kept as the source says
+    # bench_serving on a random dataset: lengths spread, so the serving fit does not take it as a cohort
+    from calibration.serving import fixed_lengths
+
+    assert "request_lengths" not in sgl.extra and not fixed_lengths(sgl)
     e2e = next(r for r in recs if r.extra["metric"] == "e2e_latency_s")
     assert e2e.e2e_latency_s > 0 and e2e.decode_tok_s is None
     pvc = next(r for r in recs if r.device_name == "Intel PVC GPU")

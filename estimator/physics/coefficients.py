@@ -235,7 +235,10 @@ PARAMS: tuple[Param, ...] = (
     # chunks; a request queues behind other prompts).  Absent optional ones come from the family's decode /
     # prefill sets (serving_params); the serving fit (calibration.serving) estimates them all, per engine
     # and vendor (vLLM vs SGLang schedulers and kernels, CUDA vs ROCm builds) with family / device effects,
-    # efficiencies also per vendor.
+    # efficiencies also per vendor.  The GEMM efficiencies (flops_eff, flops_rel_moe, flops_rel_fp4) have no
+    # engine term: both engines run their dense, grouped-expert and 4-bit GEMMs through the same libraries
+    # (cuBLAS / CUTLASS / DeepGEMM / FlashInfer on NVIDIA), and with engine terms SGLang's GEMM rate was
+    # learnt from its B200 MoE rows alone (docs/calibration.md, "Serving at concurrency").
     Param("bw_eff", "serving", EFF, 0.75, 1e-3, 1.0, fit="all", doc="weights streamed per step, as decode",
           covariates=_SERVE_EFF, effects=_FD),
     Param("kv_bw_eff", "serving", EFF, 0.75, 1e-3, 1.0, fit="all",
@@ -243,13 +246,13 @@ PARAMS: tuple[Param, ...] = (
           covariates=_SERVE, effects=("family",)),
     Param("flops_eff", "serving", EFF, 0.5, 1e-3, 1.0, fit="all",
           doc="fraction of the datasheet GEMM rate (FP8 for 8- and 4-bit float formats) in a step",
-          covariates=_SERVE_EFF, effects=_FD),
+          covariates=("vendor",), effects=_FD),
     Param("flops_rel_fp4", "serving", RATE, 1.0, 0.1, 10.0, fit="all",
           doc="GEMM rate of 4-bit float weights (NVFP4, MXFP4) relative to FP8: FP4 tensor cores > 1, "
-          "weight-only kernels that dequantize to bf16 < 1", covariates=_SERVE, effects=("family",)),
+          "weight-only kernels that dequantize to bf16 < 1", covariates=(), effects=("family",)),
     Param("flops_rel_moe", "serving", RATE, 0.999, 0.05, 1.0, fit="all",
           doc="efficiency of routed-expert GEMMs relative to dense ones (as prefill)",
-          covariates=_SERVE, effects=("family",)),
+          covariates=(), effects=("family",)),
     Param("bw_rel_moe", "serving", RATE, 0.999, 0.05, 1.0, fit="all",
           doc="bandwidth reached reading routed-expert weights relative to dense weights (grouped GEMMs over "
           "few rows per expert stream weights less efficiently than one dense GEMM)",

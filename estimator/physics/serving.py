@@ -59,6 +59,26 @@ Queueing (TTFT = TTFT_s + wait_slot + wait_prompts)::
 equal-length cohort arrives together (the start of a run, and the waves that follow while the cohort stays
 in step), small when arrivals are spread out.
 
+**Lock-step cohort** (serve mode with equal-length requests, ``ServingLoad.equal_lengths``, on an engine whose
+prefill batches pause decoding, ``mixes_prefill`` False: SGLang).  The scheduler runs a prefill batch whenever
+prompts wait and decodes only when none does, so the C equal-length requests of a closed-loop benchmark are
+prefilled together, decode together, finish at the same step and are replaced together: the loop never
+spreads out.  Per wave of n_run requests::
+
+    n_b     = ceil(n_run isl / B)                      prefill batches of t_b = t(0, n_run isl / n_b)
+    j       = (min(ceil(isl / B), n_b) + n_b) / 2       mean batch after which a request has its first token
+    TTFT    = ttft_fixed_s + j t_b + (C - n_run) wave / n_run
+    TPOT    = t(n_run, 0) + (n_b - j) t_b / (osl - 1)   decode steps, plus the wait of a request prefilled
+                                                        early for the rest of the cohort's prompts
+    wave    = n_b t_b + (osl - 1) t(n_run, 0);  output_tok_s = n_run osl / (ttft_fixed_s + wave)
+
+Against the staggered steady state above, prefill no longer lands on the decode steps (TPOT falls) and every
+request waits for the cohort's prompts (TTFT rises): the published SGLang rows of Qwen3-32B on H100 have
+1.1-1.8x shorter TPOT and 2-7x longer TTFT than vLLM's at the same TP, concurrency and lengths.  With lengths
+that vary from request to request (``equal_lengths`` False) the cohort breaks up and new prompts interrupt
+decoding: the staggered form above (SGLang's MI300X ``bench_serving`` rows: 1,000-token prompts at 256
+clients answered in 0.34 s, where a cohort would wait seconds).
+
 Outputs: ``output_tok_s`` = lam x osl (all clients together), ``per_user_tok_s`` = 1 / TPOT (the decode speed
 one client sees), ``e2e_s`` = TTFT + (osl - 1) TPOT.
 
@@ -150,12 +170,15 @@ def _pad(tokens, sizes: tuple[int, ...]):
 @dataclass(frozen=True)
 class ServingLoad:
     """The load: ``concurrency`` clients, ``isl`` prompt / ``osl`` output tokens per request, mode
-    ``"serve"`` (closed loop) or ``"batch"`` (all at once, timed to the last token)."""
+    ``"serve"`` (closed loop) or ``"batch"`` (all at once, timed to the last token); ``equal_lengths``: every
+    request has exactly isl / osl tokens (a fixed-length benchmark: an engine that does not mix keeps its
+    clients in a lock-step cohort), False when lengths vary (random-length datasets, real traffic)."""
 
     concurrency: int
     isl: int
     osl: int
     mode: str = SERVE
+    equal_lengths: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +225,7 @@ class ServingFeatures:
     osl: float
     batch_mode: bool
     engine: str
+    equal_lengths: bool = True
 
 
 def kv_share(model: ModelSpec, n_devices: int) -> float:
@@ -276,6 +300,7 @@ def serving_features(
         osl=float(load.osl),
         batch_mode=load.mode == BATCH,
         engine=workload.engine,
+        equal_lengths=load.equal_lengths,
     )
 
 
@@ -404,6 +429,8 @@ def solve(f: ServingFeatures, params: dict) -> dict:
             "decode_tokens": n_run,
             "kv_limited": cap < _min(f.concurrency, f.max_seqs),
         }
+    if not f.mixes_prefill and f.equal_lengths:
+        return _cohort(f, params, r, n_run, cap)
     others = n_run - 1.0
     tpot = mixed_step_s(f, n_run, 0.0, params, r)
     ttft_s = fixed + mixed_step_s(f, 0.0, isl, params, r)
@@ -438,6 +465,29 @@ def solve(f: ServingFeatures, params: dict) -> dict:
         "output_tok_s": lam * osl,
         "running": n_run,
         "decode_tokens": n_d,
+        "kv_limited": cap < _min(f.concurrency, f.max_seqs),
+    }
+
+
+def _cohort(f: ServingFeatures, params: dict, r: speed.DecodeRates, n_run, cap) -> dict:
+    """Serve mode on an engine whose prefill batches pause decoding (module doc, "Lock-step cohort")."""
+    isl, osl, budget = f.isl, f.osl, f.max_batched_tokens
+    fixed = params.get("ttft_fixed_s", 0.0)
+    n_batches = _ceil(n_run * isl / budget)
+    t_batch = mixed_step_s(f, 0.0, n_run * isl / n_batches, params, r)
+    mean_batch = (_min(_ceil(isl / budget), n_batches) + n_batches) / 2.0
+    t_decode = mixed_step_s(f, n_run, 0.0, params, r)
+    tpot = t_decode + (n_batches - mean_batch) * t_batch / _max(osl - 1.0, 1.0)
+    wave = n_batches * t_batch + (osl - 1.0) * t_decode
+    wait_slot = _max(f.concurrency - n_run, 0.0) * wave / n_run
+    ttft = fixed + mean_batch * t_batch + wait_slot
+    return {
+        "ttft_s": ttft,
+        "tpot_s": tpot,
+        "e2e_s": ttft + (osl - 1.0) * tpot,
+        "output_tok_s": n_run * osl / (fixed + wave),
+        "running": n_run,
+        "decode_tokens": n_run,
         "kv_limited": cap < _min(f.concurrency, f.max_seqs),
     }
 
@@ -620,7 +670,12 @@ def estimate_serving(
 def _reload(f: ServingFeatures, model: ModelSpec, workload: Workload, load: ServingLoad) -> ServingFeatures:
     """The features of another load: only the depth-dependent terms and the load change."""
     if (load.isl, load.osl) == (int(f.isl), int(f.osl)):
-        return replace(f, concurrency=float(load.concurrency), batch_mode=load.mode == BATCH)
+        return replace(
+            f,
+            concurrency=float(load.concurrency),
+            batch_mode=load.mode == BATCH,
+            equal_lengths=load.equal_lengths,
+        )
     depth = load.isl + load.osl / 2.0
     kv = speed.kv_read_at(model, depth, workload.kv_dtype, workload.engine)
     kv *= kv_share(model, int(f.n_devices))
@@ -634,4 +689,5 @@ def _reload(f: ServingFeatures, model: ModelSpec, workload: Workload, load: Serv
         isl=float(load.isl),
         osl=float(load.osl),
         batch_mode=load.mode == BATCH,
+        equal_lengths=load.equal_lengths,
     )

@@ -753,6 +753,14 @@ EXACT.update(
         "tok/s per client": "tok/s por cliente",
         "running": "en curso",
         "meets SLO": "cumple SLO",
+        "every request has exactly these lengths, so the engine prefills the clients' requests together "
+        "before it decodes them: TTFT includes the whole cohort's prompts and TPOT is plain decode steps "
+        "(with lengths that vary, prompts interrupt decoding: shorter TTFT, longer TPOT)": (
+            "cada petición tiene exactamente estas longitudes, así que el motor procesa juntos los prompts "
+            "de los clientes antes de decodificarlos: el TTFT incluye los prompts de toda la cohorte y el "
+            "TPOT son pasos de decode sin más (con longitudes variables, los prompts interrumpen el decode: "
+            "TTFT más corto, TPOT más largo)"
+        ),
         "no concurrency meets the latency objective, not even one client": (
             "ninguna concurrencia cumple el objetivo de latencia, ni siquiera un cliente"
         ),

@@ -24,6 +24,13 @@ from estimator.report.sizing import SIZING_ERRORS
 from estimator.report.units import Build, Unit
 
 SWEEP_MAX = 4096  # no sweep beyond this many clients
+# an engine whose prefill batches pause decoding serves equal-length clients in lock step
+# (estimator.physics.serving, "Lock-step cohort")
+COHORT_NOTE = (
+    "every request has exactly these lengths, so the engine prefills the clients' requests together before "
+    "it decodes them: TTFT includes the whole cohort's prompts and TPOT is plain decode steps (with lengths "
+    "that vary, prompts interrupt decoding: shorter TTFT, longer TPOT)"
+)
 OFFLOAD_NOTE = (
     "the configuration keeps weights in host RAM, and the serving model reads every weight from device "
     "memory (a batch's offloaded layers run on the host CPU or are copied over the link at every step); "
@@ -158,6 +165,8 @@ def build(b: Build) -> ServingSection | None:
         f"({client}); TTFT includes queueing behind other requests",
         f"scheduler: {sched.source}",
     ]
+    if not sched.mixes_prefill:
+        notes.append(COHORT_NOTE)
     if (isl, osl) != (o.serving_isl, o.serving_osl):
         notes.append(f"request lengths capped to the {int(wl.n_ctx):,}-token context")
     if cap is not None:
