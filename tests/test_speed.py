@@ -466,6 +466,47 @@ def test_dsa_attention_is_the_indexer_over_every_key_plus_the_selected_keys():
     assert speed.attention_flops(_tiny(), 5000, 1, sparse=True) == speed.attention_flops(_tiny(), 5000, 1)
 
 
+def test_dsa_short_prompts_run_dense_on_sglang_hopper_and_data_centre_blackwell():
+    """SGLang's NSA backend prefills a batch whose longest sequence has at most index_topk keys as dense MHA
+    (the naive form, every key: MHA_ONE_SHOT) on SM90 / SM100, except GLM-5 on Blackwell (forced to the
+    sparse kernels); vLLM always runs the sparse latent form.  Decode steps never switch."""
+    from estimator.catalog.resolve import resolve_hardware, resolve_model
+    from estimator.engines import get_engine
+    from estimator.physics import serving as sv
+    from estimator.physics.quant import get_quant
+
+    mla = MLASpec(kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
+                  index_n_heads=64, index_head_dim=128, index_topk=2048)  # fmt: skip
+    m = _tiny(mla=mla, n_heads=16)
+    keys, idx = 2048 * 2049 // 2, 2 * 64 * 128
+    naive, latent = 2 * 16 * (128 + 64 + 128), 2 * 16 * (512 + 64 + 512)
+    assert speed.attention_flops(m, 0, 2048, sparse=True) == 4 * (latent + idx) * keys
+    assert speed.attention_flops(m, 0, 2048, sparse=True, dense_upto=2048) == 4 * (naive + idx) * keys
+    assert speed.attention_flops(m, 0, 2049, sparse=True, dense_upto=2048) == speed.attention_flops(
+        m, 0, 2049, sparse=True
+    )
+    one = speed.attention_flops(m, 1000, 1, absorbed=True, sparse=True)
+    assert speed.attention_flops(m, 1000, 1, absorbed=True, sparse=True, dense_upto=2048) == one
+    v32, glm5 = resolve_model("deepseek-v3.2"), resolve_model("glm-5")
+    sgl, vllm = get_engine("sglang"), get_engine("vllm")
+    devices = ("h200-141gb-sxm", "b200", "b300", "rtx-5090", "mi300x")
+    got = {hw: tuple(sgl.dense_prompt_keys(x, resolve_hardware(hw)) for x in (v32, glm5)) for hw in devices}
+    assert got == {"h200-141gb-sxm": (2048, 2048), "b200": (2048, 0), "b300": (2048, 0), "rtx-5090": (0, 0),
+                    "mi300x": (0, 0)}  # fmt: skip
+    assert vllm.dense_prompt_keys(v32, resolve_hardware("h200-141gb-sxm")) == 0
+    assert sgl.dense_prompt_keys(resolve_model("deepseek-v3"), resolve_hardware("h200-141gb-sxm")) == 0
+    h200, q = resolve_hardware("h200-141gb-sxm"), get_quant("FP8")
+    for engine, isl, form in (("sglang", 1024, False), ("vllm", 1024, True), ("sglang", 4096, True)):
+        wl = Workload(n_ctx=isl + 256, kv_dtype="fp8", engine=engine, n_devices=8, split="tp")
+        f = sv.serving_features(v32, q, h200, wl, sv.ServingLoad(16, isl, 256))
+        want = speed.attention_flops(v32, 0, isl, sparse=form) / isl
+        assert f.attn_prompt == pytest.approx(want, rel=1e-12), (engine, isl)
+        g = sv._reload(f, v32, wl, sv.ServingLoad(16, 2048, 256))  # another load keeps the device's rule
+        assert g.attn_prompt == pytest.approx(
+            speed.attention_flops(v32, 0, 2048, sparse=engine == "vllm") / 2048, rel=1e-12
+        )
+
+
 def test_dsa_decode_step_follows_the_engines_kernels():
     """At 128K cells a DeepSeek-V3.2 step on vLLM reads the indexer keys of every token and 2,048 latent rows
     (its kernels attend the selected rows), llama.cpp every latent row: its KV term is ~10x larger."""

@@ -427,6 +427,11 @@ class EngineProfile:
         """The engine's default scheduler on this device (per-device memory decides some defaults)."""
         raise NotImplementedError
 
+    def dense_prompt_keys(self, model: ModelSpec, hardware: HardwareSpec) -> int:
+        """Keys up to which a DSA prompt batch runs dense attention in the naive form instead of the sparse
+        kernels (``counts.attention_flops``'s ``dense_upto``); 0: never (the sparse or masked form always)."""
+        return 0
+
     def weight_format(self, quant: QuantSpec) -> QuantSpec:
         """The per-tensor recipe the engine loads for ``quant`` (the catalog recipe unless it differs)."""
         return quant

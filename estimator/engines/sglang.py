@@ -174,6 +174,26 @@ class SGLang(EngineProfile):
     def weight_format(self, quant: QuantSpec) -> QuantSpec:
         return checkpoint_weight_format(quant)
 
+    def dense_prompt_keys(self, model: ModelSpec, hardware: HardwareSpec) -> int:
+        """index_topk on SM90 / SM100 for a DSA model, else 0.
+
+        SGLang's NSA backend (python/sglang/srt/layers/attention/nsa_backend.py, ``set_nsa_prefill_impl``)
+        runs a prompt batch as dense MHA (``MHA_ONE_SHOT``: the naive, decompressed form; FlashAttention-3 on
+        SM90, TRT-LLM ragged attention on SM100) when the device is SM90 or SM100-109, the batch's longest
+        sequence has at most ``SGLANG_NSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD`` keys (default: the model's
+        index_topk, set in server_args.py ``_handle_deepseek_family``), the KV cache is bf16 / fp8_e4m3 and
+        the batch fits the chunk workspace.  GLM-5 (``GlmMoeDsaForCausalLM``) on Blackwell is forced to the
+        sparse MLA kernels (threshold 0).  SM from the catalog: Hopper = SM90; data-centre Blackwell (HBM
+        parts: B200, GB200, B300) = SM100 / SM103; GeForce and workstation Blackwell are SM120 / SM121."""
+        m = model.mla
+        if m is None or not m.index_n_heads or not m.index_topk or hardware.vendor.lower() != "nvidia":
+            return 0
+        hbm = (hardware.memory_type or "").upper().startswith("HBM")
+        sm100 = hardware.family.startswith("nvidia-blackwell") and hbm
+        if hardware.family == "nvidia-hopper" or (sm100 and model.arch_class != "GlmMoeDsaForCausalLM"):
+            return int(m.index_topk)
+        return 0
+
 
 MAX_RUNNING_REQUESTS = 4096
 SCHEDULER_SOURCE = (

@@ -122,7 +122,7 @@ def state_flops_per_token(model: ModelSpec) -> int:
 
 
 def attention_flops(
-    model: ModelSpec, depth: int, n: int, absorbed: bool = False, sparse: bool = False
+    model: ModelSpec, depth: int, n: int, absorbed: bool = False, sparse: bool = False, dense_upto: int = 0
 ) -> int:
     """Attention FLOPs (one sequence) for n tokens on top of depth cached tokens, over all layers.
 
@@ -130,9 +130,13 @@ def attention_flops(
     with ``sparse`` (the engine's sparse MLA kernels) the attention itself multiplies at most index_topk keys
     per query (``sparse_keys``: sum_i min(depth + i + 1, index_topk)), in the latent (absorbed) form for
     prompts too (vLLM's FlashMLA sparse kernels take 576-wide queries and keys, 512-wide values, in prefill
-    and decode), else every key (llama.cpp masks a dense attention)."""
+    and decode), else every key (llama.cpp masks a dense attention).  ``dense_upto``: a prompt (n > 1) whose
+    sequence ends within that many keys (depth + n <= dense_upto) runs dense attention in the naive form
+    instead (SGLang's MHA_ONE_SHOT below index_topk keys, ``EngineProfile.dense_prompt_keys``); its keys
+    are all of them then, as the sparse count gives below index_topk."""
     top_k, idx = sparse_keys(model, sparse), indexer_flops_per_key(model)
-    per_key = attn_flops_per_key(model, absorbed or top_k is not None)
+    dense_prompt = n > 1 and depth + n <= dense_upto
+    per_key = attn_flops_per_key(model, not dense_prompt and (absorbed or top_k is not None))
     total = 0
     for kind in model.layer_types:
         if kind == FULL:

@@ -226,6 +226,7 @@ class ServingFeatures:
     batch_mode: bool
     engine: str
     equal_lengths: bool = True
+    dense_prompt_keys: float = 0.0  # DSA prompts of at most this many keys run dense (EngineProfile)
 
 
 def kv_share(model: ModelSpec, n_devices: int) -> float:
@@ -269,6 +270,7 @@ def serving_features(
     attn = (hardware.bf16_tflops or 0.0) * 1e12 or gemm
     sched = get_engine(workload.engine).scheduler(hardware, workload)
     sparse = get_engine(workload.engine).sparse_attention
+    dense_upto = get_engine(workload.engine).dense_prompt_keys(model, hardware)
     return ServingFeatures(
         dense_bytes=dense,
         routed_bytes=routed,
@@ -277,7 +279,8 @@ def serving_features(
         matmul_flops=float(2 * matmul_params(model, wb.n_params_active)),
         expert_flops=float(2 * routed_active_params(model)) if routed else 0.0,
         attn_decode=float(speed.attn_flops_at(model, depth, workload.engine)),
-        attn_prompt=float(attention_flops(model, 0, load.isl, sparse=sparse)) / load.isl,
+        attn_prompt=float(attention_flops(model, 0, load.isl, sparse=sparse, dense_upto=dense_upto))
+        / load.isl,
         n_layers=float(model.n_layers),
         n_moe_layers=float(n_moe_layers(model)),
         hidden_size=float(model.hidden_size),
@@ -301,6 +304,7 @@ def serving_features(
         batch_mode=load.mode == BATCH,
         engine=workload.engine,
         equal_lengths=load.equal_lengths,
+        dense_prompt_keys=float(dense_upto),
     )
 
 
@@ -684,7 +688,10 @@ def _reload(f: ServingFeatures, model: ModelSpec, workload: Workload, load: Serv
         f,
         kv_bytes_per_seq=float(kv),
         attn_decode=float(speed.attn_flops_at(model, depth, workload.engine)),
-        attn_prompt=float(attention_flops(model, 0, load.isl, sparse=sparse)) / load.isl,
+        attn_prompt=float(
+            attention_flops(model, 0, load.isl, sparse=sparse, dense_upto=int(f.dense_prompt_keys))
+        )
+        / load.isl,
         concurrency=float(load.concurrency),
         isl=float(load.isl),
         osl=float(load.osl),
