@@ -409,6 +409,11 @@ def _running(f: ServingFeatures):
     return _min(_min(f.concurrency, f.max_seqs), cap), cap
 
 
+def _kv_limited(f: ServingFeatures, cap):
+    """True where the KV pool, not the clients or the engine's request limit, bounds the running requests."""
+    return cap < _min(f.concurrency, f.max_seqs)
+
+
 def solve(f: ServingFeatures, params: dict) -> dict:
     """ttft_s, tpot_s, e2e_s, output_tok_s, running, decode_tokens, kv_limited of the load (module doc).
 
@@ -431,7 +436,7 @@ def solve(f: ServingFeatures, params: dict) -> dict:
             "output_tok_s": f.concurrency * osl / e2e,
             "running": n_run,
             "decode_tokens": n_run,
-            "kv_limited": cap < _min(f.concurrency, f.max_seqs),
+            "kv_limited": _kv_limited(f, cap),
         }
     if not f.mixes_prefill and f.equal_lengths:
         return _cohort(f, params, r, n_run, cap)
@@ -469,7 +474,7 @@ def solve(f: ServingFeatures, params: dict) -> dict:
         "output_tok_s": lam * osl,
         "running": n_run,
         "decode_tokens": n_d,
-        "kv_limited": cap < _min(f.concurrency, f.max_seqs),
+        "kv_limited": _kv_limited(f, cap),
     }
 
 
@@ -492,7 +497,7 @@ def _cohort(f: ServingFeatures, params: dict, r: speed.DecodeRates, n_run, cap) 
         "output_tok_s": n_run * osl / (fixed + wave),
         "running": n_run,
         "decode_tokens": n_run,
-        "kv_limited": cap < _min(f.concurrency, f.max_seqs),
+        "kv_limited": _kv_limited(f, cap),
     }
 
 
