@@ -350,6 +350,7 @@ def test_serving_rows_batch_mode_and_bad_input(table):
         _serving_row(concurrency="0"),
         _serving_row(n_gen="0"),
         _serving_row(offload_bytes=str(2**30)),
+        _serving_row(lengths="random"),
     ]
     out = predict.predict_rows(rows, table)
     assert out[0]["error"] == "" and float(out[0]["output_tok_s"]) > 0
@@ -357,8 +358,23 @@ def test_serving_rows_batch_mode_and_bad_input(table):
     assert "concurrency" in out[2]["error"]
     assert "n_gen" in out[3]["error"]
     assert "host RAM" in out[4]["error"]
+    assert "not fixed or spread" in out[5]["error"]
     for row in out[1:]:
         assert row["ttft_s"] == "" and row["tpot_s"] == ""
+
+
+def test_serving_row_lengths_pick_sglangs_regime(table):
+    """SGLang under fixed lengths (the default) is a lock-step cohort: its TTFT holds the cohort's prompts and
+    its TPOT is shorter than under spread lengths, where prompts interrupt decoding; vLLM mixes prompts into
+    its steps and answers the same either way."""
+    fixed, spread, v_fixed, v_spread = predict.predict_rows(
+        [_serving_row(engine="sglang"), _serving_row(engine="sglang", lengths="spread"),
+         _serving_row(), _serving_row(lengths="spread")], table
+    )  # fmt: skip
+    assert all(r["error"] == "" for r in (fixed, spread, v_fixed, v_spread))
+    assert float(fixed["ttft_s"]) > float(spread["ttft_s"])
+    assert float(fixed["tpot_s"]) < float(spread["tpot_s"])
+    assert (v_fixed["ttft_s"], v_fixed["tpot_s"]) == (v_spread["ttft_s"], v_spread["tpot_s"])
 
 
 def test_n_layers_predicts_the_depth_reduced_proxy(table):

@@ -42,7 +42,10 @@ Output adds OUTPUT_COLUMNS:
 Serving mode (estimator.physics.serving): a row with a ``concurrency`` column (C >= 1) is a serving benchmark:
 C clients each sending requests of ``n_prompt`` prompt tokens (ISL) for ``n_gen`` output tokens (OSL) and the
 next one when answered (``vllm bench serve --max-concurrency C``); optional ``mode`` = ``serve`` (default) or
-``batch`` (C requests at once, offline ``LLM.generate``, timed to the last token); ``batch``, ``n_depth`` are
+``batch`` (C requests at once, offline ``LLM.generate``, timed to the last token); optional ``lengths`` =
+``fixed`` (default: every request exactly n_prompt / n_gen tokens, a fixed-length benchmark; an engine that
+does not mix prompts into decode steps, SGLang, then serves its clients in a lock-step cohort) or ``spread``
+(lengths that vary, a random-length dataset: the staggered steady state); ``batch``, ``n_depth`` are
 ignored; ``offload_bytes`` / ``moe_offload_layers`` make the row an error (the serving model reads every
 weight from device memory).  Memory is sized for C sequences of n_ctx.  Outputs instead of the llama-bench
 speeds:
@@ -104,7 +107,7 @@ OUTPUT_COLUMNS = (
     "per_user_tok_s_lo",
     "per_user_tok_s_hi",
 )
-SERVING_COLUMNS = ("concurrency", "mode")
+SERVING_COLUMNS = ("concurrency", "mode", "lengths")
 REQUIRED_COLUMNS = ("model", "hardware", "n_prompt", "n_gen")
 _TRUE = {"1", "true", "yes", "on", "y", "t"}
 _FALSE = {"0", "false", "no", "off", "n", "f"}
@@ -333,7 +336,12 @@ def _serving_outputs(row: dict, model, quant, hardware, wl: Workload, table: Coe
     mode = _text(row, "mode", serving.SERVE).lower()
     if mode not in (serving.SERVE, serving.BATCH):
         raise SpecError(f"column 'mode': {mode!r} is not serve or batch")
-    load = serving.ServingLoad(int(wl.concurrency), int(wl.n_prompt), int(wl.n_gen), mode)
+    lengths = _text(row, "lengths", "fixed").lower()
+    if lengths not in ("fixed", "spread"):
+        raise SpecError(f"column 'lengths': {lengths!r} is not fixed or spread")
+    load = serving.ServingLoad(
+        int(wl.concurrency), int(wl.n_prompt), int(wl.n_gen), mode, equal_lengths=lengths == "fixed"
+    )
     (e,) = serving.estimate_serving(model, quant, hardware, wl, [load], table)
     return {
         "ttft_s": _num(e.ttft_s),
