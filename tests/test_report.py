@@ -271,6 +271,27 @@ def test_offloaded_weights_get_no_serving_estimate_and_the_cost_follows_the_deco
     assert "No serving estimate: the configuration keeps weights in host RAM" in to_text(off)
 
 
+def test_sglangs_serving_section_follows_the_request_lengths():
+    """SGLang does not mix prompts into decode steps: with fixed lengths (the default) its clients move in a
+    lock-step cohort (longer TTFT, shorter TPOT, a note says so); ``--lengths spread`` gives the staggered
+    form and its own note; vLLM's figures do not depend on it."""
+    from dataclasses import replace
+
+    args = (get_model("qwen3-32b"), get_hardware("h100-80gb-sxm"), get_quant("BF16"))
+    out = {}
+    for engine in ("sglang", "vllm"):
+        wl = Workload(n_ctx=8192, engine=engine, n_devices=2, split="tp", kv_dtype="bf16")
+        for equal in (True, False):
+            opts = replace(OPTS, serving_equal_lengths=equal)
+            out[engine, equal] = report_to_dict(build_report(*args, wl, TABLE, opts))["serving"]
+    fixed, spread = out["sglang", True], out["sglang", False]
+    f64, s64 = ({r["concurrency"]: r for r in v["rows"]}[64] for v in (fixed, spread))
+    assert f64["ttft_s"] > s64["ttft_s"] and f64["tpot_s"] < s64["tpot_s"]
+    assert any("lock step" in n or "together before it decodes" in n for n in fixed["notes"])
+    assert any("--lengths spread" in n for n in spread["notes"])
+    assert out["vllm", True]["rows"] == out["vllm", False]["rows"]
+
+
 def test_the_uncalibrated_speed_warning_names_what_the_figures_come_from():
     """A family nobody measured is predicted from the fit's covariates (schema 2): the warning says so; with
     the shipped prior only, it says the pooled prior."""

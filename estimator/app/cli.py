@@ -215,6 +215,13 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
     r.add_argument("--isl", type=_number("isl"), default=1024, help="serving: prompt tokens per request")
     r.add_argument("--osl", type=_number("osl"), default=1024, help="serving: output tokens per request")
     r.add_argument(
+        "--lengths",
+        choices=("fixed", "spread"),
+        default="fixed",
+        help="serving: every request exactly --isl / --osl tokens (fixed, a fixed-length benchmark) or "
+        "lengths that vary (spread, real traffic); decides SGLang's regime (lock-step cohort or staggered)",
+    )
+    r.add_argument(
         "--slo-ttft-ms",
         type=_number("slo_ttft_ms"),
         default=2000.0,
@@ -407,6 +414,7 @@ def report_request(args):
         kv_pad=args.kv_pad,
         isl=args.isl,
         osl=args.osl,
+        lengths=args.lengths,
         slo_ttft_ms=args.slo_ttft_ms,
         slo_tpot_ms=args.slo_tpot_ms,
     )

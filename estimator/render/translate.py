@@ -761,6 +761,14 @@ EXACT.update(
             "TPOT son pasos de decode sin más (con longitudes variables, los prompts interrumpen el decode: "
             "TTFT más corto, TPOT más largo)"
         ),
+        "request lengths vary (--lengths spread), so new prompts keep arriving and the engine pauses "
+        "decoding to prefill them: TPOT includes the other requests' prompts (with exactly equal lengths the "
+        "clients move in lock step: longer TTFT, shorter TPOT)": (
+            "las longitudes de las peticiones varían (--lengths spread), así que llegan prompts nuevos sin "
+            "cesar y el motor pausa el decode para procesarlos: el TPOT incluye los prompts de las demás "
+            "peticiones (con longitudes exactamente iguales los clientes avanzan al unísono: TTFT más largo, "
+            "TPOT más corto)"
+        ),
         "no concurrency meets the latency objective, not even one client": (
             "ninguna concurrencia cumple el objetivo de latencia, ni siquiera un cliente"
         ),

@@ -199,6 +199,7 @@ class ReportRequest:
     # serving section: request lengths (tokens) and the latency objective (ms) of its operating point
     isl: int = 1024
     osl: int = 1024
+    lengths: str = "fixed"  # fixed: every request exactly isl / osl tokens; spread: lengths that vary
     slo_ttft_ms: float = DEFAULT_SLO_TTFT_MS
     slo_tpot_ms: float = DEFAULT_SLO_TPOT_MS
 
@@ -223,6 +224,12 @@ class ReportRequest:
             value = getattr(self, field_name)
             if value is not None:
                 check_number(value, rule, option)
+
+    def equal_lengths(self) -> bool:
+        """True for ``lengths`` "fixed", False for "spread"; SpecError naming the option otherwise."""
+        if self.lengths not in ("fixed", "spread"):
+            raise SpecError(f"--lengths: {self.lengths!r} is not fixed or spread")
+        return self.lengths == "fixed"
 
     def workload(self, ctx: int | None = None, devices: int | None = None) -> Workload:
         """The Workload of the request at ``ctx`` tokens on ``devices`` devices (defaults: the request's own,
@@ -296,6 +303,7 @@ def make_report(req: ReportRequest, table=None):
         notes=(*model_notes, *quant_notes, *ctx_notes),
         serving_isl=int(req.isl),
         serving_osl=int(req.osl),
+        serving_equal_lengths=req.equal_lengths(),
         slo_ttft_s=req.slo_ttft_ms / 1000.0,
         slo_tpot_s=req.slo_tpot_ms / 1000.0,
     )

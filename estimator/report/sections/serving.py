@@ -31,6 +31,11 @@ COHORT_NOTE = (
     "it decodes them: TTFT includes the whole cohort's prompts and TPOT is plain decode steps (with lengths "
     "that vary, prompts interrupt decoding: shorter TTFT, longer TPOT)"
 )
+SPREAD_NOTE = (
+    "request lengths vary (--lengths spread), so new prompts keep arriving and the engine pauses decoding to "
+    "prefill them: TPOT includes the other requests' prompts (with exactly equal lengths the clients move in "
+    "lock step: longer TTFT, shorter TPOT)"
+)
 OFFLOAD_NOTE = (
     "the configuration keeps weights in host RAM, and the serving model reads every weight from device "
     "memory (a batch's offloaded layers run on the host CPU or are copied over the link at every step); "
@@ -132,7 +137,12 @@ def build(b: Build) -> ServingSection | None:
         sp = serving_mod.serving_params(b.table, b.hardware, wl.engine)
         cap = serving_mod.kv_capacity(b.model, b.quant, b.hardware, serve_wl, b.table)
         first = serving_mod.serving_features(
-            b.model, b.quant, b.hardware, serve_wl, serving_mod.ServingLoad(1, isl, osl), cap
+            b.model,
+            b.quant,
+            b.hardware,
+            serve_wl,
+            serving_mod.ServingLoad(1, isl, osl, equal_lengths=o.serving_equal_lengths),
+            cap,
         )
     except SIZING_ERRORS:
         return None
@@ -166,7 +176,7 @@ def build(b: Build) -> ServingSection | None:
         f"scheduler: {sched.source}",
     ]
     if not sched.mixes_prefill:
-        notes.append(COHORT_NOTE)
+        notes.append(COHORT_NOTE if o.serving_equal_lengths else SPREAD_NOTE)
     if (isl, osl) != (o.serving_isl, o.serving_osl):
         notes.append(f"request lengths capped to the {int(wl.n_ctx):,}-token context")
     if cap is not None:
