@@ -364,12 +364,12 @@ def test_serving_rows_batch_mode_and_bad_input(table):
 
 
 def test_serving_row_lengths_pick_sglangs_regime(table):
-    """SGLang under fixed lengths (the default) is a lock-step cohort: its TTFT holds the cohort's prompts and
-    its TPOT is shorter than under spread lengths, where prompts interrupt decoding; vLLM mixes prompts into
+    """SGLang under fixed lengths is a lock-step cohort: its TTFT holds the cohort's prompts and its TPOT is
+    shorter than under spread lengths (the default), where prompts interrupt decoding; vLLM mixes prompts into
     its steps and answers the same either way."""
     fixed, spread, v_fixed, v_spread = predict.predict_rows(
-        [_serving_row(engine="sglang"), _serving_row(engine="sglang", lengths="spread"),
-         _serving_row(), _serving_row(lengths="spread")], table
+        [_serving_row(engine="sglang", lengths="fixed"), _serving_row(engine="sglang"),
+         _serving_row(lengths="fixed"), _serving_row()], table
     )  # fmt: skip
     assert all(r["error"] == "" for r in (fixed, spread, v_fixed, v_spread))
     assert float(fixed["ttft_s"]) > float(spread["ttft_s"])

@@ -217,9 +217,10 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
     r.add_argument(
         "--lengths",
         choices=("fixed", "spread"),
-        default="fixed",
-        help="serving: every request exactly --isl / --osl tokens (fixed, a fixed-length benchmark) or "
-        "lengths that vary (spread, real traffic); decides SGLang's regime (lock-step cohort or staggered)",
+        default="spread",
+        help="serving: lengths that vary around --isl / --osl (spread, the default: real traffic, "
+        "random-length benchmarks) or every request exactly that long (fixed, a fixed-length benchmark); "
+        "decides SGLang's regime (staggered or lock-step cohort)",
     )
     r.add_argument(
         "--slo-ttft-ms",

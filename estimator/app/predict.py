@@ -43,9 +43,10 @@ Serving mode (estimator.physics.serving): a row with a ``concurrency`` column (C
 C clients each sending requests of ``n_prompt`` prompt tokens (ISL) for ``n_gen`` output tokens (OSL) and the
 next one when answered (``vllm bench serve --max-concurrency C``); optional ``mode`` = ``serve`` (default) or
 ``batch`` (C requests at once, offline ``LLM.generate``, timed to the last token); optional ``lengths`` =
-``fixed`` (default: every request exactly n_prompt / n_gen tokens, a fixed-length benchmark; an engine that
-does not mix prompts into decode steps, SGLang, then serves its clients in a lock-step cohort) or ``spread``
-(lengths that vary, a random-length dataset: the staggered steady state); ``batch``, ``n_depth`` are
+``spread`` (default: lengths that vary around n_prompt / n_gen, real traffic and random-length benchmarks:
+the staggered steady state) or ``fixed`` (every request exactly that long, a fixed-length benchmark; an engine
+that does not mix prompts into decode steps, SGLang, then serves its clients in a lock-step cohort);
+``batch``, ``n_depth`` are
 ignored; ``offload_bytes`` / ``moe_offload_layers`` make the row an error (the serving model reads every
 weight from device memory).  Memory is sized for C sequences of n_ctx.  Outputs instead of the llama-bench
 speeds:
@@ -336,7 +337,7 @@ def _serving_outputs(row: dict, model, quant, hardware, wl: Workload, table: Coe
     mode = _text(row, "mode", serving.SERVE).lower()
     if mode not in (serving.SERVE, serving.BATCH):
         raise SpecError(f"column 'mode': {mode!r} is not serve or batch")
-    lengths = _text(row, "lengths", "fixed").lower()
+    lengths = _text(row, "lengths", "spread").lower()
     if lengths not in ("fixed", "spread"):
         raise SpecError(f"column 'lengths': {lengths!r} is not fixed or spread")
     load = serving.ServingLoad(

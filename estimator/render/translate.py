@@ -753,13 +753,14 @@ EXACT.update(
         "tok/s per client": "tok/s por cliente",
         "running": "en curso",
         "meets SLO": "cumple SLO",
-        "every request has exactly these lengths, so the engine prefills the clients' requests together "
-        "before it decodes them: TTFT includes the whole cohort's prompts and TPOT is plain decode steps "
-        "(with lengths that vary, prompts interrupt decoding: shorter TTFT, longer TPOT)": (
-            "cada petición tiene exactamente estas longitudes, así que el motor procesa juntos los prompts "
-            "de los clientes antes de decodificarlos: el TTFT incluye los prompts de toda la cohorte y el "
-            "TPOT son pasos de decode sin más (con longitudes variables, los prompts interrumpen el decode: "
-            "TTFT más corto, TPOT más largo)"
+        "every request has exactly these lengths (--lengths fixed), so the engine prefills the clients' "
+        "requests together before it decodes them: TTFT includes the whole cohort's prompts and TPOT is "
+        "plain decode steps (with lengths that vary, prompts interrupt decoding: shorter TTFT, longer "
+        "TPOT)": (
+            "cada petición tiene exactamente estas longitudes (--lengths fixed), así que el motor procesa "
+            "juntos los prompts de los clientes antes de decodificarlos: el TTFT incluye los prompts de toda "
+            "la cohorte y el TPOT son pasos de decode sin más (con longitudes variables, los prompts "
+            "interrumpen el decode: TTFT más corto, TPOT más largo)"
         ),
         "request lengths vary (--lengths spread), so new prompts keep arriving and the engine pauses "
         "decoding to prefill them: TPOT includes the other requests' prompts (with exactly equal lengths the "

@@ -199,7 +199,8 @@ class ReportRequest:
     # serving section: request lengths (tokens) and the latency objective (ms) of its operating point
     isl: int = 1024
     osl: int = 1024
-    lengths: str = "fixed"  # fixed: every request exactly isl / osl tokens; spread: lengths that vary
+    # serving loads: "spread" lengths that vary (real traffic), or "fixed": every request exactly isl / osl
+    lengths: str = "spread"
     slo_ttft_ms: float = DEFAULT_SLO_TTFT_MS
     slo_tpot_ms: float = DEFAULT_SLO_TPOT_MS
 

@@ -55,7 +55,8 @@ class ReportOptions:
     # serving section (estimator/report/sections/serving.py): request lengths and the latency objective
     serving_isl: int = 1024
     serving_osl: int = 1024
-    serving_equal_lengths: bool = True  # requests of exactly these lengths (estimator.physics.serving)
+    # requests of exactly these lengths (a fixed-length benchmark) or, the default, lengths that vary
+    serving_equal_lengths: bool = False
     slo_ttft_s: float = 2.0
     slo_tpot_s: float = 0.1
 

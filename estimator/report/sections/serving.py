@@ -27,9 +27,10 @@ SWEEP_MAX = 4096  # no sweep beyond this many clients
 # an engine whose prefill batches pause decoding serves equal-length clients in lock step
 # (estimator.physics.serving, "Lock-step cohort")
 COHORT_NOTE = (
-    "every request has exactly these lengths, so the engine prefills the clients' requests together before "
-    "it decodes them: TTFT includes the whole cohort's prompts and TPOT is plain decode steps (with lengths "
-    "that vary, prompts interrupt decoding: shorter TTFT, longer TPOT)"
+    "every request has exactly these lengths (--lengths fixed), so the engine prefills the clients' "
+    "requests together before it decodes them: TTFT includes the whole cohort's prompts and TPOT is "
+    "plain decode steps (with lengths that vary, prompts interrupt decoding: shorter TTFT, longer "
+    "TPOT)"
 )
 SPREAD_NOTE = (
     "request lengths vary (--lengths spread), so new prompts keep arriving and the engine pauses decoding to "
