@@ -196,6 +196,20 @@ class HardwareSpec:
     notes: tuple[str, ...] = ()
 
 
+# Serving request lengths a caller names (report --lengths, predict's lengths column): "spread" lengths that
+# vary (real traffic, random-length datasets) or "fixed" (every request exactly isl / osl tokens)
+LENGTHS = ("spread", "fixed")
+
+
+def equal_lengths(lengths: str, where: str) -> bool:
+    """True for "fixed", False for "spread" (``LENGTHS``, case-insensitive); SpecError naming ``where`` (the
+    option or column that said it) otherwise."""
+    value = lengths.strip().lower()
+    if value not in LENGTHS:
+        raise SpecError(f"{where}: {lengths!r} is not {' or '.join(LENGTHS)}")
+    return value == "fixed"
+
+
 @dataclass(frozen=True)
 class Workload:
     """What the engine is asked to do.

@@ -358,7 +358,7 @@ def test_serving_rows_batch_mode_and_bad_input(table):
     assert "concurrency" in out[2]["error"]
     assert "n_gen" in out[3]["error"]
     assert "host RAM" in out[4]["error"]
-    assert "not fixed or spread" in out[5]["error"]
+    assert "not spread or fixed" in out[5]["error"]
     for row in out[1:]:
         assert row["ttft_s"] == "" and row["tpot_s"] == ""
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from estimator.engines import ENGINES
 from estimator.physics import covariates as cov
-from estimator.specs import SpecError, Workload
+from estimator.specs import LENGTHS, SpecError, Workload
 from estimator.validate import parse_number
 
 FORMATS = ("text", "json", "markdown", "html")
@@ -216,8 +216,8 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
     r.add_argument("--osl", type=_number("osl"), default=1024, help="serving: output tokens per request")
     r.add_argument(
         "--lengths",
-        choices=("fixed", "spread"),
-        default="spread",
+        choices=LENGTHS,
+        default=LENGTHS[0],
         help="serving: lengths that vary around --isl / --osl (spread, the default: real traffic, "
         "random-length benchmarks) or every request exactly that long (fixed, a fixed-length benchmark); "
         "decides SGLang's regime (staggered or lock-step cohort)",

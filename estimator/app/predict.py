@@ -72,7 +72,7 @@ from typing import Any, TextIO
 from estimator.engines import ENGINES, engines_for, get_engine
 from estimator.physics import speed, stream, support
 from estimator.physics.coefficients import CoefficientTable, load_coefficients
-from estimator.specs import HardwareSpec, QuantSpec, SpecError, Workload
+from estimator.specs import LENGTHS, HardwareSpec, QuantSpec, SpecError, Workload, equal_lengths
 from estimator.validate import MODEL_BOUNDS, check_number, parse_number
 
 MAX_CASES_BYTES = 64 * 2**20  # a CASES.csv larger than this is refused before it is read
@@ -337,11 +337,9 @@ def _serving_outputs(row: dict, model, quant, hardware, wl: Workload, table: Coe
     mode = _text(row, "mode", serving.SERVE).lower()
     if mode not in (serving.SERVE, serving.BATCH):
         raise SpecError(f"column 'mode': {mode!r} is not serve or batch")
-    lengths = _text(row, "lengths", "spread").lower()
-    if lengths not in ("fixed", "spread"):
-        raise SpecError(f"column 'lengths': {lengths!r} is not fixed or spread")
+    equal = equal_lengths(_text(row, "lengths", LENGTHS[0]), "column 'lengths'")
     load = serving.ServingLoad(
-        int(wl.concurrency), int(wl.n_prompt), int(wl.n_gen), mode, equal_lengths=lengths == "fixed"
+        int(wl.concurrency), int(wl.n_prompt), int(wl.n_gen), mode, equal_lengths=equal
     )
     (e,) = serving.estimate_serving(model, quant, hardware, wl, [load], table)
     return {

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from estimator.engines import ENGINES, get_engine
-from estimator.specs import GIB, HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
+from estimator.specs import GIB, HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload, equal_lengths
 from estimator.validate import check_number
 
 DEFAULT_CTX = 8192
@@ -227,10 +227,9 @@ class ReportRequest:
                 check_number(value, rule, option)
 
     def equal_lengths(self) -> bool:
-        """True for ``lengths`` "fixed", False for "spread"; SpecError naming the option otherwise."""
-        if self.lengths not in ("fixed", "spread"):
-            raise SpecError(f"--lengths: {self.lengths!r} is not fixed or spread")
-        return self.lengths == "fixed"
+        """True for ``lengths`` "fixed", False for "spread" (``estimator.physics.serving.equal_lengths``);
+        SpecError naming the option otherwise."""
+        return equal_lengths(self.lengths, "--lengths")
 
     def workload(self, ctx: int | None = None, devices: int | None = None) -> Workload:
         """The Workload of the request at ``ctx`` tokens on ``devices`` devices (defaults: the request's own,
