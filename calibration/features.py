@@ -84,23 +84,21 @@ def hardware_from_detected(rec) -> HardwareSpec:
         raise SpecError(
             "detected spec has no bandwidth probe (extra['detected']['host_bandwidth_probe_gbs'])"
         )
-    name = det.get("cpu_model") or rec.device_name
-    vendor = "AMD" if "AMD" in name else "Intel" if "Intel" in name else ""
-    return HardwareSpec(
-        id="detected-cpu",
-        name=name,
-        vendor=vendor,
-        family=rec.hardware_family or det.get("cpu_family", ""),
-        kind="cpu",
-        memory_bytes=det.get("ram_bytes"),
-        bandwidth_gbs=float(bw),
-        bf16_tflops=None,
-        host_bandwidth_gbs=float(bw),
-        bandwidth_measured_gbs=float(bw),  # the probe is an achieved bandwidth (covariate bw_measured)
-        cpu_cores=det.get("physical_cores") or None,
-        cpu_clock_ghz=det.get("cpu_clock_ghz") or None,
-        source=f"detected on {rec.host} (bandwidth = copy probe)",
+    from estimator.catalog.detect import CpuInfo, detected_cpu_spec
+
+    family = rec.hardware_family or det.get("cpu_family", "")
+    cpu = CpuInfo(
+        model_name=det.get("cpu_model") or rec.device_name,
+        machine=det.get("machine", ""),
+        physical_cores=det.get("physical_cores") or None,
+        logical_cpus=det.get("logical_cpus") or None,
+        ram_bytes=det.get("ram_bytes"),
+        isa=tuple(det.get("isa") or ()),
+        family=family,
+        clock_ghz=det.get("cpu_clock_ghz") or None,
     )
+    source = f"detected on {rec.host} (bandwidth = copy probe)"
+    return detected_cpu_spec(cpu, float(bw), family, source=source)
 
 
 @dataclass
