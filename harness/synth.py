@@ -33,7 +33,10 @@ mistral3; hunyuan -> hunyuan-moe; minimax_m2 -> minimax-m2 (q / k norms over all
 with its bias); cohere2 (Command A: sliding window x 3 then full, attention and FFN in parallel on one norm,
 a tied output); ernie4_5_moe -> ernie4_5-moe (dense leading layers, shared experts); gemma4_text -> gemma4
 (Gemma 4: sliding and K==V full layers of two head widths, experts fused gate+up beside a dense MLP); glm4
-(GLM-4-0414: fused gate+up, sandwich norms).
+(GLM-4-0414: fused gate+up, sandwich norms); dots1 (dots.llm1: Qwen3's attention with q / k norms, multi-head
+as llama.cpp's loader requires, dense leading layers, shared experts and DeepSeek-V3's router - a sigmoid with
+its score-correction bias, transformers models/dots1/modular_dots1.py; llama.cpp's converter writes the
+gating function from the config's scoring function).
 The tensors are the estimator's own inventory (``estimator.physics.weights.tensor_inventory`` of the proxy:
 names as ``gguf.TENSOR_NAMES`` spells them, shapes as ``src/models/<arch>.cpp`` of llama.cpp reads them, numpy
 order = reversed ggml ``ne``), so a file that llama.cpp loads proves that inventory tensor by tensor; this
@@ -105,6 +108,7 @@ GGUF_ARCH = {
     "glm4": "glm4",
     "deepseek_v32": "deepseek32",
     "glm_moe_dsa": "glm-dsa",
+    "dots1": "dots1",
 }
 # MLA architectures (llama.cpp deepseek2; deepseek32 and glm-dsa add DeepSeek Sparse Attention's indexer)
 MLA_ARCHS = ("deepseek2", "deepseek32", "glm-dsa")
@@ -167,7 +171,7 @@ def shared_width(model: ModelSpec, arch: str) -> int:
     if moe is None or not moe.n_shared_experts:
         return 0
     per_expert = moe.shared_ff or moe.expert_ff
-    if arch in (*MLA_ARCHS, "glm4moe", "llama4") and per_expert != moe.expert_ff:
+    if arch in (*MLA_ARCHS, "glm4moe", "llama4", "dots1") and per_expert != moe.expert_ff:
         raise SpecError(
             f"{model.id}: llama.cpp {arch} needs shared experts as wide as the routed ones "
             f"({per_expert} != {moe.expert_ff})"
@@ -207,8 +211,9 @@ def tensor_plan(model: ModelSpec, n_layers: int | None = None) -> list[TensorPla
 def _check_writable(model: ModelSpec, arch: str) -> None:
     """Raise SpecError when llama.cpp's loader for ``arch`` cannot hold ``model``'s geometry: phi3's fused
     q as wide as hidden, MLA without its spec, Gated DeltaNet / Mamba2 state widths (DeltaNet: key and value
-    head dims equal, llama.cpp sizes both from ssm.state_size), Nemotron-H layer kinds, and shared experts
-    as wide as the routed ones where llama.cpp sizes them n_ff_exp x n_expert_shared."""
+    head dims equal, llama.cpp sizes both from ssm.state_size), Nemotron-H layer kinds, dots1's multi-head
+    attention, and shared experts as wide as the routed ones where llama.cpp sizes them n_ff_exp x
+    n_expert_shared."""
     h, hd, nh = model.hidden_size, model.head_dim, model.n_heads
     if arch == "phi3" and nh * hd != h:
         raise SpecError(f"{model.id}: llama.cpp phi3 needs heads x head_dim = hidden ({h})")
@@ -224,6 +229,10 @@ def _check_writable(model: ModelSpec, arch: str) -> None:
                 f"{model.id}: llama.cpp needs key and value head dims equal ({s.key_head_dim} != "
                 f"{s.value_head_dim})"
             )
+    if arch == "dots1" and model.n_kv_heads != nh:  # src/models/dots1.cpp sizes k and v head_dim x n_head
+        raise SpecError(
+            f"{model.id}: llama.cpp dots1 needs one KV head per head ({model.n_kv_heads} != {nh})"
+        )
     if arch.startswith("nemotron_h") and not kinds <= {MAMBA, FULL, NONE}:
         raise SpecError(f"{model.id}: Nemotron-H layers are Mamba, attention or FFN, not {sorted(kinds)}")
     shared_width(model, arch)
@@ -315,6 +324,11 @@ def _write_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
             leading_dense(model, n)
         _write_moe(w, model)
         if arch == "minimax-m2":  # a sigmoid router; llama.cpp has no default for it and aborts
+            w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+        if arch == "dots1":  # dense leading layers, shared experts, DeepSeek-V3's sigmoid router (module doc)
+            w.add_leading_dense_block_count(leading_dense(model, n))
+            w.add_expert_shared_count(model.moe.n_shared_experts)
+            w.add_expert_weights_scale(1.0)  # routed_scaling_factor: a scalar on the expert mix
             w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
         if arch == "ernie4_5-moe":  # dense leading layers, then experts on every layer
             w.add_leading_dense_block_count(leading_dense(model, n))
@@ -697,7 +711,8 @@ def tiny_model(architecture: str, vocab_size: int = 1024, n_layers: int = 4) -> 
     DeepSeek-V2-Lite-shaped MLA model (kv_lora_rank 128, rope 32, nope 64, v 64, no q-LoRA, first layer dense,
     8+1 experts); gpt_oss alternates sliding (window 128) and full layers with 8 biased experts (2 used, width
     256); gemma2 is laid out like gemma3, cohere2 with three sliding layers to a full one; ernie4_5_moe has a
-    dense first layer then 8 + 2 shared experts (tied output); phi3 and ministral3 are dense (phi3 fused in
+    dense first layer then 8 + 2 shared experts (tied output), dots1 too but multi-head (4 KV heads) and
+    untied; phi3 and ministral3 are dense (phi3 fused in
     its file); hunyuan (tied embeddings, a shared expert) and minimax_m2 have 8 experts (2 used, width 256);
     llama4_text has Maverick's layout (chunked x 3 then full, experts on odd layers: 8 + 1 shared, 1 used);
     qwen3_next / qwen3_5_moe_text / qwen3_5_text repeat three Gated DeltaNet layers (2 key / 4 value heads x
@@ -817,6 +832,8 @@ def tiny_model(architecture: str, vocab_size: int = 1024, n_layers: int = 4) -> 
             n_heads=4,
             tie_embeddings=True,
         )
+    elif architecture == "dots1":  # multi-head, a dense first layer, 8 + 2 shared experts
+        common.update(n_kv_heads=4, moe=experts(n_shared_experts=2, shared_ff=256, dense_layers=(0,)))
     elif architecture == "ernie4_5_moe":  # a dense first layer, 8 + 2 shared experts, tied output
         common.update(tie_embeddings=True, moe=experts(n_shared_experts=2, shared_ff=256, dense_layers=(0,)))
     elif architecture == "hunyuan":

@@ -1,6 +1,9 @@
-"""Shared fixtures: a tiny GGUF file written with gguf.GGUFWriter (F16 + Q8_0 tensors)."""
+"""Shared fixtures: a tiny GGUF file written with gguf.GGUFWriter (F16 + Q8_0 tensors); a config.json no
+synthetic GGUF writer builds."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -23,3 +26,19 @@ def tiny_gguf_split(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gguf_split")
     write_tiny_gguf(folder / "tiny.gguf", split_max_tensors=8)
     return sorted(folder.glob("tiny-*-of-*.gguf"))
+
+
+@pytest.fixture
+def unwritable_config(tmp_path):
+    """A config.json the estimator sizes but no synthetic GGUF writer builds (OLMo 2: every catalog model
+    has a writer)."""
+    cfg = {
+        "model_type": "olmo2", "architectures": ["Olmo2ForCausalLM"], "hidden_size": 2048,
+        "num_hidden_layers": 16, "num_attention_heads": 16, "num_key_value_heads": 16,
+        "intermediate_size": 8192, "vocab_size": 100352, "max_position_embeddings": 4096,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    }  # fmt: skip
+    path = tmp_path / "olmo2" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(cfg))
+    return path

@@ -24,11 +24,11 @@ def _run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
         (("--model", "qwen3-0.6", "--ctx", "4096"), "qwen3-0.6b"),  # the nearest catalog ids
         (("--model", "qwen3-0.6b", "--ctx", "0"), "--ctx 0"),
         (("--model", "qwen3-0.6b", "--ctx", "4096", "--n-seq", "0"), "--n-seq 0"),
-        (("--model", "dots.llm1", "--ctx", "4096"), "architecture"),  # no GGUF writer for it
+        (("--model", "OLMO2", "--ctx", "4096"), "architecture 'olmo2'"),  # no GGUF writer for it
     ],
 )
-def test_bad_input_exits_2_with_one_line(args, says, tmp_path):
-    r = _run(*args, tmp_path=tmp_path)
+def test_bad_input_exits_2_with_one_line(args, says, unwritable_config, tmp_path):
+    r = _run(*[str(unwritable_config) if a == "OLMO2" else a for a in args], tmp_path=tmp_path)
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith("error: ") and says in r.stderr and r.stderr.count("\n") == 1
 

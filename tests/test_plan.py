@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -63,9 +64,9 @@ def test_bad_entries_are_named(replace, expected):
         parse_plan(text, "t.toml")
 
 
-def test_unbuildable_architecture_fails_before_running():
-    text = BASE.replace('"smollm2-135m"', '"dots.llm1"')
-    with pytest.raises(PlanError, match=r"dots\.llm1.*cannot build a synthetic GGUF"):
+def test_unbuildable_architecture_fails_before_running(unwritable_config):
+    text = BASE.replace('"smollm2-135m"', json.dumps(str(unwritable_config)))
+    with pytest.raises(PlanError, match=r"config\.json.*cannot build a synthetic GGUF.*'olmo2'"):
         parse_plan(text, "t.toml")
 
 

@@ -16,7 +16,7 @@ ARCHS = (
     "llama", "qwen2", "qwen3", "qwen3_moe", "gemma3", "deepseek_v2", "gpt_oss", "gemma2", "phi3",
     "qwen3_next", "qwen3_5_moe_text", "qwen3_5_text", "glm4_moe", "llama4_text", "nemotron_h",
     "ministral3", "hunyuan", "minimax_m2", "cohere2", "ernie4_5_moe", "gemma4_text", "glm4",
-    "deepseek_v32", "glm_moe_dsa",
+    "deepseek_v32", "glm_moe_dsa", "dots1",
 )  # fmt: skip
 
 try:
@@ -76,6 +76,8 @@ def _replace(arch: str, **kw):
         ("gemma4_text", {"moe": {"dense_layers": (0,)}}, "experts on every layer"),
         ("gemma4_text", {"window": None}, "full or sliding, with a window"),
         ("glm4_moe", {"moe": {"shared_ff": 512}}, "shared experts as wide as the routed ones"),
+        ("dots1", {"n_kv_heads": 2}, "one KV head per head"),
+        ("dots1", {"moe": {"shared_ff": 512}}, "shared experts as wide as the routed ones"),
     ],
 )
 def test_geometry_a_llama_cpp_loader_cannot_hold_is_refused(arch, change, needle, tmp_path):
@@ -188,7 +190,8 @@ def test_depth_reduced_catalog_proxy(tmp_path):
     + [("ernie4_5_moe", "Q4_K_M")]
     + [("gemma4_text", q) for q in ("F16", "Q4_K_M", "IQ4_XS", "Q3_K_M")]
     + [("glm4", q) for q in ("Q4_K_M", "IQ3_XXS")]
-    + [("deepseek_v32", q) for q in ("F16", "Q4_K_M", "IQ4_XS")] + [("glm_moe_dsa", "Q4_K_M")],
+    + [("deepseek_v32", q) for q in ("F16", "Q4_K_M", "IQ4_XS")] + [("glm_moe_dsa", "Q4_K_M")]
+    + [("dots1", q) for q in ("Q4_K_M", "Q2_K")],
 )
 def test_newer_writers_weights_equal_llama_cpp_quantizer(arch, quant, tmp_path):
     """gpt-oss (sliding / full, attention sinks, biased experts), gemma2 (sandwich norms, tied embeddings)
@@ -208,7 +211,8 @@ def test_newer_writers_weights_equal_llama_cpp_quantizer(arch, quant, tmp_path):
     ffn_up of 2 x ff rows, sandwich norms beside its ffn_norm (the estimator once counted separate gate / up
     and no post norms).  DeepSeek-V3.2 / GLM-5 (deepseek32 / glm-dsa): the DSA lightning indexer's weights
     (k_norm with its bias, proj, attn_k - an attn_k tensor for the quantizer - and attn_q_b) and the router's
-    score-correction bias, none of which the estimator counted before."""
+    score-correction bias, none of which the estimator counted before.  dots.llm1 (dots1): Qwen3's q / k
+    norms and DeepSeek-V3's router bias beside shared experts (the estimator once counted neither)."""
     import gguf
 
     from estimator.physics.quant import get_quant

@@ -126,12 +126,13 @@ _FUSED_FFN_ARCHS = ("phi3", "glm4")
 _SHARED_GATE_ARCHS = ("qwen3_next", "qwen3_5", "qwen2_moe")
 # attention and FFN read the same normed input (Cohere's parallel block): one norm per layer
 _PARALLEL_BLOCK_ARCHS = ("cohere",)
-# routers with a score-correction bias (n_experts F32) that llama.cpp loads as exp_probs_b
+# routers with a score-correction bias (n_experts F32) that llama.cpp loads as exp_probs_b (dots1:
+# DeepSeek-V3's router, transformers models/dots1/modular_dots1.py)
 _EXP_PROBS_ARCHS = (
-    "glm4_moe", "nemotron_h", "minimax_m2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa"
+    "glm4_moe", "nemotron_h", "minimax_m2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa", "dots1"
 )  # fmt: skip
 # (Llama 4's QK norm is an L2 norm without weights: no tensors)
-_QK_NORM_ARCHS = ("qwen3", "gemma3", "gemma4", "hunyuan", "olmo2", "minimax_m2", "qwen3_5")
+_QK_NORM_ARCHS = ("qwen3", "gemma3", "gemma4", "hunyuan", "olmo2", "minimax_m2", "qwen3_5", "dots1")
 # Gemma 2/3/4 also normalise after attention and after the FFN (post_attention_norm, post_ffw_norm, F32).
 _SANDWICH_NORM_ARCHS = ("gemma2", "gemma3", "gemma4")
 # GLM-4-0414 (glm4) too, next to its ffn_norm; not GLM-4.5 (glm4_moe), hence the exact name
