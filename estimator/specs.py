@@ -135,15 +135,39 @@ class ModelSpec:
     ffn_gated: bool = True  # False: up/down MLP without a gate projection (Nemotron-H relu2)
     # q projection also yields an output gate (Qwen3-Next / Qwen3.5): 2x q width
     attn_output_gate: bool = False
+    # Per-layer input embeddings (Gemma 4 E2B / E4B: hidden_size_per_layer_input): a second token table of
+    # vocab x (per_layer_input x n_layers) elements, looked up per token, projected from the hidden state too
+    # and fed to every layer through a small gate / projection pair (0: none)
+    per_layer_input: int = 0
+    # The last n_kv_shared_layers layers attend with the K / V of the last earlier layer of their kind: no K /
+    # V projections (no k norm) and no cache of their own (Gemma 4 E2B / E4B num_kv_shared_layers)
+    n_kv_shared_layers: int = 0
+    # the KV-shared layers run an FFN of 2 x intermediate_size (Gemma 4 E2B use_double_wide_mlp)
+    double_wide_mlp: bool = False
+
+    def kv_shared(self, layer: int) -> bool:
+        """True when ``layer`` reuses an earlier layer's K / V (``n_kv_shared_layers``): no K / V weights, no
+        cache; llama.cpp needs a non-shared layer before it (``n_layer_kv_from_start`` > 0)."""
+        return 0 < self.n_layers - self.n_kv_shared_layers <= layer
+
+    def ffn_width(self, layer: int) -> int:
+        """The dense FFN width of ``layer``: intermediate_size, twice that on a KV-shared layer of a
+        double-wide model."""
+        return self.intermediate_size * (2 if self.double_wide_mlp and self.kv_shared(layer) else 1)
 
     def depth_proxy(self, n_layers: int) -> ModelSpec:
         """The model cut to its first ``n_layers`` layers (same widths, the first entries of the layer
         pattern, no GGUF inventory): the depth-reduced proxy the harness builds and measures.  SpecError
-        unless 1 <= n_layers <= self.n_layers."""
+        unless 1 <= n_layers <= self.n_layers.  The KV-shared layers among the first ``n_layers`` stay
+        shared."""
         n = int(n_layers)
         if not 1 <= n <= self.n_layers:
             raise SpecError(f"n_layers must be in 1..{self.n_layers} for {self.id}, got {n_layers}")
-        return replace(self, n_layers=n, layer_types=self.layer_types[:n], gguf_tensors=None, gguf_path=None)
+        shared = max(0, n - (self.n_layers - self.n_kv_shared_layers)) if self.n_kv_shared_layers else 0
+        return replace(
+            self, n_layers=n, layer_types=self.layer_types[:n], gguf_tensors=None, gguf_path=None,
+            n_kv_shared_layers=shared,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)

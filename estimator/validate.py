@@ -276,6 +276,8 @@ MODEL_BOUNDS: dict[str, Bound] = {
     "window": Bound(1, MAX_MODEL_CONTEXT),
     "global_head_dim": Bound(1, MAX_HEADS),
     "global_n_kv_heads": Bound(1, MAX_HEADS),
+    "per_layer_input": Bound(0, MAX_HEADS),
+    "n_kv_shared_layers": Bound(0, MAX_LAYERS),
     "moe.n_experts": Bound(2, MAX_EXPERTS),
     "moe.n_experts_used": Bound(1, MAX_EXPERTS),
     "moe.expert_ff": Bound(1, MAX_WIDTH),
@@ -297,7 +299,8 @@ def check_model(spec: ModelSpec, where: str) -> ModelSpec:
     """``spec`` if its architecture is in range and consistent, else SpecError naming ``where`` (the file or
     catalog id) and the field.  Consistent: as many layer kinds as layers; heads, KV heads and a head size
     where some layer attends (KV heads at most the heads); a window for sliding / chunked layers; a state
-    geometry for linear-attention / SSM layers; top-k at most the experts; dense layers that exist."""
+    geometry for linear-attention / SSM layers; top-k at most the experts; dense layers that exist; KV-shared
+    layers after at least one layer with its own cache."""
     for name, rule in MODEL_BOUNDS.items():
         part, _, attr = name.rpartition(".")
         holder = getattr(spec, part) if part else spec
@@ -315,6 +318,11 @@ def check_model(spec: ModelSpec, where: str) -> ModelSpec:
             raise SpecError(
                 f"{where}: n_kv_heads ({spec.n_kv_heads}) is above the attention heads ({spec.n_heads})"
             )
+    if spec.n_kv_shared_layers >= spec.n_layers > 0 and spec.n_kv_shared_layers:
+        raise SpecError(
+            f"{where}: {spec.n_kv_shared_layers} KV-shared layers leave no layer of the {spec.n_layers} to "
+            "share from"
+        )
     if any(k in (SLIDING, CHUNKED) for k in spec.layer_types) and not spec.window:
         raise SpecError(f"{where}: sliding or chunked layers without a window size")
     if any(k in (LINEAR, MAMBA) for k in spec.layer_types) and spec.state is None:

@@ -26,9 +26,10 @@ _NOT_SIZING = {
     "id", "name", "hf_id", "arch_class", "license", "source", "verified", "published_total_params",
     "published_active_params", "gguf_path", "notes", "native_dtype",
 }  # fmt: skip
-# nested fields added after records were taken: at their defaults they stay out of the fingerprint, so a
-# stored point keeps its key (``--resume`` skips it) and its record its fingerprint
+# fields added after records were taken: at their defaults they stay out of the fingerprint, so a stored
+# point keeps its key (``--resume`` skips it) and its record its fingerprint (nested: per field of the part)
 _LATER_DEFAULTS = {"mla": {"index_n_heads": 0, "index_head_dim": 0, "index_topk": 0}}
+LATER_TOP_DEFAULTS = {"per_layer_input": 0, "n_kv_shared_layers": 0, "double_wide_mlp": False}
 
 
 def utc_now() -> str:
@@ -52,7 +53,11 @@ def git_sha(repo_root: str | Path = REPO_ROOT) -> str:
 def model_fingerprint(model: ModelSpec) -> str:
     """sha256 (20 hex) of the ModelSpec fields that matter for sizing: widths, layer count and kinds, window,
     MoE / MLA / state layouts, vocab, tied embeddings, qkv bias and the exact GGUF tensor list when known."""
-    body = {k: v for k, v in dataclasses.asdict(model).items() if k not in _NOT_SIZING}
+    body = {
+        k: v
+        for k, v in dataclasses.asdict(model).items()
+        if k not in _NOT_SIZING and LATER_TOP_DEFAULTS.get(k, object()) != v
+    }
     for key, defaults in _LATER_DEFAULTS.items():
         if isinstance(body.get(key), dict):
             body[key] = {f: v for f, v in body[key].items() if defaults.get(f, object()) != v}

@@ -32,7 +32,8 @@ chunked-attention layers to one full, experts on every MoE-step-th layer with a 
 mistral3; hunyuan -> hunyuan-moe; minimax_m2 -> minimax-m2 (q / k norms over all heads, a sigmoid router
 with its bias); cohere2 (Command A: sliding window x 3 then full, attention and FFN in parallel on one norm,
 a tied output); ernie4_5_moe -> ernie4_5-moe (dense leading layers, shared experts); gemma4_text -> gemma4
-(Gemma 4: sliding and K==V full layers of two head widths, experts fused gate+up beside a dense MLP); glm4
+(Gemma 4: sliding and K==V full layers of two head widths, experts fused gate+up beside a dense MLP; E2B /
+E4B: per-layer inputs, KV-shared last layers, a double-wide FFN on those); glm4
 (GLM-4-0414: fused gate+up, sandwich norms); dots1 (dots.llm1: Qwen3's attention with q / k norms, multi-head
 as llama.cpp's loader requires, dense leading layers, shared experts and DeepSeek-V3's router - a sigmoid with
 its score-correction bias, transformers models/dots1/modular_dots1.py; llama.cpp's converter writes the
@@ -233,6 +234,13 @@ def _check_writable(model: ModelSpec, arch: str) -> None:
         raise SpecError(
             f"{model.id}: llama.cpp dots1 needs one KV head per head ({model.n_kv_heads} != {nh})"
         )
+    first = model.n_layers - model.n_kv_shared_layers
+    if model.n_kv_shared_layers and (first < 2 or model.layer_types[first - 2 : first] != (SLIDING, FULL)):
+        # llama.cpp (create_memory, gemma3n / gemma4) points shared sliding layers at layer first - 2 and
+        # shared full layers at first - 1
+        raise SpecError(
+            f"{model.id}: llama.cpp needs a sliding then a full layer right before the first KV-shared one"
+        )
     if arch.startswith("nemotron_h") and not kinds <= {MAMBA, FULL, NONE}:
         raise SpecError(f"{model.id}: Nemotron-H layers are Mamba, attention or FFN, not {sorted(kinds)}")
     shared_width(model, arch)
@@ -253,7 +261,11 @@ def _write_hparams(w, model: ModelSpec, arch: str, n: int) -> None:
     w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     if arch.startswith("nemotron_h"):  # per-layer arrays
         return _write_nemotron_h_hparams(w, model, n)
-    w.add_feed_forward_length(model.intermediate_size or (model.moe.expert_ff if model.moe else 0))
+    if model.double_wide_mlp:  # per layer: the KV-shared layers' FFN is twice as wide (Gemma 4 E2B)
+        proxy = model.depth_proxy(n)
+        w.add_feed_forward_length([proxy.ffn_width(i) for i in range(n)])
+    else:
+        w.add_feed_forward_length(model.intermediate_size or (model.moe.expert_ff if model.moe else 0))
     if arch in MLA_ARCHS:
         mla = model.mla
         assert mla is not None and model.moe is not None
@@ -365,8 +377,9 @@ def _write_gemma4_hparams(w, model: ModelSpec, n: int) -> None:
     """Gemma 4 (llama.cpp gemma4.cpp): sliding and full layers named per layer, with their own head widths
     (key_length / value_length = the full layers' global_head_dim, the *_swa keys = head_dim) and KV head
     counts (an array: global_n_kv_heads on full layers); full layers rotate their whole head through the
-    rope_freqs factors (rope.dimension_count = global_head_dim), sliding ones all of head_dim; no per-layer
-    embeddings (width 0: the 26B-A4B and 31B) and no KV sharing; experts with the dense MLP beside them."""
+    rope_freqs factors (rope.dimension_count = global_head_dim), sliding ones all of head_dim; the per-layer
+    embeddings' width (0: the 26B-A4B and 31B) and the KV-shared layers among the first ``n`` (E2B / E4B);
+    experts with the dense MLP beside them."""
     kinds = model.layer_types[:n]
     if any(k not in (FULL, SLIDING) for k in kinds) or not model.window:
         raise SpecError(f"{model.id}: gemma4 layers must be full or sliding, with a window")
@@ -382,8 +395,8 @@ def _write_gemma4_hparams(w, model: ModelSpec, n: int) -> None:
     w.add_rope_freq_base_swa(ROPE_THETA)
     w.add_sliding_window(model.window)
     w.add_sliding_window_pattern([k == SLIDING for k in kinds])
-    w.add_shared_kv_layers(0)
-    w.add_embedding_length_per_layer_input(0)
+    w.add_shared_kv_layers(model.depth_proxy(n).n_kv_shared_layers)
+    w.add_embedding_length_per_layer_input(model.per_layer_input)
     w.add_final_logit_softcapping(GEMMA2_SOFTCAP["final"])
     if model.moe is not None:
         moe = model.moe
@@ -645,7 +658,13 @@ _VOLATILE = (
 
 def spec_hash(model: ModelSpec, n_layers: int | None, seed: int = 0, extra: str = "") -> str:
     """16 hex digits of sha256 over the architecture facts that shape the file (not names or sources)."""
-    facts = {k: v for k, v in dataclasses.asdict(model).items() if k not in _VOLATILE}
+    from harness.provenance import LATER_TOP_DEFAULTS  # later fields at their defaults keep a file's key
+
+    facts = {
+        k: v
+        for k, v in dataclasses.asdict(model).items()
+        if k not in _VOLATILE and LATER_TOP_DEFAULTS.get(k, object()) != v
+    }
     blob = json.dumps(
         [facts, proxy_layers(model, n_layers), seed, extra, WRITER_VERSION], sort_keys=True, default=str
     )

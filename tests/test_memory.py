@@ -294,6 +294,9 @@ FULL_DEPTH_FIT = [
     ("deepseek-v3.2", 131072, True, 1_343_970_823_168, 11_257_511_936, 1164.08),
     ("deepseek-v3.2", 4096, False, 1_343_970_823_168, 351_797_248, 1688.08),
     ("glm-5", 4096, False, 1_488_060_773_376, 449_839_104, 1052.08),
+    # Gemma 4 E2B / E4B: the per-layer token table (in the weights), KV-shared layers without a cache
+    ("gemma-4-e2b", 4096, False, 9_257_711_756, 44_040_192, 521.0),
+    ("gemma-4-e4b", 4096, True, 14_927_148_200, 109_051_904, 527.02),
 ]
 
 
@@ -306,6 +309,20 @@ def test_gemma4_caches_v_on_its_k_eq_v_layers():
     assert kv_cache(m, 32768, flash_attn=False).total_bytes == 1_321_205_760
     k_only = 5 * 32768 * 2 * 512 * 2  # what counting K alone on the full layers leaves out
     assert kv_cache(m, 32768).by_kind_bytes["full"] == 2 * k_only
+
+
+def test_gemma4_e_kv_shared_layers_keep_no_cache():
+    """Gemma 4 E2B at 32K cells, llama.cpp's memory-fit pass: only the first 15 of 35 layers cache (12
+    sliding of 1 KV head x 256 within 512 + 512 cells, 3 full of 1 x 512), the other 20 reuse layers 13 / 14;
+    a decode step still reads the shared layers' rows (kv_read_bytes counts all 35 layers)."""
+    from estimator.physics.kv import kv_read_bytes
+
+    m = get_model("gemma-4-e2b")
+    assert kv_cache(m, 32768, flash_attn=True).total_bytes == 213_909_504
+    assert kv_cache(m, 32768, flash_attn=False).total_bytes == 220_200_960  # V padded to the full width
+    assert kv_cache(m, 32768).by_kind_bytes["full"] == 3 * 32768 * 2 * 512 * 2
+    per_full_layer = 2 * 512 * 2  # K + V of one full layer, one token, f16
+    assert kv_read_bytes(m, 1000) - kv_read_bytes(m, 999) == 7 * per_full_layer  # all 7 full layers
 
 
 @pytest.mark.parametrize("model_id,cells,fa,weights,kv,compute_mib", FULL_DEPTH_FIT)

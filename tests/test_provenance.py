@@ -109,6 +109,15 @@ def test_fingerprint_tracks_sizing_fields_only():
     assert fp != model_fingerprint(dataclasses.replace(m, n_layers=2))
     assert fp != model_fingerprint(dataclasses.replace(m, head_dim=64))
     assert fp != model_fingerprint(resolve_model("qwen2.5-0.5b"))
+    # fields added to ModelSpec after records were taken count only away from their defaults: the stored
+    # points keep their keys (``--resume`` skips them) and the synthetic files their cache names
+    from harness.provenance import LATER_TOP_DEFAULTS
+    from harness.synth import spec_hash
+
+    body = {k: v for k, v in dataclasses.asdict(m).items() if k not in LATER_TOP_DEFAULTS}
+    assert set(LATER_TOP_DEFAULTS) <= set(dataclasses.asdict(m)) and len(body) < len(dataclasses.asdict(m))
+    assert fp != model_fingerprint(dataclasses.replace(m, per_layer_input=256))
+    assert spec_hash(m, 2) != spec_hash(dataclasses.replace(m, per_layer_input=256), 2)
 
 
 def test_measurement_json_round_trip_and_spec_dict():

@@ -222,3 +222,75 @@ def test_newer_writers_weights_equal_llama_cpp_quantizer(arch, quant, tmp_path):
     path = synth.synthetic_model(model, quant, cache_dir_path=tmp_path)
     engine = sum(int(t.n_bytes) for t in gguf.GGUFReader(str(path)).tensors)
     assert weight_breakdown(model, get_quant(quant)).total_bytes == engine
+
+
+def _gemma4_e(**kw):
+    """A tiny Gemma 4 E2B-style model: per-layer inputs of 64 per layer, the last 4 of 8 layers reusing the
+    KV of layers 2 (sliding) and 3 (full) with a double-wide FFN, no experts."""
+    m = synth.tiny_model("gemma4_text", n_layers=8)
+    fields = dict(id="tiny-gemma4-e", moe=None, per_layer_input=64, n_kv_shared_layers=4,
+                  double_wide_mlp=True, k_eq_v=False, global_n_kv_heads=None)  # fmt: skip
+    return synth.dataclasses.replace(m, **{**fields, **kw})
+
+
+def test_gemma4_e_inventory():
+    """The per-layer table and projections, no K / V / k norm on the KV-shared layers, 2 x ff there."""
+    from estimator.physics.weights import tensor_inventory
+
+    inv = {t.name: t.shape for t in tensor_inventory(_gemma4_e())}
+    assert inv["per_layer_token_embd.weight"] == (1024, 8 * 64)
+    assert inv["per_layer_model_proj.weight"] == (512, 256)
+    assert inv["blk.7.inp_gate.weight"] == (64, 256) and inv["blk.7.proj.weight"] == (256, 64)
+    assert all(f"blk.{i}.attn_k.weight" in inv for i in range(4))
+    gone = ("attn_k.weight", "attn_v.weight", "attn_k_norm.weight")
+    assert not any(f"blk.{i}.{x}" in inv for i in range(4, 8) for x in gone)
+    assert inv["blk.3.ffn_up.weight"] == (768, 256) and inv["blk.4.ffn_up.weight"] == (1536, 256)
+
+
+def test_gemma4_e_kv_sharing_llama_cpp_cannot_hold_is_refused(tmp_path):
+    """llama.cpp points shared sliding layers at layer first - 2 and shared full ones at first - 1: those must
+    be a sliding then a full layer."""
+    with pytest.raises(SpecError, match="sliding then a full layer"):
+        synth.write_shape_gguf(_gemma4_e(n_kv_shared_layers=3), tmp_path / "x.gguf")
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_llama
+@pytest.mark.llama
+def test_gemma4_e_loads_and_evaluates(tmp_path):
+    path = synth.write_gguf(_gemma4_e(), tmp_path / "g4e.gguf")
+    logits, size = _load_and_eval(path)
+    assert np.isfinite(logits).all() and logits.std() > 0
+
+
+@needs_llama
+@pytest.mark.llama
+@pytest.mark.parametrize("quant", ["F16", "Q8_0", "Q4_K_M", "Q3_K_M", "IQ4_XS", "Q2_K"])
+def test_gemma4_e_weights_equal_llama_cpp_quantizer(quant, tmp_path):
+    """Gemma 4 E2B / E4B: the per-layer token table is a token-embedding tensor for the quantizer (tied
+    embeddings: the output head's type, q6_K under Q4_K_M), per_layer_model_proj stays in the file's float
+    type, the shared layers have no attn_k / attn_v (the attn_v counter runs over the others) and a wider
+    FFN.  llama.cpp's quantizer output equals the estimator's weights to the byte."""
+    import gguf
+
+    from estimator.physics.quant import get_quant
+    from estimator.physics.weights import weight_breakdown
+
+    model = _gemma4_e()
+    path = synth.synthetic_model(model, quant, cache_dir_path=tmp_path)
+    engine = sum(int(t.n_bytes) for t in gguf.GGUFReader(str(path)).tensors)
+    assert weight_breakdown(model, get_quant(quant)).total_bytes == engine
+
+
+def test_gemma4_e_gguf_reads_back(tmp_path):
+    """A Gemma 4 E-style GGUF (per-layer inputs, KV-shared layers, a per-layer feed_forward_length) reads back
+    as the spec it was written from, and its tensors sum to the recipe's F16 bytes."""
+    from estimator.catalog.ggufmodel import load_gguf
+    from estimator.physics.quant import get_quant
+    from estimator.physics.weights import weight_breakdown
+
+    model = _gemma4_e()
+    m = load_gguf(synth.write_shape_gguf(model, tmp_path / "g4e.gguf"))
+    assert (m.per_layer_input, m.n_kv_shared_layers, m.double_wide_mlp) == (64, 4, True)
+    assert (m.intermediate_size, m.k_eq_v, m.global_head_dim) == (768, False, 128)
+    assert weight_breakdown(m, None).total_bytes == weight_breakdown(model, get_quant("F16")).total_bytes

@@ -433,46 +433,72 @@ def build_models(ref: Path) -> list[dict]:
                 "aliases": [],
             }
         )
-    out += added_models(seen)
+    out = complete_models(out) + added_models(seen)
     attach_model_aliases(out)
     return out
 
 
+def complete_models(models: list[dict]) -> list[dict]:
+    """Reference entries without a config.json (``sizable`` false) that tools/catalog/models_added.json
+    completes (``"completes": true``, same HF id): the reference's id, name and cross-check fields, the added
+    config, source, verification and notes."""
+    doc = json.loads((ADDED / "models_added.json").read_text())
+    added = {e["hf_id"]: e for e in doc["models"] if e.get("completes")}
+    out = []
+    for m in models:
+        e = added.pop(m["hf_id"], None)
+        if e is not None:
+            if m["sizable"]:
+                raise SystemExit(f"{m['id']}: models_added.json completes an entry that has a config")
+            new = _added_entry(m["id"], e)
+            m = {**new, "name": m["name"], "reference": m["reference"]}
+        out.append(m)
+    if added:
+        raise SystemExit(f"models_added.json completes no reference entry for {sorted(added)}")
+    return out
+
+
+def _added_entry(mid: str, e: dict) -> dict:
+    """A catalog entry from one tools/catalog/models_added.json entry."""
+    cfg = json.loads((ADDED / e["config"]).read_text())
+    lic = e.get("license") or license_for(e["hf_id"])
+    lic_source = f"https://huggingface.co/{e['hf_id']} (model card; recalled)" if lic else None
+    return {
+        "id": mid,
+        "name": e["name"],
+        "hf_id": e["hf_id"],
+        "license": lic,
+        "license_source": lic_source,
+        "sizable": True,
+        "unsizable_reason": None,
+        "config": cfg,
+        "config_source": f"tools/catalog/{e['config']}",
+        "weight_quantization": None,
+        "published_total_params": e.get("published_total_params"),
+        "published_active_params": e.get("published_active_params"),
+        "published_params_source": e.get("published_params_source"),
+        "checkpoint_size_on_disk": None,
+        "source": e["source"],
+        "verified": bool(e.get("verified", True)),  # False: transcribed, not read from the Hub
+        "notes": list(e.get("notes") or []),
+        "reference": {k: None for k in REFERENCE_FIELDS},
+        "aliases": [],
+    }
+
+
 def added_models(seen: set[str]) -> list[dict]:
-    """Entries of tools/catalog/models_added.json, config.json embedded verbatim (tools/catalog/configs)."""
+    """Entries of tools/catalog/models_added.json that the reference lacks, config.json embedded verbatim
+    (tools/catalog/configs); the entries that complete a reference entry are ``complete_models``'."""
     doc = json.loads((ADDED / "models_added.json").read_text())
     out = []
     for e in doc["models"]:
+        if e.get("completes"):
+            continue
         mid = slugify(e["name"])
         if mid in seen:
             raise SystemExit(f"duplicate catalog id {mid} (tools/catalog/models_added.json)")
         seen.add(mid)
-        cfg = json.loads((ADDED / e["config"]).read_text())
-        lic = e.get("license") or license_for(e["hf_id"])
-        lic_source = f"https://huggingface.co/{e['hf_id']} (model card; recalled)" if lic else None
-        out.append(
-            {
-                "id": mid,
-                "name": e["name"],
-                "hf_id": e["hf_id"],
-                "license": lic,
-                "license_source": lic_source,
-                "sizable": True,
-                "unsizable_reason": None,
-                "config": cfg,
-                "config_source": f"tools/catalog/{e['config']}",
-                "weight_quantization": None,
-                "published_total_params": e.get("published_total_params"),
-                "published_active_params": e.get("published_active_params"),
-                "published_params_source": e.get("published_params_source"),
-                "checkpoint_size_on_disk": None,
-                "source": e["source"],
-                "verified": True,
-                "notes": list(e.get("notes") or []),
-                "reference": {k: None for k in REFERENCE_FIELDS},
-                "aliases": [],
-            }
-        )
+        out.append(_added_entry(mid, e))
     return out
 
 

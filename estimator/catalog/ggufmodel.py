@@ -10,8 +10,8 @@ vocab_size (or the token list length), expert_count, expert_used_count, expert_f
 expert_shared_count, expert_shared_feed_forward_length, leading_dense_block_count, full_attention_interval,
 ssm.conv_kernel / state_size / group_count / inner_size / time_step_rank, attention.indexer.head_count /
 key_length / top_k (DeepSeek Sparse Attention), attention.key_length_swa, attention.shared_kv_layers and
-embedding_length_per_layer_input (Gemma 4: the sliding layers' head width; KV sharing and per-layer
-embeddings, E2B / E4B, are refused as not modelled).
+embedding_length_per_layer_input (Gemma 4: the sliding layers' head width; E2B / E4B's per-layer inputs,
+KV-shared layers and, from a per-layer feed_forward_length twice as wide on those, E2B's double-wide FFN).
 
 ``ModelSpec.gguf_tensors`` holds (name, ggml type, n_elements, n_bytes) for every tensor, so weight bytes are
 the exact sum of the file's tensors: any recipe, dynamic per-tensor mixes (Unsloth's UD-*) included.  A split
@@ -395,14 +395,16 @@ def _spec(reader, p: Path, arch: str, tensors: list) -> ModelSpec:
     names = {t[0] for t in tensors}
     name = _val(reader, "general.name") or p.stem
     g_hd = g_kv = None
-    k_eq_v = False
+    k_eq_v = double_wide = False
+    per_layer_input = n_kv_shared = 0
     if arch == "gemma4":
-        if int(_scalar(_val(reader, a + "embedding_length_per_layer_input"), 0) or 0) or int(
-            _val(reader, a + "attention.shared_kv_layers") or 0
-        ):
-            raise SpecError(
-                f"{p}: Gemma 4 with per-layer embeddings or shared KV layers (E2B / E4B) is not modelled"
-            )
+        # E2B / E4B: per-layer inputs, KV-shared last layers and (E2B) their FFN twice as wide, which the
+        # converter writes as a per-layer feed_forward_length
+        per_layer_input = int(_scalar(_val(reader, a + "embedding_length_per_layer_input"), 0) or 0)
+        n_kv_shared = int(_val(reader, a + "attention.shared_kv_layers") or 0)
+        ff_l = _val(reader, a + "feed_forward_length")
+        if isinstance(ff_l, list) and n_kv_shared > 0 and ff_l and int(ff_l[-1]) == 2 * int(ff_l[0]):
+            double_wide, ff = True, int(ff_l[0])  # the non-shared layers' width (``_scalar`` took the max)
         # full layers: key_length heads of their own (global_head_dim) and their own KV head count; sliding
         # layers: the *_swa width.  The dense MLP beside the experts is sized as one shared expert.
         g_hd, head_dim = head_dim, int(_val(reader, a + "attention.key_length_swa") or head_dim)
@@ -437,6 +439,9 @@ def _spec(reader, p: Path, arch: str, tensors: list) -> ModelSpec:
         global_head_dim=g_hd,
         global_n_kv_heads=g_kv,
         k_eq_v=k_eq_v,
+        per_layer_input=per_layer_input,
+        n_kv_shared_layers=n_kv_shared,
+        double_wide_mlp=double_wide,
         source=f"gguf:{p}",
         gguf_tensors=tuple(tensors),
         gguf_path=str(p),

@@ -130,6 +130,8 @@ CONFIG_NUMBERS: dict[str, tuple[Bound, str]] = {
     "conv_kernel": (HEADS, NUMBER),
     "global_head_dim": (HEADS, NUMBER),
     "num_global_key_value_heads": (HEADS, NUMBER),
+    "hidden_size_per_layer_input": (HEADS, NUMBER),
+    "num_kv_shared_layers": (COUNT, NUMBER),
 }
 _EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 _TOPK_KEYS = ("num_experts_per_tok", "moe_k", "moe_topk", "top_k_experts", "num_experts_per_token")
@@ -447,6 +449,9 @@ def _spec_from_text_config(t: dict, source: str, meta: dict) -> ModelSpec:
         k_eq_v=bool(t.get("attention_k_eq_v")),
         ffn_gated=str(t.get("mlp_hidden_act") or t.get("hidden_act") or "") not in ("relu2",),
         attn_output_gate=bool(t.get("attn_output_gate", mt == "qwen3_next" or mt.startswith("qwen3_5"))),
+        per_layer_input=int(t.get("hidden_size_per_layer_input") or 0),
+        n_kv_shared_layers=int(t.get("num_kv_shared_layers") or 0),
+        double_wide_mlp=bool(t.get("use_double_wide_mlp")),
         notes=tuple(notes),
     )
     fields.update(meta)

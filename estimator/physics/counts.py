@@ -61,15 +61,14 @@ def is_fp8(quant: QuantSpec) -> bool:
 
 
 def matmul_params(model: ModelSpec, active_params: int) -> int:
-    """Parameters multiplied per token: active params minus the input-embedding lookup (not a matmul).
+    """Parameters multiplied per token: active params minus the input-embedding lookups (not matmuls): the
+    token table, and Gemma 4's per-layer token table (vocab x per_layer_input x n_layers).
 
     With tied embeddings the same matrix is the output head, so it stays counted once.
     """
-    return (
-        active_params
-        if model.tie_embeddings
-        else max(active_params - model.vocab_size * model.hidden_size, 0)
-    )
+    lookup = model.vocab_size * model.per_layer_input * model.n_layers  # Gemma 4's per-layer token table
+    embd = 0 if model.tie_embeddings else model.vocab_size * model.hidden_size
+    return max(active_params - lookup - embd, 0)
 
 
 def attn_flops_per_key(model: ModelSpec, absorbed: bool = False) -> int:

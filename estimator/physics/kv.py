@@ -3,10 +3,12 @@
 Per-token row elements per layer (one sequence):
 
 * FULL / SLIDING / CHUNKED attention: K row = n_kv_heads*head_dim and V row = n_kv_heads*head_dim (Gemma 4
-  full layers: global_n_kv_heads*global_head_dim).  Their K==V layers (attention_k_eq_v: no v_proj, V is
-  the K projection under its own norm) still cache V: llama.cpp allocates V for every layer that is not MLA
-  (src/llama-kv-cache.cpp ``has_v = !is_mla``; measured by its memory-fit pass on Gemma-4-26B-A4B) and vLLM
-  loads K's weights into V's slot and caches both (models/gemma4.py);
+  full layers: global_n_kv_heads*global_head_dim); a KV-shared layer (Gemma 4 E2B / E4B: the last
+  num_kv_shared_layers attend with the cache of the last earlier layer of their kind) stores none.  Gemma 4's
+  K==V layers (attention_k_eq_v: no v_proj, V is the K projection under its own norm) still cache V:
+  llama.cpp allocates V for every layer that is not MLA (src/llama-kv-cache.cpp ``has_v = !is_mla``;
+  measured by its memory-fit pass on Gemma-4-26B-A4B) and vLLM loads K's weights into V's slot and caches
+  both (models/gemma4.py);
 * MLA (DeepSeek-V2/V3, Kimi-K2): one latent row of kv_lora_rank + qk_rope_head_dim elements.  llama.cpp
   stores it as K with no separate V (``has_v = !is_mla`` in src/llama-kv-cache.cpp); vLLM caches the same
   latent.  DSA models (DeepSeek-V3.2, GLM-5) add the lightning indexer's key, index_head_dim per token and
@@ -94,9 +96,17 @@ def indexer_token_bytes(m: ModelSpec, kv_dtype: str = "f16", engine: str = "llam
 
 @lru_cache(maxsize=8192)
 def layer_token_bytes(
-    m: ModelSpec, kv_dtype: str = "f16", engine: str = "llama.cpp", flash_attn: bool = True
+    m: ModelSpec,
+    kv_dtype: str = "f16",
+    engine: str = "llama.cpp",
+    flash_attn: bool = True,
+    stored: bool = True,
 ) -> dict[str, int]:
     """KV bytes per token per layer kind summed over the layers of that kind: {full, sliding, chunked}.
+
+    ``stored``: the layers that keep a cache (a KV-shared layer, ``ModelSpec.kv_shared``, keeps none:
+    llama.cpp allocates the layers below ``n_layer_kv_from_start`` only); False: every attention layer, as a
+    decode step reads them (a shared layer reads its source layer's rows again).
 
     Without flash attention an engine that stores V transposed (``EngineProfile.transposed_v_max_width``,
     llama.cpp's ``n_embd_v_gqa_max``) gives every layer's V rows the widest layer's width (Gemma 4: its
@@ -108,8 +118,8 @@ def layer_token_bytes(
     v_max = max((_attn_rows(m, k)[1] for k in kinds if k in out), default=0)
     pad_v = not flash_attn and profile.transposed_v_max_width
     idx_bytes = _indexer_key_bytes(m, kv_dtype, engine)
-    for kind in kinds:
-        if kind in out:
+    for i, kind in enumerate(kinds):
+        if kind in out and not (stored and m.kv_shared(i)):
             k, v = _attn_rows(m, kind)
             if v and pad_v:
                 v = v_max
@@ -210,7 +220,7 @@ def kv_read_bytes(model: ModelSpec, depth: int, kv_dtype: str = "f16", engine: s
 
     DSA with an engine that attends the selected rows only (``EngineProfile.sparse_attention``): the
     indexer's keys are read for every cached token, the latent rows for min(depth, index_topk) of them."""
-    per_tok = layer_token_bytes(model, kv_dtype, engine)
+    per_tok = layer_token_bytes(model, kv_dtype, engine, stored=False)
     d = max(0, int(depth))
     w = min(d, model.window) if model.window else d
     st = state_bytes_per_seq(model, engine)

@@ -123,9 +123,9 @@ def estimate_memory(
     dev_weights_total = wb.total_bytes
     profile = get_engine(wl.engine)
     embd_on_host = profile.embedding_on_host and discrete
-    if embd_on_host:
-        host += wb.token_embd_bytes
-        dev_weights_total -= wb.token_embd_bytes
+    if embd_on_host:  # the input layer: token table(s), Gemma 4's per-layer table too
+        host += wb.token_embd_bytes + wb.per_layer_embd_bytes
+        dev_weights_total -= wb.token_embd_bytes + wb.per_layer_embd_bytes
         if model.tie_embeddings:
             dev_weights_total += wb.token_embd_bytes  # duplicated as the output head
     moe_off = 0

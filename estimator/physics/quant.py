@@ -122,6 +122,9 @@ _FALLBACK = {
 
 # Tensor classes never quantized by llama.cpp (kept F32 by the converter and skipped by the quantizer).
 ALWAYS_F32 = frozenset({"norm", "bias", "ffn_gate_inp", "ssm_conv1d", "ssm_small"})
+# 2-D tensors llama.cpp's quantizer keeps in the file's float type (llama-quant.cpp: "not too big so keep
+# them"): Gemma 4's per_layer_model_proj; 2 bytes per element (F16 or BF16 files)
+KEEP_FLOAT = frozenset({"per_layer_model_proj"})
 
 _GGUF = ("gguf",)
 _HF = ("safetensors",)
@@ -425,6 +428,8 @@ def category(tclass: str) -> str:
     ffn_down (their expert and shared-expert forms included) or other."""
     if tclass in ("output", "token_embd", "attn_k", "attn_q", "attn_output"):
         return tclass
+    if tclass == "per_layer_token_embd":  # llama-quant.cpp tensor_name_match_token_embd
+        return "token_embd"
     if tclass in ("attn_v", "attn_qkv", "attn_kv_b"):
         return "attn_v"
     for prefix in ("ffn_up", "ffn_gate", "ffn_down"):
@@ -552,6 +557,8 @@ def _llama_type(
         return _serving_type(qname, tclass, row_len)
     if default in _UNQUANTIZED or default == "fp8":
         return default
+    if tclass in KEEP_FLOAT:
+        return "f16"
     if qname in ("AWQ-INT4", "GPTQ-INT4"):
         t = q.types.get(tclass, default)
         return t if t != default or row_len % 128 == 0 else "f16"

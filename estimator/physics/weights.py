@@ -94,8 +94,8 @@ class WeightBreakdown(NamedTuple):
     """Weight bytes of one model in one format (bytes; params are element counts).
 
     active_bytes_per_token = total - token_embd (a decode step reads one embedding row; kept when the
-    embedding
-    is tied, since it is also the output head) - routed_expert_bytes * (1 - n_experts_used / n_experts).
+    embedding is tied, since it is also the output head) - per_layer_embd (Gemma 4's per-layer token table:
+    one row per token, never the head) - routed_expert_bytes * (1 - n_experts_used / n_experts).
     """
 
     quant: str
@@ -117,6 +117,9 @@ class WeightBreakdown(NamedTuple):
     # n_experts_used / n_experts), without 1-D tensors and the embedding lookup (unless tied: then it is the
     # output head); what estimator.physics.support splits between device and host
     matmul_bytes_by_type: dict[str, int] = {}
+    # the per-layer token table (Gemma 4 E2B / E4B per_layer_token_embd): a lookup like token_embd, input
+    # layer (in host RAM where the engine keeps the embedding there), in total_bytes
+    per_layer_embd_bytes: int = 0
 
 
 # Architectures whose GGUF fuses q/k/v into attn_qkv and gate/up into ffn_up (llama.cpp phi3: Phi-3, Phi-4).
@@ -186,14 +189,14 @@ def _attn(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
     if kind == FULL and m.global_head_dim:
         hd, kvh = m.global_head_dim, m.global_n_kv_heads or kvh
     qw = m.n_heads * hd * (2 if m.attn_output_gate else 1)
+    shared = m.kv_shared(i)  # K / V come from an earlier layer: no K / V projections, no k norm
     if m.architecture in _FUSED_ARCHS:  # one attn_qkv matrix (an attn_v-like tensor for the quantizer)
         out.append(_t(b + "attn_qkv.weight", "attn_qkv", i, (qw + 2 * kvh * hd, h), "dense"))
     else:
-        out += [
-            _t(b + "attn_q.weight", "attn_q", i, (qw, h), "dense"),
-            _t(b + "attn_k.weight", "attn_k", i, (kvh * hd, h), "dense"),
-        ]
-    if not (m.k_eq_v and kind == FULL) and m.architecture not in _FUSED_ARCHS:
+        out.append(_t(b + "attn_q.weight", "attn_q", i, (qw, h), "dense"))
+        if not shared:
+            out.append(_t(b + "attn_k.weight", "attn_k", i, (kvh * hd, h), "dense"))
+    if not (m.k_eq_v and kind == FULL) and m.architecture not in _FUSED_ARCHS and not shared:
         out.append(_t(b + "attn_v.weight", "attn_v", i, (kvh * hd, h), "dense"))
     if m.qkv_bias:
         out += [
@@ -204,10 +207,9 @@ def _attn(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
     if m.architecture.startswith(_QK_NORM_ARCHS):
         # MiniMax-M2 normalises all query heads together and all key heads together
         qn, kn = (m.n_heads * hd, kvh * hd) if m.architecture == "minimax_m2" else (hd, hd)
-        out += [
-            _t(b + "attn_q_norm.weight", "norm", i, (qn,), "norm"),
-            _t(b + "attn_k_norm.weight", "norm", i, (kn,), "norm"),
-        ]
+        out.append(_t(b + "attn_q_norm.weight", "norm", i, (qn,), "norm"))
+        if not shared:
+            out.append(_t(b + "attn_k_norm.weight", "norm", i, (kn,), "norm"))
     out.append(_t(b + "attn_output.weight", "attn_output", i, (h, m.n_heads * hd), "dense"))
     if m.architecture == "gpt_oss":  # the output projection's bias (llama.cpp wo_b) and attention sinks
         out.append(_t(b + "attn_output.bias", "bias", i, (h,), "norm"))
@@ -273,7 +275,7 @@ def _dense_ffn(m: ModelSpec, i: int, ff: int, group: str, suffix: str = "") -> l
 def _ffn(m: ModelSpec, i: int, moe_layer: bool) -> list[Tensor]:
     h, b = m.hidden_size, f"blk.{i}."
     if not moe_layer:
-        return _dense_ffn(m, i, m.intermediate_size, "dense")
+        return _dense_ffn(m, i, m.ffn_width(i), "dense")
     e = m.moe
     assert e is not None
     ne, ff, width = e.n_experts, e.expert_ff, e.latent_size or h
@@ -328,6 +330,13 @@ def tensor_inventory(model: ModelSpec) -> tuple[Tensor, ...]:
     ``harness.synth`` writes exactly these tensors into its synthetic GGUF files."""
     m, h = model, model.hidden_size
     out = [_t("token_embd.weight", "token_embd", -1, (m.vocab_size, h), "embd")]
+    if m.per_layer_input:  # Gemma 4 E2B / E4B: the per-layer token table and the hidden state's projection
+        w = m.per_layer_input * m.n_layers
+        out += [
+            _t("per_layer_token_embd.weight", "per_layer_token_embd", -1, (m.vocab_size, w), "ple"),
+            _t("per_layer_model_proj.weight", "per_layer_model_proj", -1, (w, h), "dense"),
+            _t("per_layer_proj_norm.weight", "norm", -1, (m.per_layer_input,), "norm"),
+        ]
     if m.architecture.startswith("gemma4") and FULL in m.layer_types and m.global_head_dim:
         # the full layers' proportional-rope frequency factors, one tensor for all of them
         out.append(_t("rope_freqs.weight", "norm", -1, (m.global_head_dim // 2,), "norm"))
@@ -352,6 +361,12 @@ def tensor_inventory(model: ModelSpec) -> tuple[Tensor, ...]:
         out += _ffn(m, i, m.moe is not None and i not in dense)
         if _sandwich(m):
             out.append(_t(f"blk.{i}.post_ffw_norm.weight", "norm", i, (h,), "norm"))
+        if m.per_layer_input:  # the per-layer input's gate (hidden -> width) and projection back, its norm
+            out += [
+                _t(f"blk.{i}.inp_gate.weight", "other", i, (m.per_layer_input, h), "dense"),
+                _t(f"blk.{i}.proj.weight", "other", i, (h, m.per_layer_input), "dense"),
+                _t(f"blk.{i}.post_norm.weight", "norm", i, (h,), "norm"),
+            ]
         if m.architecture.startswith("gemma4"):  # the layer's output scalar (layer_scalar)
             out.append(_t(f"blk.{i}.layer_output_scale.weight", "norm", i, (1,), "norm"))
     out.append(_t("output_norm.weight", "norm", -1, (h,), "norm"))
@@ -371,6 +386,8 @@ def classify_gguf_tensor(name: str) -> tuple[str, int, str]:
     stem = base.rsplit(".", 1)[0]
     if name.startswith("token_embd"):
         return "token_embd", layer, "embd"
+    if name.startswith("per_layer_token_embd"):
+        return "per_layer_token_embd", layer, "ple"
     if name.startswith("output.") or name == "output.weight":
         return "output", layer, "output"
     if not name.endswith(".weight") or stem.endswith("_norm") or "norm" in stem:
@@ -417,7 +434,7 @@ def _sum(items, n_layers: int, moe_frac: float, tied: bool, quant: str, exact: b
 
 def _count_matmul(acc: dict[str, float], group: str, ttype: str, nb: float, moe_frac: float, tied: bool):
     """Add a tensor's per-token matmul bytes to ``acc`` (see ``WeightBreakdown.matmul_bytes_by_type``)."""
-    if group == "norm" or (group == "embd" and not tied):
+    if group in ("norm", "ple") or (group == "embd" and not tied):
         return
     acc[ttype] = acc.get(ttype, 0.0) + nb * (moe_frac if group == "routed" else 1.0)
 
@@ -430,6 +447,7 @@ def _assemble(
     """The breakdown from summed bytes.  Active per token (MoE): routed experts count moe_frac of their
     bytes / parameters (n_experts_used / n_experts); the token embedding is a lookup, not read whole, unless
     it is tied (then it is also the output head, read every token)."""
+    ple = by_class.get("per_layer_token_embd", 0)
     return WeightBreakdown(
         quant=quant,
         total_bytes=total,
@@ -442,10 +460,11 @@ def _assemble(
         output_bytes=outb,
         n_params_total=n_total,
         n_params_active=n_total - round(n_routed * (1.0 - moe_frac)),
-        active_bytes_per_token=total - (0 if tied else embd) - round(routed * (1.0 - moe_frac)),
+        active_bytes_per_token=total - (0 if tied else embd) - ple - round(routed * (1.0 - moe_frac)),
         per_layer_bytes=tuple(per_layer),
         per_layer_routed_bytes=tuple(per_layer_routed),
         exact=exact,
+        per_layer_embd_bytes=ple,
     )
 
 
