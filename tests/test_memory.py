@@ -323,6 +323,10 @@ def test_gemma4_e_kv_shared_layers_keep_no_cache():
     assert kv_cache(m, 32768).by_kind_bytes["full"] == 3 * 32768 * 2 * 512 * 2
     per_full_layer = 2 * 512 * 2  # K + V of one full layer, one token, f16
     assert kv_read_bytes(m, 1000) - kv_read_bytes(m, 999) == 7 * per_full_layer  # all 7 full layers
+    # a layer split puts layers 0-16 on the first device: the whole cache (layers 0-14), none on the second
+    wl = Workload(n_ctx=32768, n_devices=2, split="pp")
+    est = estimate_memory(m, "Q4_K_M", get_hardware("rtx-4090"), wl)
+    assert [d.kv_bytes for d in est.per_device] == [213_909_504, 0]
 
 
 @pytest.mark.parametrize("model_id,cells,fa,weights,kv,compute_mib", FULL_DEPTH_FIT)

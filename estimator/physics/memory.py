@@ -151,7 +151,8 @@ def estimate_memory(
         bounds = [(d * model.n_layers // n, (d + 1) * model.n_layers // n) for d in range(n)]
         layer_w = wb.per_layer_bytes
         head = dev_weights_total - sum(layer_w)  # output head, final norm (+ embedding when on the device)
-        kinds = model.layer_types
+        # the layers that hold a cache of their kind (a KV-shared layer holds none: ModelSpec.kv_shared)
+        kinds = [k if not model.kv_shared(i) else "" for i, k in enumerate(model.layer_types)]
         for d, (lo, hi) in enumerate(bounds):
             w = sum(layer_w[lo:hi]) + (head if d == n - 1 else 0)
             w -= sum(wb.per_layer_routed_bytes[max(lo, 0) : min(hi, int(wl.moe_offload_layers))])
