@@ -27,7 +27,10 @@ from
 Additions kept in this repository (tools/catalog/, each row or entry with its source):
 
 * ``models_added.json``: models the reference lacks, each with a public config.json copy in
-  ``tools/catalog/configs/`` (embedded verbatim, ``config_source = "tools/catalog/configs/<file>"``);
+  ``tools/catalog/configs/`` (embedded verbatim, ``config_source = "tools/catalog/configs/<file>"``); an
+  entry marked ``"completes": true`` instead completes a reference entry of the same HF id that has no
+  config.json (its id, name and cross-check fields kept; ``verified`` as the entry says: Gemma 4 E2B / E4B,
+  transcribed from public copies of the Hub's config.json, are not);
 * ``model_aliases.json``: ids that name the architecture of an existing entry (fine-tunes, quantized
   re-uploads, renamed repositories), stored on the target as ``aliases`` [{alias, quant, note}];
 * ``hardware_added.csv``: devices the reference lacks (same 16 columns as hardware.csv, ``source`` and
