@@ -318,7 +318,7 @@ def check_model(spec: ModelSpec, where: str) -> ModelSpec:
             raise SpecError(
                 f"{where}: n_kv_heads ({spec.n_kv_heads}) is above the attention heads ({spec.n_heads})"
             )
-    if spec.n_kv_shared_layers >= spec.n_layers > 0 and spec.n_kv_shared_layers:
+    if spec.n_kv_shared_layers >= spec.n_layers:
         raise SpecError(
             f"{where}: {spec.n_kv_shared_layers} KV-shared layers leave no layer of the {spec.n_layers} to "
             "share from"

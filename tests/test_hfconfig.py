@@ -120,6 +120,14 @@ def test_mla_keys():
 def test_gemma4_global_layers():
     m = resolve_model("gemma-4-26b-a4b")
     assert m.global_head_dim == 512 and m.global_n_kv_heads == 2 and m.k_eq_v
+    assert (m.per_layer_input, m.n_kv_shared_layers, m.double_wide_mlp) == (0, 0, False)
+
+
+def test_gemma4_e_keys():
+    """hidden_size_per_layer_input, num_kv_shared_layers and use_double_wide_mlp (Gemma 4 E2B's config)."""
+    m = resolve_model("gemma-4-e2b")
+    assert (m.per_layer_input, m.n_kv_shared_layers, m.double_wide_mlp) == (256, 20, True)
+    assert [m.kv_shared(i) for i in (14, 15)] == [False, True] and m.ffn_width(15) == 2 * m.ffn_width(14)
 
 
 @pytest.mark.parametrize(
@@ -141,6 +149,7 @@ def test_gemma4_global_layers():
         (dict(quantization_config="fp8"), "quantization_config must be a JSON object"),
         (dict(architectures=5), "architectures must be a list"),
         (dict(full_attention_interval="x"), "full_attention_interval must be an integer"),
+        (dict(num_kv_shared_layers=4), "leave no layer of the 4 to share from"),
     ],
 )
 def test_hostile_config_values_are_one_line(change, needle):

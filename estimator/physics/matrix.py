@@ -104,7 +104,7 @@ def _device_weights(model: ModelSpec, quant: QuantSpec, engine: str, n: int) -> 
     for discrete in (True, False):
         dev = wb.total_bytes
         if get_engine(engine).embedding_on_host and discrete:
-            dev -= wb.token_embd_bytes + wb.per_layer_embd_bytes
+            dev -= wb.lookup_bytes
             if model.tie_embeddings:
                 dev += wb.token_embd_bytes
         if n > 1:

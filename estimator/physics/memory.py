@@ -124,8 +124,8 @@ def estimate_memory(
     profile = get_engine(wl.engine)
     embd_on_host = profile.embedding_on_host and discrete
     if embd_on_host:  # the input layer: token table(s), Gemma 4's per-layer table too
-        host += wb.token_embd_bytes + wb.per_layer_embd_bytes
-        dev_weights_total -= wb.token_embd_bytes + wb.per_layer_embd_bytes
+        host += wb.lookup_bytes
+        dev_weights_total -= wb.lookup_bytes
         if model.tie_embeddings:
             dev_weights_total += wb.token_embd_bytes  # duplicated as the output head
     moe_off = 0

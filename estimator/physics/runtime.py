@@ -233,7 +233,7 @@ class RuntimeEstimate:
 def _ff_max(m: ModelSpec) -> int:
     """The widest FFN of a token: the dense width (twice it on a double-wide model's KV-shared layers), or a
     MoE layer's selected experts plus its shared ones."""
-    ff = max(m.ffn_width(i) for i in range(m.n_layers)) if m.double_wide_mlp else m.intermediate_size
+    ff = max(m.ffn_width(i) for i in range(m.n_layers))
     if m.moe is not None:
         ff = max(ff, m.moe.n_experts_used * m.moe.expert_ff + m.moe.n_shared_experts * m.moe.shared_ff)
     return ff

@@ -295,8 +295,7 @@ def weights_read(
             active -= host
     if offload_bytes > 0 and wb.total_bytes > 0:
         frac = min(offload_bytes / wb.total_bytes, 1.0)
-        lookups = wb.token_embd_bytes + wb.per_layer_embd_bytes
-        host += (wb.total_bytes - lookups if whole_modules else active) * frac
+        host += (wb.total_bytes - wb.lookup_bytes if whole_modules else active) * frac
         active *= 1.0 - frac
     return active, host, union_bytes
 

@@ -121,6 +121,12 @@ class WeightBreakdown(NamedTuple):
     # layer (in host RAM where the engine keeps the embedding there), in total_bytes
     per_layer_embd_bytes: int = 0
 
+    @property
+    def lookup_bytes(self) -> int:
+        """The input layer's token tables (token_embd and Gemma 4's per-layer table): looked up a row per
+        token, kept in host RAM where the engine keeps the embedding there."""
+        return self.token_embd_bytes + self.per_layer_embd_bytes
+
 
 # Architectures whose GGUF fuses q/k/v into attn_qkv and gate/up into ffn_up (llama.cpp phi3: Phi-3, Phi-4).
 _FUSED_ARCHS = ("phi3",)
