@@ -1,7 +1,8 @@
 """config.json for vLLM's ``load_format="dummy"``, and the depth-reduced proxy geometry both writers share.
 
 * ``hf_config(model, n_layers)``: a config.json dict that vLLM's dummy loader (and transformers' config
-  classes) accept for a ModelSpec, with the first ``n_layers`` layers of the real layer pattern.
+  classes) accept for a ModelSpec, with the first ``n_layers`` layers of the real layer pattern (Gemma 4:
+  the catalog's own text_config, cut to those layers).
 * ``write_hf_config_dir(model, directory, n_layers)``: a folder holding only that config.json (atomic write).
 * ``proxy_layers`` / ``leading_dense``: layer-count checks used by this writer and by the GGUF writer in
   ``harness.synth`` (which imports them from here; this module imports nothing of harness, so there is no
@@ -58,9 +59,39 @@ def leading_dense(model: ModelSpec, n: int) -> int:
     return len(dense)
 
 
+def _gemma4_text_config(model: ModelSpec, n: int) -> dict:
+    """Gemma 4's text decoder as vLLM's ``Gemma4ForCausalLM`` reads it: the catalog's own ``text_config``
+    (every key of the published checkpoint's: global head size and KV heads, K==V full layers, the MoE block,
+    per-layer inputs) with its first ``n`` layers.  The published wrapper class
+    (``Gemma4ForConditionalGeneration``) makes vLLM load transformers' ``Gemma4Processor``, which imports
+    torchvision, absent from the CPU build; the text decoder's weights are the same.
+
+    transformers forces a Gemma 4 config's last layer to full attention, and the KV-sharing layers
+    (``num_kv_shared_layers``, E2B / E4B) are the model's last ones: a proxy must end on a full layer and
+    cannot cut a model that shares KV (SpecError)."""
+    from estimator.catalog.data import model_entry
+
+    text = dict(model_entry(model.id).get("config", {}).get("text_config") or {})
+    if not text:
+        raise SpecError(f"{model.id}: the catalog holds no Gemma 4 text_config to write")
+    types = list(text.get("layer_types") or [])[:n]
+    if n < model.n_layers and (text.get("num_kv_shared_layers") or 0):
+        raise SpecError(f"{model.id} shares KV across its last layers: vLLM proxies must keep every layer")
+    if types and types[-1] != "full_attention":
+        raise SpecError(
+            f"{model.id}: a Gemma 4 proxy must end on a full-attention layer (transformers forces the last "
+            f"layer to full); layer {n - 1} is {types[-1]}"
+        )
+    text.update(architectures=["Gemma4ForCausalLM"], model_type="gemma4_text", num_hidden_layers=n,
+                layer_types=types, torch_dtype="bfloat16")  # fmt: skip
+    return text
+
+
 def hf_config(model: ModelSpec, n_layers: int | None = None) -> dict:
     """A config.json dict that vLLM's dummy loader (and transformers' config classes) accept."""
     n = proxy_layers(model, n_layers)
+    if model.architecture == "gemma4_text":
+        return _gemma4_text_config(model, n)
     mt = "gemma3_text" if model.architecture == "gemma3" else model.architecture
     cls = HF_ARCH_CLASS.get(model.architecture)
     if model.arch_class and model.arch_class != "Gemma3ForConditionalGeneration":

@@ -697,7 +697,9 @@ def synthetic_model(
         raise SpecError(f"shape-only models are llama.cpp GGUF files, not for {engine}")
     if engine == "vllm":
         folder = root / f"{stem}-hf"
-        if not (folder / "config.json").exists():
+        # a few hundred bytes: written again whenever the writer's output differs from the cached file
+        cached = folder / "config.json"
+        if not cached.exists() or json.loads(cached.read_text()) != hf_config(model, n):
             write_hf_config_dir(model, folder, n)
         return folder
     if engine != "llama.cpp":

@@ -106,6 +106,36 @@ def test_hf_config_dir(tmp_path):
     assert g["layer_types"][:2] == ["sliding_attention", "full_attention"]
 
 
+def test_hf_config_gemma4_text_decoder():
+    """Gemma 4 for vLLM: the catalog's own text_config cut to the proxy's layers, as the text-only class
+    (the multimodal wrapper needs torchvision); a proxy ends on a full layer and keeps KV-sharing models
+    whole (SpecError otherwise)."""
+    from estimator.catalog.resolve import resolve_model
+
+    m = resolve_model("gemma-4-26b-a4b")
+    g = synth.hf_config(m, 6)
+    assert g["architectures"] == ["Gemma4ForCausalLM"] and g["model_type"] == "gemma4_text"
+    assert g["num_hidden_layers"] == 6 and g["layer_types"] == ["sliding_attention"] * 5 + ["full_attention"]
+    assert g["attention_k_eq_v"] is True and g["num_global_key_value_heads"] == 2
+    assert g["global_head_dim"] == 512
+    assert g["enable_moe_block"] is True and g["num_experts"] == 128 and g["hidden_size"] == m.hidden_size
+    with pytest.raises(SpecError, match="must end on a full-attention layer"):
+        synth.hf_config(m, 4)
+    e2b = resolve_model("gemma-4-e2b")
+    assert synth.hf_config(e2b)["num_kv_shared_layers"] > 0
+    with pytest.raises(SpecError, match="shares KV"):
+        synth.hf_config(e2b, 5)
+
+
+def test_vllm_config_folder_rewritten_when_the_writer_changes(tmp_path):
+    """A cached config.json that the writer would no longer produce is written again (vLLM reads only it)."""
+    m = synth.tiny_model("qwen3")
+    folder = synth.synthetic_model(m, "BF16", engine="vllm", cache_dir_path=tmp_path)
+    (folder / "config.json").write_text(json.dumps({"architectures": ["Stale"]}))
+    again = synth.synthetic_model(m, "BF16", engine="vllm", cache_dir_path=tmp_path)
+    assert again == folder and json.loads((folder / "config.json").read_text()) == synth.hf_config(m)
+
+
 def _load_and_eval(path, n_tokens=64, vocab=1024):
     llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=2, n_threads_batch=2, verbose=False)
     try:
