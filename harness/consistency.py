@@ -2,7 +2,9 @@
 
 For every own llama.cpp run in results/runs/ (``origin == "measured"``, ``engine == "llama.cpp"``, status ok;
 the tests of one run share its memory figures, so a run is compared once) the estimator is asked for the
-same point:
+same point; an own vLLM run is compared on its weights only (the worker's parameters plus the linears its CPU
+backend packed, against the weights of the layout vLLM loads: the profile's ``weight_format``, norms in the
+checkpoint dtype and a V projection on K==V layers):
 
 * model: ``estimator.catalog.resolve.resolve_model(model_id)`` reduced to ``n_layers_measured`` layers with
   ``harness.synth.proxy_spec`` (the spec of the file the sweep built: real widths, first K layers);
@@ -52,8 +54,8 @@ def gap(engine_bytes: int | None, est_bytes: int | None) -> tuple[int | None, fl
 
 @dataclass(frozen=True)
 class Comparison:
-    """One llama.cpp run: engine figures vs estimator figures (bytes).  ``error`` says why the estimator
-    could not size the point (then the est_* fields are None)."""
+    """One run: engine figures vs estimator figures (bytes); a vLLM run has weights only (KV / compute None).
+    ``error`` says why the estimator could not size the point (then the est_* fields are None)."""
 
     where: str  # "file:line" of the run's first record
     run_id: str
@@ -78,6 +80,7 @@ class Comparison:
     est_compute_bytes: int | None
     coefficients: str  # "prior" or the coefficients file used for the compute estimate
     error: str = ""
+    engine: str = "llama.cpp"  # vLLM rows compare weights only
 
     @property
     def weights_gap(self) -> tuple[int | None, float | None]:
@@ -112,11 +115,16 @@ class Comparison:
         return out
 
 
+# engines whose own runs report memory the estimator sizes: llama.cpp (weights, KV, compute buffers) and vLLM
+# (weights only: its KV figure is the pool the run asked for, its activations are not reported)
+MEMORY_ENGINES = ("llama.cpp", "vllm")
+
+
 def is_engine_run(rec: RunRecord) -> bool:
-    """An own llama.cpp measurement with memory figures (not an import, not a test double)."""
+    """An own llama.cpp or vLLM measurement with memory figures (not an import, not a test double)."""
     return (
         rec.origin == "measured"
-        and rec.engine == "llama.cpp"
+        and rec.engine in MEMORY_ENGINES
         and rec.status == "ok"
         and "TEST DOUBLE" not in (rec.build_info or "")
     )
@@ -175,12 +183,14 @@ def compare_record(
 ) -> Comparison:
     """Size ``rec``'s point with the estimator.  ``model`` is the real (full-depth) spec of ``rec.model_id``;
     None, or any SpecError while sizing, gives a Comparison carrying the error text."""
+    from estimator.engines import get_engine
     from estimator.physics.kv import kv_cache
     from estimator.physics.quant import get_quant
     from estimator.physics.runtime import runtime_buffers
     from estimator.physics.weights import weight_breakdown
     from harness.synth import proxy_spec
 
+    llama = rec.engine == "llama.cpp"
     extra = rec.extra if isinstance(rec.extra, dict) else {}
     # a memory-only point states its sequences and cache layout; its n_ctx is per sequence (the context's
     # total, n_ctx_actual, holds every sequence); a speed run's context holds one sequence
@@ -205,18 +215,21 @@ def compare_record(
         backend=rec.backend,
         n_records=n_records,
         engine_weights_bytes=rec.weights_bytes,
-        engine_kv_bytes=rec.kv_bytes,
+        engine_kv_bytes=rec.kv_bytes if llama else None,
         kv_rounding_bytes=LOG_MIB_ROUNDING_BYTES * _n_buffers(rec, ("KV", "RS")),
-        engine_compute_bytes=rec.compute_bytes,
+        engine_compute_bytes=rec.compute_bytes if llama else None,
         coefficients=coefficients_label,
+        engine=rec.engine,
     )
     empty = dict(est_weights_bytes=None, est_kv_bytes=None, est_compute_bytes=None)
     if model is None:
         return Comparison(**base, **empty, error=f"model {rec.model_id!r} is not known to the estimator")
     try:
         proxy = proxy_spec(model, rec.n_layers_measured or None)
-        quant = get_quant(rec.quant)
+        quant = get_engine(rec.engine).weight_format(get_quant(rec.quant))  # the layout the engine loads
         weights = weight_breakdown(proxy, quant).total_bytes
+        if not llama:
+            return Comparison(**base, est_weights_bytes=weights, est_kv_bytes=None, est_compute_bytes=None)
         kv = kv_cache(
             proxy,
             n_ctx,
@@ -341,10 +354,10 @@ def render_tables(rows: Sequence[Comparison], tolerance: float = TOLERANCE, cons
             console = Console(width=200)
     coeffs = sorted({r.coefficients for r in rows}) or ["prior"]
     t = Table(
-        title=f"llama.cpp engine vs estimator, {len(rows)} runs (gap = estimator - engine; weights/KV "
+        title=f"engine vs estimator, {len(rows)} runs (gap = estimator - engine; weights/KV "
         f"tolerance {tolerance:.0%}; compute with {', '.join(coeffs)} memory coefficients)"
     )
-    for col in ("model", "arch", "layers", "quant", "ctx / kv / fa"):
+    for col in ("model", "engine", "arch", "layers", "quant", "ctx / kv / fa"):
         t.add_column(col)
     for col in ("weights MiB eng", "est", "Δ", "KV MiB eng", "est", "Δ", "compute MiB eng", "est", "gap"):
         t.add_column(col, justify="right")
@@ -352,6 +365,7 @@ def render_tables(rows: Sequence[Comparison], tolerance: float = TOLERANCE, cons
         fa = "fa" if r.flash_attn else "-"
         t.add_row(
             r.model_id,
+            r.engine,
             r.architecture or "?",
             f"{r.n_layers_measured}/{r.n_layers_real}",
             r.quant,

@@ -40,14 +40,15 @@ def _published(metric: str, notes: str, **kw):
     return base_record(**base)
 
 
-def _physics(model_id="llama-3.1-8b", quant="Q4_K_M", n_ctx=8192):
+def _physics(model_id="llama-3.1-8b", quant="Q4_K_M", n_ctx=8192, engine="llama.cpp"):
     from estimator.catalog.resolve import resolve_model
+    from estimator.engines import get_engine
     from estimator.physics.kv import kv_cache
     from estimator.physics.quant import get_quant
     from estimator.physics.weights import weight_breakdown
 
     m = resolve_model(model_id)
-    wb = weight_breakdown(m, get_quant(quant))
+    wb = weight_breakdown(m, get_engine(engine).weight_format(get_quant(quant)))  # the layout it loads
     return m, wb, kv_cache(m, n_ctx, "f16", 1, "llama.cpp").total_bytes
 
 
@@ -96,7 +97,7 @@ def test_host_meaning_and_unknown_meaning():
 
 
 def test_vllm_kv_pool_is_not_gated_as_weights_plus_kv():
-    m, wb, kv = _physics("llama-3.1-8b", "BF16", 1024)
+    m, wb, kv = _physics("llama-3.1-8b", "BF16", 1024, engine="vllm")  # norms in bf16, as vLLM loads them
     rec = base_record(
         origin="measured",
         engine="vllm",

@@ -78,6 +78,20 @@ def test_recipes_are_vllm_formats_with_bf16_embeddings_head_and_router():
         checkpoint_tensor_bytes("NVFP4", 0, 16)
 
 
+def test_fp8_keeps_embeddings_head_and_norms_in_bf16():
+    """vLLM's --quantization fp8 quantizes the Linear layers only: embeddings, head, norms and router stay
+    bf16, as the FP8 format says (the llama.cpp-recipe path once typed embeddings and head fp8: 1.16 GB
+    short on gpt-oss-20b)."""
+    q = get_quant("FP8")
+    for tclass in ("token_embd", "output", "norm", "ffn_gate_inp"):
+        assert type_for(q, tclass, row_len=4096) == "bf16", tclass
+    assert type_for(q, "attn_q", row_len=4096) == "fp8"
+    m = resolve_model("gpt-oss-20b")
+    wb = weight_breakdown(m, q)
+    assert wb.by_class_bytes["token_embd"] == m.vocab_size * m.hidden_size * 2
+    assert wb.by_class_bytes["output"] == m.vocab_size * m.hidden_size * 2
+
+
 def test_nvfp4_quantizes_ffn_and_experts_only():
     q = get_quant("NVFP4")
     assert type_for(q, "ffn_down_exps", row_len=2048) == "nvfp4"

@@ -63,7 +63,15 @@ def _explain(row: cons.Comparison) -> str:
     )
 
 
-@pytest.mark.parametrize("row", RESULT_ROWS, ids=[_case_id(r) for r in RESULT_ROWS])
+LLAMA_ROWS = [r for r in RESULT_ROWS if r.engine == "llama.cpp"]
+VLLM_ROWS = [r for r in RESULT_ROWS if r.engine == "vllm"]
+# vLLM's weights: the worker's parameters (plus the linears its CPU backend packed) against the layout the
+# vLLM profile says it loads; what is left are Gemma 4's rope_freqs and layer scalars, which vLLM holds as
+# buffers, not parameters (524 B of a 6-layer 26B-A4B proxy)
+VLLM_WEIGHTS_SLACK_BYTES = 1024
+
+
+@pytest.mark.parametrize("row", LLAMA_ROWS, ids=[_case_id(r) for r in LLAMA_ROWS])
 def test_results_run_matches_estimator(row: cons.Comparison):
     assert not row.error, f"{row.where}: {row.error}"
     assert row.engine_weights_bytes and row.engine_kv_bytes, f"{row.where}: engine figures missing"
@@ -71,13 +79,28 @@ def test_results_run_matches_estimator(row: cons.Comparison):
     assert row.kv_ok(), "KV outside 1 %: " + _explain(row)
 
 
+@pytest.mark.parametrize("row", VLLM_ROWS, ids=[_case_id(r) for r in VLLM_ROWS])
+def test_vllm_run_weights_match_estimator(row: cons.Comparison):
+    """Norms in the checkpoint dtype (SmolLM2 / Qwen3 proxies: 17,280 / 20,480 B over with llama.cpp's F32)
+    and the V projection vLLM fills on Gemma 4's K==V layer (5,767,168 B under without it)."""
+    assert not row.error, f"{row.where}: {row.error}"
+    assert row.engine_kv_bytes is None and row.engine_compute_bytes is None  # weights only
+    gap = row.weights_gap[0]
+    assert gap is not None and abs(gap) <= VLLM_WEIGHTS_SLACK_BYTES, _explain(row)
+
+
+def test_vllm_rows_cover_checkpoint_layouts():
+    """The stored vLLM runs include a K==V model (Gemma 4), so the V-slot rule is checked on a measurement."""
+    assert {"smollm2-360m", "gemma-4-26b-a4b"} <= {r.model_id for r in VLLM_ROWS}
+
+
 def test_compute_gap_report():
     """Every run's compute gap can be computed (the engine compute buffers were parsed and the estimator
     sized the point); the table goes to test-artifacts/ and stdout."""
     if not RESULT_ROWS:
         pytest.skip("no measured llama.cpp records in results/runs yet")
-    missing = [r.where for r in RESULT_ROWS if r.compute_gap[1] is None]
-    assert not missing, f"runs without a compute gap: {missing}"
+    missing = [r.where for r in LLAMA_ROWS if r.compute_gap[1] is None]
+    assert not missing, f"llama.cpp runs without a compute gap: {missing}"
     from rich.console import Console
 
     buf = io.StringIO()
@@ -208,7 +231,11 @@ def test_runs_grouped_and_errors_reported():
     assert not cons.is_engine_run(_record(origin="imported"))
     assert not cons.is_engine_run(_record(status="failed"))
     assert not cons.is_engine_run(_record(build_info="TEST DOUBLE"))
-    assert not cons.is_engine_run(_record(engine="vllm"))
+    assert cons.is_engine_run(_record(engine="vllm"))  # compared on its weights
+    assert not cons.is_engine_run(_record(engine="sglang"))
+    vllm = cons.compare_runs([("f:9", _record(record_id="v", engine="vllm", extra={"run_id": "v"}))])[0]
+    assert vllm.engine == "vllm" and vllm.est_weights_bytes is not None
+    assert vllm.engine_kv_bytes is None and vllm.est_kv_bytes is None and vllm.kv_ok() is None
 
 
 def test_cli(tmp_path, capsys):

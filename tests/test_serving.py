@@ -37,7 +37,7 @@ def feats(model="llama-3.1-8b", hw="h100-80gb-sxm", quant="BF16", engine="vllm",
 def test_a_pure_decode_step_is_the_decode_step_formula():
     """With u = 0 and no attention / per-request terms, the mixed step is speed.step_s of the decode features
     of the same batch (weights with the expert union, KV at depth isl + osl/2)."""
-    m, q = resolve_model("qwen3-30b-a3b"), get_quant("BF16")
+    m, q = resolve_model("qwen3-30b-a3b"), get_engine("vllm").weight_format(get_quant("BF16"))  # as loaded
     f = feats("qwen3-30b-a3b", c=8)
     p = dict(PARAMS, kv_bw_eff=PARAMS["bw_eff"], t_seq_s=0.0, attn_eff=1e30, flops_rel_moe=1.0)
     wl = Workload(n_ctx=2048, kv_dtype="bf16", engine="vllm", n_seq=8)
@@ -186,6 +186,26 @@ def test_mxfp4_on_vllm_keeps_the_non_expert_matrices_in_bf16():
     assert set(ckpt.by_type_bytes) == {"mxfp4", "bf16"}
     assert ckpt.by_type_bytes["bf16"] / 2 + ckpt.by_type_bytes["mxfp4"] * 32 / 17 == ckpt.n_params_total
     assert ckpt.total_bytes > llama.total_bytes
+
+
+def test_checkpoint_engines_load_norms_in_the_checkpoint_dtype_and_vllm_fills_k_eq_v():
+    """A PyTorch engine keeps norms, biases and the router in the checkpoint dtype (llama.cpp: F32); vLLM
+    also allocates V on Gemma 4's K==V full layers and loads K into it.  The byte counts: one norm element
+    2 B less; one 31B full layer's V = 4 KV heads x 512 x 5,376 bf16."""
+    m = resolve_model("gemma-4-31b")
+    bf16 = get_quant("BF16")
+    engines = ("llama.cpp", "vllm", "sglang")
+    gguf, vllm, sglang = (weight_breakdown(m, get_engine(e).weight_format(bf16)) for e in engines)
+    assert get_engine("llama.cpp").weight_format(bf16) is bf16
+    norms = gguf.by_class_bytes["norm"]
+    assert sglang.by_class_bytes["norm"] * 2 == norms  # F32 -> BF16
+    assert sglang.total_bytes == gguf.total_bytes - norms // 2
+    n_full = m.layer_types.count("full")
+    v_slot = n_full * m.global_n_kv_heads * m.global_head_dim * m.hidden_size * 2
+    assert vllm.total_bytes - sglang.total_bytes == v_slot
+    # a GGUF recipe stays llama.cpp's (the checkpoint engines do not rewrite its types)
+    q4 = get_quant("Q4_K_M")
+    assert get_engine("vllm").weight_format(q4) is q4 and get_engine("sglang").weight_format(q4) is q4
 
 
 def test_calibration_recovers_known_serving_parameters():

@@ -470,10 +470,29 @@ MXFP4_CHECKPOINT = QuantSpec(
 )
 
 
+# 1-D tensors and the router: llama.cpp keeps them F32 (estimator.physics.quant.ALWAYS_F32); a PyTorch
+# engine creates them in the checkpoint's dtype (RMSNorm weights, biases, the MoE gate's ReplicatedLinear).
+# Measured: vLLM's worker holds SmolLM2-360M's and Qwen3-0.6B's norms in bf16 (results/runs/cpu-full:
+# 17,280 and 20,480 B below the GGUF recipe's F32 count, 2 B per norm element).  The state-space scalars
+# (ssm_conv1d, ssm_small: A, D, dt_bias) stay F32, a few KB: vLLM keeps A (Mamba2), A_log / dt_bias (GDN) in
+# float32.
+_CHECKPOINT_SMALL = ("norm", "bias", "ffn_gate_inp")
+_SSM_F32 = ("ssm_conv1d", "ssm_small")
+
+
 def checkpoint_weight_format(quant: QuantSpec) -> QuantSpec:
-    """What a Hugging Face checkpoint engine (vLLM, SGLang) loads for ``quant``: MXFP4 as published
-    (``MXFP4_CHECKPOINT``), every other format as catalogued."""
-    return MXFP4_CHECKPOINT if quant.name.upper() == "MXFP4" else quant
+    """What a Hugging Face checkpoint engine (vLLM, SGLang, TensorRT-LLM) loads for ``quant``: MXFP4 as
+    published (``MXFP4_CHECKPOINT``); a dense float format (F16 / BF16) with its norms, biases and router in
+    that dtype instead of llama.cpp's F32 (``_CHECKPOINT_SMALL``); every other format as catalogued (the
+    checkpoint formats already keep them in bf16 / f16)."""
+    name = quant.name.upper()
+    if name == "MXFP4":
+        return MXFP4_CHECKPOINT
+    if name in ("F16", "BF16") and not quant.from_file:
+        dtype = name.lower()
+        small = {**dict.fromkeys(_CHECKPOINT_SMALL, dtype), **dict.fromkeys(_SSM_F32, "f32")}
+        return replace(quant, types={**quant.types, **small})  # same name and description: the dtype's
+    return quant
 
 
 def gpu_layers(model: ModelSpec, workload: Workload, weights_bytes: int) -> int:

@@ -28,6 +28,8 @@ not modelled); CPU builds capture none.  MXFP4 is loaded as the checkpoint store
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from estimator.engines.base import (
     EngineProfile,
     KVLayout,
@@ -183,7 +185,11 @@ class VLLM(EngineProfile):
         return SchedulerSpec(budget, seqs, True, graphs, SCHEDULER_SOURCE)
 
     def weight_format(self, quant: QuantSpec) -> QuantSpec:
-        return checkpoint_weight_format(quant)
+        """The checkpoint as loaded (``checkpoint_weight_format``); a checkpoint format (safetensors) also
+        gets a V projection on K==V full layers: vLLM's fused qkv_proj keeps the V slot and loads K's weights
+        into it (model_executor/models/gemma4.py, ``attention_k_eq_v``; ``QuantSpec.fills_k_eq_v``)."""
+        q = checkpoint_weight_format(quant)
+        return replace(q, fills_k_eq_v=True) if "safetensors" in q.containers else q
 
 
 SCHEDULER_SOURCE = (

@@ -555,8 +555,8 @@ def _llama_type(
         return q.types.get(tclass, "f32")
     if qname in SERVING_RECIPES:  # serving-engine checkpoint formats (block at the end of this module)
         return _serving_type(qname, tclass, row_len)
-    if default in _UNQUANTIZED or default == "fp8":
-        return default
+    if default in _UNQUANTIZED or default == "fp8":  # the format's own class types (FP8: bf16 embeddings)
+        return q.types.get(tclass, default)
     if tclass in KEEP_FLOAT:
         return "f16"
     if qname in ("AWQ-INT4", "GPTQ-INT4"):

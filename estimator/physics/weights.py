@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import replace
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -693,7 +694,8 @@ def weight_breakdown(model: ModelSpec, quant: QuantSpec | str | None = None) -> 
     """Weight bytes of ``model`` in ``quant``.
 
     Exact file tensor sums when ``model.gguf_tensors`` is set and quant is None, "gguf" or the file's own
-    format (``QuantSpec.from_file``, ``estimator.physics.quant.file_quant``).
+    format (``QuantSpec.from_file``, ``estimator.physics.quant.file_quant``).  A format an engine loads with a
+    V projection on K==V layers (``QuantSpec.fills_k_eq_v``: vLLM) counts those layers' attn_v as well.
     """
     if model.gguf_tensors is not None and (
         quant is None
@@ -704,6 +706,10 @@ def weight_breakdown(model: ModelSpec, quant: QuantSpec | str | None = None) -> 
     if quant is None:
         raise ValueError("quant is required for a model without GGUF tensors")
     q = get_quant(quant) if isinstance(quant, str) else quant
+    if q.fills_k_eq_v:  # the engine loads a V projection on K==V layers; otherwise the format as listed
+        model = replace(model, k_eq_v=False) if model.k_eq_v else model
+        q = replace(q, fills_k_eq_v=False)
+        q = catalog_quant(q.name) if q == catalog_quant(q.name) else q
     if catalog_quant(q.name) is q:
         return _breakdown_catalog_quant(model, q.name)
     return _breakdown(model, q)
