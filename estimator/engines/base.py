@@ -480,19 +480,24 @@ _CHECKPOINT_SMALL = ("norm", "bias", "ffn_gate_inp")
 _SSM_F32 = ("ssm_conv1d", "ssm_small")
 
 
-def checkpoint_weight_format(quant: QuantSpec) -> QuantSpec:
+def checkpoint_weight_format(quant: QuantSpec, fills_k_eq_v: bool = False) -> QuantSpec:
     """What a Hugging Face checkpoint engine (vLLM, SGLang, TensorRT-LLM) loads for ``quant``: MXFP4 as
     published (``MXFP4_CHECKPOINT``); a dense float format (F16 / BF16) with its norms, biases and router in
     that dtype instead of llama.cpp's F32 (``_CHECKPOINT_SMALL``); every other format as catalogued (the
-    checkpoint formats already keep them in bf16 / f16)."""
+    checkpoint formats already keep them in bf16 / f16).  ``fills_k_eq_v``: the engine's loader keeps a V
+    projection on K==V layers and loads K into it (``QuantSpec.fills_k_eq_v``; the calling profile says so
+    with its source), applied to the checkpoint (safetensors) formats."""
     name = quant.name.upper()
+    q = quant
     if name == "MXFP4":
-        return MXFP4_CHECKPOINT
-    if name in ("F16", "BF16") and not quant.from_file:
+        q = MXFP4_CHECKPOINT
+    elif name in ("F16", "BF16") and not quant.from_file:
         dtype = name.lower()
         small = {**dict.fromkeys(_CHECKPOINT_SMALL, dtype), **dict.fromkeys(_SSM_F32, "f32")}
-        return replace(quant, types={**quant.types, **small})  # same name and description: the dtype's
-    return quant
+        q = replace(quant, types={**quant.types, **small})  # same name and description: the dtype's
+    if fills_k_eq_v and "safetensors" in q.containers:
+        q = replace(q, fills_k_eq_v=True)
+    return q
 
 
 def gpu_layers(model: ModelSpec, workload: Workload, weights_bytes: int) -> int:

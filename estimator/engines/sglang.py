@@ -172,7 +172,10 @@ class SGLang(EngineProfile):
         return SchedulerSpec(budget, MAX_RUNNING_REQUESTS, False, graphs, SCHEDULER_SOURCE)
 
     def weight_format(self, quant: QuantSpec) -> QuantSpec:
-        return checkpoint_weight_format(quant)
+        """The checkpoint as loaded (``checkpoint_weight_format``), with a V projection on K==V full layers:
+        SGLang's Gemma 4 keeps one fused qkv_proj for every layer and its loader copies k_proj into the V
+        shard where ``attention_k_eq_v`` holds (python/sglang/srt/models/gemma4_causal.py, load_weights)."""
+        return checkpoint_weight_format(quant, fills_k_eq_v=True)
 
     def dense_prompt_keys(self, model: ModelSpec, hardware: HardwareSpec) -> int:
         """index_topk on SM90 / SM100 for a DSA model, else 0.

@@ -28,8 +28,6 @@ not modelled); CPU builds capture none.  MXFP4 is loaded as the checkpoint store
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from estimator.engines.base import (
     EngineProfile,
     KVLayout,
@@ -188,8 +186,7 @@ class VLLM(EngineProfile):
         """The checkpoint as loaded (``checkpoint_weight_format``); a checkpoint format (safetensors) also
         gets a V projection on K==V full layers: vLLM's fused qkv_proj keeps the V slot and loads K's weights
         into it (model_executor/models/gemma4.py, ``attention_k_eq_v``; ``QuantSpec.fills_k_eq_v``)."""
-        q = checkpoint_weight_format(quant)
-        return replace(q, fills_k_eq_v=True) if "safetensors" in q.containers else q
+        return checkpoint_weight_format(quant, fills_k_eq_v=True)
 
 
 SCHEDULER_SOURCE = (
