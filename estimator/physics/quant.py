@@ -53,7 +53,7 @@ file only (``get_quant`` says so for a ``UD-`` name).
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import PurePath as Path
 
@@ -336,6 +336,17 @@ def get_quant(name: str) -> QuantSpec:
 def catalog_quant(name: str) -> QuantSpec | None:
     """The shipped QuantSpec of that exact name (a listed one or an imatrix / static variant), else None."""
     return QUANTS.get(name) or VARIANTS.get(name)
+
+
+def as_listed(quant: QuantSpec) -> QuantSpec:
+    """``quant`` without an engine's loading flag (``QuantSpec.fills_k_eq_v``, which adds tensors, not types):
+    the shipped object when that is what remains, so a listed format keeps its recipe rules (serving formats'
+    bf16 attention, llama.cpp's promotions) in what an engine loads."""
+    if not quant.fills_k_eq_v:
+        return quant
+    q = replace(quant, fills_k_eq_v=False)
+    listed = catalog_quant(q.name)
+    return listed if listed == q else q
 
 
 def llama_recipe(quant: QuantSpec | str) -> LlamaRecipe | None:
@@ -629,7 +640,7 @@ def type_for(
     category in llama.cpp's (layer, name) order.  ``row_len`` is the tensor's ne[0] (input features) for the
     block-size fallback.
     """
-    q = get_quant(quant) if isinstance(quant, str) else quant
+    q = as_listed(get_quant(quant) if isinstance(quant, str) else quant)
     if catalog_quant(q.name) is not q:
         t = q.types.get(tensor_class, q.default_type)
         return fallback_type(t, row_len)

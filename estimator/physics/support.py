@@ -34,7 +34,7 @@ from functools import lru_cache
 
 from estimator.catalog import support as table
 from estimator.engines import get_engine
-from estimator.physics.quant import catalog_quant
+from estimator.physics.quant import as_listed, catalog_quant
 from estimator.physics.weights import class_types, weight_breakdown
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
 
@@ -217,6 +217,7 @@ def _expert_types(model: ModelSpec, quant: QuantSpec | None) -> tuple[str, ...]:
     QuantSpec (its per-class ``types`` dict is unhashable) is typed each time."""
     if model.moe is None:
         return ()
+    quant = as_listed(quant) if quant is not None else None
     if quant is None or catalog_quant(quant.name) is quant:
         return _cached_expert_types(model, quant.name if quant is not None else None)
     return _types_of_experts(model, quant)

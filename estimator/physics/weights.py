@@ -58,6 +58,7 @@ from estimator.physics.quant import (
     COUNTED_CATEGORIES,
     TYPE_SIZES,
     _llama_type,
+    as_listed,
     canonical_type,
     catalog_quant,
     category,
@@ -564,6 +565,7 @@ def _nbytes(t: str, n_el: int) -> int:
 
 def _typer(model: ModelSpec, q: QuantSpec, p: _Plan):
     """typ(tclass, layer, n, row_len, is_3d, counter) -> the storage type of one tensor under ``q``."""
+    q = as_listed(q)
     if catalog_quant(q.name) is q:  # catalog recipe: straight to the memoised llama.cpp rule
         tied = model.tie_embeddings
 
@@ -695,7 +697,7 @@ def weight_breakdown(model: ModelSpec, quant: QuantSpec | str | None = None) -> 
 
     Exact file tensor sums when ``model.gguf_tensors`` is set and quant is None, "gguf" or the file's own
     format (``QuantSpec.from_file``, ``estimator.physics.quant.file_quant``).  A format an engine loads with a
-    V projection on K==V layers (``QuantSpec.fills_k_eq_v``: vLLM) counts those layers' attn_v as well.
+    V projection on K==V layers (``QuantSpec.fills_k_eq_v``: vLLM, SGLang) counts their attn_v as well.
     """
     if model.gguf_tensors is not None and (
         quant is None
@@ -706,10 +708,9 @@ def weight_breakdown(model: ModelSpec, quant: QuantSpec | str | None = None) -> 
     if quant is None:
         raise ValueError("quant is required for a model without GGUF tensors")
     q = get_quant(quant) if isinstance(quant, str) else quant
-    if q.fills_k_eq_v:  # the engine loads a V projection on K==V layers; otherwise the format as listed
-        model = replace(model, k_eq_v=False) if model.k_eq_v else model
-        q = replace(q, fills_k_eq_v=False)
-        q = catalog_quant(q.name) if q == catalog_quant(q.name) else q
+    if q.fills_k_eq_v and model.k_eq_v:  # the engine loads a V projection on K==V layers
+        model = replace(model, k_eq_v=False)
+    q = as_listed(q)  # otherwise the format as listed
     if catalog_quant(q.name) is q:
         return _breakdown_catalog_quant(model, q.name)
     return _breakdown(model, q)
