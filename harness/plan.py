@@ -306,19 +306,22 @@ def _resolve_model_ref(ref: str, plan_dir: Path, catalog: Catalog, where: str) -
         raise PlanError(f"{where} {ref!r}: {exc}") from None
 
 
-def _check_buildable(engine: str, model: ModelSpec, where: str) -> None:
-    """The synthetic-model builder must know the architecture (a GGUF writer for an engine that loads
-    GGUF)."""
-    if get_engine(engine).container != "gguf":
-        return
+def _check_buildable(engine: str, model: ModelSpec, n_layers: int, where: str) -> None:
+    """The synthetic-model builder must know the architecture: a GGUF writer for an engine that loads GGUF, a
+    config.json of that depth for vLLM's dummy load (``harness.synth.hf_config``: e.g. a Gemma 4 proxy must
+    end on a full layer)."""
     try:
-        from harness.synth import gguf_arch
+        from harness.synth import gguf_arch, hf_config
     except ImportError:  # builder not installed: the build step will report it per point
         return
     try:
-        gguf_arch(model)
+        if get_engine(engine).container == "gguf":
+            gguf_arch(model)
+        elif engine == "vllm":
+            hf_config(model, n_layers)
     except SpecError as exc:
-        raise PlanError(f"{where}: cannot build a synthetic GGUF for llama.cpp: {exc}") from None
+        what = "a synthetic GGUF for llama.cpp" if engine != "vllm" else "a config.json for vLLM's dummy load"
+        raise PlanError(f"{where}: cannot build {what}: {exc}") from None
 
 
 def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int) -> list[PlannedPoint]:
@@ -430,7 +433,7 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
 
     points = []
     for engine, (ref, model, n_layers), q, kind in product(engines, models, quants, kinds):
-        _check_buildable(engine, model, f"{w}.models {ref!r}")
+        _check_buildable(engine, model, n_layers, f"{w}.models {ref!r}")
         qspec = quant_specs[q]
         profile = get_engine(engine)
         if not profile.runs(qspec):

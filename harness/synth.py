@@ -697,9 +697,13 @@ def synthetic_model(
         raise SpecError(f"shape-only models are llama.cpp GGUF files, not for {engine}")
     if engine == "vllm":
         folder = root / f"{stem}-hf"
-        # a few hundred bytes: written again whenever the writer's output differs from the cached file
-        cached = folder / "config.json"
-        if not cached.exists() or json.loads(cached.read_text()) != hf_config(model, n):
+        # a few hundred bytes: written again whenever the cached file is not what the writer gives now
+        # (missing, unreadable, or from an older writer)
+        try:
+            current = json.loads((folder / "config.json").read_text()) == hf_config(model, n)
+        except (OSError, ValueError):
+            current = False
+        if not current:
             write_hf_config_dir(model, folder, n)
         return folder
     if engine != "llama.cpp":

@@ -133,6 +133,16 @@ def test_vllm_kv_dtype_checked_before_running():
     assert len(parse_plan(VLLM + 'kv_dtypes = ["f16", "fp8"]\n', "v.toml").points) == 2
 
 
+def test_vllm_config_that_cannot_be_written_fails_before_running():
+    """A Gemma 4 proxy cut on a sliding layer has no config.json vLLM would load as written (transformers
+    forces the last layer to full attention): refused at plan time, naming the layer; 6 layers end on the
+    full one."""
+    bad = VLLM.replace('{ id = "smollm2-135m", layers = 2 }', '{ id = "gemma-4-26b-a4b", layers = 4 }')
+    with pytest.raises(PlanError, match=r"config\.json for vLLM.*layer 3 is sliding_attention"):
+        parse_plan(bad, "v.toml")
+    assert parse_plan(bad.replace("layers = 4", "layers = 6"), "v.toml").points
+
+
 def test_vllm_flash_attn_axis_does_not_duplicate_points():
     # vLLM chooses its own attention backend: fa true/false would be the same measurement twice
     assert len(parse_plan(VLLM + "flash_attn = [false, true]\n", "v.toml").points) == 1

@@ -131,9 +131,10 @@ def test_vllm_config_folder_rewritten_when_the_writer_changes(tmp_path):
     """A cached config.json that the writer would no longer produce is written again (vLLM reads only it)."""
     m = synth.tiny_model("qwen3")
     folder = synth.synthetic_model(m, "BF16", engine="vllm", cache_dir_path=tmp_path)
-    (folder / "config.json").write_text(json.dumps({"architectures": ["Stale"]}))
-    again = synth.synthetic_model(m, "BF16", engine="vllm", cache_dir_path=tmp_path)
-    assert again == folder and json.loads((folder / "config.json").read_text()) == synth.hf_config(m)
+    for stale in (json.dumps({"architectures": ["Stale"]}), "{not json"):
+        (folder / "config.json").write_text(stale)
+        again = synth.synthetic_model(m, "BF16", engine="vllm", cache_dir_path=tmp_path)
+        assert again == folder and json.loads((folder / "config.json").read_text()) == synth.hf_config(m)
 
 
 def _load_and_eval(path, n_tokens=64, vocab=1024):
