@@ -146,7 +146,8 @@ def test_parse_params_defaults_and_errors():
     p = parse_params({"model": ["llama-3.1-8b"], "offload_gib": ["1.5"]})
     assert p.ctx is None and p.offload_gib == 1.5 and p.lang == "en"  # no ctx: 8192 or the model's maximum
     assert p.memory_gib is None and p.family is None and p.request().memory_gib is None
-    assert p.request().offload_gib == 1.5 and p.request().quant == "Q4_K_M"
+    assert p.request().offload_gib == 1.5 and p.request().quant is None  # the engine's default for the model
+    assert p.query()["quant"] == ""
     with pytest.raises(ParamError):
         parse_params({"concurrency": ["0"]})
 

@@ -33,6 +33,9 @@ Additions kept in this repository (tools/catalog/, each row or entry with its so
   transcribed from public copies of the Hub's config.json, are not);
 * ``model_aliases.json``: ids that name the architecture of an existing entry (fine-tunes, quantized
   re-uploads, renamed repositories), stored on the target as ``aliases`` [{alias, quant, note}];
+* ``checkpoints.json``: the weight format of the checkpoint an entry's HF id names where the reference's
+  ``weight_quantization`` describes another file (the config.json copy behind the geometry) or is empty;
+  it replaces the entry's ``weight_quantization``;
 * ``hardware_added.csv``: devices the reference lacks (same 16 columns as hardware.csv, ``source`` and
   ``verified_notes`` per row);
 * ``hardware_aliases.csv``: names under which published data names a catalog device (aiconfigurator system
@@ -424,7 +427,7 @@ def build_models(ref: Path) -> list[dict]:
                 "unsizable_reason": reason,
                 "config": cfg if reason is None else None,
                 "config_source": cfg_source if reason is None else None,
-                "weight_quantization": e.get("weight_quantization"),
+                "weight_quantization": checkpoint_format(e["hf_id"], e.get("weight_quantization")),
                 "published_total_params": e.get("published_total_params"),
                 "published_active_params": e.get("published_active_params"),
                 "published_params_source": e.get("published_params_source"),
@@ -439,6 +442,16 @@ def build_models(ref: Path) -> list[dict]:
     out = complete_models(out) + added_models(seen)
     attach_model_aliases(out)
     return out
+
+
+def checkpoint_format(hf_id: str, reference_value: str | None) -> str | None:
+    """The weight format of ``hf_id``'s checkpoint: tools/catalog/checkpoints.json's entry, else the
+    reference's ``weight_quantization``."""
+    doc = json.loads((ADDED / "checkpoints.json").read_text())
+    for c in doc["checkpoints"]:
+        if c["hf_id"] == hf_id:
+            return c["weight_quantization"]
+    return reference_value
 
 
 def complete_models(models: list[dict]) -> list[dict]:

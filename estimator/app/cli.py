@@ -171,8 +171,9 @@ def build_parser(serve_args: bool = True) -> argparse.ArgumentParser:
     r.add_argument(
         "--quant",
         default=None,
-        help="weight format (default: a .gguf file's own tensors, else Q4_K_M for llama.cpp, BF16 for vLLM; "
-        "'gguf' = the file's own)",
+        help="weight format (default: a .gguf file's own tensors; else for vLLM / SGLang / TensorRT-LLM the "
+        "format the model is published in (BF16, FP8-BLOCK, MXFP4 ...), for llama.cpp Q4_K_M (MXFP4 for "
+        "gpt-oss); 'gguf' = the file's own)",
     )
     _add_workload_args(r)
     r.add_argument(

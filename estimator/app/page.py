@@ -104,7 +104,9 @@ def page_html(params: Any, lang: str, fragment: str, error: str = "") -> str:
                 [("auto", t("hw_auto", lang)), ("custom", t("hw_custom", lang)), *opts["hardware"]],
                 values["hardware"],
             ),
-            _select("quant", t("quant", lang), opts["quant"], values["quant"]),
+            _select(
+                "quant", t("quant", lang), [("", t("quant_default", lang)), *opts["quant"]], values["quant"]
+            ),
             _number("ctx", t("context", lang), values["ctx"], 1, "1", t("ctx_default", lang)),
             _select("kv", t("kv_dtype", lang), opts["kv"], values["kv"]),
             _number("devices", t("devices", lang), values["devices"], 1),

@@ -14,7 +14,7 @@ from estimator.validate import parse_number
 DEFAULTS: dict[str, str] = {
     "model": "llama-3.1-8b",
     "hardware": "rtx-4090",
-    "quant": "Q4_K_M",
+    "quant": "",  # empty: the engine's default for the model (as `report` without --quant)
     "ctx": "",  # empty: 8192, or the model's maximum when smaller (as `report` without --ctx)
     "kv": "f16",
     "devices": "1",
@@ -35,7 +35,7 @@ DEFAULTS: dict[str, str] = {
     "slo_tpot_ms": "100",
 }
 # the optional parameters: an empty value means "not given"
-OPTIONAL = ("ctx", "memory_gib", "bandwidth_gbs", "tflops", "family", "cpu_cores", "cpu_clock_ghz")
+OPTIONAL = ("quant", "ctx", "memory_gib", "bandwidth_gbs", "tflops", "family", "cpu_cores", "cpu_clock_ghz")
 
 
 class ParamError(ValueError):
@@ -48,7 +48,7 @@ class ReportParams:
 
     model: str
     hardware: str
-    quant: str
+    quant: str | None  # None: the engine's default for the model (EngineProfile.default_quant_for)
     ctx: int | None
     kv: str
     devices: int
@@ -98,7 +98,7 @@ class ReportParams:
         return {
             "model": self.model,
             "hardware": self.hardware,
-            "quant": self.quant,
+            "quant": self.quant or "",
             "ctx": "" if self.ctx is None else str(self.ctx),
             "kv": self.kv,
             "devices": str(self.devices),
@@ -173,7 +173,7 @@ def parse_params(query: dict[str, list[str]]) -> ReportParams:
     return ReportParams(
         model=_text("model", raw["model"]),
         hardware=_text("hardware", raw["hardware"]),
-        quant=_text("quant", raw["quant"]),
+        quant=_text("quant", given["quant"]) if given["quant"] else None,
         ctx=int(_number("ctx", given["ctx"], "ctx")) if given["ctx"] else None,
         kv=_text("kv", raw["kv"]),
         devices=int(_number("devices", raw["devices"], "devices")),

@@ -8,7 +8,8 @@ Input columns (llama-bench semantics):
   catalog; ``measured_as`` is the device key of a detected host's own runs, ``"<host>:<device name>"``, so
   its calibrated effects answer when the coefficients hold them), ``n_devices``
   (1), ``engine`` (llama.cpp),
-  ``quant`` (optional for a .gguf model: empty or ``gguf`` means the file's own tensors), ``kv_dtype``
+  ``quant`` (empty: a .gguf model's own tensors, else the engine's default for the model as in ``report``,
+  ``EngineProfile.default_quant_for``; ``gguf``: the file's own tensors), ``kv_dtype``
   (f16), ``n_prompt``, ``n_gen``, ``n_depth`` (0), ``batch`` (1, concurrent
   sequences), ``n_ctx`` (default n_prompt + n_gen + n_depth, like llama-bench), ``flash_attn`` (1; 1/0,
   on/off or auto); optional ``split`` (tp|pp; default: the engine's own, llama.cpp pp / vLLM tp),
@@ -276,12 +277,12 @@ def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None =
         )
     hardware = resolver.hardware(row)
     qtext = _text(row, "quant")
-    if model.gguf_tensors is not None and qtext.lower() in ("", "gguf"):
-        quant = QuantSpec(name="GGUF", default_type="f16", description="the GGUF file's own tensor types")
-    else:
-        quant = get_quant(qtext)
     if wl.engine not in ENGINES:
         raise SpecError(f"unknown engine {wl.engine!r}; one of {', '.join(ENGINES)}")
+    if model.gguf_tensors is not None and qtext.lower() in ("", "gguf"):
+        quant = QuantSpec(name="GGUF", default_type="f16", description="the GGUF file's own tensor types")
+    else:  # empty: the engine's default for the model, as `report` without --quant
+        quant = get_quant(qtext or get_engine(wl.engine).default_quant_for(model))
     quant = get_engine(wl.engine).weight_format(quant)  # the layout the engine loads (vLLM MXFP4 checkpoints)
     if not get_engine(wl.engine).runs(quant):
         engines = ", ".join(engines_for(quant))

@@ -21,6 +21,8 @@ from estimator.catalog import names
 from estimator.specs import GIB, HardwareSpec, ModelSpec, SpecError
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+# checkpoint weight formats a models.json ``weight_quantization`` may state (ModelSpec.native_dtype values)
+CHECKPOINT_DTYPES = ("bf16", "f16", "f32", "fp8", "mxfp4", "nvfp4")
 
 
 @lru_cache(maxsize=1)
@@ -128,9 +130,11 @@ def get_model(model_id: str) -> ModelSpec:
         published_total_params=m.get("published_total_params"),
         published_active_params=m.get("published_active_params"),
     )
+    # the checkpoint the entry's hf_id names (tools/catalog/checkpoints.json where the config.json copy behind
+    # the geometry is another file's): what a checkpoint engine loads when no format is asked for
     native = spec.native_dtype
     wq = m.get("weight_quantization")
-    if wq in ("fp8", "mxfp4"):
+    if wq in CHECKPOINT_DTYPES:
         native = wq
     from dataclasses import replace
 

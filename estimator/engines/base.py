@@ -436,23 +436,69 @@ class EngineProfile:
         """The per-tensor recipe the engine loads for ``quant`` (the catalog recipe unless it differs)."""
         return quant
 
+    def default_quant_for(self, model: ModelSpec) -> str:
+        """The weight format sized when none is asked for: a checkpoint engine (``container``
+        "safetensors": vLLM, SGLang, TensorRT-LLM) loads the published checkpoint as it is
+        (``checkpoint_quant``: DeepSeek-V3 in FP8-BLOCK, gpt-oss in MXFP4), else ``default_quant``."""
+        if self.container == "safetensors":
+            return checkpoint_quant(model) or self.default_quant
+        return self.default_quant
+
 
 _DENSE_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
+# catalog weight format of a published checkpoint, by its dtype (ModelSpec.native_dtype).  A Hugging Face
+# ``quant_method: fp8`` checkpoint is transformers' fine-grained FP8: E4M3 weights with one scale per
+# 128 x 128 block (``weight_block_size``), as DeepSeek-V3 / R1 / V3.2, Kimi K2 and MiniMax-M2 publish
+# theirs; a per-tensor FP8 checkpoint states ``compressed-tensors`` and is not mapped.
+CHECKPOINT_QUANTS = {
+    "bf16": "BF16", "f16": "F16", "f32": "F32", "fp8": "FP8-BLOCK", "mxfp4": "MXFP4", "nvfp4": "NVFP4",
+}  # fmt: skip
 
 
-def checkpoint_args(model: ModelSpec, quant: QuantSpec) -> tuple[str, list[str], list[str]] | None:
-    """(model argument, extra flags, notes) of a Hugging Face checkpoint engine (vLLM, SGLang) for a dense
-    dtype (``--dtype``) or FP8 (``--quantization fp8`` quantizes a bf16 checkpoint at load time); None for
-    any other format (the engine decides)."""
+def checkpoint_quant(model: ModelSpec) -> str | None:
+    """The catalog format of the model's published checkpoint (``CHECKPOINT_QUANTS``); None for a GGUF file
+    (its own tensors) or a checkpoint dtype no catalog format names."""
+    if model.gguf_tensors is not None:
+        return None
+    return CHECKPOINT_QUANTS.get(model.native_dtype)
+
+
+def checkpoint_args(
+    model: ModelSpec, quant: QuantSpec, label: str
+) -> tuple[str, list[str], list[str]] | None:
+    """(model argument, extra flags, notes) of a Hugging Face checkpoint engine (vLLM, SGLang; ``label``
+    names it in notes) loading ``quant``:
+
+    * the published checkpoint's own quantized format (``checkpoint_quant``; FP8 of an FP8 checkpoint): the
+      repository, no flag (the engine reads the checkpoint's quantization_config);
+    * a dense dtype of an unquantized checkpoint: ``--dtype`` (explicit, also for the checkpoint's own); FP8
+      of one: ``--quantization fp8`` (quantized at load time);
+    * a dense dtype of a quantized checkpoint: a dequantized copy (an engine keeps a checkpoint's
+      quantization whatever ``--dtype`` says);
+    * another format a checkpoint holds (``quant.containers`` has safetensors: NVFP4, FP8-BLOCK, AWQ,
+      W4A16 ...): a checkpoint published in that format, named as a placeholder;
+
+    None when no checkpoint holds the format (a GGUF recipe: the engine decides)."""
     q = quant.name.upper()
     repo = model.hf_id or model.id
+    own = checkpoint_quant(model)
+    quantized = own not in (None, *_DENSE_DTYPES)
+    if q not in _DENSE_DTYPES and (q == own or (q == "FP8" and model.native_dtype == "fp8")):
+        return repo, [], []
     if q in _DENSE_DTYPES:
-        return repo, ["--dtype", _DENSE_DTYPES[q]], []
-    if q == "FP8":
-        if model.native_dtype == "fp8":
-            return repo, [], []
+        if not quantized:
+            return repo, ["--dtype", _DENSE_DTYPES[q]], []
+        note = (
+            f"{repo} is published in {own}; {label} keeps a checkpoint's quantization whatever --dtype says, "
+            f"so {q} needs a dequantized copy"
+        )
+        return f"<{q} checkpoint of {repo}>", ["--dtype", _DENSE_DTYPES[q]], [note]
+    if q == "FP8" and not quantized:
         note = "--quantization fp8 quantizes the bf16 checkpoint to FP8 at load time"
         return repo, ["--quantization", "fp8"], [note]
+    if "safetensors" in quant.containers:
+        note = f"{label} reads the quantization settings from the quantized checkpoint's config"
+        return f"<{quant.name} checkpoint of {repo}>", [], [note]
     return None
 
 

@@ -170,6 +170,13 @@ class LlamaCpp(EngineProfile):
         swa = per_stream if swa_full else round_up(min(per_stream, window + n_ubatch), SWA_PAD)
         return KVLayout(n_seq * per_stream, n_seq * swa, n_seq)
 
+    def default_quant_for(self, model: ModelSpec) -> str:
+        """Q4_K_M, except for a model published in MXFP4 (gpt-oss): its GGUF keeps the experts in MXFP4
+        (llama.cpp's MXFP4_MOE layout, the catalog's MXFP4: ggml-org's gpt-oss-20b file is 11.27 GiB in
+        llama-bench, published_measurements.csv), and Q4_K_M's k-quants do not fit its 2,880-wide rows (they
+        fall back to q5_0: 81 GiB for gpt-oss-120b instead of 59 GiB)."""
+        return "MXFP4" if model.native_dtype == "mxfp4" else self.default_quant
+
     def check_cache(self, kv_dtype: str, flash_attn: bool) -> None:
         if kv_dtype.lower() in _QUANTIZED_KV and not flash_attn:
             raise SpecError(f"llama.cpp needs flash attention (-fa on) for a quantized V cache ({kv_dtype})")

@@ -110,14 +110,10 @@ class SGLang(EngineProfile):
     ) -> LaunchCommand:
         notes: list[str] = []
         exact = workload.engine == self.name
-        repo = model.hf_id or model.id
         extra: list[str] = []
-        checkpoint = checkpoint_args(model, quant)
+        checkpoint = checkpoint_args(model, quant, self.label)
         if checkpoint is not None:
             target, extra, notes = checkpoint[0], list(checkpoint[1]), list(checkpoint[2])
-        elif self.runs(quant):
-            target = f"<{quant.name} checkpoint of {repo}>"
-            notes.append("SGLang reads the quantization settings from the quantized checkpoint's config")
         else:
             exact = False
             target = model.gguf_path or f"./{slug(model.name)}-{quant.name}.gguf"

@@ -36,6 +36,7 @@ from estimator.engines.base import (
     KVLayout,
     LaunchCommand,
     SchedulerSpec,
+    checkpoint_quant,
     checkpoint_weight_format,
     paged_layout,
     slug,
@@ -115,9 +116,8 @@ class TensorRTLLM(EngineProfile):
         exact = workload.engine == self.name
         q = quant.name.upper()
         repo = model.hf_id or model.id
-        if q in _DENSE or (q == "MXFP4" and model.native_dtype == "mxfp4") or (
-            q.startswith("FP8") and model.native_dtype == "fp8"
-        ):
+        own = q == checkpoint_quant(model) or (q.startswith("FP8") and model.native_dtype == "fp8")
+        if q in _DENSE or own:
             target = repo
         elif q in MODELOPT_QFORMAT:
             target = f"<{q} checkpoint of {repo}>"

@@ -121,17 +121,13 @@ class VLLM(EngineProfile):
         q = quant.name.upper()
         repo = model.hf_id or model.id
         extra: list[str] = []
-        checkpoint = checkpoint_args(model, quant)
-        if checkpoint is not None:
-            target, extra, notes = checkpoint[0], list(checkpoint[1]), list(checkpoint[2])
-        elif q == "MXFP4":
+        checkpoint = checkpoint_args(model, quant, self.label)
+        if q == "MXFP4" and model.native_dtype != "mxfp4":
             target = repo
-            if model.native_dtype != "mxfp4":
-                exact = False
-                notes.append("vLLM serves MXFP4 only from a checkpoint published in MXFP4")
-        elif q.startswith(("AWQ", "GPTQ")) or "INT4" in q:
-            target = f"<{q.split('-')[0].split('_')[0]} int4 checkpoint of {repo}>"
-            notes.append("vLLM reads the AWQ/GPTQ settings from the quantized checkpoint's config")
+            exact = False
+            notes.append("vLLM serves MXFP4 only from a checkpoint published in MXFP4")
+        elif checkpoint is not None:
+            target, extra, notes = checkpoint[0], list(checkpoint[1]), list(checkpoint[2])
         else:
             target = model.gguf_path or f"./{slug(model.name)}-{quant.name}.gguf"
             extra += ["--tokenizer", repo]

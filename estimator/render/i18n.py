@@ -34,6 +34,11 @@ STRINGS: dict[str, dict[str, str]] = {
     "model": {"en": "Model", "es": "Modelo"},
     "hardware": {"en": "Target hardware", "es": "Hardware objetivo"},
     "quant": {"en": "Weights & quantization", "es": "Pesos y cuantización"},
+    "quant_default": {
+        "en": "default (the published checkpoint's for vLLM / SGLang / TensorRT-LLM; Q4_K_M for llama.cpp)",
+        "es": "por defecto (la del checkpoint publicado en vLLM / SGLang / TensorRT-LLM; Q4_K_M en "
+        "llama.cpp)",
+    },
     "context": {"en": "Context window (tokens)", "es": "Ventana de contexto (tokens)"},
     "kv_dtype": {"en": "KV cache precision", "es": "Precisión del caché KV"},
     "devices": {"en": "Device count", "es": "Número de GPUs"},

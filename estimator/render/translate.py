@@ -673,6 +673,22 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     ),
     (
         re.compile(
+            r"(?P<r>\S+) is published in (?P<o>\S+); (?P<e>.+?) keeps a checkpoint's quantization whatever "
+            r"--dtype says, so (?P<q>\S+) needs a dequantized copy"
+        ),
+        "{r} se publica en {o}; {e} mantiene la cuantización de un checkpoint diga lo que diga --dtype, "
+        "así que {q} necesita una copia descuantizada",
+    ),
+    (
+        re.compile(
+            r"weights: (?P<q>\S+), the format (?P<r>\S+) is published in, as (?P<e>.+?) loads it by default; "
+            r"--quant NAME sizes another"
+        ),
+        "pesos: {q}, el formato en que se publica {r}, como {e} lo carga por defecto; --quant NOMBRE "
+        "dimensiona otro",
+    ),
+    (
+        re.compile(
             r"weights: re-sized as (?P<q>\S+) from the file's architecture \(the file itself is (?P<t>\S+); "
             r"--quant gguf sizes its own tensors\)"
         ),
@@ -1275,8 +1291,8 @@ EXACT.update(
         "SGLang reads the quantization settings from the quantized checkpoint's config": (
             "SGLang lee la configuración de cuantización del config del checkpoint cuantizado"
         ),
-        "vLLM reads the AWQ/GPTQ settings from the quantized checkpoint's config": (
-            "vLLM lee la configuración AWQ/GPTQ del config del checkpoint cuantizado"
+        "vLLM reads the quantization settings from the quantized checkpoint's config": (
+            "vLLM lee la configuración de cuantización del config del checkpoint cuantizado"
         ),
         "vLLM serves MXFP4 only from a checkpoint published in MXFP4": (
             "vLLM sirve MXFP4 solo desde un checkpoint publicado en MXFP4"

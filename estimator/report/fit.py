@@ -6,7 +6,10 @@ is not served on the device, or every format is refused) is left out of the rank
 it is never "does not fit", which is a verdict about memory.  For every sizable catalog model that passes the
 filters
 (``FitQuery``: a substring of the id / Hugging Face id / architecture, a substring of the license, MoE or
-dense only), the **pick** is the first format of ``quants`` (best quality first: BF16, Q8_0, ..., Q2_K) that
+dense only), the **pick** is the first format of ``quants`` (best quality first: BF16, Q8_0, ..., Q2_K; a
+model published in a quantized format its engine loads as published, DeepSeek-V3 in FP8-BLOCK or gpt-oss in
+MXFP4, starts at that format: ``model_formats``; a list the caller gives is kept as given), each as the
+engine loads it (``weight_format``), that
 
 * fits (memory verdict "fits"),
 * leaves at least ``min_headroom_gib`` GiB of usable memory free, and
@@ -144,6 +147,26 @@ def _row(model, params, quant, k, mem, verdict, meets, misses, fig):
     ]  # fmt: skip
 
 
+def model_formats(model: ModelSpec, qspecs: list, profile) -> list:
+    """The formats tried for one model, best quality first: ``qspecs``; for a model published in a format
+    other than the engine's default that the engine loads as published (DeepSeek-V3 in FP8-BLOCK, gpt-oss in
+    MXFP4: ``EngineProfile.default_quant_for``), that format first, then the smaller of ``qspecs``, and the
+    larger ones (upcasts of the published weights, no better than they are) last, for a device or backend
+    where the published format does not run (vLLM's CPU backend has no MXFP4 / FP8)."""
+    from estimator.physics.quant import bits_per_weight, get_quant
+
+    own = profile.default_quant_for(model)
+    if own == profile.default_quant or any(x.name == own for x in qspecs):
+        return qspecs
+    listed = get_quant(own)
+    if not profile.runs(listed):
+        return qspecs
+    bits = bits_per_weight(listed.default_type)
+    smaller = [x for x in qspecs if bits_per_weight(x.default_type) < bits]
+    upcasts = [x for x in qspecs if x not in smaller]  # last: where the published format does not run
+    return [profile.weight_format(listed), *smaller, *upcasts]
+
+
 def fit_rows(hw: HardwareSpec, workload: Workload, table, query: FitQuery | None = None):
     """(headers, rows, notes): every selected catalog model with its pick, ranked (module doc)."""
     from estimator.catalog.data import all_models
@@ -157,7 +180,8 @@ def fit_rows(hw: HardwareSpec, workload: Workload, table, query: FitQuery | None
     q = query or FitQuery()
     kv_type(workload.kv_dtype)  # an unknown KV dtype is bad input (SpecError), not "does not fit" for all
     profile = get_engine(workload.engine)
-    qspecs = [x for x in (get_quant(n) for n in q.quants) if profile.runs(x)]
+    # as the engine loads each format (vLLM / SGLang: norms in the checkpoint dtype, MXFP4 experts only)
+    qspecs = [profile.weight_format(x) for x in (get_quant(n) for n in q.quants) if profile.runs(x)]
     rank_q = {x.name: i for i, x in enumerate(qspecs)}
     names = [x.name for x in qspecs]
     start = names.index(profile.default_quant) if profile.default_quant in names else 0
@@ -185,7 +209,7 @@ def fit_rows(hw: HardwareSpec, workload: Workload, table, query: FitQuery | None
         params = [_r(wb.n_params_total / 1e9), _r(wb.n_params_active / 1e9)] if wb else [None, None]
         pick = fallback = None
         runnable = False  # some format runs there (memory aside)
-        for quant in qspecs:
+        for quant in model_formats(model, qspecs, profile) if q.quants == FIT_QUANTS else qspecs:
             if not support.runs(model, quant, hw, wl):  # the engine cannot run it there (physics.support)
                 continue
             runnable = True

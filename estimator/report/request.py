@@ -311,6 +311,14 @@ def make_report(req: ReportRequest, table=None):
     return build_report(model, hw, quant, wl, table, options)
 
 
+def _default_format_note(model: ModelSpec, name: str, engine: str) -> str:
+    """The note of a default weight format that is the model's own rather than the engine's usual one."""
+    return (
+        f"weights: {name}, the format {model.hf_id or model.id} is published in, as {engine} loads it by "
+        "default; --quant NAME sizes another"
+    )
+
+
 def request_quant(
     model: ModelSpec, quant: str | None, engine: str
 ) -> tuple[ModelSpec, QuantSpec, tuple[str, ...]]:
@@ -331,7 +339,11 @@ def request_quant(
                 "format: python -m estimator list quants)"
             )
         profile = get_engine(engine)  # the layout the engine loads (vLLM / SGLang MXFP4 checkpoints)
-        return model, profile.weight_format(get_quant(quant or profile.default_quant)), ()
+        if quant is not None:
+            return model, profile.weight_format(get_quant(quant)), ()
+        name = profile.default_quant_for(model)
+        note = () if name == profile.default_quant else (_default_format_note(model, name, profile.label),)
+        return model, profile.weight_format(get_quant(name)), note
     own = file_quant(model)
     if quant is None or quant.strip().lower() == "gguf":
         return (

@@ -1,0 +1,158 @@
+"""The weight format sized when none is asked for, and the checkpoint a launch command names.
+
+A checkpoint engine (vLLM, SGLang, TensorRT-LLM) loads the published checkpoint as it is: DeepSeek-V3 in
+FP8 (128 x 128 blocks), gpt-oss in MXFP4, an NVFP4 repository in NVFP4; llama.cpp sizes Q4_K_M, except for a
+model published in MXFP4, whose GGUF keeps the experts in MXFP4.  Before this the default was BF16 / Q4_K_M
+for every model: DeepSeek-V3 on 8 x H200 (its reference deployment) read "does not fit" at 1,250 GiB and
+gpt-oss-120b on one H100 80GB (its model card's claim) at 81 GiB.
+"""
+
+import pytest
+
+from estimator.catalog.data import get_model
+from estimator.engines import get_engine
+from estimator.engines.base import checkpoint_quant
+from estimator.physics.quant import get_quant
+from estimator.report.document import report_to_dict
+from estimator.report.request import ReportRequest, make_report
+from estimator.specs import Workload
+
+
+@pytest.mark.parametrize(
+    "model,engine,expected",
+    [
+        ("deepseek-v3", "vllm", "FP8-BLOCK"),
+        ("kimi-k2", "sglang", "FP8-BLOCK"),
+        ("gpt-oss-120b", "vllm", "MXFP4"),
+        ("gpt-oss-120b", "trtllm", "MXFP4"),
+        ("nemotron-3-super-120b-a12b", "vllm", "NVFP4"),  # the catalog's hf_id is the NVFP4 repository
+        ("gemma-4-31b", "vllm", "BF16"),  # google's checkpoint; the geometry's config copy is NVIDIA's NVFP4
+        ("llama-2-7b", "vllm", "F16"),
+        ("llama-3.1-8b", "sglang", "BF16"),
+        ("gpt-oss-120b", "llama.cpp", "MXFP4"),
+        ("deepseek-v3", "llama.cpp", "Q4_K_M"),
+        ("llama-3.1-8b", "llama.cpp", "Q4_K_M"),
+    ],
+)
+def test_default_format_is_the_published_checkpoints(model, engine, expected):
+    assert get_engine(engine).default_quant_for(get_model(model)) == expected
+
+
+def build_request_report(req: ReportRequest) -> dict:
+    return report_to_dict(make_report(req))
+
+
+def _memory(model, hardware, devices, engine, quant=None):
+    req = ReportRequest(model=model, hardware=hardware, devices=devices, engine=engine, quant=quant)
+    return build_request_report(req)["memory"]
+
+
+def test_deepseek_v3_fits_eight_h200_as_served():
+    """671 B parameters in FP8 with bf16 embeddings / head / norms: ~642 GiB of weights, not BF16's 1,250."""
+    default = _memory("deepseek-v3", "h200-141gb-sxm", 8, "vllm")
+    fp8 = _memory("deepseek-v3", "h200-141gb-sxm", 8, "vllm", "FP8-BLOCK")
+    bf16 = _memory("deepseek-v3", "h200-141gb-sxm", 8, "vllm", "BF16")
+    assert default["weights_bytes"] == fp8["weights_bytes"]
+    assert default["verdict"] == "fits" and bf16["verdict"] == "does not fit"
+    assert 600 < default["weights_bytes"] / 2**30 < 660
+
+
+def test_gpt_oss_120b_fits_one_h100_on_llama_cpp():
+    default = _memory("gpt-oss-120b", "h100-80gb-sxm", 1, "llama.cpp")
+    q4 = _memory("gpt-oss-120b", "h100-80gb-sxm", 1, "llama.cpp", "Q4_K_M")
+    assert default["verdict"] == "fits" and q4["verdict"] == "does not fit"
+    assert (
+        default["weights_bytes"]
+        == _memory("gpt-oss-120b", "h100-80gb-sxm", 1, "llama.cpp", "MXFP4")["weights_bytes"]
+    )
+
+
+def test_an_asked_format_wins_and_the_default_says_where_it_comes_from():
+    rep = build_request_report(
+        ReportRequest(model="deepseek-v3", hardware="h200-141gb-sxm", devices=8, engine="vllm")
+    )
+    assert rep["quant"] == "FP8-BLOCK"
+    assert any("the format deepseek-ai/DeepSeek-V3 is published in" in n for n in rep["notes"])
+    asked = build_request_report(
+        ReportRequest(model="deepseek-v3", hardware="h200-141gb-sxm", devices=8, engine="vllm", quant="FP8")
+    )
+    assert asked["quant"] == "FP8"
+    assert not any("is published in" in n for n in asked["notes"])
+    plain = build_request_report(ReportRequest(model="llama-3.1-8b", hardware="rtx-4090", engine="vllm"))
+    assert plain["quant"] == "BF16" and not any("is published in" in n for n in plain["notes"])
+
+
+WL = Workload(n_ctx=8192, n_devices=8, engine="vllm")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.parametrize(
+    "model,quant,target,flags",
+    [
+        # the published checkpoint's own quantized format: the repository, the engine reads its config
+        ("deepseek-v3", "FP8-BLOCK", "deepseek-ai/DeepSeek-V3", ()),
+        ("deepseek-v3", "FP8", "deepseek-ai/DeepSeek-V3", ()),
+        ("nemotron-3-super-120b-a12b", "NVFP4", "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", ()),
+        # a dense dtype of an unquantized checkpoint: --dtype; FP8 of one: quantized at load time
+        ("llama-3.1-8b", "BF16", "meta-llama/Llama-3.1-8B", ("--dtype", "bfloat16")),
+        ("llama-3.1-8b", "FP8", "meta-llama/Llama-3.1-8B", ("--quantization", "fp8")),
+        # a dense dtype of a quantized checkpoint needs a dequantized copy
+        ("deepseek-v3", "BF16", "<BF16 checkpoint of deepseek-ai/DeepSeek-V3>", ("--dtype", "bfloat16")),
+        # another checkpoint format: a checkpoint published in it (was a GGUF path on vLLM)
+        ("llama-3.1-8b", "NVFP4", "<NVFP4 checkpoint of meta-llama/Llama-3.1-8B>", ()),
+        ("llama-3.1-8b", "FP8-BLOCK", "<FP8-BLOCK checkpoint of meta-llama/Llama-3.1-8B>", ()),
+        ("llama-3.1-8b", "W4A16-G128", "<W4A16-G128 checkpoint of meta-llama/Llama-3.1-8B>", ()),
+    ],
+)
+def test_launch_names_the_checkpoint_that_holds_the_format(engine, model, quant, target, flags):
+    m = get_model(model)
+    cmd = get_engine(engine).launch(m, get_quant(quant), WL, 0)
+    argv = list(cmd.argv)
+    assert target in argv
+    assert not any(a.endswith(".gguf") for a in argv)
+    for flag in flags:
+        assert flag in argv
+    if not flags:
+        assert "--dtype" not in argv and "--quantization" not in argv
+
+
+def test_checkpoint_quant_of_a_gguf_file_is_its_own_tensors(tmp_path):
+    from estimator.catalog.resolve import resolve_model
+    from tests.gguf_files import golden_tiny_llama
+
+    m = resolve_model(str(golden_tiny_llama()))
+    assert checkpoint_quant(m) is None
+
+
+def test_fit_ranks_a_quantized_release_in_its_own_format():
+    """`fit` on vLLM had sized every model at BF16: DeepSeek-V3 / Kimi K2 were left out on 8 x H200 and
+    gpt-oss-120b took 229 GiB; on llama.cpp gpt-oss was a Q-format upcast of its MXFP4 experts."""
+    from estimator.catalog.data import get_hardware
+    from estimator.physics.coefficients import load_coefficients
+    from estimator.report.fit import FitQuery, fit_rows
+    from estimator.report.request import make_workload
+
+    table = load_coefficients(None)
+    heads, rows, _ = fit_rows(get_hardware("h200-141gb-sxm"), make_workload("vllm", devices=8), table)
+    pick = {r[heads.index("model")]: r[heads.index("best_quant")] for r in rows}
+    assert pick["deepseek-v3"] == "FP8-BLOCK" and pick["kimi-k2"] == "FP8-BLOCK"
+    assert pick["gpt-oss-120b"] == "MXFP4" and pick["llama-3.1-405b"] == "BF16"
+    heads, rows, _ = fit_rows(
+        get_hardware("h100-80gb-sxm"), make_workload("llama.cpp"), table, FitQuery(family="gpt-oss")
+    )
+    assert {r[heads.index("best_quant")] for r in rows} == {"MXFP4"}
+
+
+def test_predict_row_without_quant_takes_the_engines_default():
+    from estimator.app import predict
+    from estimator.physics.coefficients import prior_table
+
+    base = {"model": "deepseek-v3", "hardware": "h200-141gb-sxm", "n_devices": "8", "engine": "vllm",
+            "n_prompt": "512", "n_gen": "0"}  # fmt: skip
+    empty, fp8, bf16 = predict.predict_rows(
+        [{**base, "quant": ""}, {**base, "quant": "FP8-BLOCK"}, {**base, "quant": "BF16"}], prior_table()
+    )
+    assert empty["error"] == "" and empty["weights_bytes"] == fp8["weights_bytes"] != bf16["weights_bytes"]
+    small = {**base, "engine": "llama.cpp", "n_devices": "1", "model": "llama-3.1-8b", "hardware": "rtx-4090"}
+    llama, q4 = predict.predict_rows([{**small, "quant": ""}, {**small, "quant": "Q4_K_M"}], prior_table())
+    assert llama["weights_bytes"] == q4["weights_bytes"]
