@@ -300,6 +300,7 @@ class QuantSpec:
     # ``estimator.physics.quant.file_quant`` builds it, named after the file's own type ("Q8_0 (GGUF file)")
     from_file: bool = False
     # the engine's loader allocates a V projection on K==V full layers (ModelSpec.k_eq_v) and fills it with
-    # K's weights (vLLM's and SGLang's fused qkv_proj), so those layers hold attn_v bytes as the other layers
-    # do; set by the engine profile's ``weight_format`` (physics.quant.as_listed drops it for typing)
+    # K's weights (vLLM's and SGLang's fused qkv_proj, TensorRT-LLM's Gemma 4 weight mapper), so those layers
+    # hold attn_v bytes as the other layers do; set by the engine profile's ``weight_format``
+    # (physics.quant.as_listed drops it for typing)
     fills_k_eq_v: bool = False

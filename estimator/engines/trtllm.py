@@ -167,7 +167,11 @@ class TensorRTLLM(EngineProfile):
         )
 
     def weight_format(self, quant: QuantSpec) -> QuantSpec:
-        return checkpoint_weight_format(quant)
+        """The checkpoint as loaded (``checkpoint_weight_format``), with a V projection on K==V full layers:
+        TensorRT-LLM's Gemma 4 weight mapper copies each full layer's k_proj (and its scales) into v_proj
+        when ``attention_k_eq_v`` holds (tensorrt_llm/_torch/models/checkpoints/hf/gemma4_weight_mapper.py,
+        ``_handle_buffers_and_kvdup``)."""
+        return checkpoint_weight_format(quant, fills_k_eq_v=True)
 
 
 SCHEDULER_SOURCE = (

@@ -697,7 +697,8 @@ def weight_breakdown(model: ModelSpec, quant: QuantSpec | str | None = None) -> 
 
     Exact file tensor sums when ``model.gguf_tensors`` is set and quant is None, "gguf" or the file's own
     format (``QuantSpec.from_file``, ``estimator.physics.quant.file_quant``).  A format an engine loads with a
-    V projection on K==V layers (``QuantSpec.fills_k_eq_v``: vLLM, SGLang) counts their attn_v as well.
+    V projection on K==V layers (``QuantSpec.fills_k_eq_v``: vLLM, SGLang, TensorRT-LLM) counts their attn_v
+    as well.
     """
     if model.gguf_tensors is not None and (
         quant is None
