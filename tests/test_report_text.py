@@ -131,3 +131,14 @@ def test_markdown_escapes_html_and_pipes_outside_code():
     assert "<script" not in prose and "<img" not in prose and "&lt;script&gt;" in prose
     assert "&amp; \\| x |" in md  # cells: & escaped, the pipe too
     assert "````bash\nllama-server -m '/tmp/```\n<svg onload=x>'\n````" in md  # literal, fenced by 4
+
+
+def test_byte_amounts_too_small_for_gib_print_in_mib():
+    """A 4 MB shortfall is '4.07 MiB (4.26 MB)', not '0.00 GiB' (gpt-oss-120b Q4_K_M on an RTX 5090 with
+    --n-cpu-moe 24 at 32K: 4,264,540 B over); zero stays in GiB."""
+    from estimator.render.blocks import both
+
+    assert both(4_264_540) == "4.07 MiB (4.26 MB)"
+    assert both(0) == "0.00 GiB (0.00 GB)"
+    assert both(2**30) == "1.00 GiB (1.07 GB)"
+    assert both(None) == "–"

@@ -9,9 +9,9 @@ writes them as GitHub Markdown.  The number formats name their unit: GiB = 2^30 
 from __future__ import annotations
 
 GIB = 2**30
-
-
+MIB = 2**20
 GB = 10**9
+MB = 10**6
 
 
 class Table:
@@ -54,7 +54,13 @@ def gb(b: float | None) -> str:
 
 
 def both(b: float | None) -> str:
-    return "–" if b is None else f"{b / GIB:,.2f} GiB ({b / GB:,.2f} GB)"
+    """Bytes in GiB (2^30) and GB (10^9); a non-zero amount that would print as 0.00 GiB in MiB (2^20) and MB
+    (10^6) instead (a 4 MB offload is not "0.00 GiB")."""
+    if b is None:
+        return "–"
+    if 0 < b < 0.005 * GIB:
+        return f"{b / MIB:,.2f} MiB ({b / MB:,.2f} MB)"
+    return f"{b / GIB:,.2f} GiB ({b / GB:,.2f} GB)"
 
 
 def usd(x: float | None, digits: int = 2) -> str:
