@@ -118,6 +118,9 @@ class ModelSpec:
     arch_class: str | None = None  # architectures[0] of config.json
     license: str | None = None
     native_dtype: str = "bf16"  # dtype of the official checkpoint: bf16 | fp8 | mxfp4 | ...
+    # config.json declares ``auto_map``: the repository ships its own config / model / tokenizer code, which a
+    # checkpoint engine runs only when told to (vLLM / SGLang --trust-remote-code); not a sizing fact
+    custom_code: bool = False
     qkv_bias: bool = False
     source: str = ""
     verified: bool = False

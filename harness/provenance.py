@@ -24,7 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # ModelSpec fields that do not change sizing (names, provenance, notes) and stay out of the fingerprint.
 _NOT_SIZING = {
     "id", "name", "hf_id", "arch_class", "license", "source", "verified", "published_total_params",
-    "published_active_params", "gguf_path", "notes", "native_dtype",
+    "published_active_params", "gguf_path", "notes", "native_dtype", "custom_code",
 }  # fmt: skip
 # fields added after records were taken: at their defaults they stay out of the fingerprint, so a stored
 # point keeps its key (``--resume`` skips it) and its record its fingerprint (nested: per field of the part)

@@ -150,6 +150,10 @@ CASES: dict[str, dict] = {
         coefficients=str(ROOT / "estimator/data/prior_coefficients.json"),
     ),
     "Gaudi, vLLM": dict(model="qwen3-8b", hardware="gaudi-3", engine="vllm"),
+    # the published FP8 format by default, --trust-remote-code notes, llama.cpp's refused tensor parallelism
+    "Kimi K2, SGLang, 8 devices": dict(
+        model="kimi-k2", hardware="h200-141gb-sxm", engine="sglang", devices=8
+    ),
     "GGUF file": dict(model=TINY_GGUF, hardware="rtx-3090", ctx=256),
     "GGUF file re-sized": dict(
         model=TINY_GGUF, hardware="rtx-3090", ctx=256, quant="Q4_K_M"

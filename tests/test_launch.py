@@ -140,3 +140,29 @@ def test_llama_server_kv_switches():
     assert "--kv-unified" not in lc.argv and "--swa-full" in lc.argv
     assert lc.argv[lc.argv.index("-ub") + 1] == "1024"
     assert any("own KV stream" in n for n in lc.notes)
+
+
+def test_a_repository_with_its_own_code_gets_trust_remote_code():
+    """Kimi K2's config.json declares auto_map (its tokenizer is the repository's own code): vLLM and SGLang
+    refuse to load it without --trust-remote-code, trtllm-serve without --trust_remote_code.  A model whose
+    config has no auto_map, and a GGUF path, get no flag; the flag is no sizing fact (fingerprint)."""
+    from estimator.catalog.data import get_model
+    from estimator.catalog.hfconfig import spec_from_config
+    from harness.provenance import model_fingerprint
+
+    kimi, llama = get_model("kimi-k2"), get_model("llama-3.1-8b")
+    assert kimi.custom_code and not llama.custom_code
+    wl = Workload(n_ctx=8192, n_devices=8, engine="vllm")
+    flags = {"vllm": "--trust-remote-code", "sglang": "--trust-remote-code", "trtllm": "--trust_remote_code"}
+    for engine, flag in flags.items():
+        cmd = get_engine(engine).launch(kimi, get_quant("FP8-BLOCK"), wl, 0)
+        assert flag in cmd.argv and any("ships its own code" in n for n in cmd.notes), engine
+        plain = get_engine(engine).launch(llama, get_quant("BF16"), wl, 0)
+        assert flag not in plain.argv, engine
+    gguf = get_engine("vllm").launch(kimi, get_quant("Q4_K_M"), wl, 0)  # vLLM's GGUF loader: a local file
+    assert "--trust-remote-code" not in gguf.argv
+    cfg = {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 2048}  # fmt: skip
+    own = spec_from_config({**cfg, "auto_map": {"AutoConfig": "configuration_x.XConfig"}})
+    assert own.custom_code and not spec_from_config(cfg).custom_code
+    assert model_fingerprint(own) == model_fingerprint(spec_from_config(cfg))

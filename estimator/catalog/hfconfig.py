@@ -440,6 +440,7 @@ def _spec_from_text_config(t: dict, source: str, meta: dict) -> ModelSpec:
         state=state,
         arch_class=arch_list[0] if arch_list else None,
         native_dtype=_native_dtype(t),
+        custom_code=bool(t.get("auto_map")),  # merged_text_config keeps the top-level auto_map
         qkv_bias=bool(t.get("attention_bias") or t.get("qkv_bias") or mt == "qwen2"),
         source=source,
         global_head_dim=int(t["global_head_dim"]) if t.get("global_head_dim") else None,

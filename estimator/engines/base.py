@@ -196,6 +196,8 @@ class EngineProfile:
     reserves_free_memory: bool = False
     memory_fraction: float = 0.92  # that fraction when the user does not give one (Workload's default)
     reservation_flag: str = ""  # its command-line name, for messages
+    # the flag that lets a checkpoint engine run a repository's own code (ModelSpec.custom_code); "" = none
+    trust_remote_code_flag: str = ""
     runtime_model: str = "torch"  # "ggml" | "torch" (estimator.physics.runtime)
     memory_prior: str = ""  # key of estimator/data/memory_prior.json and coefficients "memory"
     max_batched_tokens: int = 8192  # token budget of one scheduler step (torch runtime model)
@@ -435,6 +437,18 @@ class EngineProfile:
     def weight_format(self, quant: QuantSpec) -> QuantSpec:
         """The per-tensor recipe the engine loads for ``quant`` (the catalog recipe unless it differs)."""
         return quant
+
+    def remote_code_args(self, model: ModelSpec, target: str) -> tuple[list[str], list[str]]:
+        """(flags, notes) for a repository that ships its own code (``ModelSpec.custom_code``: config.json's
+        ``auto_map``, e.g. Kimi K2's tokenizer): the engine loads it only with ``trust_remote_code_flag``.
+        Nothing for a local file (a GGUF path) or an engine without the flag."""
+        if not (model.custom_code and self.trust_remote_code_flag) or target.endswith(".gguf"):
+            return [], []
+        note = (
+            f"{model.hf_id or model.id} ships its own code (config.json auto_map): "
+            f"{self.trust_remote_code_flag} lets {self.label} run it"
+        )
+        return [self.trust_remote_code_flag], [note]
 
     def default_quant_for(self, model: ModelSpec) -> str:
         """The weight format sized when none is asked for: a checkpoint engine (``container``

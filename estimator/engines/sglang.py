@@ -73,6 +73,7 @@ class SGLang(EngineProfile):
     reserves_memory = True
     memory_fraction = 0.88
     reservation_flag = "--mem-fraction-static"
+    trust_remote_code_flag = "--trust-remote-code"
     runtime_model = "torch"
     memory_prior = "vllm"
     max_batched_tokens = 8192
@@ -130,6 +131,9 @@ class SGLang(EngineProfile):
             f"{self.reserved_fraction(workload):g}",
             *extra,
         ]
+        flags, remote_notes = self.remote_code_args(model, target)
+        argv += flags
+        notes += remote_notes
         if workload.n_devices > 1:
             argv += ["--tp-size" if workload.split == "tp" else "--pp-size", str(workload.n_devices)]
         kv = workload.kv_dtype.lower()

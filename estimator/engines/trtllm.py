@@ -73,6 +73,7 @@ class TensorRTLLM(EngineProfile):
     reserves_free_memory = True
     memory_fraction = FREE_FRACTION
     reservation_flag = "--kv_cache_free_gpu_memory_fraction"
+    trust_remote_code_flag = "--trust_remote_code"
     runtime_model = "torch"
     memory_prior = "vllm"
     max_batched_tokens = MAX_NUM_TOKENS
@@ -145,6 +146,9 @@ class TensorRTLLM(EngineProfile):
             "--kv_cache_free_gpu_memory_fraction",
             f"{self.reserved_fraction(workload):g}",
         ]
+        flags, remote_notes = self.remote_code_args(model, target)
+        argv += flags
+        notes += remote_notes
         if workload.n_devices > 1:
             argv += ["--tp_size" if workload.split == "tp" else "--pp_size", str(workload.n_devices)]
         kv = workload.kv_dtype.lower()

@@ -70,6 +70,7 @@ class VLLM(EngineProfile):
     sparse_attention = True
     reserves_memory = True
     reservation_flag = "--gpu-memory-utilization"
+    trust_remote_code_flag = "--trust-remote-code"
     runtime_model = "torch"
     memory_prior = "vllm"
     max_batched_tokens = 8192
@@ -142,6 +143,9 @@ class VLLM(EngineProfile):
             f"{self.reserved_fraction(workload):g}",
             *extra,
         ]
+        flags, remote_notes = self.remote_code_args(model, target)
+        argv += flags
+        notes += remote_notes
         if workload.n_devices > 1:
             flag = "--tensor-parallel-size" if workload.split == "tp" else "--pipeline-parallel-size"
             argv += [flag, str(workload.n_devices)]

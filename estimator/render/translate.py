@@ -673,6 +673,12 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     ),
     (
         re.compile(
+            r"(?P<r>\S+) ships its own code \(config\.json auto_map\): (?P<f>\S+) lets (?P<e>.+?) run it"
+        ),
+        "{r} trae su propio código (auto_map de config.json): {f} permite que {e} lo ejecute",
+    ),
+    (
+        re.compile(
             r"(?P<r>\S+) is published in (?P<o>\S+); (?P<e>.+?) keeps a checkpoint's quantization whatever "
             r"--dtype says, so (?P<q>\S+) needs a dequantized copy"
         ),
@@ -1428,6 +1434,18 @@ PATTERNS += [
     ),
     (re.compile(r"routed experts stored as (?P<t>\S+)"), "expertos enrutados almacenados como {t}"),
     (re.compile(r"attention over the (?P<k>\S+) KV cache"), "atención sobre la caché KV {k}"),
+    (
+        re.compile(
+            r"(?P<w>tensor parallelism|the layer \(pipeline\) split) over (?P<n>\d+) devices"
+            r"(?: for (?P<a>[\w.-]+) models)?(?: with flash attention (?P<f>on|off))?"
+        ),
+        lambda m: (
+            {"tensor parallelism": "paralelismo de tensores"}.get(m["w"], "el reparto por capas (pipeline)")
+            + f" en {m['n']} dispositivos"
+            + (f" para modelos {m['a']}" if m["a"] else "")
+            + (f" con flash attention {'activada' if m['f'] == 'on' else 'desactivada'}" if m["f"] else "")
+        ),
+    ),
     (re.compile(r"(?P<n>\d+) devices"), "{n} dispositivos"),
     (
         re.compile(r"Backend (?P<b>\S+): (?P<m>mature|developing|experimental)\."),
