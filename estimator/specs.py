@@ -15,6 +15,17 @@ from dataclasses import dataclass, field, replace
 GIB = 2**30
 GB = 10**9
 
+# the catalog weight format of a published checkpoint, by its dtype (ModelSpec.native_dtype).  A Hugging Face
+# ``quant_method: fp8`` checkpoint is transformers' fine-grained FP8: E4M3 weights with one scale per
+# 128 x 128 block (``weight_block_size``), as DeepSeek-V3 / R1 / V3.2, Kimi K2, MiniMax-M2 and Qwen's -FP8
+# repositories publish theirs (a per-tensor or per-channel FP8 checkpoint holds the same bytes within 0.1 %)
+CHECKPOINT_QUANTS = {
+    "bf16": "BF16", "f16": "F16", "f32": "F32", "fp8": "FP8-BLOCK", "mxfp4": "MXFP4", "nvfp4": "NVFP4",
+    "awq": "AWQ-INT4",
+}  # fmt: skip
+# the checkpoint dtype of a catalog format a checkpoint is published in (tools/catalog/model_aliases.json)
+FORMAT_DTYPES = {**{q: d for d, q in CHECKPOINT_QUANTS.items()}, "FP8": "fp8"}
+
 # Per-layer attention kinds (ModelSpec.layer_types).
 FULL = "full"  # full causal attention: KV grows with context
 SLIDING = "sliding"  # sliding-window attention: KV capped at ModelSpec.window tokens

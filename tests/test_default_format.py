@@ -156,3 +156,56 @@ def test_predict_row_without_quant_takes_the_engines_default():
     small = {**base, "engine": "llama.cpp", "n_devices": "1", "model": "llama-3.1-8b", "hardware": "rtx-4090"}
     llama, q4 = predict.predict_rows([{**small, "quant": ""}, {**small, "quant": "Q4_K_M"}], prior_table())
     assert llama["weights_bytes"] == q4["weights_bytes"]
+
+
+@pytest.mark.parametrize(
+    "name,fmt",
+    [
+        ("Qwen/Qwen3-30B-A3B-Instruct-2507-FP8", "fp8"),
+        ("RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic", "fp8"),
+        ("nvidia/Llama-3.3-70B-Instruct-FP4", "nvfp4"),
+        ("Qwen/Qwen3-32B-AWQ", "awq"),
+        ("openai/gpt-oss-120b", None),
+        ("fp8-lab/Qwen3-8B", None),  # the organisation is not the repository's name
+    ],
+)
+def test_a_repository_name_states_its_format(name, fmt):
+    from estimator.catalog.names import stated_format
+
+    assert stated_format(name) == fmt
+
+
+def test_two_formats_in_one_name_are_refused():
+    from estimator.catalog.names import stated_format
+    from estimator.specs import SpecError
+
+    with pytest.raises(SpecError, match="two weight formats"):
+        stated_format("someone/Qwen3-32B-FP8-AWQ")
+
+
+@pytest.mark.parametrize(
+    "name,entry,hf_id,default",
+    [
+        # a quantized re-upload named by its tokens: that repository, in its name's format
+        ("Qwen/Qwen3-30B-A3B-Instruct-2507-FP8", "qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8",
+         "FP8-BLOCK"),  # fmt: skip
+        ("Qwen/Qwen3-32B-AWQ", "qwen3-32b", "Qwen/Qwen3-32B-AWQ", "AWQ-INT4"),
+        ("nvidia/Llama-3.3-70B-Instruct-FP4", "llama-3.3-70b", "nvidia/Llama-3.3-70B-Instruct-FP4", "NVFP4"),
+        # a dated release: its repository, the entry's format (DeepSeek-V3's FP8)
+        ("deepseek-ai/DeepSeek-V3-0324", "deepseek-v3", "deepseek-ai/DeepSeek-V3-0324", "FP8-BLOCK"),
+        ("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B-Instruct-2507", "BF16"),
+        # catalog aliases: with a format, that repository in it; without, the entry's own repository
+        ("nvidia/DeepSeek-R1-NVFP4", "deepseek-r1", "nvidia/DeepSeek-R1-NVFP4", "NVFP4"),
+        ("Qwen/Qwen3-235B-A22B-FP8", "qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B-FP8", "FP8-BLOCK"),
+        ("zhipuai/GLM-5", "glm-5", "zai-org/GLM-5", "BF16"),
+        ("qwen3-32b", "qwen3-32b", "Qwen/Qwen3-32B", "BF16"),
+    ],
+)
+def test_a_named_repository_is_sized_and_served_as_published(name, entry, hf_id, default):
+    from estimator.catalog.resolve import resolve_model_noted
+
+    m, _ = resolve_model_noted(name)
+    assert (m.id, m.hf_id) == (entry, hf_id)
+    assert get_engine("vllm").default_quant_for(m) == default
+    cmd = get_engine("vllm").launch(m, get_quant(default), Workload(n_ctx=8192, engine="vllm"), 0)
+    assert cmd.argv[2] == hf_id

@@ -18,11 +18,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from estimator.catalog import names
-from estimator.specs import GIB, HardwareSpec, ModelSpec, SpecError
+from estimator.specs import CHECKPOINT_QUANTS, FORMAT_DTYPES, GIB, HardwareSpec, ModelSpec, SpecError
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
-# checkpoint weight formats a models.json ``weight_quantization`` may state (ModelSpec.native_dtype values)
-CHECKPOINT_DTYPES = ("bf16", "f16", "f32", "fp8", "mxfp4", "nvfp4")
 
 
 @lru_cache(maxsize=1)
@@ -83,10 +81,12 @@ def find_model(name: str) -> tuple[dict, str | None]:
     label = f"{mid} ({m['name']}" + (f", {m['hf_id']})" if m.get("hf_id") else ")")
     key = str(name).strip().lower()
     if by_tokens:
+        fmt = names.stated_format(name)
         return m, (
             f"model {name!r} is not a catalog id: sized as {label}, the base architecture its name points to "
             "(Instruct / chat / dated releases share it; the maximum context is the catalog entry's and a "
             "release may allow more: give its config.json to size that)"
+            + (f"; its name states a {fmt} checkpoint" if fmt else "")
         )
     if key not in (mid.lower(), (m.get("hf_id") or "").lower()):
         alias = next((a for a in m.get("aliases") or () if a["alias"].lower() == key), None)
@@ -111,7 +111,9 @@ def is_model_id(arg: str) -> bool:
 
 @lru_cache(maxsize=256)
 def get_model(model_id: str) -> ModelSpec:
-    """ModelSpec of a catalog model (short id or HF id); SpecError if unknown or not sizable."""
+    """ModelSpec of a catalog model (short id, HF id or alias); SpecError if unknown or not sizable.  An alias
+    that names a quantized re-upload (tools/catalog/model_aliases.json with a ``quant``: NVIDIA's NVFP4
+    repositories, Qwen's -FP8 ones) is that repository (``hf_id``) in that format (``native_dtype``)."""
     from estimator.catalog.hfconfig import spec_from_config
 
     m = model_entry(model_id)
@@ -132,13 +134,17 @@ def get_model(model_id: str) -> ModelSpec:
     )
     # the checkpoint the entry's hf_id names (tools/catalog/checkpoints.json where the config.json copy behind
     # the geometry is another file's): what a checkpoint engine loads when no format is asked for
-    native = spec.native_dtype
+    native, hf_id = spec.native_dtype, spec.hf_id
     wq = m.get("weight_quantization")
-    if wq in CHECKPOINT_DTYPES:
+    if wq in CHECKPOINT_QUANTS:
         native = wq
+    key = str(model_id).strip().lower()
+    alias = next((a for a in m.get("aliases") or () if a["alias"].lower() == key and a.get("quant")), None)
+    if alias is not None and alias["quant"] in FORMAT_DTYPES:
+        native, hf_id = FORMAT_DTYPES[alias["quant"]], alias["alias"]
     from dataclasses import replace
 
-    return replace(spec, native_dtype=native, notes=spec.notes + notes)
+    return replace(spec, native_dtype=native, hf_id=hf_id, notes=spec.notes + notes)
 
 
 def all_models(sizable_only: bool = True) -> list[ModelSpec]:

@@ -7,10 +7,11 @@ Both catalogs are matched the same way, in this order:
 2. the name's **tokens**: lower case, split at ``- _ / space``; device names also at letter/digit boundaries
    ("RTX4090" -> rtx, 4090; "H100" -> h, 100); for models an organisation prefix ("meta-llama/") and variant
    tokens (instruct, chat, it, hf, base, gguf, thinking, pt and dates such as 2507 or 0414) are dropped on
-   both sides, so an Instruct / chat / dated release names its base architecture's entry.  The entries one of
-   whose names (the id, the Hugging Face id, the display name or an alias) holds all of the name's tokens are
-   candidates; the one whose id has the fewest tokens beyond them wins ("4090" -> rtx-4090 rather than
-   rtx-4090-d).
+   both sides, so an Instruct / chat / dated release names its base architecture's entry; so are the format
+   tokens of a quantized re-upload (fp8, nvfp4, fp4, mxfp4, awq: ``stated_format`` keeps what they say).
+   The entries one of whose names (the id, the Hugging Face id, the display name or an alias) holds all of
+   the name's tokens are candidates; the one whose id has the fewest tokens beyond them wins ("4090" ->
+   rtx-4090 rather than rtx-4090-d).
    A tie is ambiguous: SpecError listing the candidates ("h100" -> h100-80gb-sxm, h100-80gb-pcie,
    h100-nvl-94gb: which one?).  A match by tokens carries a note the report shows.
 3. nothing: SpecError naming the three closest ids.
@@ -27,6 +28,11 @@ from estimator.specs import SpecError
 
 # tokens that name a release of an architecture rather than the architecture (dropped for models)
 VARIANT_TOKENS = frozenset({"instruct", "chat", "it", "hf", "base", "gguf", "thinking", "pt"})
+# tokens of a quantized re-upload's name -> the checkpoint dtype they state (ModelSpec.native_dtype; dropped
+# for matching like the variant tokens): "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8", "nvidia/...-FP4" (NVIDIA's
+# FP4 repositories are ModelOpt NVFP4), "Qwen/Qwen3-32B-AWQ"; "dynamic" only qualifies FP8 ("-FP8-dynamic")
+FORMAT_TOKENS = {"fp8": "fp8", "nvfp4": "nvfp4", "fp4": "nvfp4", "mxfp4": "mxfp4", "awq": "awq"}
+_FORMAT_QUALIFIERS = frozenset({"dynamic"})
 _DATE = re.compile(r"^(\d{4}|\d{6}|\d{8})$")  # 2507, 0414, 240620, 20240620
 _SPLIT = re.compile(r"[\s_/\-]+")
 _BOUNDARY = re.compile(r"(?<=[a-z])(?=\d)|(?<=\d)(?=[a-z])")
@@ -42,12 +48,24 @@ def tokens(name: str, model: bool = False) -> tuple[str, ...]:
     for part in _SPLIT.split(s):
         if not part:
             continue
-        if model and (part in VARIANT_TOKENS or _DATE.match(part)):
+        if model and (part in VARIANT_TOKENS or part in FORMAT_TOKENS or _DATE.match(part)):
+            continue
+        if model and part in _FORMAT_QUALIFIERS and "fp8" in s:
             continue
         # keep version numbers whole ("3.1", "v0.3"); split letters from digits elsewhere ("rtx4090")
         pieces = [part] if model or re.fullmatch(r"v?\d+(\.\d+)+", part) else _BOUNDARY.split(part)
         out += [p for p in pieces if p and p != "."]
     return tuple(dict.fromkeys(out))
+
+
+def stated_format(name: str) -> str | None:
+    """The checkpoint dtype a model name states with a format token (``FORMAT_TOKENS``), None without one;
+    SpecError when it states two ("...-FP8-AWQ")."""
+    s = str(name).strip().lower().rsplit("/", 1)[-1]
+    found = {FORMAT_TOKENS[p] for p in _SPLIT.split(s) if p in FORMAT_TOKENS}
+    if len(found) > 1:
+        raise SpecError(f"model {name!r} names two weight formats ({', '.join(sorted(found))}); name one")
+    return found.pop() if found else None
 
 
 def match(

@@ -26,15 +26,23 @@ _KINDS = ("gpu", "unified", "cpu", "npu")
 
 def resolve_model_noted(arg: str | Path) -> tuple[ModelSpec, tuple[str, ...]]:
     """(ModelSpec, notes) of a path or a model name; a name that is not a catalog id / HF id / alias maps to
-    the entry its tokens name and the note says so."""
+    the entry its tokens name and the note says so.  A repository named that way ("org/name") is that
+    repository (``hf_id``: what a launch command serves), in the format its name states
+    (``names.stated_format``: "...-FP8" is an FP8 checkpoint, "...-AWQ" an AWQ one), else its entry's."""
     s = str(arg).strip()
     p = Path(s).expanduser()
     if not s or s.lower().endswith(".gguf") or p.is_dir() or p.is_file():
         return resolve_model(arg), ()
-    from estimator.catalog.data import find_model, get_model
+    from estimator.catalog.data import find_model, get_model, is_model_id
+    from estimator.catalog.names import stated_format
 
     entry, note = find_model(s)
-    return get_model(entry["id"]), (note,) if note else ()
+    if is_model_id(s):  # an id, HF id or alias (a quantized re-upload's alias: its repository and format)
+        return get_model(s), (note,) if note else ()
+    spec = get_model(entry["id"])
+    if "/" in s:  # a repository named by its tokens: that repository, in the format its name states
+        spec = replace(spec, hf_id=s, native_dtype=stated_format(s) or spec.native_dtype)
+    return spec, (note,) if note else ()
 
 
 def resolve_model(arg: str | Path) -> ModelSpec:

@@ -37,7 +37,7 @@ import shlex
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
+from estimator.specs import CHECKPOINT_QUANTS, HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -460,18 +460,11 @@ class EngineProfile:
 
 
 _DENSE_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16"}
-# catalog weight format of a published checkpoint, by its dtype (ModelSpec.native_dtype).  A Hugging Face
-# ``quant_method: fp8`` checkpoint is transformers' fine-grained FP8: E4M3 weights with one scale per
-# 128 x 128 block (``weight_block_size``), as DeepSeek-V3 / R1 / V3.2, Kimi K2 and MiniMax-M2 publish
-# theirs; a per-tensor FP8 checkpoint states ``compressed-tensors`` and is not mapped.
-CHECKPOINT_QUANTS = {
-    "bf16": "BF16", "f16": "F16", "f32": "F32", "fp8": "FP8-BLOCK", "mxfp4": "MXFP4", "nvfp4": "NVFP4",
-}  # fmt: skip
 
 
 def checkpoint_quant(model: ModelSpec) -> str | None:
-    """The catalog format of the model's published checkpoint (``CHECKPOINT_QUANTS``); None for a GGUF file
-    (its own tensors) or a checkpoint dtype no catalog format names."""
+    """The catalog format of the model's published checkpoint (``estimator.specs.CHECKPOINT_QUANTS``); None
+    for a GGUF file (its own tensors) or a checkpoint dtype no catalog format names."""
     if model.gguf_tensors is not None:
         return None
     return CHECKPOINT_QUANTS.get(model.native_dtype)

@@ -652,12 +652,15 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     (
         re.compile(
             r"model '(?P<t>.+)' is not a catalog id: sized as (?P<e>.+?), the base architecture its name "
-            r"points to .+"
+            r"points to .+?\)(?:; its name states an? (?P<f>\S+) checkpoint)?$"
         ),
-        "modelo '{t}': no es un id del catálogo; se dimensiona como {e}, la arquitectura base que indica "
-        "su nombre "
-        "(las versiones Instruct / chat / con fecha la comparten; el contexto máximo es el de la entrada del "
-        "catálogo y una versión puede admitir más: use su config.json para dimensionarla)",
+        lambda m: (
+            f"modelo '{m['t']}': no es un id del catálogo; se dimensiona como {m['e']}, la arquitectura base "
+            "que indica su nombre (las versiones Instruct / chat / con fecha la comparten; el contexto "
+            "máximo es el de la entrada del catálogo y una versión puede admitir más: use su config.json "
+            "para dimensionarla)"
+            + (f"; su nombre indica un checkpoint {m['f']}" if m["f"] else "")
+        ),
     ),
     (
         re.compile(r"model '(?P<t>.+)' is sized as catalog entry (?P<e>.+)"),
