@@ -5,7 +5,8 @@ report and app code ask the profile and never compare engine names.  A profile h
 
 * **weights**: which weight container it loads (``container``: ``"gguf"`` for llama.cpp, ``"safetensors"``
   for vLLM / SGLang; a quant format lists the containers it exists in, ``QuantSpec.containers``), its
-  default quant and multi-device split, and whether the token embedding stays in host RAM on discrete devices;
+  default quant for a model (``default_quant_for``: a checkpoint engine loads the published checkpoint's
+  format) and multi-device split, and whether the token embedding stays in host RAM on discrete devices;
 * **KV cache**: the KV dtype names it accepts (``kv_dtypes``, mapped to storage types by
   ``estimator.physics.quant.kv_type``), the cheaper ones a report compares, how it lays out cells
   (``kv_cells``: contiguous padded cells or paged blocks; sliding-window layers capped at the window), the
