@@ -151,6 +151,8 @@ CASES: dict[str, dict] = {
     ),
     "Gaudi, vLLM": dict(model="qwen3-8b", hardware="gaudi-3", engine="vllm"),
     # the published FP8 format by default, --trust-remote-code notes, llama.cpp's refused tensor parallelism
+    # a k-quant recipe whose rows are not whole blocks (the fallback note)
+    "Gemma 4 26B-A4B, Q4_K_M fallback": dict(model="gemma-4-26b-a4b", hardware="rtx-4090"),
     "Kimi K2, SGLang, 8 devices": dict(
         model="kimi-k2", hardware="h200-141gb-sxm", engine="sglang", devices=8
     ),

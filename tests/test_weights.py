@@ -123,3 +123,37 @@ def test_phi3_fuses_qkv_and_gate_up_like_its_ggufs():
 
     assert type_for("Q4_K_M", "attn_qkv", 0, 40, row_len=5120) == "q6_K"
     assert weight_breakdown(m, "BF16").n_params_total == weight_breakdown(m, "Q8_0").n_params_total
+
+
+def test_rows_that_are_not_whole_blocks_are_reported():
+    """gpt-oss's 2,880-wide rows are not whole 256-element k-quant blocks: llama-quantize stores them in the
+    fallback types (q4_K -> q5_0, q6_K -> q8_0), so its Q4_K_M is larger than its Q5_0; Gemma 4 26B-A4B's
+    704-wide experts and 2,112-wide FFN fall back too (31 %); DeepSeek-V3's 128-wide MLA rows are 0.1 %."""
+    from estimator.catalog.data import get_model
+    from estimator.physics.weights import block_fallback, weight_breakdown
+
+    oss = get_model("gpt-oss-120b")
+    share, widths = block_fallback(oss, "Q4_K_M")
+    assert widths == (2880,) and share > 0.99
+    assert weight_breakdown(oss, "Q4_K_M").total_bytes > weight_breakdown(oss, "Q5_0").total_bytes
+    assert block_fallback(oss, "Q5_0") is None and block_fallback(oss, "MXFP4") is None
+    assert block_fallback(oss, "BF16") is None
+    share, widths = block_fallback(get_model("gemma-4-26b-a4b"), "Q4_K_M")
+    assert widths == (704, 2112) and 0.3 < share < 0.32
+    assert block_fallback(get_model("deepseek-v3"), "Q4_K_M")[0] < 0.01
+    assert block_fallback(get_model("llama-3.1-8b"), "Q4_K_M") is None
+
+
+def test_the_report_says_when_a_recipe_falls_back():
+    from estimator.report.document import report_to_dict
+    from estimator.report.request import ReportRequest, make_report
+
+    def notes(model, quant=None):
+        d = report_to_dict(make_report(ReportRequest(model=model, hardware="h100-80gb-sxm", quant=quant)))
+        return [n for n in d["notes"] if "not whole" in n]
+
+    (note,) = notes("gpt-oss-120b", "Q4_K_M")
+    assert note.startswith("Q4_K_M: 99.6% of the weights have rows of 2,880 elements, not whole q4_K blocks")
+    assert "(q4_K -> q5_0)" in note
+    assert notes("gpt-oss-120b") == []  # MXFP4, llama.cpp's default for it
+    assert notes("deepseek-v3", "Q4_K_M") == [] and notes("llama-3.1-8b") == []

@@ -18,7 +18,7 @@ llama.cpp recipes (``LLAMA_RECIPES``, ``type_for``) follow ``llama_tensor_get_ty
 llama-cpp-python 0.3.36, whose quantizer the tests run).  A recipe is a llama-quantize file type
 (``ftype``), whether an importance matrix was given (``imatrix``) and the ``--output-tensor-type`` /
 ``--token-embedding-type`` overrides.
-docs/quant-recipes.md lists every recipe with its rules; in short:
+docs/memory-model.md (section 1) lists every recipe with its rules; in short:
 
 * the file type's default type (``llama_ftype_get_default_type``), e.g. Q4_K_M -> q4_K, IQ2_S -> iq2_xs,
   IQ2_M -> iq2_s, IQ3_XS / IQ3_S / IQ3_M -> iq3_s, Q2_K_S -> q2_K, MXFP4_MOE -> mxfp4; F16 / BF16 / F32 leave

@@ -717,6 +717,34 @@ def weight_breakdown(model: ModelSpec, quant: QuantSpec | str | None = None) -> 
     return _breakdown(model, q)
 
 
+def block_fallback(model: ModelSpec, quant: QuantSpec | str) -> tuple[float, tuple[int, ...]] | None:
+    """(share of the quantizable weight elements whose rows are not whole blocks of the recipe's default
+    type, those row lengths) for a llama.cpp recipe with block types (256 elements for the k- and
+    i-quants); None when every row fits, or for another format.  llama-quantize stores such rows in the
+    recipe's fallback type (``quant.fallback_type``: q4_K -> q5_0, q6_K -> q8_0, ...): gpt-oss's 2,880-wide
+    rows make its Q4_K_M larger than its Q5_0."""
+    from estimator.physics.quant import llama_recipe
+
+    q = get_quant(quant) if isinstance(quant, str) else quant
+    if q.from_file or llama_recipe(q) is None or q.default_type not in TYPE_SIZES:
+        return None
+    block = TYPE_SIZES[q.default_type][0]
+    if block <= 32:  # legacy 32-element types: a row that is not whole blocks is rare (f16 fallback)
+        return None
+    total = odd = 0
+    widths: set[int] = set()
+    for t in tensor_inventory(model):
+        if len(t.shape) < 2 or t.tclass in ALWAYS_F32:
+            continue
+        total += t.n_elements
+        if t.row_len % block:
+            odd += t.n_elements
+            widths.add(t.row_len)
+    if not odd or not total:
+        return None
+    return odd / total, tuple(sorted(widths))
+
+
 def expert_bytes_per_layer(model: ModelSpec, quant: QuantSpec | str | None = None) -> tuple[int, ...]:
     """Routed-expert bytes of each layer (what llama.cpp --n-cpu-moe moves to host RAM, from layer 0)."""
     return weight_breakdown(model, quant).per_layer_routed_bytes

@@ -179,6 +179,7 @@ QUANTS_ES: dict[str, str] = {
     ),
 }
 _FILE_QUANT = re.compile(r"the file's own tensor types, exact bytes \((?P<f>.*)\)")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")  # the thousands comma of an English number ("2,880")
 
 
 def translate_quant(description: str, lang: str) -> str:
@@ -687,6 +688,18 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
         ),
         "{r} se publica en {o}; {e} mantiene la cuantización de un checkpoint diga lo que diga --dtype, "
         "así que {q} necesita una copia descuantizada",
+    ),
+    (
+        re.compile(
+            r"(?P<q>\S+): (?P<p>[\d.]+%) of the weights have rows of (?P<w>.+?) elements, not whole "
+            r"(?P<t>\S+) blocks; llama-quantize stores them in its fallback types \((?P<f>.+?)\), so the "
+            r"file is larger than the format's name suggests"
+        ),
+        lambda m: (
+            f"{m['q']}: el {m['p']} de los pesos tiene filas de {_THOUSANDS.sub('.', m['w'])} elementos, no "
+            f"bloques {m['t']} enteros; llama-quantize los guarda en sus tipos de respaldo ({m['f']}), así "
+            "que el archivo es mayor de lo que sugiere el nombre del formato"
+        ),
     ),
     (
         re.compile(

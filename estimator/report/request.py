@@ -319,6 +319,24 @@ def _default_format_note(model: ModelSpec, name: str, engine: str) -> str:
     )
 
 
+def _fallback_notes(model: ModelSpec, quant: QuantSpec) -> tuple[str, ...]:
+    """A note when 1 % or more of a llama.cpp recipe's weights have rows that are not whole blocks of its
+    type, so llama-quantize stores them in the fallback type (``weights.block_fallback``)."""
+    from estimator.physics.quant import fallback_type
+    from estimator.physics.weights import block_fallback
+
+    found = block_fallback(model, quant)
+    if found is None or found[0] < 0.01:
+        return ()
+    share, widths = found
+    t = quant.default_type
+    return (
+        f"{quant.name}: {share:.1%} of the weights have rows of {', '.join(f'{w:,}' for w in widths)} "
+        f"elements, not whole {t} blocks; llama-quantize stores them in its fallback types ({t} -> "
+        f"{fallback_type(t, widths[0])}), so the file is larger than the format's name suggests",
+    )
+
+
 def request_quant(
     model: ModelSpec, quant: str | None, engine: str
 ) -> tuple[ModelSpec, QuantSpec, tuple[str, ...]]:
@@ -340,10 +358,12 @@ def request_quant(
             )
         profile = get_engine(engine)  # the layout the engine loads (vLLM / SGLang MXFP4 checkpoints)
         if quant is not None:
-            return model, profile.weight_format(get_quant(quant)), ()
+            q = get_quant(quant)
+            return model, profile.weight_format(q), _fallback_notes(model, q)
         name = profile.default_quant_for(model)
         note = () if name == profile.default_quant else (_default_format_note(model, name, profile.label),)
-        return model, profile.weight_format(get_quant(name)), note
+        q = get_quant(name)
+        return model, profile.weight_format(q), note + _fallback_notes(model, q)
     own = file_quant(model)
     if quant is None or quant.strip().lower() == "gguf":
         return (
