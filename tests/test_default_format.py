@@ -141,6 +141,12 @@ def test_fit_ranks_a_quantized_release_in_its_own_format():
         get_hardware("h100-80gb-sxm"), make_workload("llama.cpp"), table, FitQuery(family="gpt-oss")
     )
     assert {r[heads.index("best_quant")] for r in rows} == {"MXFP4"}
+    # on a 24 GB card gpt-oss-120b fits with its MXFP4 experts in host RAM (was a larger Q4_K_M)
+    heads, rows, _ = fit_rows(
+        get_hardware("rtx-4090"), make_workload("llama.cpp"), table, FitQuery(family="gpt-oss")
+    )
+    big = next(r for r in rows if r[heads.index("model")] == "gpt-oss-120b")
+    assert big[heads.index("best_quant")] == "MXFP4" and big[heads.index("n_cpu_moe")]
 
 
 def test_predict_row_without_quant_takes_the_engines_default():

@@ -209,7 +209,8 @@ def fit_rows(hw: HardwareSpec, workload: Workload, table, query: FitQuery | None
         params = [_r(wb.n_params_total / 1e9), _r(wb.n_params_active / 1e9)] if wb else [None, None]
         pick = fallback = None
         runnable = False  # some format runs there (memory aside)
-        for quant in model_formats(model, qspecs, profile) if q.quants == FIT_QUANTS else qspecs:
+        formats = model_formats(model, qspecs, profile) if q.quants == FIT_QUANTS else qspecs
+        for quant in formats:
             if not support.runs(model, quant, hw, wl):  # the engine cannot run it there (physics.support)
                 continue
             runnable = True
@@ -242,7 +243,10 @@ def fit_rows(hw: HardwareSpec, workload: Workload, table, query: FitQuery | None
             continue
         offload = None
         if model.moe is not None and profile.moe_cpu_offload:  # the engine can keep experts in host RAM
-            for quant in offload_quants:
+            # from the engine's default format down; a model published in another format from that one
+            # (gpt-oss-120b: MXFP4 experts in host RAM, not a larger Q4_K_M)
+            own = formats[0] if formats is not qspecs and formats else None
+            for quant in [own, *(x for x in formats[1:] if x in offload_quants)] if own else offload_quants:
                 if not support.runs(model, quant, hw, replace(wl, moe_offload_layers=model.n_layers)):
                     continue
                 got = _min_moe_offload(ph, quant, hw, wl, model.n_layers)
