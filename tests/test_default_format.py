@@ -215,3 +215,39 @@ def test_a_named_repository_is_sized_and_served_as_published(name, entry, hf_id,
     assert get_engine("vllm").default_quant_for(m) == default
     cmd = get_engine("vllm").launch(m, get_quant(default), Workload(n_ctx=8192, engine="vllm"), 0)
     assert cmd.argv[2] == hf_id
+
+
+def test_an_moe_that_does_not_fit_gets_the_expert_offload_that_fits():
+    """gpt-oss-120b in MXFP4 on an RTX 4090: does not fit whole; the report names the fewest layers of routed
+    experts in host RAM that make it fit (llama.cpp --n-cpu-moe), the host RAM and the decode speed with them
+    there, the same figures `fit` gives; a dense model or a configuration that fits gets none."""
+    from estimator.catalog.data import get_hardware
+    from estimator.physics.coefficients import load_coefficients
+    from estimator.report.fit import FitQuery, fit_rows
+    from estimator.report.request import make_workload
+
+    d = build_request_report(ReportRequest(model="gpt-oss-120b", hardware="rtx-4090"))
+    mem, sp = d["memory"], d["speed"]
+    assert mem["verdict"] == "does not fit"
+    k = mem["moe_offload_layers"]
+    assert 0 < k < 36 and mem["moe_offload_host_bytes"] > 30 * 2**30
+    assert sp["moe_offload_decode"]["tok_s"] < sp["decode"]["tok_s"]
+    table = load_coefficients(None)
+    hw = get_hardware("rtx-4090")
+    heads, rows, _ = fit_rows(hw, make_workload("llama.cpp"), table, FitQuery(family="gpt-oss"))
+    big = next(r for r in rows if r[heads.index("model")] == "gpt-oss-120b")
+    assert big[heads.index("n_cpu_moe")] == k
+    from estimator.catalog.data import get_model
+    from estimator.physics.memory import estimate_memory
+    from estimator.report.document import to_brief
+
+    assert f"With --n-cpu-moe {k} it fits" in " ".join(to_brief(d, width=300).split())
+    # k - 1 layers do not fit: the least offload, not just one that fits
+
+    wl = make_workload("llama.cpp", moe_offload_layers=k - 1)
+    m = estimate_memory(get_model("gpt-oss-120b"), get_quant("MXFP4"), get_hardware("rtx-4090"), wl,
+                        load_coefficients(None).memory_for("llama.cpp"))  # fmt: skip
+    assert m.verdict == "does not fit"
+    for model, hw in (("llama-3.1-70b", "rtx-4090"), ("gpt-oss-20b", "rtx-4090")):
+        d = build_request_report(ReportRequest(model=model, hardware=hw))
+        assert d["memory"]["moe_offload_layers"] is None and d["speed"]["moe_offload_decode"] is None

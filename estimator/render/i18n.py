@@ -144,6 +144,11 @@ STRINGS: dict[str, dict[str, str]] = {
     },
     "empty_context": {"en": "empty context", "es": "contexto vacío"},
     "if_it_fit": {"en": "as if it fit", "es": "como si cupiera"},
+    "with_moe_offload": {
+        "en": "Decode with --n-cpu-moe {k} (it fits)",
+        "es": "Decode con --n-cpu-moe {k} (cabe)",
+    },
+    "experts_in_host": {"en": "routed experts in host RAM", "es": "expertos enrutados en la RAM del host"},
     "kv_half_full": {"en": "KV half full at {n} tokens", "es": "caché KV a medias ({n} tokens)"},
     "interval": {"en": "interval", "es": "intervalo"},
     "coefficients": {"en": "Coefficients", "es": "Coeficientes"},

@@ -458,6 +458,14 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     (re.compile(r"Speeds are estimates \((?P<c>.+)\)\."), lambda m: f"Velocidades estimadas ({tr(m['c'])})."),
     (
         re.compile(
+            r"With --n-cpu-moe (?P<k>\d+) it fits \(the routed experts of \d+ layers in host RAM, "
+            r"(?P<g>[\d.,]+) GiB\): decode (?P<t>[\d.,]+) tok/s \((?P<i>[^)]+)\) one stream, empty context\."
+        ),
+        "Con --n-cpu-moe {k} cabe (los expertos enrutados de {k} capas en la RAM del host, {g} GiB): decode "
+        "{t} tok/s ({i}) un flujo, contexto vacío.",
+    ),
+    (
+        re.compile(
             r"As if it fit: these speeds and the cost assume every weight in device memory"
             r"(?:; --offload-gib (?P<g>[\d.]+) sizes the least host offload that fits)?\."
         ),
@@ -527,6 +535,14 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     (
         re.compile(r"Least host offload that would make it fit: (?P<b>.+)\."),
         "Offload mínimo al host con el que cabría: {b}.",
+    ),
+    (
+        re.compile(
+            r"Least expert offload that makes it fit: --n-cpu-moe (?P<k>\d+) \(the routed experts of \d+ "
+            r"layers in host RAM: (?P<b>.+) of host RAM\)\."
+        ),
+        "Offload mínimo de expertos con el que cabe: --n-cpu-moe {k} (los expertos enrutados de {k} capas en "
+        "la RAM del host: {b} de RAM del host).",
     ),
     (
         re.compile(

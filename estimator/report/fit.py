@@ -103,29 +103,6 @@ def selected(model: ModelSpec, q: FitQuery) -> bool:
     return q.moe is None or (model.moe is not None) == q.moe
 
 
-def _min_moe_offload(sizing, quant, hw: HardwareSpec, wl: Workload, n_layers: int):
-    """(k, memory) for the fewest layers of routed experts in host RAM that fit, or None."""
-
-    def fits(k: int):
-        try:
-            m = sizing.memory(quant, hw, replace(wl, moe_offload_layers=k))
-        except _ERRORS:
-            return None
-        return m if m.verdict != "does not fit" else None
-
-    best = fits(n_layers)
-    if best is None:
-        return None
-    lo, hi = 1, n_layers  # fits(hi) holds; find the smallest k that fits
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits(mid) is not None:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo, fits(lo)
-
-
 def _speed(sizing, quant, hw, wl):
     try:
         f = sizing.decode(quant, hw, wl)
@@ -249,7 +226,7 @@ def fit_rows(hw: HardwareSpec, workload: Workload, table, query: FitQuery | None
             for quant in [own, *(x for x in formats[1:] if x in offload_quants)] if own else offload_quants:
                 if not support.runs(model, quant, hw, replace(wl, moe_offload_layers=model.n_layers)):
                     continue
-                got = _min_moe_offload(ph, quant, hw, wl, model.n_layers)
+                got = ph.min_moe_offload(quant, hw, wl)
                 if got is None:
                     continue
                 k, m = got

@@ -100,6 +100,30 @@ class Sizing:
         """The support verdict of a configuration (estimator.physics.support.judge)."""
         return support_mod.judge(self.model, quant, hw, wl)
 
+    def min_moe_offload(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload):
+        """(k, memory) for the fewest layers k of routed experts in host RAM (llama.cpp ``--n-cpu-moe k``)
+        with which the configuration fits, or None (it does not fit even with every layer's experts there).
+        Memory falls as k grows, so k is found by bisection over 1 .. n_layers."""
+        n_layers = self.model.n_layers
+
+        def fits(k: int):
+            try:
+                m = self.memory(quant, hw, replace(wl, moe_offload_layers=k))
+            except SIZING_ERRORS:
+                return None
+            return m if m.verdict != "does not fit" else None
+
+        if fits(n_layers) is None:
+            return None
+        lo, hi = 1, n_layers  # fits(hi) holds; find the smallest k that fits
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if fits(mid) is not None:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo, fits(lo)
+
 
 def memory_sequences(wl: Workload) -> int:
     """Sequences the memory is sized for: ``max(n_seq, concurrency)``.  ``--concurrency N`` starts N slots

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+from estimator.engines import get_engine
 from estimator.physics.finetune import FinetuneConfig
 from estimator.physics.weights import weight_breakdown
 from estimator.render.blocks import Block
@@ -122,6 +123,22 @@ class Build:
     def memory(self):
         """MemoryEstimate of the sized configuration (KV for ``sizing.memory_sequences`` sequences)."""
         return self.sizing.memory(self.quant, self.hardware, self.workload)
+
+    @cached_property
+    def expert_offload(self):
+        """(k, MemoryEstimate) for the fewest layers of routed experts in host RAM that make a configuration
+        that does not fit fit (llama.cpp ``--n-cpu-moe k``: ``Sizing.min_moe_offload``), or None: it fits,
+        the model has no routed experts, the user already set the offload, the engine keeps no experts in
+        host RAM, or not even every layer's experts there make it fit."""
+        wl = self.workload
+        if (
+            self.memory.verdict != "does not fit"
+            or self.model.moe is None
+            or wl.moe_offload_layers
+            or not get_engine(wl.engine).moe_cpu_offload
+        ):
+            return None
+        return self.sizing.min_moe_offload(self.quant, self.hardware, wl)
 
     @property
     def floor_bytes(self) -> int:

@@ -38,6 +38,10 @@ class MemorySection:
     kv_capacity_tokens: int | None
     max_concurrency: int | None
     min_offload_bytes: int  # least host offload that would make it fit (0 when it fits)
+    # when it does not fit: the fewest layers of routed experts in host RAM (llama.cpp --n-cpu-moe) that make
+    # it fit, and the host RAM that needs (Build.expert_offload); None otherwise
+    moe_offload_layers: int | None
+    moe_offload_host_bytes: int | None
     per_device: tuple[DeviceMemory, ...]
     basis: str
     notes: tuple[str, ...]
@@ -73,6 +77,8 @@ def build(b: Build) -> MemorySection:
         kv_capacity_tokens=None if m.kv_capacity_tokens is None else int(m.kv_capacity_tokens),
         max_concurrency=None if m.max_concurrency is None else int(m.max_concurrency),
         min_offload_bytes=int(m.min_offload_bytes or 0),
+        moe_offload_layers=None if b.expert_offload is None else int(b.expert_offload[0]),
+        moe_offload_host_bytes=None if b.expert_offload is None else int(b.expert_offload[1].host_bytes or 0),
         per_device=tuple(m.per_device),
         basis=MEMORY_BASIS + (f"; runtime coefficients: {runtime}" if runtime else ""),
         notes=tuple(m.notes) + tuple(device_notes([hw.id])),
@@ -100,6 +106,12 @@ def text(d: dict) -> Block:
     s.lines.append(f"Utilisation {pct(mem['utilization'])}; verdict: **{mem['verdict']}**.")
     if mem["min_offload_bytes"]:
         s.lines.append(f"Least host offload that would make it fit: {both(mem['min_offload_bytes'])}.")
+    if mem.get("moe_offload_layers"):
+        s.lines.append(
+            f"Least expert offload that makes it fit: --n-cpu-moe {mem['moe_offload_layers']} (the routed "
+            f"experts of {mem['moe_offload_layers']} layers in host RAM: "
+            f"{both(mem['moe_offload_host_bytes'])} of host RAM)."
+        )
     s.notes += [f"note: {n}" for n in mem["notes"]]
     if mem["kv_capacity_tokens"] is not None:
         s.lines.append(

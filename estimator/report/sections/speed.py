@@ -6,7 +6,7 @@ measured runs beside them in HTML."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from estimator.physics import speed as speed_mod
 from estimator.render import charts, i18n
@@ -31,9 +31,24 @@ class SpeedSection:
     aggregate: SpeedFigure
     concurrency: int
     per_sequence_tok_s: float
+    # decode (tg128, empty context) with the routed experts of memory.moe_offload_layers layers in host RAM,
+    # when that expert offload is what makes the configuration fit (Build.expert_offload); None otherwise
+    moe_offload_decode: SpeedFigure | None
     calibrated: bool
     basis: str
     notes: tuple[str, ...]
+
+
+def _offload_decode(b: Build) -> SpeedFigure | None:
+    """Decode with the routed experts of the fewest layers that make it fit in host RAM
+    (``Build.expert_offload``)."""
+    if b.expert_offload is None:
+        return None
+    wl = replace(b.workload, moe_offload_layers=b.expert_offload[0])
+    try:
+        return b.sizing.decode(b.quant, b.hardware, wl)
+    except SIZING_ERRORS:
+        return None
 
 
 def build(b: Build) -> SpeedSection | None:
@@ -75,6 +90,7 @@ def build(b: Build) -> SpeedSection | None:
         aggregate=from_estimate(s.aggregate),
         concurrency=s.concurrency,
         per_sequence_tok_s=s.per_sequence_tok_s,
+        moe_offload_decode=_offload_decode(b),
         calibrated=calibrated,
         basis=basis,
         notes=tuple(s.notes),

@@ -44,6 +44,13 @@ def speed_lines(d: dict) -> list[str]:
     lines = []
     mem = d.get("memory") or {}
     if mem.get("verdict") == "does not fit":
+        k, moe = mem.get("moe_offload_layers"), sp.get("moe_offload_decode")
+        if k and moe:
+            lines.append(
+                f"With --n-cpu-moe {k} it fits (the routed experts of {k} layers in host RAM, "
+                f"{gib(mem['moe_offload_host_bytes'])} GiB): decode {tok(moe['tok_s'])} tok/s "
+                f"({tok(moe['lo_tok_s'])}–{tok(moe['hi_tok_s'])}) one stream, empty context."
+            )
         # rounded up to 0.1 GiB, so the suggested offload does fit
         off = math.ceil(mem["min_offload_bytes"] / GIB * 10) / 10 if mem.get("min_offload_bytes") else None
         tail = f"; --offload-gib {off:.1f} sizes the least host offload that fits." if off else "."
@@ -156,6 +163,15 @@ def _cards(ctx: Ctx) -> str:
                 ),
             )
         )
+        k = ctx.get("memory.moe_offload_layers")
+        if unfit and k and ctx.get("speed.moe_offload_decode") is not None:
+            cards.append(
+                card(
+                    ctx.t("with_moe_offload", k=k),
+                    ctx.num("speed.moe_offload_decode.tok_s", "tok_s"),
+                    f"{ctx.t('experts_in_host')}: {ctx.num('memory.moe_offload_host_bytes', 'gib')}",
+                )
+            )
         cards.append(
             card(
                 ctx.t("ttft"),
