@@ -251,3 +251,23 @@ def test_an_moe_that_does_not_fit_gets_the_expert_offload_that_fits():
     for model, hw in (("llama-3.1-70b", "rtx-4090"), ("gpt-oss-20b", "rtx-4090")):
         d = build_request_report(ReportRequest(model=model, hardware=hw))
         assert d["memory"]["moe_offload_layers"] is None and d["speed"]["moe_offload_decode"] is None
+
+
+@pytest.mark.parametrize(
+    "model,quant,target",
+    [
+        ("gpt-oss-120b", "MXFP4", "openai/gpt-oss-120b"),
+        ("deepseek-v3", "FP8-BLOCK", "deepseek-ai/DeepSeek-V3"),
+        ("nemotron-3-super-120b-a12b", "NVFP4", "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"),
+        ("deepseek-v3", "BF16", "<BF16 checkpoint of deepseek-ai/DeepSeek-V3>"),
+        # an AutoAWQ repository is not ModelOpt's INT4-AWQ: the ModelOpt route
+        ("Qwen/Qwen3-32B-AWQ", "AWQ-INT4", "<AWQ-INT4 checkpoint of Qwen/Qwen3-32B-AWQ>"),
+        ("llama-3.1-8b", "BF16", "meta-llama/Llama-3.1-8B"),
+    ],
+)
+def test_trtllm_serves_the_published_checkpoint_it_can_load(model, quant, target):
+    from estimator.catalog.resolve import resolve_model_noted
+
+    m, _ = resolve_model_noted(model)
+    cmd = get_engine("trtllm").launch(m, get_quant(quant), Workload(n_ctx=8192, engine="trtllm"), 0)
+    assert cmd.argv[1] == target

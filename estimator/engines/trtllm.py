@@ -53,6 +53,10 @@ KV_FLAGS = {"f16": "auto", "bf16": "auto", "auto": "auto", "fp8": "fp8", "fp8_e4
 # catalog quant -> ModelOpt --qformat of the pre-quantized checkpoint TensorRT-LLM loads
 MODELOPT_QFORMAT = {"FP8": "fp8", "FP8-BLOCK": "fp8_pb_wo", "NVFP4": "nvfp4", "AWQ-INT4": "int4_awq"}
 _DENSE = ("F16", "BF16", "F32")
+# quantized formats whose published Hugging Face checkpoints the PyTorch backend loads as they are: gpt-oss's
+# MXFP4, DeepSeek-style FP8, NVIDIA's ModelOpt NVFP4 repositories; an AutoAWQ checkpoint is not ModelOpt's
+# INT4-AWQ, so it takes the ModelOpt route (MODELOPT_QFORMAT)
+LOADS_PUBLISHED = ("MXFP4", "FP8", "FP8-BLOCK", "NVFP4")
 
 
 class TensorRTLLM(EngineProfile):
@@ -117,8 +121,16 @@ class TensorRTLLM(EngineProfile):
         exact = workload.engine == self.name
         q = quant.name.upper()
         repo = model.hf_id or model.id
-        own = q == checkpoint_quant(model) or (q.startswith("FP8") and model.native_dtype == "fp8")
-        if q in _DENSE or own:
+        published = checkpoint_quant(model)
+        fp8 = q.startswith("FP8") and model.native_dtype == "fp8"
+        own = (q == published and q in LOADS_PUBLISHED) or fp8
+        if q in _DENSE and published not in (None, *_DENSE):
+            target = f"<{q} checkpoint of {repo}>"
+            notes.append(
+                f"{repo} is published in {published}; TensorRT-LLM keeps a checkpoint's quantization, so {q} "
+                "needs a dequantized copy"
+            )
+        elif q in _DENSE or own:
             target = repo
         elif q in MODELOPT_QFORMAT:
             target = f"<{q} checkpoint of {repo}>"

@@ -699,11 +699,14 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     ),
     (
         re.compile(
-            r"(?P<r>\S+) is published in (?P<o>\S+); (?P<e>.+?) keeps a checkpoint's quantization whatever "
-            r"--dtype says, so (?P<q>\S+) needs a dequantized copy"
+            r"(?P<r>\S+) is published in (?P<o>\S+); (?P<e>.+?) keeps a checkpoint's quantization"
+            r"(?P<d> whatever --dtype says)?, so (?P<q>\S+) needs a dequantized copy"
         ),
-        "{r} se publica en {o}; {e} mantiene la cuantización de un checkpoint diga lo que diga --dtype, "
-        "así que {q} necesita una copia descuantizada",
+        lambda m: (
+            f"{m['r']} se publica en {m['o']}; {m['e']} mantiene la cuantización de un checkpoint"
+            + (" diga lo que diga --dtype" if m["d"] else "")
+            + f", así que {m['q']} necesita una copia descuantizada"
+        ),
     ),
     (
         re.compile(
