@@ -57,6 +57,17 @@ def test_deepseek_v3_fits_eight_h200_as_served():
     assert 600 < default["weights_bytes"] / 2**30 < 660
 
 
+def test_llama_cpps_mxfp4_is_the_published_gpt_oss_gguf():
+    """llama-bench reports ggml-org's gpt-oss-20b MXFP4 GGUF as 11.27 GiB
+    (https://github.com/ggml-org/llama.cpp/blob/master/benches/dgx-spark.md, in
+    ../shared/reference/published/published_measurements.csv): MXFP4 experts, q8_0 for the rest."""
+    from estimator.physics.weights import weight_breakdown
+
+    w = weight_breakdown(get_model("gpt-oss-20b"), get_quant(get_engine("llama.cpp").default_quant_for(
+        get_model("gpt-oss-20b"))))  # fmt: skip
+    assert round(w.total_bytes / 2**30, 2) == 11.27
+
+
 def test_gpt_oss_120b_fits_one_h100_on_llama_cpp():
     default = _memory("gpt-oss-120b", "h100-80gb-sxm", 1, "llama.cpp")
     q4 = _memory("gpt-oss-120b", "h100-80gb-sxm", 1, "llama.cpp", "Q4_K_M")
