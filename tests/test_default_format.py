@@ -282,3 +282,21 @@ def test_trtllm_serves_the_published_checkpoint_it_can_load(model, quant, target
     m, _ = resolve_model_noted(model)
     cmd = get_engine("trtllm").launch(m, get_quant(quant), Workload(n_ctx=8192, engine="trtllm"), 0)
     assert cmd.argv[1] == target
+
+
+def test_the_catalog_keeps_its_own_repository_for_records():
+    """Records and calibration key on the catalog entry (``get_model``): an alias of a quantized re-upload
+    resolves to the entry's own repository there; only a user-facing resolution (the report, predict) takes
+    the repository as named."""
+    from estimator.app import predict
+    from estimator.catalog.resolve import resolve_model
+    from estimator.physics.coefficients import prior_table
+
+    assert get_model("nvidia/DeepSeek-R1-NVFP4").hf_id == "deepseek-ai/DeepSeek-R1"
+    assert resolve_model("nvidia/DeepSeek-R1-NVFP4").native_dtype == "fp8"
+    row = {"hardware": "b200", "n_devices": "8", "engine": "vllm", "quant": "", "n_prompt": "512",
+           "n_gen": "0"}  # fmt: skip
+    alias, base = predict.predict_rows(
+        [{**row, "model": "nvidia/DeepSeek-R1-NVFP4"}, {**row, "model": "deepseek-r1"}], prior_table()
+    )
+    assert int(alias["weights_bytes"]) < 0.7 * int(base["weights_bytes"])  # NVFP4 against FP8-BLOCK

@@ -186,10 +186,14 @@ class _Resolver:
         self._hw: dict[str, HardwareSpec] = {}
 
     def model(self, arg: str):
+        """The model a row names: exact ids only (no forgiving match), as the repository named
+        (``catalog.data.as_named``: an alias of a quantized re-upload is that format by default)."""
+        from estimator.catalog.data import as_named, is_model_id
         from estimator.catalog.resolve import resolve_model
 
         if arg not in self._models:
-            self._models[arg] = resolve_model(arg)
+            spec = resolve_model(arg)
+            self._models[arg] = as_named(spec, arg) if is_model_id(arg) else spec
         return self._models[arg]
 
     def hardware(self, row: dict) -> HardwareSpec:

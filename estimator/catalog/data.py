@@ -111,9 +111,8 @@ def is_model_id(arg: str) -> bool:
 
 @lru_cache(maxsize=256)
 def get_model(model_id: str) -> ModelSpec:
-    """ModelSpec of a catalog model (short id, HF id or alias); SpecError if unknown or not sizable.  An alias
-    that names a quantized re-upload (tools/catalog/model_aliases.json with a ``quant``: NVIDIA's NVFP4
-    repositories, Qwen's -FP8 ones) is that repository (``hf_id``) in that format (``native_dtype``)."""
+    """ModelSpec of a catalog model (short id, HF id or alias: the entry's own repository and format, see
+    ``as_named`` for the repository a user named); SpecError if unknown or not sizable."""
     from estimator.catalog.hfconfig import spec_from_config
 
     m = model_entry(model_id)
@@ -134,17 +133,35 @@ def get_model(model_id: str) -> ModelSpec:
     )
     # the checkpoint the entry's hf_id names (tools/catalog/checkpoints.json where the config.json copy behind
     # the geometry is another file's): what a checkpoint engine loads when no format is asked for
-    native, hf_id = spec.native_dtype, spec.hf_id
+    native = spec.native_dtype
     wq = m.get("weight_quantization")
     if wq in CHECKPOINT_QUANTS:
         native = wq
-    key = str(model_id).strip().lower()
-    alias = next((a for a in m.get("aliases") or () if a["alias"].lower() == key and a.get("quant")), None)
-    if alias is not None and alias["quant"] in FORMAT_DTYPES:
-        native, hf_id = FORMAT_DTYPES[alias["quant"]], alias["alias"]
     from dataclasses import replace
 
-    return replace(spec, native_dtype=native, hf_id=hf_id, notes=spec.notes + notes)
+    return replace(spec, native_dtype=native, notes=spec.notes + notes)
+
+
+def as_named(spec: ModelSpec, name: str) -> ModelSpec:
+    """The catalog architecture ``spec`` as the repository ``name`` publishes it, for a user who named that
+    repository (the report, ``predict``): an alias of a quantized re-upload (tools/catalog/model_aliases.json
+    with a ``quant``: NVIDIA's NVFP4 repositories, Qwen's -FP8 ones) is that repository (``hf_id``) in that
+    format (``native_dtype``); another "org/name" that is not the entry's own id is that repository in the
+    format its name states (``names.stated_format``), else in the entry's.  The catalog itself
+    (``get_model``, what records and calibration key on) keeps the entry's own repository."""
+    from dataclasses import replace
+
+    s = str(name).strip()
+    key = s.lower()
+    if key in (spec.id.lower(), (spec.hf_id or "").lower()) or "/" not in s:
+        return spec
+    m = _models_raw()[spec.id]
+    alias = next((a for a in m.get("aliases") or () if a["alias"].lower() == key), None)
+    if alias is not None:
+        if alias.get("quant") not in FORMAT_DTYPES:  # a renamed or dated repository: the entry's own
+            return spec
+        return replace(spec, hf_id=alias["alias"], native_dtype=FORMAT_DTYPES[alias["quant"]])
+    return replace(spec, hf_id=s, native_dtype=names.stated_format(s) or spec.native_dtype)
 
 
 def all_models(sizable_only: bool = True) -> list[ModelSpec]:

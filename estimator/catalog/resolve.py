@@ -33,16 +33,10 @@ def resolve_model_noted(arg: str | Path) -> tuple[ModelSpec, tuple[str, ...]]:
     p = Path(s).expanduser()
     if not s or s.lower().endswith(".gguf") or p.is_dir() or p.is_file():
         return resolve_model(arg), ()
-    from estimator.catalog.data import find_model, get_model, is_model_id
-    from estimator.catalog.names import stated_format
+    from estimator.catalog.data import as_named, find_model, get_model
 
     entry, note = find_model(s)
-    if is_model_id(s):  # an id, HF id or alias (a quantized re-upload's alias: its repository and format)
-        return get_model(s), (note,) if note else ()
-    spec = get_model(entry["id"])
-    if "/" in s:  # a repository named by its tokens: that repository, in the format its name states
-        spec = replace(spec, hf_id=s, native_dtype=stated_format(s) or spec.native_dtype)
-    return spec, (note,) if note else ()
+    return as_named(get_model(entry["id"]), s), (note,) if note else ()
 
 
 def resolve_model(arg: str | Path) -> ModelSpec:
