@@ -214,7 +214,8 @@ def test_two_formats_in_one_name_are_refused():
         # catalog aliases: with a format, that repository in it; without, the entry's own repository
         ("nvidia/DeepSeek-R1-NVFP4", "deepseek-r1", "nvidia/DeepSeek-R1-NVFP4", "NVFP4"),
         ("Qwen/Qwen3-235B-A22B-FP8", "qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B-FP8", "FP8-BLOCK"),
-        ("zhipuai/GLM-5", "glm-5", "zai-org/GLM-5", "BF16"),
+        ("zhipuai/GLM-5", "glm-5", "zhipuai/GLM-5", "BF16"),  # the name the user gave (GLM's former org)
+        ("deepseek-ai/DeepSeek-V3.1", "deepseek-v3", "deepseek-ai/DeepSeek-V3.1", "FP8-BLOCK"),
         ("qwen3-32b", "qwen3-32b", "Qwen/Qwen3-32B", "BF16"),
     ],
 )

@@ -144,10 +144,11 @@ def get_model(model_id: str) -> ModelSpec:
 
 def as_named(spec: ModelSpec, name: str) -> ModelSpec:
     """The catalog architecture ``spec`` as the repository ``name`` publishes it, for a user who named that
-    repository (the report, ``predict``): an alias of a quantized re-upload (tools/catalog/model_aliases.json
-    with a ``quant``: NVIDIA's NVFP4 repositories, Qwen's -FP8 ones) is that repository (``hf_id``) in that
-    format (``native_dtype``); another "org/name" that is not the entry's own id is that repository in the
-    format its name states (``names.stated_format``), else in the entry's.  The catalog itself
+    repository (the report, ``predict``): a catalog alias "org/name" (tools/catalog/model_aliases.json) is
+    that repository (``hf_id``) in the format it states (``quant``: NVIDIA's NVFP4 repositories, Qwen's -FP8
+    ones; ``native_dtype``), else in the entry's (a dated release such as DeepSeek-V3.1); another "org/name"
+    that is not the entry's own id is that repository in the format its name states
+    (``names.stated_format``), else in the entry's.  The catalog itself
     (``get_model``, what records and calibration key on) keeps the entry's own repository."""
     from dataclasses import replace
 
@@ -157,10 +158,9 @@ def as_named(spec: ModelSpec, name: str) -> ModelSpec:
         return spec
     m = _models_raw()[spec.id]
     alias = next((a for a in m.get("aliases") or () if a["alias"].lower() == key), None)
-    if alias is not None:
-        if alias.get("quant") not in FORMAT_DTYPES:  # a renamed or dated repository: the entry's own
-            return spec
-        return replace(spec, hf_id=alias["alias"], native_dtype=FORMAT_DTYPES[alias["quant"]])
+    if alias is not None:  # a catalog alias: its repository, in the format it states, else the entry's
+        native = FORMAT_DTYPES.get(alias.get("quant") or "", spec.native_dtype)
+        return replace(spec, hf_id=alias["alias"], native_dtype=native)
     return replace(spec, hf_id=s, native_dtype=names.stated_format(s) or spec.native_dtype)
 
 
