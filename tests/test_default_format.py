@@ -301,3 +301,17 @@ def test_the_catalog_keeps_its_own_repository_for_records():
         [{**row, "model": "nvidia/DeepSeek-R1-NVFP4"}, {**row, "model": "deepseek-r1"}], prior_table()
     )
     assert int(alias["weights_bytes"]) < 0.7 * int(base["weights_bytes"])  # NVFP4 against FP8-BLOCK
+
+
+def test_fit_on_a_checkpoint_engine_tries_fp8_at_load_time():
+    """vLLM quantizes a bf16 checkpoint to FP8 at load time (--quantization fp8): Llama-3.1-70B fits one H100
+    80GB that way at 8K (the way it is served), where `fit` had only BF16 (141 GiB: does not fit)."""
+    from estimator.catalog.data import get_hardware
+    from estimator.physics.coefficients import load_coefficients
+    from estimator.report.fit import FitQuery, fit_rows
+    from estimator.report.request import make_workload
+
+    hw, table = get_hardware("h100-80gb-sxm"), load_coefficients(None)
+    heads, rows, _ = fit_rows(hw, make_workload("vllm"), table, FitQuery(family="llama-3.1"))
+    pick = {r[heads.index("model")]: r[heads.index("best_quant")] for r in rows}
+    assert pick["llama-3.1-70b"] == "FP8" and pick["llama-3.1-8b"] == "BF16"

@@ -6,7 +6,8 @@ is not served on the device, or every format is refused) is left out of the rank
 it is never "does not fit", which is a verdict about memory.  For every sizable catalog model that passes the
 filters
 (``FitQuery``: a substring of the id / Hugging Face id / architecture, a substring of the license, MoE or
-dense only), the **pick** is the first format of ``quants`` (best quality first: BF16, Q8_0, ..., Q2_K; a
+dense only), the **pick** is the first format of ``quants`` (best quality first: BF16, FP8 (checkpoint
+engines), Q8_0, ..., Q2_K; a
 model published in a quantized format its engine loads as published, DeepSeek-V3 in FP8-BLOCK or gpt-oss in
 MXFP4, starts at that format: ``model_formats``; a list the caller gives is kept as given), each as the
 engine loads it (``weight_format``), that
@@ -43,8 +44,10 @@ from estimator.specs import GIB, HardwareSpec, ModelSpec, SpecError, Workload
 
 _ERRORS = (SpecError, ValueError, ArithmeticError)
 
-# Quality order: the first format that meets the criteria is the model's pick.
-FIT_QUANTS = ("BF16", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS", "Q3_K_M", "Q2_K")
+# Quality order: the first format that meets the criteria is the model's pick (each engine tries those it
+# loads: llama.cpp the GGUF recipes, a checkpoint engine BF16 and FP8, which it quantizes a bf16 checkpoint
+# to at load time: vLLM / SGLang --quantization fp8)
+FIT_QUANTS = ("BF16", "FP8", "Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "IQ4_XS", "Q3_K_M", "Q2_K")
 
 HEADERS = [
     "rank",
