@@ -116,3 +116,25 @@ def test_usd_per_hour_shows_its_value(tmp_path):
     d = json.loads(run(*args, "--format", "json").stdout)
     chosen = next(o for o in d["chart_data"]["hardware_comparison"] if o["selected"])
     assert chosen["usd_per_hour"] == 2.5 and chosen["rate_origin"] == "--usd-per-hour"
+
+
+def test_a_configuration_that_does_not_fit_names_the_largest_format_that_does():
+    """Llama-3.1-70B on one RTX 4090: Q4_K_M does not fit, the summary names the largest format of the
+    quantization matrix that fits on llama.cpp (its total and decode), and on vLLM over two RTX 3090s the
+    largest checkpoint format that fits; nothing is named when the sized format fits."""
+    from estimator.report.document import report_to_dict, to_brief
+    from estimator.report.request import ReportRequest, make_report
+    from estimator.report.sections.summary import best_fitting_format
+
+    d = report_to_dict(make_report(ReportRequest(model="llama-3.1-70b", hardware="rtx-4090")))
+    best = best_fitting_format(d)
+    fitting = [r for r in d["quant_matrix"] if r["verdict"] == "fits" and "llama.cpp" in r["engines"]]
+    assert best is not None and best["weights_bytes"] == max(r["weights_bytes"] for r in fitting)
+    assert best["total_bytes"] <= d["memory"]["usable_bytes"]
+    assert f"Fits as {best['quant']}: " in " ".join(to_brief(d, width=300).split())
+    vllm = report_to_dict(
+        make_report(ReportRequest(model="llama-3.1-70b", hardware="rtx-3090", devices=2, engine="vllm"))
+    )
+    assert "vllm" in best_fitting_format(vllm)["engines"]
+    fits = report_to_dict(make_report(ReportRequest(model="llama-3.1-8b", hardware="rtx-4090")))
+    assert best_fitting_format(fits) is None

@@ -153,6 +153,9 @@ CASES: dict[str, dict] = {
     # the published FP8 format by default, --trust-remote-code notes, llama.cpp's refused tensor parallelism
     # a k-quant recipe whose rows are not whole blocks (the fallback note)
     "Gemma 4 26B-A4B, Q4_K_M fallback": dict(model="gemma-4-26b-a4b", hardware="rtx-4090"),
+    # does not fit: the largest format that fits, the expert offload that fits
+    "Llama 3.1 70B on a 4090": dict(model="llama-3.1-70b", hardware="rtx-4090"),
+    "gpt-oss-120b on a 4090": dict(model="gpt-oss-120b", hardware="rtx-4090"),
     "Kimi K2, SGLang, 8 devices": dict(
         model="kimi-k2", hardware="h200-141gb-sxm", engine="sglang", devices=8
     ),

@@ -149,6 +149,11 @@ STRINGS: dict[str, dict[str, str]] = {
         "es": "Decode con --n-cpu-moe {k} (cabe)",
     },
     "experts_in_host": {"en": "routed experts in host RAM", "es": "expertos enrutados en la RAM del host"},
+    "fits_as": {"en": "Decode as {q} (it fits)", "es": "Decode como {q} (cabe)"},
+    "largest_fitting": {
+        "en": "the largest format that fits: {g} GiB in all",
+        "es": "el formato más grande que cabe: {g} GiB en total",
+    },
     "kv_half_full": {"en": "KV half full at {n} tokens", "es": "caché KV a medias ({n} tokens)"},
     "interval": {"en": "interval", "es": "intervalo"},
     "coefficients": {"en": "Coefficients", "es": "Coeficientes"},

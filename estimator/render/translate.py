@@ -458,6 +458,19 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     (re.compile(r"Speeds are estimates \((?P<c>.+)\)\."), lambda m: f"Velocidades estimadas ({tr(m['c'])})."),
     (
         re.compile(
+            r"Fits as (?P<q>\S+(?: \(GGUF file\))?): (?P<g>[\d.,]+) GiB in all(?P<fb>, on a fallback)?"
+            r"(?:; decode (?P<t>[\d.,]+) tok/s \((?P<i>[^)]+)\) one stream, empty context)? \(the largest "
+            r"format of the quantization matrix that fits\)\."
+        ),
+        lambda m: (
+            f"Cabe como {m['q']}: {m['g']} GiB en total"
+            + (", por una ruta de respaldo" if m["fb"] else "")
+            + (f"; decode {m['t']} tok/s ({m['i']}) un flujo, contexto vacío" if m["t"] else "")
+            + " (el formato más grande de la matriz de cuantización que cabe)."
+        ),
+    ),
+    (
+        re.compile(
             r"With --n-cpu-moe (?P<k>\d+) it fits \(the routed experts of \d+ layers in host RAM, "
             r"(?P<g>[\d.,]+) GiB\): decode (?P<t>[\d.,]+) tok/s \((?P<i>[^)]+)\) one stream, empty context\."
         ),

@@ -25,6 +25,25 @@ def _seconds(x: float | None) -> str:
     return f"{x * 1000:,.0f} ms" if x < 1 else f"{x:,.2f} s"
 
 
+def best_fitting_format(d: dict) -> dict | None:
+    """The quantization matrix's row of the largest format (most weight bytes: the most bits) that fits and
+    runs on the sized engine, for a configuration that does not fit; F32 is never the answer, and a row of
+    the sized format itself never is (it does not fit).  None when none fits."""
+    if (d.get("memory") or {}).get("verdict") != "does not fit":
+        return None
+    engine = (d.get("workload") or {}).get("engine")
+    rows = [
+        r
+        for r in d.get("quant_matrix") or ()
+        if r.get("verdict") == "fits"
+        and r.get("support") in ("native", "fallback")
+        and (engine in (r.get("engines") or ()) or r["quant"].endswith("(GGUF file)"))
+        and r["quant"] not in ("F32", d.get("quant"))
+        and r.get("weights_bytes")
+    ]
+    return max(rows, key=lambda r: r["weights_bytes"], default=None)
+
+
 def speed_lines(d: dict) -> list[str]:
     """Decode (empty context, then half-full cache at the concurrency), prefill and TTFT, one line each."""
     sp, w = d.get("speed"), d["workload"]
@@ -44,6 +63,20 @@ def speed_lines(d: dict) -> list[str]:
     lines = []
     mem = d.get("memory") or {}
     if mem.get("verdict") == "does not fit":
+        best = best_fitting_format(d)
+        if best is not None:
+            f = best.get("decode") or {}
+            fb = ", on a fallback" if best.get("support") == "fallback" else ""
+            speed = (
+                f"; decode {tok(f['tok_s'])} tok/s ({tok(f['lo_tok_s'])}–{tok(f['hi_tok_s'])}) one stream, "
+                "empty context"
+                if f
+                else ""
+            )
+            lines.append(
+                f"Fits as {best['quant']}: {gib(best['total_bytes'])} GiB in all{fb}{speed} (the largest "
+                "format of the quantization matrix that fits)."
+            )
         k, moe = mem.get("moe_offload_layers"), sp.get("moe_offload_decode")
         if k and moe:
             lines.append(
@@ -163,6 +196,16 @@ def _cards(ctx: Ctx) -> str:
                 ),
             )
         )
+        best = best_fitting_format(ctx.report) if unfit else None
+        if best is not None and best.get("decode"):
+            i = ctx.get("quant_matrix").index(best)
+            cards.append(
+                card(
+                    ctx.t("fits_as", q=best["quant"]),
+                    ctx.num(f"quant_matrix.{i}.decode.tok_s", "tok_s"),
+                    ctx.t("largest_fitting", g=gib(best["total_bytes"])),
+                )
+            )
         k = ctx.get("memory.moe_offload_layers")
         if unfit and k and ctx.get("speed.moe_offload_decode") is not None:
             cards.append(
