@@ -315,3 +315,13 @@ def test_fit_on_a_checkpoint_engine_tries_fp8_at_load_time():
     heads, rows, _ = fit_rows(hw, make_workload("vllm"), table, FitQuery(family="llama-3.1"))
     pick = {r[heads.index("model")]: r[heads.index("best_quant")] for r in rows}
     assert pick["llama-3.1-70b"] == "FP8" and pick["llama-3.1-8b"] == "BF16"
+
+
+def test_list_models_says_what_each_repository_is_published_in():
+    from estimator.report.listing import list_rows
+
+    headers, rows = list_rows("models")
+    col = {r[headers.index("id")]: r[headers.index("checkpoint")] for r in rows}
+    assert col["deepseek-v3"] == "FP8-BLOCK" and col["gpt-oss-120b"] == "MXFP4"
+    assert col["nemotron-3-super-120b-a12b"] == "NVFP4" and col["llama-2-7b"] == "F16"
+    assert col["llama-3.1-8b"] == "BF16"

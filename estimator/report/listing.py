@@ -3,7 +3,7 @@ rows and ranking are ``estimator.report.fit``."""
 
 from __future__ import annotations
 
-from estimator.specs import GIB, SpecError
+from estimator.specs import CHECKPOINT_QUANTS, GIB, SpecError
 
 _ERRORS = (SpecError, ValueError, ArithmeticError)
 
@@ -26,6 +26,7 @@ def list_rows(what: str) -> tuple[list[str], list[list]]:
             "active_params",
             "max_context",
             "attention",
+            "checkpoint",
             "license",
             "verified",
         ]
@@ -39,6 +40,7 @@ def list_rows(what: str) -> tuple[list[str], list[list]]:
                 m.published_active_params,
                 m.max_context,
                 attention_label(m),
+                CHECKPOINT_QUANTS.get(m.native_dtype, m.native_dtype),  # the format hf_id is published in
                 m.license,
                 m.verified,
             ]
@@ -100,7 +102,7 @@ def list_rows(what: str) -> tuple[list[str], list[list]]:
 TEXT_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     "models": (("id", "id"), ("architecture", "architecture"), ("total_params", "params"),
                ("active_params", "active"), ("max_context", "max ctx"), ("attention", "attention"),
-               ("verified", "verified")),
+               ("checkpoint", "published as"), ("verified", "verified")),
     "hardware": (("id", "id"), ("kind", "kind"), ("family", "family"), ("memory_gib", "GiB"),
                  ("bandwidth_gbs", "GB/s"), ("bf16_tflops", "bf16 TFLOPS"), ("price_usd", "USD"),
                  ("status", "status")),
