@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 from pathlib import Path
 
@@ -62,15 +61,13 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _raise_interrupt(signum, frame) -> None:  # noqa: ARG001
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
+    from estimator.app.interrupt import interrupts_unwind  # Ctrl-C and SIGTERM alike, exit 130
+
     args = _parser().parse_args(argv)
-    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        return _run(args)
+        with interrupts_unwind():
+            return _run(args)
     except (FileNotFoundError, ValueError) as exc:
         print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return 2
@@ -81,8 +78,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    finally:
-        signal.signal(signal.SIGTERM, old_term)
 
 
 def _no_records(results: Path, n_left_out: int, what: str) -> ValueError:

@@ -26,7 +26,6 @@ FILE:LINE, a full disk); Ctrl-C or SIGTERM exits 130 (an interrupted sweep resum
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
 
@@ -399,25 +398,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-EXIT_INTERRUPTED = 130  # Ctrl-C and SIGTERM alike (128 + SIGINT)
-
-
-def _raise_interrupt(signum, frame) -> None:  # noqa: ARG001
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand.  SIGTERM is turned into KeyboardInterrupt, so it unwinds like Ctrl-C (temporary
-    files removed, children killed) and every command exits 130 on either, without a traceback."""
+    """Run one subcommand.  SIGTERM and Ctrl-C unwind alike (temporary files removed, children killed;
+    ``estimator.app.interrupt``) and every command exits 130 on either, without a traceback."""
+    from estimator.app.interrupt import EXIT_INTERRUPTED, interrupts_unwind
+
     args = build_parser().parse_args(argv)
-    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        return int(args.func(args) or 0)
+        with interrupts_unwind():
+            return int(args.func(args) or 0)
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         return EXIT_INTERRUPTED
-    finally:
-        signal.signal(signal.SIGTERM, old_term)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from collections.abc import Callable
 
@@ -581,10 +580,6 @@ def _error(message: str) -> int:
     return 2
 
 
-def _raise_interrupt(signum, frame) -> None:  # noqa: ARG001
-    raise KeyboardInterrupt
-
-
 def _quiet_stdout() -> None:
     """Point file descriptor 1 at /dev/null, so the interpreter's final flush of a stdout whose reader went
     away does not print 'Exception ignored ... BrokenPipeError'."""
@@ -600,11 +595,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code: 2 on bad input (one line on stderr, never a traceback), 130 on
     Ctrl-C or SIGTERM (temporary output files removed), 141 quietly when the reader of standard output went
     away (``report | head``), like other Unix tools."""
-    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    from estimator.app.interrupt import interrupts_unwind
+
     try:
         argv = sys.argv[1:] if argv is None else list(argv)
         args = build_parser(serve_args=argv[:1] == ["serve"]).parse_args(argv)
-        code = COMMANDS[args.command](args)
+        with interrupts_unwind():
+            code = COMMANDS[args.command](args)
         if sys.stdout is not None:
             sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
         return code
@@ -620,5 +617,3 @@ def main(argv: list[str] | None = None) -> int:
         return _error(f"{where}{exc.strerror or exc}")
     except KeyboardInterrupt:
         return 130
-    finally:
-        signal.signal(signal.SIGTERM, old_term)
