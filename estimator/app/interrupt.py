@@ -1,12 +1,13 @@
 """Ctrl-C and SIGTERM for the command lines (``python -m estimator``, ``python -m harness``): both unwind like
 Ctrl-C (``finally`` blocks remove temporary files, children are killed) and the command exits 130.
 
-Both signals raise ``Interrupted``, a subclass of KeyboardInterrupt, not KeyboardInterrupt itself: CPython
-marks an exact KeyboardInterrupt that passes out of a nested evaluation as unhandled (the process-wide
-``_Py_UnhandledKeyboardInterrupt`` flag, which stays set even when an outer ``except`` catches it) and then
-ends the process by re-sending itself SIGINT at exit, so a caught interrupt could exit -2 instead of 130
-(about one SIGTERM in seven during a synthetic model build here, read back from the flag).  The flag is set
-for that exact type only; every ``except KeyboardInterrupt`` still catches the subclass.  SIGINT is taken
+Both signals raise ``Interrupted``, a subclass of KeyboardInterrupt, not KeyboardInterrupt itself.  CPython
+sets a process-wide flag (``_Py_UnhandledKeyboardInterrupt``) when a KeyboardInterrupt of exactly that type
+leaves an evaluation it runs, and at exit ends a process whose flag is set by re-sending itself SIGINT.  Here
+the flag was found set although our ``except`` had caught the interrupt (which evaluation set it is not
+pinned down), so a caught SIGTERM exited -2 instead of 130, about one in seven during a synthetic model
+build.  The flag is for that exact type only; every ``except KeyboardInterrupt`` still catches the
+subclass.  SIGINT is taken
 over only while it has Python's default handler: a command started with Ctrl-C ignored (a background job)
 keeps ignoring it.
 """
