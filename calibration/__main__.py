@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from estimator.app.interrupt import interrupts_unwind  # Ctrl-C and SIGTERM alike, exit 130
+    from estimator.app.interrupt import EXIT_INTERRUPTED, interrupts_unwind  # Ctrl-C, SIGTERM: exit 130
 
     args = _parser().parse_args(argv)
     try:
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def _no_records(results: Path, n_left_out: int, what: str) -> ValueError:

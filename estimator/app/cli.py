@@ -595,7 +595,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code: 2 on bad input (one line on stderr, never a traceback), 130 on
     Ctrl-C or SIGTERM (temporary output files removed), 141 quietly when the reader of standard output went
     away (``report | head``), like other Unix tools."""
-    from estimator.app.interrupt import interrupts_unwind
+    from estimator.app.interrupt import EXIT_INTERRUPTED, interrupts_unwind
 
     try:
         argv = sys.argv[1:] if argv is None else list(argv)
@@ -616,4 +616,4 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{exc.filename} " if getattr(exc, "filename", None) else ""
         return _error(f"{where}{exc.strerror or exc}")
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED

@@ -7,9 +7,8 @@ leaves an evaluation it runs, and at exit ends a process whose flag is set by re
 the flag was found set although our ``except`` had caught the interrupt (which evaluation set it is not
 pinned down), so a caught SIGTERM exited -2 instead of 130, about one in seven during a synthetic model
 build.  The flag is for that exact type only; every ``except KeyboardInterrupt`` still catches the
-subclass.  SIGINT is taken
-over only while it has Python's default handler: a command started with Ctrl-C ignored (a background job)
-keeps ignoring it.
+subclass.  SIGINT is taken over only while it has Python's default handler: a command started with Ctrl-C
+ignored (a background job) keeps ignoring it.
 """
 
 from __future__ import annotations

@@ -471,6 +471,18 @@ def checkpoint_quant(model: ModelSpec) -> str | None:
     return CHECKPOINT_QUANTS.get(model.native_dtype)
 
 
+def dequantized_copy(model: ModelSpec, q: str, label: str, dtype_flag: bool) -> tuple[str, str]:
+    """(target, note) for a dense format ``q`` of a model published quantized: an engine keeps a checkpoint's
+    quantization (whatever ``--dtype`` says, where it has the flag), so it needs a dequantized copy."""
+    repo = model.hf_id or model.id
+    says = " whatever --dtype says" if dtype_flag else ""
+    note = (
+        f"{repo} is published in {checkpoint_quant(model)}; {label} keeps a checkpoint's quantization{says}, "
+        f"so {q} needs a dequantized copy"
+    )
+    return f"<{q} checkpoint of {repo}>", note
+
+
 def checkpoint_args(
     model: ModelSpec, quant: QuantSpec, label: str
 ) -> tuple[str, list[str], list[str]] | None:
@@ -496,11 +508,8 @@ def checkpoint_args(
     if q in _DENSE_DTYPES:
         if not quantized:
             return repo, ["--dtype", _DENSE_DTYPES[q]], []
-        note = (
-            f"{repo} is published in {own}; {label} keeps a checkpoint's quantization whatever --dtype says, "
-            f"so {q} needs a dequantized copy"
-        )
-        return f"<{q} checkpoint of {repo}>", ["--dtype", _DENSE_DTYPES[q]], [note]
+        target, note = dequantized_copy(model, q, label, dtype_flag=True)
+        return target, ["--dtype", _DENSE_DTYPES[q]], [note]
     if q == "FP8" and not quantized:
         note = "--quantization fp8 quantizes the bf16 checkpoint to FP8 at load time"
         return repo, ["--quantization", "fp8"], [note]

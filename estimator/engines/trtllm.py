@@ -38,6 +38,7 @@ from estimator.engines.base import (
     SchedulerSpec,
     checkpoint_quant,
     checkpoint_weight_format,
+    dequantized_copy,
     paged_layout,
     slug,
 )
@@ -125,11 +126,8 @@ class TensorRTLLM(EngineProfile):
         fp8 = q.startswith("FP8") and model.native_dtype == "fp8"
         own = (q == published and q in LOADS_PUBLISHED) or fp8
         if q in _DENSE and published not in (None, *_DENSE):
-            target = f"<{q} checkpoint of {repo}>"
-            notes.append(
-                f"{repo} is published in {published}; TensorRT-LLM keeps a checkpoint's quantization, so {q} "
-                "needs a dequantized copy"
-            )
+            target, note = dequantized_copy(model, q, self.label, dtype_flag=False)
+            notes.append(note)
         elif q in _DENSE or own:
             target = repo
         elif q in MODELOPT_QFORMAT:

@@ -225,7 +225,7 @@ def fit_rows(hw: HardwareSpec, workload: Workload, table, query: FitQuery | None
         if model.moe is not None and profile.moe_cpu_offload:  # the engine can keep experts in host RAM
             # from the engine's default format down; a model published in another format from that one
             # (gpt-oss-120b: MXFP4 experts in host RAM, not a larger Q4_K_M)
-            own = formats[0] if formats is not qspecs and formats else None
+            own = formats[0] if formats and formats[0].name not in names else None  # model_formats' own
             for quant in [own, *(x for x in formats[1:] if x in offload_quants)] if own else offload_quants:
                 if not support.runs(model, quant, hw, replace(wl, moe_offload_layers=model.n_layers)):
                     continue
