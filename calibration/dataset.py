@@ -2,10 +2,12 @@
 
 Every JSONL file under ``<results>/runs/`` is read line by line (``harness.records.scan_records``: each record
 validated for types, finite numbers and ranges).  Exact duplicate records (same record_id and content) are
-counted once, the repeats reported.  A line that is not a valid RunRecord, and
-an ``ok`` record carrying missing or impossible values (negative or zero speed, zero memory, a speed for a
-phase the workload did not run, ...), is *reported* with its file and line and left out; nothing is
-zero-filled.
+counted once, the repeats reported; so is a serving benchmark its source published twice (``Republished``:
+another record_id, the same source, configuration and figures: aiconfigurator's silicon table carries
+2026-03-25 rows again in its 2026-04-06 drop, a vLLM recipe gives one run in its summary table and in its full
+output).  A line that is not a valid RunRecord, and an ``ok`` record carrying missing or impossible values
+(negative or zero speed, zero memory, a speed for a phase the workload did not run, ...), is *reported* with
+its file and line and left out; nothing is zero-filled.
 
 Quality filter: own measurements are ``ok``; imported records carry the published quality flag in
 ``extra["quality"]`` (ok | legacy | rounded | suspect | aggregate).  Only ``ok`` rows are used unless a
@@ -28,6 +30,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
 import pandas as pd
@@ -318,17 +321,114 @@ def to_row(lr: LoadedRecord) -> dict:
     }
 
 
+# What says where and when a record was written or which build ran it, not what was run or measured; and the
+# figures (``*_s``, ``*_bytes``, ``*_std``: compared as published, ``_agree``: a later drop may round them).
+PROVENANCE = ("record_id", "timestamp_utc", "extra", "fitbench_git_sha", "build_info", "engine_version")
+# extra entries that say where a row came from (the raw row with its own id and figure strings, its file and
+# line, notes, the quality flag given to it); every other entry (request_lengths, disagg, split, ...) is
+# configuration and part of the key
+EXTRA_PROVENANCE = ("published", "source_file", "source_line", "silicon_data_source", "notes", "quality")
+FIGURE_SUFFIXES = ("_s", "_bytes", "_std")
+
+
+def measurement_key(rec: RunRecord) -> str:
+    """The canonical JSON of what a record ran: every field but ``PROVENANCE`` and the figures, and its
+    extra entries but ``EXTRA_PROVENANCE`` (its source included: the same figures from two sources are two
+    measurements)."""
+    d = {k: v for k, v in record_to_dict(rec).items()
+         if k not in PROVENANCE and not k.endswith(FIGURE_SUFFIXES)}  # fmt: skip
+    extra = rec.extra if isinstance(rec.extra, dict) else {}
+    d["extra"] = {k: v for k, v in extra.items() if k not in EXTRA_PROVENANCE}
+    return json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _figures(rec: RunRecord) -> dict:
+    d = record_to_dict(rec)
+    return {k: v for k, v in d.items() if k.endswith(FIGURE_SUFFIXES) and v not in (None, [])}
+
+
+def _decimals(x: float) -> int:
+    """Decimal places ``x`` is given to, read from its shortest repr after rounding away binary noise (12
+    significant digits: 12.22 ms / 1000 = 0.012220000000000002 -> 5); 0 for a whole number (1940 may be
+    rounded to tens or not: taken as not)."""
+    exponent = Decimal(f"{float(x):.12g}").normalize().as_tuple().exponent
+    return max(0, -int(exponent))
+
+
+def _agree(x: float, y: float) -> bool:
+    """The same published figure: the more precise one rounded to the places of the other is the other
+    (0.2318478822 and 0.23185; 1940.79 and 1941).  Two runs given to full precision agree only when equal:
+    repeated offline batches can differ by less than 0.05 % (Argonne's GH200 runs), so no tolerance."""
+    places = min(_decimals(x), _decimals(y))
+    return math.isclose(round(float(x), places), round(float(y), places), rel_tol=1e-9, abs_tol=0.0)
+
+
+def _same_figures(a: dict, b: dict) -> bool:
+    if a.keys() != b.keys() or not a:
+        return False
+    for k, x in a.items():
+        xs, ys = (list(x), list(b[k])) if isinstance(x, list | tuple) else ([x], [b[k]])
+        if len(xs) != len(ys) or not all(_agree(u, v) for u, v in zip(xs, ys, strict=True)):
+            return False
+    return True
+
+
+def _same_build(a: str, b: str) -> bool:
+    """Versions that may name one build: equal, one unstated, or one a prefix of the other ("nightly-dev" and
+    "nightly-dev-20260216-d3bae71e")."""
+    return not a or not b or a.startswith(b) or b.startswith(a)
+
+
+class Republished:
+    """Finds a serving benchmark its source published again: the same source, configuration
+    (``measurement_key``) and build (``_same_build``) with the same figures as published (``_agree``) as a
+    record seen before.  One source giving one run twice (in two data drops, or in a summary table and a full
+    log) would weigh twice in the fit and in every held-out median.
+
+    Only records with a TTFT or TPOT figure are compared: a serving benchmark states its whole configuration
+    in the record's fields (concurrency, lengths, parallel sizes, mode), while a llama-bench import keeps
+    part of it in its raw row (``-b`` in ``published["batch_raw"]``), which differs between drops by its
+    ids and cannot be compared."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, list[tuple[LoadedRecord, dict]]] = {}
+
+    def first(self, lr: LoadedRecord) -> LoadedRecord | None:
+        """The record ``lr`` repeats, or None (and ``lr`` is remembered)."""
+        rec = lr.record
+        if rec.ttft_s is None and rec.tpot_s is None:
+            return None
+        figures = _figures(rec)
+        same_key = self._seen.setdefault(measurement_key(rec), [])
+        for seen, fig in same_key:
+            if _same_build(seen.record.engine_version, rec.engine_version) and _same_figures(fig, figures):
+                return seen
+        same_key.append((lr, figures))
+        return None
+
+
+def _repeats(again: Republished, lr: LoadedRecord, rejected: list[Rejection]) -> bool:
+    """True (and a Rejection naming the first) when ``lr`` is a measurement already kept."""
+    first = again.first(lr)
+    if first is not None:
+        why = f"the measurement of '{first.where}' published again (same source, configuration and figures)"
+        rejected.append(Rejection(lr.file, lr.line, lr.record.record_id, why))
+    return first is not None
+
+
 def build_dataset(
     loaded: list[LoadedRecord],
     rejected: list[Rejection] | None = None,
     qualities: Iterable[str] = DEFAULT_QUALITIES,
 ) -> Dataset:
-    """Filter parsed records to the usable ones (status ok, valid, quality allowed) and tabulate them."""
+    """Filter parsed records to the usable ones (status ok, valid, quality allowed, each measurement once:
+    ``Republished``) and tabulate them."""
     qualities = tuple(sorted(set(qualities)))
     unknown = [q for q in qualities if q not in KNOWN_QUALITIES]
     if unknown:
         raise ValueError(f"unknown quality flag(s) {unknown}; known: {', '.join(KNOWN_QUALITIES)}")
     rejected = list(rejected or [])
+    again = Republished()
     keep: list[LoadedRecord] = []
     by_status: dict[str, int] = {}
     by_quality: dict[str, int] = {}
@@ -342,7 +442,7 @@ def build_dataset(
             continue
         if is_serving_only(rec):
             by_kind[SERVING_REASON] = by_kind.get(SERVING_REASON, 0) + 1
-            if record_quality(rec) in qualities:
+            if record_quality(rec) in qualities and not _repeats(again, lr, rejected):
                 serving.append(lr)
             continue
         q = record_quality(rec)
@@ -354,7 +454,8 @@ def build_dataset(
         if problems:
             rejected.append(Rejection(lr.file, lr.line, rec.record_id, "; ".join(problems)))
             continue
-        keep.append(lr)
+        if not _repeats(again, lr, rejected):
+            keep.append(lr)
     table = pd.DataFrame([to_row(lr) for lr in keep], columns=_TABLE_COLUMNS)
     return Dataset(
         records=keep,

@@ -134,6 +134,11 @@ class Resolver:
         return val
 
     def spec_for(self, rec) -> tuple[ModelSpec, object, HardwareSpec]:
+        if not rec.model_id:  # an import whose model the catalog lacks: say which one
+            extra = rec.extra if isinstance(rec.extra, dict) else {}
+            named = (extra.get("published") or {}).get("model_name") or ""
+            said = f"the source names {named!r}, " if named else ""
+            raise SpecError(f"model not stated: {said}which the catalog does not hold")
         model = self._get("model", rec.model_id, self.model)
         if rec.n_layers_measured < model.n_layers:
             m = rec.n_layers_measured

@@ -80,8 +80,8 @@ def test_failed_records_are_counted_not_rejected(tmp_path):
 
 def test_quality_filter_leaves_out_flags_unless_opted_in(tmp_path):
     recs = [
-        base_record(record_id=q, extra={"quality": q})
-        for q in ("ok", "legacy", "rounded", "suspect", "aggregate")
+        base_record(record_id=q, extra={"quality": q}, decode_tok_s=50.0 + i)  # five runs
+        for i, q in enumerate(("ok", "legacy", "rounded", "suspect", "aggregate"))
     ]
     ds, _ = _ds(tmp_path, recs)
     assert [lr.record.record_id for lr in ds.records] == ["ok"]
@@ -196,3 +196,44 @@ def test_serving_and_latency_records_are_part_of_the_hash(tmp_path):
     ds3, _ = _ds(tmp_path / "3", [good])
     assert len(ds1.serving_records) == 1
     assert len({ds1.input_hash, ds2.input_hash, ds3.input_hash}) == 3
+
+
+def _serving(record_id: str, **kw):
+    fields = {"decode_tok_s": None, "n_prompt": 1024, "n_gen": 1024, "batch": 4, "concurrency": 4,
+              "schema_version": 2, "engine": "sglang", "engine_version": "nightly-dev",
+              "ttft_s": 0.2318478822184261, "tpot_s": 0.008065206402314423}  # fmt: skip
+    return base_record(record_id=record_id, **{**fields, **kw})
+
+
+def test_a_measurement_published_twice_is_counted_once(tmp_path):
+    """aiconfigurator's silicon table carries one run in several data drops: another record_id and build
+    string, its figures rounded to 5 digits; the repeats are left out, each naming the first."""
+    first = _serving("a", engine_version="nightly-dev-20260216-d3bae71e", build_info="lmsysorg/sglang")
+    again = _serving("b", timestamp_utc="2026-02-20T05:32:44Z")
+    rounded = _serving("c", ttft_s=0.23185, tpot_s=0.00807, extra={"source_line": 9})
+    ds, path = _ds(tmp_path, [first, again, rounded])
+    assert [lr.record.record_id for lr in ds.serving_records] == ["a"]
+    assert [(r.line, r.record_id) for r in ds.rejected] == [(2, "b"), (3, "c")]
+    assert all(f"the measurement of '{path}:1' published again" in r.reason for r in ds.rejected)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"source": "https://elsewhere.example/table"},  # another source: another measurement
+        {"tpot_s": 0.00812},  # another run
+        {"ttft_s": 0.23184795},  # both to 8+ places and not equal and not equal: two runs (GH200 repeats)
+        {"engine_version": "0.5.9"},  # another build
+        {"concurrency": 8, "batch": 8},  # another configuration
+        {"itl_s": 0.008},  # another set of figures
+    ],
+)
+def test_equal_looking_measurements_that_differ_are_both_kept(tmp_path, change):
+    ds, _ = _ds(tmp_path, [_serving("a"), _serving("b", **change)])
+    assert len(ds.serving_records) == 2 and not ds.rejected
+
+
+def test_failed_runs_are_not_taken_for_a_republished_measurement(tmp_path):
+    failed = replace(_serving("a"), status="failed", error="oom")
+    ds, _ = _ds(tmp_path, [failed, replace(failed, record_id="b")])
+    assert ds.excluded_status == {"failed": 2} and not ds.rejected
