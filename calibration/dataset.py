@@ -334,9 +334,13 @@ FIGURE_SUFFIXES = ("_s", "_bytes", "_std")
 def measurement_key(rec: RunRecord) -> str:
     """The canonical JSON of what a record ran: every field but ``PROVENANCE`` and the figures, and its
     extra entries but ``EXTRA_PROVENANCE`` (its source included: the same figures from two sources are two
-    measurements)."""
+    measurements).  A record with a model fingerprint (the architecture's hash, harness.provenance) is keyed
+    on it and not on its model name: aiconfigurator's drops give DeepSeek-R1's runs again under DeepSeek-V3's
+    model path, one architecture, the same figures."""
     d = {k: v for k, v in record_to_dict(rec).items()
          if k not in PROVENANCE and not k.endswith(FIGURE_SUFFIXES)}  # fmt: skip
+    if d.get("model_fingerprint"):  # the architecture ran, under whichever name (speed ignores weight values)
+        d.pop("model_id")
     extra = rec.extra if isinstance(rec.extra, dict) else {}
     d["extra"] = {k: v for k, v in extra.items() if k not in EXTRA_PROVENANCE}
     return json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)

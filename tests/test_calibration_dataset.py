@@ -233,6 +233,17 @@ def test_equal_looking_measurements_that_differ_are_both_kept(tmp_path, change):
     assert len(ds.serving_records) == 2 and not ds.rejected
 
 
+def test_a_run_given_again_under_another_name_of_its_architecture_is_one_measurement(tmp_path):
+    """aiconfigurator's drops give DeepSeek-R1's runs again under DeepSeek-V3's model path: one architecture
+    (the same model_fingerprint), the same figures.  Without a fingerprint the names tell them apart."""
+    r1 = _serving("r1", model_id="deepseek-ai/DeepSeek-R1", model_fingerprint="ed36fe8fae0c5e89affb")
+    v3 = replace(r1, record_id="v3", model_id="deepseek-ai/DeepSeek-V3")
+    ds, _ = _ds(tmp_path / "fp", [r1, v3])
+    assert [lr.record.record_id for lr in ds.serving_records] == ["r1"] and len(ds.rejected) == 1
+    ds, _ = _ds(tmp_path / "nofp", [replace(r1, model_fingerprint=""), replace(v3, model_fingerprint="")])
+    assert len(ds.serving_records) == 2 and not ds.rejected
+
+
 def test_failed_runs_are_not_taken_for_a_republished_measurement(tmp_path):
     failed = replace(_serving("a"), status="failed", error="oom")
     ds, _ = _ds(tmp_path, [failed, replace(failed, record_id="b")])
