@@ -362,10 +362,13 @@ def test_ray_client_address_runs_the_plan(nodes, tmp_path):
     for attempt in range(2):
         r = subprocess.run(argv, cwd=REPO, env=nodes.driver_env(), capture_output=True, text=True,
                            timeout=DRIVER_TIMEOUT_S)  # fmt: skip
-        # Ray's own client-server start-up (the head's proxier waiting for a per-client server that never
-        # answers its channel) failed on 2 of ~8 clean-clone runs of this 2-core box, before any point ran:
-        # one more connection, to a new per-client server; any other failure fails at once
-        if r.returncode == 0 or "Starting Ray client server failed" not in r.stderr or attempt:
+        # Ray's own client-server start-up failed on this 2-core box before any point ran: the head's proxier
+        # waiting for a per-client server that never answers its channel (2 of ~8 clean-clone runs), or its
+        # start_specific_server reading the command line (psutil) of a per-client server that had just
+        # exited (once in a loaded full run, 2026-12-04): one more connection, to a new per-client server;
+        # any other failure fails at once
+        ray_start_up = ("Starting Ray client server failed", "in start_specific_server")
+        if r.returncode == 0 or not any(x in r.stderr for x in ray_start_up) or attempt:
             break
         assert not results.exists() or not list(results.rglob("*.jsonl")), "nothing ran before the retry"
     assert r.returncode == 0, r.stderr[-4000:] + _client_server_logs(nodes)
