@@ -30,6 +30,8 @@ FORMAT_DTYPES = {**{q: d for d, q in CHECKPOINT_QUANTS.items()}, "FP8": "fp8"}
 FULL = "full"  # full causal attention: KV grows with context
 SLIDING = "sliding"  # sliding-window attention: KV capped at ModelSpec.window tokens
 CHUNKED = "chunked"  # chunked local attention (Llama 4): KV capped at ModelSpec.window tokens
+# multi-device splits (Workload.split): tensor parallel, pipeline / layer split, attention data parallel
+SPLITS = ("tp", "pp", "dp")
 LINEAR = "linear"  # linear attention (Gated DeltaNet): fixed per-sequence state
 MAMBA = "mamba"  # SSM layer (Mamba2): fixed per-sequence state
 NONE = "none"  # layer without a token mixer that needs a cache (e.g. Nemotron-H MLP-only layers)
@@ -278,8 +280,9 @@ class Workload:
     flash_attn: bool = True
     engine: str = "llama.cpp"  # a name of estimator.engines.ENGINES
     n_devices: int = 1
-    # tp (tensor parallel / llama.cpp -sm tensor) | pp (pipeline / layer split); callers take the engine
-    # profile's default_split when the user does not choose
+    # tp (tensor parallel / llama.cpp -sm tensor) | pp (pipeline / layer split) | dp (attention data parallel,
+    # experts expert-parallel: estimator.physics.memory); callers take the engine profile's default_split when
+    # the user does not choose
     split: str = "tp"
     offload_bytes: int = 0
     moe_offload_layers: int = 0

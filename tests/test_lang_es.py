@@ -159,6 +159,13 @@ CASES: dict[str, dict] = {
     "Kimi K2, SGLang, 8 devices": dict(
         model="kimi-k2", hardware="h200-141gb-sxm", engine="sglang", devices=8
     ),
+    # tensor parallelism does not fit (the MLA latent cache on every device), attention data parallelism does
+    "DeepSeek-R1, SGLang, 8 devices, 128 clients": dict(
+        model="deepseek-r1", hardware="h200-141gb-sxm", engine="sglang", devices=8, concurrency=128
+    ),
+    "DeepSeek-R1, TensorRT-LLM, attention data parallel": dict(
+        model="deepseek-r1", hardware="b200", engine="trtllm", devices=8, concurrency=64, split="dp"
+    ),
     "GGUF file": dict(model=TINY_GGUF, hardware="rtx-3090", ctx=256),
     "GGUF file re-sized": dict(
         model=TINY_GGUF, hardware="rtx-3090", ctx=256, quant="Q4_K_M"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from estimator.engines import ENGINES
 from estimator.physics import covariates as cov
-from estimator.specs import LENGTHS, SpecError, Workload
+from estimator.specs import LENGTHS, SPLITS, SpecError, Workload
 from estimator.validate import parse_number
 
 FORMATS = ("text", "json", "markdown", "html")
@@ -94,10 +94,13 @@ def _add_workload_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--split",
-        choices=("tp", "pp"),
+        choices=SPLITS,
         default=None,
         help="tp = tensor parallel (llama.cpp -sm tensor), pp = pipeline / layer split "
-        "(llama.cpp -sm layer); default: the engine's own (llama.cpp pp, vLLM tp)",
+        "(llama.cpp -sm layer), dp = attention data parallel with expert-parallel MoE (vLLM "
+        "--data-parallel-size N --enable-expert-parallel, SGLang --enable-dp-attention: each device "
+        "holds its own sequences' KV and every non-expert weight); default: the engine's own "
+        "(llama.cpp pp, vLLM tp)",
     )
     p.add_argument(
         "--gpu-memory-utilization",

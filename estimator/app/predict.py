@@ -12,7 +12,8 @@ Input columns (llama-bench semantics):
   ``EngineProfile.default_quant_for``; ``gguf``: the file's own tensors), ``kv_dtype``
   (f16), ``n_prompt``, ``n_gen``, ``n_depth`` (0), ``batch`` (1, concurrent
   sequences), ``n_ctx`` (default n_prompt + n_gen + n_depth, like llama-bench), ``flash_attn`` (1; 1/0,
-  on/off or auto); optional ``split`` (tp|pp; default: the engine's own, llama.cpp pp / vLLM tp),
+  on/off or auto); optional ``split`` (tp|pp|dp; default: the engine's own, llama.cpp pp / vLLM tp; dp =
+  attention data parallelism of vLLM / SGLang / TensorRT-LLM, estimator.physics.memory),
   ``n_ubatch``, ``n_batch``, ``offload_bytes``, ``moe_offload_layers``, and the llama.cpp KV switches
   ``swa_full`` (0: sliding-window layers hold window cells; 1: --swa-full), ``kv_unified`` (1: the ``batch``
   sequences share one cache, --kv-unified; 0: one stream per sequence) and ``kv_pad`` (0: current builds'
@@ -73,7 +74,7 @@ from typing import Any, TextIO
 from estimator.engines import ENGINES, engines_for, get_engine
 from estimator.physics import speed, stream, support
 from estimator.physics.coefficients import CoefficientTable, load_coefficients
-from estimator.specs import LENGTHS, HardwareSpec, QuantSpec, SpecError, Workload, equal_lengths
+from estimator.specs import LENGTHS, SPLITS, HardwareSpec, QuantSpec, SpecError, Workload, equal_lengths
 from estimator.validate import MODEL_BOUNDS, check_number, parse_number
 
 MAX_CASES_BYTES = 64 * 2**20  # a CASES.csv larger than this is refused before it is read
@@ -219,8 +220,10 @@ def row_workload(row: dict) -> Workload:
     engine = _text(row, "engine", "llama.cpp").lower()
     default = get_engine(engine).default_split if engine in ENGINES else "tp"  # unknown: predict_one says so
     split = (_text(row, "split", "") or default).lower()
-    if split not in ("tp", "pp"):
-        raise SpecError(f"column 'split': {split!r} is not tp or pp")
+    if split not in SPLITS:
+        raise SpecError(f"column 'split': {split!r} is not {', '.join(SPLITS[:-1])} or {SPLITS[-1]}")
+    if split == "dp" and engine in ENGINES and not get_engine(engine).attention_dp_flags:
+        raise SpecError(f"column 'split': {get_engine(engine).label} has no attention data parallelism (dp)")
     base = Workload()
     return Workload(
         n_ctx=n_ctx,

@@ -173,6 +173,10 @@ class EngineProfile:
     default_quant: str = ""
     # multi-device split when not told: "tp" tensor parallel, "pp" pipeline / layer split
     default_split: str = "tp"
+    # attention data parallelism (Workload.split "dp", estimator.physics.memory): each device runs attention
+    # for its own sequences, routed experts expert-parallel; its command-line flags (launch), or "" when the
+    # engine has none (llama.cpp)
+    attention_dp_flags: str = ""
     kv_dtypes: tuple[str, ...] = ()  # the KV dtype names a report accepts
     # every KV dtype name its command line / runner accepts -> the engine's own spelling
     kv_flags: dict[str, str] = {}
@@ -313,12 +317,14 @@ class EngineProfile:
     def adopt(self, workload: Workload) -> Workload:
         """``workload`` (sized for another engine) as this engine would run it: its name, its default backend
         for the device, and no per-layer expert offload when it has none (``moe_cpu_offload``; its launch
-        command names what replaces it).  What the report judges another engine on (launch commands, the
-        quant matrix's formats of another engine)."""
+        command names what replaces it), and its default split for attention data parallelism when it has
+        none (llama.cpp).  What the report judges another engine on (launch commands, the quant matrix's
+        formats of another engine)."""
         if workload.engine == self.name:
             return workload
         offload = workload.moe_offload_layers if self.moe_cpu_offload else 0
-        return replace(workload, engine=self.name, backend="", moe_offload_layers=offload)
+        split = workload.split if workload.split != "dp" or self.attention_dp_flags else self.default_split
+        return replace(workload, engine=self.name, backend="", moe_offload_layers=offload, split=split)
 
     # ------------------------------------------------------------------------------------------------ KV
     def layer_kind(self, model: ModelSpec, kind: str) -> str:

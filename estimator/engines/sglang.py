@@ -62,6 +62,8 @@ class SGLang(EngineProfile):
     container = "safetensors"
     default_quant = "BF16"
     default_split = "tp"
+    # sglang/srt/server_args.py (enable_dp_attention, dp_size): attention DP over the TP group
+    attention_dp_flags = "--tp-size N --dp-size N --enable-dp-attention"
     kv_dtypes = ("f16", "bf16", "fp8")
     kv_flags = KV_FLAGS
     kv_dtype_hint = "f16/bf16 = --kv-cache-dtype auto"
@@ -134,7 +136,10 @@ class SGLang(EngineProfile):
         flags, remote_notes = self.remote_code_args(model, target)
         argv += flags
         notes += remote_notes
-        if workload.n_devices > 1:
+        if workload.n_devices > 1 and workload.split == "dp":
+            n = str(workload.n_devices)
+            argv += ["--tp-size", n, "--dp-size", n, "--enable-dp-attention"]
+        elif workload.n_devices > 1:
             argv += ["--tp-size" if workload.split == "tp" else "--pp-size", str(workload.n_devices)]
         kv = workload.kv_dtype.lower()
         if kv in KV_FLAGS:

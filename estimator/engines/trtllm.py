@@ -66,6 +66,8 @@ class TensorRTLLM(EngineProfile):
     container = "safetensors"
     default_quant = "BF16"
     default_split = "tp"
+    # tensorrt_llm/llmapi/llm_args.py (enable_attention_dp) in the extra LLM API options file
+    attention_dp_flags = "--tp_size N --ep_size N + enable_attention_dp: true"
     kv_dtypes = ("f16", "bf16", "fp8")
     kv_flags = KV_FLAGS
     kv_dtype_hint = "set as kv_cache_config.dtype in an --extra_llm_api_options file"
@@ -159,7 +161,12 @@ class TensorRTLLM(EngineProfile):
         flags, remote_notes = self.remote_code_args(model, target)
         argv += flags
         notes += remote_notes
-        if workload.n_devices > 1:
+        options: list[str] = []  # notes on what the extra LLM API options file holds
+        if workload.n_devices > 1 and workload.split == "dp":
+            n = str(workload.n_devices)
+            argv += ["--tp_size", n, "--ep_size", n]
+            options.append(f"{OPTIONS_FILE} turns on attention data parallelism: 'enable_attention_dp: true'")
+        elif workload.n_devices > 1:
             argv += ["--tp_size" if workload.split == "tp" else "--pp_size", str(workload.n_devices)]
         kv = workload.kv_dtype.lower()
         if KV_FLAGS.get(kv, "fp8") != "auto":
@@ -168,8 +175,10 @@ class TensorRTLLM(EngineProfile):
                 notes.append(
                     f"TensorRT-LLM has no {workload.kv_dtype} KV cache; fp8 is the nearest 8-bit type"
                 )
+            options.append(f"{OPTIONS_FILE} holds the KV cache dtype: 'kv_cache_config: {{dtype: fp8}}'")
+        if options:
             argv += ["--extra_llm_api_options", OPTIONS_FILE]
-            notes.append(f"{OPTIONS_FILE} holds the KV cache dtype: 'kv_cache_config: {{dtype: fp8}}'")
+            notes += options
         if workload.offload_bytes > 0 or workload.moe_offload_layers > 0:  # another engine's sizing
             exact = False
             notes.append("TensorRT-LLM's PyTorch backend has no host-memory weight offload")

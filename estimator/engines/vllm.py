@@ -60,6 +60,8 @@ class VLLM(EngineProfile):
     container = "safetensors"
     default_quant = "BF16"
     default_split = "tp"
+    # vllm/config/parallel.py (data_parallel_size, enable_expert_parallel): N data-parallel ranks of TP 1
+    attention_dp_flags = "--data-parallel-size N --enable-expert-parallel"
     kv_dtypes = ("f16", "bf16", "fp8")
     kv_flags = KV_FLAGS
     kv_dtype_hint = "f16/bf16 = --kv-cache-dtype auto"
@@ -146,7 +148,9 @@ class VLLM(EngineProfile):
         flags, remote_notes = self.remote_code_args(model, target)
         argv += flags
         notes += remote_notes
-        if workload.n_devices > 1:
+        if workload.n_devices > 1 and workload.split == "dp":
+            argv += ["--data-parallel-size", str(workload.n_devices), "--enable-expert-parallel"]
+        elif workload.n_devices > 1:
             flag = "--tensor-parallel-size" if workload.split == "tp" else "--pipeline-parallel-size"
             argv += [flag, str(workload.n_devices)]
         kv = workload.kv_dtype.lower()

@@ -1,12 +1,13 @@
 """What a workload may ask of a model: a context within the model's maximum (unless the user insists), at
-least one device, sequence and slot, a known split and engine, offload that exists (``--n-cpu-moe`` needs
+least one device, sequence and slot, a known split and engine (attention data parallelism only on an engine
+that has it), offload that exists (``--n-cpu-moe`` needs
 routed experts and at most every layer), a reservation fraction in (0, 1].  One-line SpecError otherwise;
 warnings for what is allowed but odd."""
 
 from __future__ import annotations
 
-from estimator.engines import ENGINES
-from estimator.specs import ModelSpec, SpecError, Workload
+from estimator.engines import ENGINES, get_engine
+from estimator.specs import SPLITS, ModelSpec, SpecError, Workload
 
 
 def validate_workload(model: ModelSpec, workload: Workload, allow_overlong: bool = False) -> tuple[str, ...]:
@@ -26,10 +27,15 @@ def validate_workload(model: ModelSpec, workload: Workload, allow_overlong: bool
     for name in ("n_devices", "concurrency", "n_seq"):
         if getattr(workload, name) < 1:
             raise SpecError(f"{name.replace('_', ' ')} must be >= 1, got {getattr(workload, name)}")
-    if workload.split not in ("tp", "pp"):
-        raise SpecError(f"split must be tp or pp, got {workload.split!r}")
+    if workload.split not in SPLITS:
+        raise SpecError(f"split must be {', '.join(SPLITS[:-1])} or {SPLITS[-1]}, got {workload.split!r}")
     if workload.engine not in ENGINES:
         raise SpecError(f"engine must be one of {', '.join(ENGINES)}, got {workload.engine!r}")
+    profile = get_engine(workload.engine)
+    if workload.split == "dp" and not profile.attention_dp_flags:
+        raise SpecError(
+            f"{profile.label} has no attention data parallelism (--split dp); use --split tp or pp"
+        )
     if workload.offload_bytes < 0 or workload.moe_offload_layers < 0:
         raise SpecError("offload must be >= 0")
     if workload.moe_offload_layers and model.moe is None:

@@ -12,7 +12,14 @@ Multi-device (``workload.n_devices`` = N):
   shared by all heads and replicated on every device); recurrent state split N ways; runtime and context
   overhead on every device;
 * ``pp`` (layer split): device d holds layers [d*L/N, (d+1)*L/N) with their weights, KV and state; the output
-  head and final norm sit on the last device; runtime and context overhead on every device.
+  head and final norm sit on the last device; runtime and context overhead on every device;
+* ``dp`` (attention data parallelism, vLLM ``--data-parallel-size N --enable-expert-parallel``, SGLang
+  ``--enable-dp-attention``, TensorRT-LLM ``enable_attention_dp``): every device runs attention for its own
+  ceil(n_seq / N) sequences, so it holds their whole KV and state (all heads: an MLA latent cache is no longer
+  replicated N times) and every weight that is not a routed expert (attention, embeddings, head, dense FFN,
+  shared experts: replicated, vLLM's layout; SGLang splits the dense FFN over the devices by default, a few GB
+  less on DeepSeek-V3); routed experts are split N ways (expert parallel).  Of a dense model each device holds
+  a whole replica.  A reserving engine's KV capacity is N devices' pools.
 
 Offload: ``workload.offload_bytes`` of weights move to host RAM (spread evenly over the devices), and
 ``moe_offload_layers`` = k moves the routed experts of layers 0..k-1 to host RAM (llama.cpp ``--n-cpu-moe
@@ -41,7 +48,17 @@ from estimator.engines import get_engine
 from estimator.physics.kv import kv_cache, kv_cache_for, layer_token_bytes
 from estimator.physics.runtime import coerce, reserved_usable_bytes, runtime_buffers, usable_device_bytes
 from estimator.physics.weights import weight_breakdown
-from estimator.specs import CHUNKED, FULL, SLIDING, HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
+from estimator.specs import (
+    CHUNKED,
+    FULL,
+    SLIDING,
+    SPLITS,
+    HardwareSpec,
+    ModelSpec,
+    QuantSpec,
+    SpecError,
+    Workload,
+)
 
 
 @dataclass(frozen=True)
@@ -107,8 +124,8 @@ def estimate_memory(
     n = int(wl.n_devices)
     if n < 1:
         raise SpecError(f"number of devices must be >= 1 (got {n})")
-    if wl.split not in ("tp", "pp"):
-        raise SpecError(f"unknown split {wl.split!r}; one of tp, pp")
+    if wl.split not in SPLITS:
+        raise SpecError(f"unknown split {wl.split!r}; one of {', '.join(SPLITS)}")
     if not hardware.memory_bytes:
         raise SpecError(f"hardware {hardware.id!r} has no memory size in the catalog")
     c = coerce(coeffs, wl.engine)
@@ -141,6 +158,11 @@ def estimate_memory(
     per_kv: list[float] = []
     if n == 1:
         per_w, per_kv = [dev_weights_total - off], [kv.total_bytes]
+    elif wl.split == "dp":
+        routed = wb.routed_expert_bytes
+        per_w = [dev_weights_total - routed + (routed - off) / n] * n
+        local = kv_cache_for(model, wl, -(-int(wl.n_seq) // n)).total_bytes  # ceil(n_seq / N) sequences
+        per_kv = [local] * n
     elif wl.split == "tp":
         rep = _norm_bytes(model, quant)
         per_w = [(dev_weights_total - rep - off) / n + rep] * n
@@ -174,8 +196,9 @@ def estimate_memory(
         usable_of = [int(reserved_usable_bytes(hardware, c, frac, f, of_free)) for f in fixed]
         kv_budget = min(u - f for u, f in zip(usable_of, fixed, strict=True))
         per_tok = _kv_bytes_per_pool_token(model, wl, n)
-        kv_cap = max(0, int(kv_budget // per_tok)) if per_tok else None
-        max_conc = int(kv_cap // wl.n_ctx) if kv_cap is not None else None
+        pools = n if wl.split == "dp" else 1  # each device's pool holds its own sequences
+        kv_cap = pools * max(0, int(kv_budget // per_tok)) if per_tok else None
+        max_conc = pools * int(kv_cap // pools // wl.n_ctx) if kv_cap is not None else None
     else:
         usable_of = [usable_device_bytes(hardware, c)] * n
     devices = []
@@ -233,15 +256,16 @@ def estimate_memory(
 
 
 def _kv_bytes_per_pool_token(model: ModelSpec, wl: Workload, n: int) -> float:
-    """KV bytes per token of one sequence on one device at n_ctx (windowed layers at window/n_ctx share)."""
+    """KV bytes per token of one sequence on one device at n_ctx (windowed layers at window/n_ctx share;
+    under ``dp`` the device that runs the sequence holds it whole)."""
     per = layer_token_bytes(model, wl.kv_dtype, wl.engine)
     share = min(1.0, (model.window or wl.n_ctx) / wl.n_ctx)
     b = per[FULL] + (per[SLIDING] + per[CHUNKED]) * share
     if n > 1 and wl.split == "tp":
         b /= 1 if model.mla is not None else min(n, max(1, model.n_kv_heads))
-    elif n > 1:
+    elif n > 1 and wl.split == "pp":
         b /= n
-    return b
+    return b  # dp: a device holds its sequences' whole rows
 
 
 def kv_savings(

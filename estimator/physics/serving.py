@@ -229,12 +229,13 @@ class ServingFeatures:
     dense_prompt_keys: float = 0.0  # DSA prompts of at most this many keys run dense (EngineProfile)
 
 
-def kv_share(model: ModelSpec, n_devices: int) -> float:
+def kv_share(model: ModelSpec, n_devices: int, split: str = "tp") -> float:
     """N / kv_ways on N > 1 tensor-parallel devices (1 on one device): the factor by which a sequence's KV
     read counts in ``ServingFeatures.kv_bytes_per_seq`` when each device reads its share.  kv_ways = the
-    devices the KV heads split over: min(N, n_kv_heads), 1 for MLA (its latent cache is replicated)."""
+    devices the KV heads split over: min(N, n_kv_heads), 1 for MLA (its latent cache is replicated).  Under
+    attention data parallelism (split ``dp``) one device reads a sequence's whole KV: 1."""
     n = max(int(n_devices), 1)
-    if n == 1:
+    if n == 1 or split == "dp":
         return 1.0
     return n / (1 if model.mla is not None else min(n, max(1, model.n_kv_heads)))
 
@@ -246,10 +247,12 @@ def serving_features(
     workload: Workload,
     load: ServingLoad,
     kv_capacity_tokens: float | None = None,
-    replicas: int = 1,
+    replicas: int | None = None,
 ) -> ServingFeatures:
     """The ServingFeatures of a configuration under ``load`` (``workload.n_devices`` devices, tensor
-    parallel; ``kv_capacity_tokens`` from the memory physics, None = unbounded)."""
+    parallel, or attention data parallel under split ``dp``; ``kv_capacity_tokens`` from the memory physics,
+    None = unbounded).  ``replicas``: copies of the dense weights a step reads (attention data parallelism);
+    None = N under split ``dp``, else 1."""
     if load.concurrency < 1 or load.isl < 1 or load.osl < 1:
         raise SpecError("serving needs concurrency, input and output tokens >= 1")
     if not hardware.bandwidth_gbs:
@@ -261,7 +264,10 @@ def serving_features(
     dense = float(wb.active_bytes_per_token) - routed * share
     n = max(int(workload.n_devices), 1)
     depth = load.isl + load.osl / 2.0
-    kv = speed.kv_read_at(model, depth, workload.kv_dtype, workload.engine) * kv_share(model, n)
+    kv = speed.kv_read_at(model, depth, workload.kv_dtype, workload.engine)
+    kv *= kv_share(model, n, workload.split)
+    if replicas is None:
+        replicas = n if workload.split == "dp" else 1
     fp8 = speed.is_fp8(quant) or quant.name.upper() in FP4_FORMATS
     try:
         gemm = speed.peak_tflops(hardware, {}, fp8, workload.engine) * 1e12
@@ -687,7 +693,7 @@ def _reload(f: ServingFeatures, model: ModelSpec, workload: Workload, load: Serv
         )
     depth = load.isl + load.osl / 2.0
     kv = speed.kv_read_at(model, depth, workload.kv_dtype, workload.engine)
-    kv *= kv_share(model, int(f.n_devices))
+    kv *= kv_share(model, int(f.n_devices), workload.split)
     sparse = get_engine(workload.engine).sparse_attention
     return replace(
         f,

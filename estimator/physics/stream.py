@@ -9,8 +9,8 @@ of B sequences, prefill tok/s, time to first token; the speed section, ``predict
 multi-device table, the recommendations) timed by the serving model's step when
 
 * the configuration runs natively (no support fallback), with every weight on the device (no offload) and
-  one device or tensor parallelism (the serving model's split), on a device with the datasheet bandwidth and
-  bf16 TFLOPS the serving fit admits;
+  one device, tensor parallelism or attention data parallelism (the serving model's splits: ``replicas``), on
+  a device with the datasheet bandwidth and bf16 TFLOPS the serving fit admits;
 * the phase's own set (decode or prefill) is not calibrated; and
 * the serving set is fitted: calibrated (basis device / family) or the pool of the serving fit (source
   ``calibrated`` or ``pooled``, not the prior).  ``serving.serving_params`` follows the same rule when it
@@ -124,7 +124,7 @@ def serving_step(
     if not hardware.bandwidth_gbs or not hardware.bf16_tflops:  # what the serving fit admits (no CPUs)
         return None
     n = max(int(workload.n_devices), 1)
-    if n > 1 and workload.split != "tp":
+    if n > 1 and workload.split not in ("tp", "dp"):  # a layer split: the decode / prefill fit times it
         return None
     decode, prefill = not sets.dec.calibrated, not sets.pre.calibrated
     if not (decode or prefill):
@@ -137,7 +137,7 @@ def serving_step(
         base = serving.serving_features(model, quant, hardware, replace(workload, n_seq=1), load)
     except (SpecError, ValueError):  # no bandwidth / TFLOPS figure: the decode / prefill fit's path says why
         return None
-    return ServingStep(base, sp.params, sp.cset, serving.kv_share(model, n), decode, prefill)
+    return ServingStep(base, sp.params, sp.cset, serving.kv_share(model, n, workload.split), decode, prefill)
 
 
 def speed_sets(

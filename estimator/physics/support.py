@@ -11,7 +11,8 @@ family, vendor / kind) and returns a ``SupportVerdict``:
   native, ``weight_only`` (dequantized in the kernel), ``host_cpu`` (the matmuls run on the host CPU) or
   unsupported;
 * the KV dtype (``kv``) and the features a configuration uses (``feature``): flash attention; with more
-  than one device ``multi_device`` and the split's ``tensor_parallel`` / ``pipeline_parallel``; with routed
+  than one device ``multi_device`` and the split's ``tensor_parallel`` / ``pipeline_parallel`` /
+  ``attention_data_parallel``; with routed
   experts in host RAM (``Workload.moe_offload_layers``) ``moe_offload``; with routed experts whose storage
   type runs on the device ``moe_experts`` (``moe_experts:type=<type>``: e.g. CANN's F16 MUL_MAT_ID copies each
   token's experts before its matmul, fallback ``expert_copy``).  A feature is also asked under the
@@ -151,8 +152,13 @@ def _finding(fact: table.SupportFact, subject: str, item: str, what: str) -> Fin
     )
 
 
-# the feature item each split uses (True: Workload.split "tp")
-SPLIT_FEATURES = {True: "tensor_parallel", False: "pipeline_parallel"}
+# the feature item each split uses (Workload.split), and how a finding names it
+SPLIT_FEATURES = {"tp": "tensor_parallel", "pp": "pipeline_parallel", "dp": "attention_data_parallel"}
+SPLIT_WORDS = {
+    "tp": "tensor parallelism",
+    "pp": "the layer (pipeline) split",
+    "dp": "attention data parallelism",
+}
 # how a finding names the condition a fact holds under (estimator.catalog.support: feature:key=value)
 _CONDITION_WORDS = {"arch": "for {} models", "flash_attn": "with flash attention {}", "type": "stored as {}"}
 
@@ -310,10 +316,9 @@ def _judge(
         md = table.find(engine, backend, family, "feature", "multi_device")
         if md is not None and md.status != NATIVE:
             findings.append(_finding(md, "feature", "multi_device", f"{n_devices} devices"))
-        tp = split == "tp"
-        what = f"{'tensor parallelism' if tp else 'the layer (pipeline) split'} over {n_devices} devices"
+        what = f"{SPLIT_WORDS[split]} over {n_devices} devices"
         conditions = (("arch", architecture), ("flash_attn", "on" if flash_attn else "off"))
-        findings += _features(engine, backend, family, SPLIT_FEATURES[tp], conditions, what)
+        findings += _features(engine, backend, family, SPLIT_FEATURES[split], conditions, what)
     if moe_offload_layers > 0:
         what = f"routed experts of {moe_offload_layers} layers in host RAM (--n-cpu-moe)"
         findings += _features(engine, backend, family, "moe_offload", (("arch", architecture),), what)

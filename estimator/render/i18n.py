@@ -149,6 +149,11 @@ STRINGS: dict[str, dict[str, str]] = {
         "es": "Decode con --n-cpu-moe {k} (cabe)",
     },
     "experts_in_host": {"en": "routed experts in host RAM", "es": "expertos enrutados en la RAM del host"},
+    "with_attention_dp": {"en": "With --split dp (it fits)", "es": "Con --split dp (cabe)"},
+    "attention_dp_sub": {
+        "en": "attention data parallel, experts expert-parallel; up to {n} sequences",
+        "es": "atención en paralelo de datos, expertos en paralelo de expertos; hasta {n} secuencias",
+    },
     "fits_as": {"en": "Decode as {q} (it fits)", "es": "Decode como {q} (cabe)"},
     "largest_fitting": {
         "en": "the largest format that fits: {g} GiB in all",

@@ -479,6 +479,18 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     ),
     (
         re.compile(
+            r"With --split dp it fits \((?P<f>[^:]+): attention data parallel, routed experts "
+            r"expert-parallel\): (?P<g>[\d.,]+) GiB in all"
+            r"(?:, up to (?P<n>[\d.,]+) sequences of (?P<c>[\d.,]+) tokens)?; each device holds the KV cache"
+            r" of its own sequences only\."
+        ),
+        lambda m: f"Con --split dp cabe ({m['f']}: atención en paralelo de datos, expertos enrutados en "
+        f"paralelo de expertos): {m['g']} GiB en total"
+        + (f", hasta {m['n']} secuencias de {m['c']} tokens" if m["n"] else "")
+        + "; cada dispositivo guarda solo la caché KV de sus propias secuencias.",
+    ),
+    (
+        re.compile(
             r"As if it fit: these speeds and the cost assume every weight in device memory"
             r"(?:; --offload-gib (?P<g>[\d.]+) sizes the least host offload that fits)?\."
         ),
@@ -1033,6 +1045,10 @@ PATTERNS += [
         "{f} fija el tipo de la caché KV: 'kv_cache_config: {{dtype: fp8}}'",
     ),
     (
+        re.compile(r"(?P<f>\S+) turns on attention data parallelism: 'enable_attention_dp: true'"),
+        "{f} activa el paralelismo de datos en la atención: 'enable_attention_dp: true'",
+    ),
+    (
         re.compile(r"TensorRT-LLM's PyTorch backend has no host-memory weight offload"),
         "el backend PyTorch de TensorRT-LLM no descarga pesos a la memoria del host",
     ),
@@ -1484,11 +1500,15 @@ PATTERNS += [
     (re.compile(r"attention over the (?P<k>\S+) KV cache"), "atención sobre la caché KV {k}"),
     (
         re.compile(
-            r"(?P<w>tensor parallelism|the layer \(pipeline\) split) over (?P<n>\d+) devices"
+            r"(?P<w>tensor parallelism|attention data parallelism|the layer \(pipeline\) split) over "
+            r"(?P<n>\d+) devices"
             r"(?: for (?P<a>[\w.-]+) models)?(?: with flash attention (?P<f>on|off))?"
         ),
         lambda m: (
-            {"tensor parallelism": "paralelismo de tensores"}.get(m["w"], "el reparto por capas (pipeline)")
+            {
+                "tensor parallelism": "paralelismo de tensores",
+                "attention data parallelism": "paralelismo de datos en la atención",
+            }.get(m["w"], "el reparto por capas (pipeline)")
             + f" en {m['n']} dispositivos"
             + (f" para modelos {m['a']}" if m["a"] else "")
             + (f" con flash attention {'activada' if m['f'] == 'on' else 'desactivada'}" if m["f"] else "")

@@ -140,6 +140,23 @@ class Build:
             return None
         return self.sizing.min_moe_offload(self.quant, self.hardware, wl)
 
+    @cached_property
+    def attention_dp(self):
+        """The MemoryEstimate under attention data parallelism (split ``dp``) of a tensor-parallel
+        configuration of several devices that does not fit, when the engine has it and it fits there (each
+        device holds its own sequences' KV: an MLA latent cache is no longer replicated N times); else
+        None."""
+        wl = self.workload
+        if (
+            self.memory.verdict != "does not fit"
+            or wl.n_devices < 2
+            or wl.split != "tp"
+            or not get_engine(wl.engine).attention_dp_flags
+        ):
+            return None
+        got = self.sizing.memory(self.quant, self.hardware, replace(wl, split="dp"))
+        return got if got.verdict == "fits" else None
+
     @property
     def floor_bytes(self) -> int:
         """Weights + KV of the sized configuration: no configuration with less memory can hold it."""

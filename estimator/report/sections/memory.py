@@ -42,6 +42,10 @@ class MemorySection:
     # it fit, and the host RAM that needs (Build.expert_offload); None otherwise
     moe_offload_layers: int | None
     moe_offload_host_bytes: int | None
+    # when a tensor-parallel configuration does not fit and attention data parallelism (--split dp) makes it
+    # fit (Build.attention_dp): its total over all devices and its max concurrency; None otherwise
+    attention_dp_total_bytes: int | None
+    attention_dp_max_concurrency: int | None
     per_device: tuple[DeviceMemory, ...]
     basis: str
     notes: tuple[str, ...]
@@ -79,6 +83,8 @@ def build(b: Build) -> MemorySection:
         min_offload_bytes=int(m.min_offload_bytes or 0),
         moe_offload_layers=None if b.expert_offload is None else int(b.expert_offload[0]),
         moe_offload_host_bytes=None if b.expert_offload is None else int(b.expert_offload[1].host_bytes or 0),
+        attention_dp_total_bytes=None if b.attention_dp is None else int(b.attention_dp.total_bytes),
+        attention_dp_max_concurrency=None if b.attention_dp is None else b.attention_dp.max_concurrency,
         per_device=tuple(m.per_device),
         basis=MEMORY_BASIS + (f"; runtime coefficients: {runtime}" if runtime else ""),
         notes=tuple(m.notes) + tuple(device_notes([hw.id])),

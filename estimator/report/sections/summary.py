@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from estimator.engines import get_engine
 from estimator.render.blocks import Block, both, gib, pct, tok, usd
 from estimator.render.htmlkit import Ctx, card, e, verdict
 from estimator.render.i18n import fmt_int, t
@@ -83,6 +84,17 @@ def speed_lines(d: dict) -> list[str]:
                 f"With --n-cpu-moe {k} it fits (the routed experts of {k} layers in host RAM, "
                 f"{gib(mem['moe_offload_host_bytes'])} GiB): decode {tok(moe['tok_s'])} tok/s "
                 f"({tok(moe['lo_tok_s'])}–{tok(moe['hi_tok_s'])}) one stream, empty context."
+            )
+        dp = mem.get("attention_dp_total_bytes")
+        if dp:
+            w = d["workload"]
+            flags = get_engine(w["engine"]).attention_dp_flags.replace("N", str(w["n_devices"]))
+            most = mem.get("attention_dp_max_concurrency")
+            most = f", up to {most:,} sequences of {w['n_ctx']:,} tokens" if most else ""
+            lines.append(
+                f"With --split dp it fits ({flags}: attention data parallel, routed experts "
+                f"expert-parallel): {gib(dp)} GiB in all{most}; each device holds the KV cache of its own "
+                "sequences only."
             )
         # rounded up to 0.1 GiB, so the suggested offload does fit
         off = math.ceil(mem["min_offload_bytes"] / GIB * 10) / 10 if mem.get("min_offload_bytes") else None
@@ -213,6 +225,15 @@ def _cards(ctx: Ctx) -> str:
                     ctx.t("with_moe_offload", k=k),
                     ctx.num("speed.moe_offload_decode.tok_s", "tok_s"),
                     f"{ctx.t('experts_in_host')}: {ctx.num('memory.moe_offload_host_bytes', 'gib')}",
+                )
+            )
+        if unfit and ctx.get("memory.attention_dp_total_bytes"):
+            most = ctx.get("memory.attention_dp_max_concurrency")
+            cards.append(
+                card(
+                    ctx.t("with_attention_dp"),
+                    ctx.num("memory.attention_dp_total_bytes", "gib"),
+                    ctx.t("attention_dp_sub", n=fmt_int(most) if most else "?"),
                 )
             )
         cards.append(
