@@ -25,6 +25,10 @@ from tests.estimator_cli import cli, cli_json
         ("MI300X", "mi300x"),
         ("l40", "l40"),
         ("h100_sxm", "h100-80gb-sxm"),  # a catalog alias stays exact
+        # the vendor's name with the device's: the M4 Max is catalogued as a MacBook Pro
+        ("apple-m4-max", "macbook-pro-m4-max-128gb"),
+        ("nvidia h200", "h200-141gb-sxm"),
+        ("AMD MI300X", "mi300x"),
     ],
 )
 def test_device_names(typed, hw_id):

@@ -184,10 +184,11 @@ def find_hardware(name: str) -> tuple[dict, str | None]:
     (``estimator.catalog.names``: "4090" -> rtx-4090; "h100" is ambiguous and names the H100 variants).
     SpecError when ambiguous or unknown (naming the closest ids)."""
     raw = _hardware_raw()
-    entries = [
-        (hid, [hid, d.get("name") or "", *(a["alias"] for a in d.get("aliases") or ())])
+    entries = [  # the name with its vendor too: "apple-m4-max" names the MacBook Pro M4 Max
+        (hid, [hid, d.get("name") or "", f"{d.get('vendor') or ''} {d.get('name') or ''}",
+               *(a["alias"] for a in d.get("aliases") or ())])
         for hid, d in raw.items()
-    ]
+    ]  # fmt: skip
     hit = names.match(name, entries, _hardware_aliases(), "hardware")
     if hit is None:
         raise SpecError(f"unknown hardware {name!r}; closest: {', '.join(nearest(name, list(raw)))}")
