@@ -138,3 +138,16 @@ def test_a_configuration_that_does_not_fit_names_the_largest_format_that_does():
     assert "vllm" in best_fitting_format(vllm)["engines"]
     fits = report_to_dict(make_report(ReportRequest(model="llama-3.1-8b", hardware="rtx-4090")))
     assert best_fitting_format(fits) is None
+
+
+def test_the_cost_line_says_what_throughput_it_is_priced_at():
+    """The summary's USD per 1M output tokens is priced at the serving point within the SLO, not at the
+    requested concurrency: the line says which (the cost section's ``aggregate_basis``)."""
+    args = ("report", "--model", "qwen3-30b-a3b", "--hardware", "mi300x", "--engine", "vllm")
+    args += ("--concurrency", "32")
+    d = json.loads(run(*args, "--format", "json").stdout)
+    c = d["cost"]
+    assert c["aggregate_concurrency"] > 32  # the SLO's point, not the 32 clients asked for
+    text = " ".join(run(*args, "--brief", columns=400).stdout.split())
+    assert f"per 1M output tokens at {c['aggregate_tok_s']:,.0f} tok/s: {c['aggregate_basis']}." in text
+    assert f"serving model at {c['aggregate_concurrency']} clients, the most within" in text

@@ -499,6 +499,14 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
         + (f"; --offload-gib {m['g']} dimensiona la mínima descarga al host que cabe." if m["g"] else "."),
     ),
     (
+        re.compile(
+            r"Cost: (?P<r>\S+)/h \((?P<s>.+?)\) -> (?P<u>\S+) per 1M output tokens at (?P<t>[\d,.]+) tok/s: "
+            r"(?P<b>.+)\."
+        ),
+        lambda m: f"Costo: {m['r']}/h ({tr(m['s'])}) -> {m['u']} por 1M de tokens de salida a "
+        f"{tr(m['t'] + ' tok/s: ' + m['b'])}.",
+    ),
+    (
         re.compile(r"Cost: (?P<r>\S+)/h \((?P<s>.+)\) -> (?P<u>\S+) per 1M output tokens\."),
         lambda m: f"Costo: {m['r']}/h ({tr(m['s'])}) -> {m['u']} por 1M de tokens de salida.",
     ),

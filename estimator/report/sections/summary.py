@@ -110,7 +110,8 @@ def speed_lines(d: dict) -> list[str]:
 
 
 def cost_line(d: dict) -> str:
-    """The hourly rate with where it came from, and USD per 1M output tokens."""
+    """The hourly rate with where it came from, and USD per 1M output tokens with the throughput it is priced
+    at and why (``cost.aggregate_basis``: the serving point within the SLO, the decode of the sequences)."""
     c = d.get("cost") or {}
     if c.get("usd_per_hour") is None:
         return "Cost: no hourly rate for this device (--usd-per-hour sets one)."
@@ -125,6 +126,8 @@ def cost_line(d: dict) -> str:
         src = c["rate_origin"]
     per = c.get("usd_per_1m_output_tokens")
     tail = f" -> {usd(per)} per 1M output tokens" if per is not None else ""
+    if per is not None and c.get("aggregate_basis") and c.get("aggregate_tok_s"):
+        tail += f" at {c['aggregate_tok_s']:,.0f} tok/s: {c['aggregate_basis']}"
     return f"Cost: {usd(c['usd_per_hour'])}/h ({src}){tail}."
 
 
