@@ -151,3 +151,21 @@ def test_the_cost_line_says_what_throughput_it_is_priced_at():
     text = " ".join(run(*args, "--brief", columns=400).stdout.split())
     assert f"per 1M output tokens at {c['aggregate_tok_s']:,.0f} tok/s: {c['aggregate_basis']}." in text
     assert f"serving model at {c['aggregate_concurrency']} clients, the most within" in text
+
+
+def test_a_cache_that_does_not_fit_names_the_cheaper_kv_dtype_that_does():
+    """Gemma 3 27B Q4_K_M at 131K on a 24 GB card: the f16 cache does not fit, q8_0 does (before any smaller
+    weight format); the figures are those of the report sized with --kv-dtype q8_0."""
+    args = ("report", "--model", "gemma-3-27b", "--hardware", "rtx-3090", "--ctx", "131072")
+    mem = json.loads(run(*args, "--format", "json").stdout)["memory"]
+    q8 = json.loads(run(*args, "--kv-dtype", "q8_0", "--format", "json").stdout)["memory"]
+    assert mem["verdict"] == "does not fit" and q8["verdict"] == "fits"
+    assert mem["kv_dtype_fit"] == "q8_0"
+    assert mem["kv_dtype_fit_total_bytes"] == q8["total_bytes"]
+    assert mem["kv_dtype_fit_kv_bytes"] == q8["kv_bytes"]
+    assert q8["kv_dtype_fit"] is None  # already quantized
+    text = " ".join(run(*args, "--brief", columns=400).stdout.split())
+    assert "With --kv-dtype q8_0 it fits:" in text and text.index("--kv-dtype q8_0") < text.index("Fits as")
+    # without flash attention llama.cpp cannot quantize the V cache: no suggestion it would refuse
+    off = json.loads(run(*args, "--flash-attn", "off", "--format", "json").stdout)["memory"]
+    assert off["kv_dtype_fit"] is None

@@ -166,6 +166,8 @@ CASES: dict[str, dict] = {
     "DeepSeek-R1, TensorRT-LLM, attention data parallel": dict(
         model="deepseek-r1", hardware="b200", engine="trtllm", devices=8, concurrency=64, split="dp"
     ),
+    # the f16 cache does not fit, q8_0 does
+    "Gemma 3 27B at 131K on a 3090": dict(model="gemma-3-27b", hardware="rtx-3090", ctx=131072),
     "GGUF file": dict(model=TINY_GGUF, hardware="rtx-3090", ctx=256),
     "GGUF file re-sized": dict(
         model=TINY_GGUF, hardware="rtx-3090", ctx=256, quant="Q4_K_M"

@@ -150,6 +150,7 @@ STRINGS: dict[str, dict[str, str]] = {
     },
     "experts_in_host": {"en": "routed experts in host RAM", "es": "expertos enrutados en la RAM del host"},
     "with_attention_dp": {"en": "With --split dp (it fits)", "es": "Con --split dp (cabe)"},
+    "with_kv_dtype": {"en": "With --kv-dtype {k} (it fits)", "es": "Con --kv-dtype {k} (cabe)"},
     "attention_dp_sub": {
         "en": "attention data parallel, experts expert-parallel; up to {n} sequences",
         "es": "atención en paralelo de datos, expertos en paralelo de expertos; hasta {n} secuencias",

@@ -479,6 +479,13 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     ),
     (
         re.compile(
+            r"With --kv-dtype (?P<k>\S+) it fits: (?P<g>[\d.,]+) GiB in all \(KV cache (?P<v>[\d.,]+) GiB\), "
+            r"the weights as asked\."
+        ),
+        "Con --kv-dtype {k} cabe: {g} GiB en total (caché KV {v} GiB), con los pesos pedidos.",
+    ),
+    (
+        re.compile(
             r"With --split dp it fits \((?P<f>[^:]+): attention data parallel, routed experts "
             r"expert-parallel\): (?P<g>[\d.,]+) GiB in all"
             r"(?:, up to (?P<n>[\d.,]+) sequences of (?P<c>[\d.,]+) tokens)?; each device holds the KV cache"

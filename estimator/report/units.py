@@ -24,7 +24,10 @@ from estimator.physics.weights import weight_breakdown
 from estimator.render.blocks import Block
 from estimator.render.htmlkit import Ctx
 from estimator.report.sizing import Sizing
-from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
+from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
+
+# KV dtypes a user keeps by default (16 / 32 bit): a cheaper cache is what the report suggests first
+FULL_KV_DTYPES = ("f16", "bf16", "f32", "auto")
 
 CONTEXTS = (4096, 8192, 16384, 32768, 65536, 131072)
 
@@ -139,6 +142,27 @@ class Build:
         ):
             return None
         return self.sizing.min_moe_offload(self.quant, self.hardware, wl)
+
+    @cached_property
+    def kv_dtype_fit(self):
+        """(KV dtype, MemoryEstimate) for the least lossy of the engine's cheaper KV dtypes
+        (``EngineProfile.cheaper_kv_dtypes``: llama.cpp q8_0 then q4_0, vLLM / SGLang / TensorRT-LLM fp8) that
+        makes a configuration that does not fit fit, the weights as asked; None when it fits, the cache is
+        already quantized, the engine cannot run that cache here (llama.cpp's quantized V needs flash
+        attention) or none fits."""
+        wl = self.workload
+        if self.memory.verdict != "does not fit" or wl.kv_dtype.lower() not in FULL_KV_DTYPES:
+            return None
+        profile = get_engine(wl.engine)
+        for dt in profile.cheaper_kv_dtypes:
+            try:
+                profile.check_cache(dt, wl.flash_attn)
+                got = self.sizing.memory(self.quant, self.hardware, replace(wl, kv_dtype=dt))
+            except SpecError:
+                continue
+            if got.verdict == "fits":
+                return dt, got
+        return None
 
     @cached_property
     def attention_dp(self):

@@ -42,6 +42,11 @@ class MemorySection:
     # it fit, and the host RAM that needs (Build.expert_offload); None otherwise
     moe_offload_layers: int | None
     moe_offload_host_bytes: int | None
+    # when it does not fit: the least lossy cheaper KV dtype that makes it fit (Build.kv_dtype_fit), its total
+    # and its KV cache; None otherwise
+    kv_dtype_fit: str | None
+    kv_dtype_fit_total_bytes: int | None
+    kv_dtype_fit_kv_bytes: int | None
     # when a tensor-parallel configuration does not fit and attention data parallelism (--split dp) makes it
     # fit (Build.attention_dp): its total over all devices and its max concurrency; None otherwise
     attention_dp_total_bytes: int | None
@@ -83,6 +88,9 @@ def build(b: Build) -> MemorySection:
         min_offload_bytes=int(m.min_offload_bytes or 0),
         moe_offload_layers=None if b.expert_offload is None else int(b.expert_offload[0]),
         moe_offload_host_bytes=None if b.expert_offload is None else int(b.expert_offload[1].host_bytes or 0),
+        kv_dtype_fit=None if b.kv_dtype_fit is None else b.kv_dtype_fit[0],
+        kv_dtype_fit_total_bytes=None if b.kv_dtype_fit is None else int(b.kv_dtype_fit[1].total_bytes),
+        kv_dtype_fit_kv_bytes=None if b.kv_dtype_fit is None else int(b.kv_dtype_fit[1].kv_bytes),
         attention_dp_total_bytes=None if b.attention_dp is None else int(b.attention_dp.total_bytes),
         attention_dp_max_concurrency=None if b.attention_dp is None else b.attention_dp.max_concurrency,
         per_device=tuple(m.per_device),

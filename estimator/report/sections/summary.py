@@ -64,6 +64,11 @@ def speed_lines(d: dict) -> list[str]:
     lines = []
     mem = d.get("memory") or {}
     if mem.get("verdict") == "does not fit":
+        if mem.get("kv_dtype_fit"):
+            lines.append(
+                f"With --kv-dtype {mem['kv_dtype_fit']} it fits: {gib(mem['kv_dtype_fit_total_bytes'])} "
+                f"GiB in all (KV cache {gib(mem['kv_dtype_fit_kv_bytes'])} GiB), the weights as asked."
+            )
         best = best_fitting_format(d)
         if best is not None:
             f = best.get("decode") or {}
@@ -228,6 +233,14 @@ def _cards(ctx: Ctx) -> str:
                     ctx.t("with_moe_offload", k=k),
                     ctx.num("speed.moe_offload_decode.tok_s", "tok_s"),
                     f"{ctx.t('experts_in_host')}: {ctx.num('memory.moe_offload_host_bytes', 'gib')}",
+                )
+            )
+        if unfit and ctx.get("memory.kv_dtype_fit"):
+            cards.append(
+                card(
+                    ctx.t("with_kv_dtype", k=e(ctx.get("memory.kv_dtype_fit"))),
+                    ctx.num("memory.kv_dtype_fit_total_bytes", "gib"),
+                    f"{ctx.t('kv')}: {ctx.num('memory.kv_dtype_fit_kv_bytes', 'gib')}",
                 )
             )
         if unfit and ctx.get("memory.attention_dp_total_bytes"):
