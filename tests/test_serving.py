@@ -274,3 +274,21 @@ def test_the_serving_note_names_the_engines_own_benchmark_client(engine, client)
     es = tr(note, "es")
     assert es.startswith("peticiones de")
     assert ("bucle cerrado" in es) if engine == "llama.cpp" else (client in es)
+
+
+def test_a_configuration_that_does_not_fit_is_served_as_if_it_fit():
+    """Llama-3.1-405B in BF16 on 8 x H100 does not fit: its reserved KV pool would be empty, and the sweep had
+    run one request at a time (every other client 'waiting for KV').  The section says its figures assume the
+    model fits, so it sizes them so: a pool as large as the clients need, the cost at the SLO's point."""
+    from estimator.report.document import report_to_dict
+    from estimator.report.request import ReportRequest, make_report
+
+    req = ReportRequest(model="llama-3.1-405b", hardware="h100-80gb-sxm", engine="vllm", devices=8,
+                        concurrency=16)  # fmt: skip
+    d = report_to_dict(make_report(req))
+    assert d["memory"]["verdict"] == "does not fit"
+    s = d["serving"]
+    assert s["kv_capacity_tokens"] is None and not any(r["kv_limited"] for r in s["rows"])
+    assert s["slo_point"]["concurrency"] > 16
+    assert d["cost"]["aggregate_concurrency"] == s["slo_point"]["concurrency"]
+    assert any("as large as the clients need" in n for n in s["notes"])

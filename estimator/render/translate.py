@@ -885,8 +885,10 @@ EXACT.update(
             "corren en la CPU del host o se copian por el enlace en cada paso); el coste se calcula con el "
             "decode de la sección de velocidad."
         ),
-        "the configuration does not fit in memory: these figures assume it would": (
-            "la configuración no cabe en memoria: estas cifras suponen que cabría"
+        "the configuration does not fit in memory: these figures assume it would, with a KV pool as large as "
+        "the clients need": (
+            "la configuración no cabe en memoria: estas cifras suponen que cabría, con una reserva KV tan "
+            "grande como necesiten los clientes"
         ),
         "serving figures from uncalibrated coefficients for this engine and family: wide interval": (
             "cifras de servicio con coeficientes sin calibrar para este motor y familia: intervalo amplio"

@@ -137,6 +137,8 @@ def build(b: Build) -> ServingSection | None:
     try:
         sp = serving_mod.serving_params(b.table, b.hardware, wl.engine)
         cap = serving_mod.kv_capacity(b.model, b.quant, b.hardware, serve_wl, b.table)
+        if b.memory.verdict == "does not fit":
+            cap = None  # as if it fit (the speed section's figures too): a pool as large as the clients need
         first = serving_mod.serving_features(
             b.model,
             b.quant,
@@ -193,7 +195,10 @@ def build(b: Build) -> ServingSection | None:
     if slo is None:
         notes.append("no concurrency meets the latency objective, not even one client")
     if b.memory.verdict == "does not fit":
-        notes.append("the configuration does not fit in memory: these figures assume it would")
+        notes.append(
+            "the configuration does not fit in memory: these figures assume it would, with a KV pool as "
+            "large as the clients need"
+        )
     if not sp.calibrated:
         notes.append(
             "serving figures from uncalibrated coefficients for this engine and family: wide interval"
