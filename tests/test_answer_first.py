@@ -169,3 +169,22 @@ def test_a_cache_that_does_not_fit_names_the_cheaper_kv_dtype_that_does():
     # without flash attention llama.cpp cannot quantize the V cache: no suggestion it would refuse
     off = json.loads(run(*args, "--flash-attn", "off", "--format", "json").stdout)["memory"]
     assert off["kv_dtype_fit"] is None
+
+
+def test_of_one_precision_the_answer_is_the_format_served_from_the_published_checkpoint():
+    """Llama-3.1-405B in BF16 on 8 x H100 with vLLM does not fit; FP8 and FP8-BLOCK both fit and differ by
+    their scales.  vLLM quantizes the bf16 checkpoint to FP8 at load time (--quantization fp8) but needs a
+    published block-scaled checkpoint for FP8-BLOCK: the summary names FP8."""
+    from estimator.report.document import report_to_dict
+    from estimator.report.request import ReportRequest, make_report
+    from estimator.report.sections.summary import best_fitting_format
+
+    req = ReportRequest(model="llama-3.1-405b", hardware="h100-80gb-sxm", devices=8, engine="vllm")
+    d = report_to_dict(make_report(req))
+    rows = {r["quant"]: r for r in d["quant_matrix"]}
+    assert rows["FP8"]["from_published"] is True and rows["FP8-BLOCK"]["from_published"] is False
+    assert rows["FP8-BLOCK"]["weights_bytes"] > rows["FP8"]["weights_bytes"]  # the block scales
+    assert best_fitting_format(d)["quant"] == "FP8"
+    # llama.cpp's GGUF recipes are not checkpoints
+    gguf = report_to_dict(make_report(ReportRequest(model="llama-3.1-70b", hardware="rtx-4090")))
+    assert {r["from_published"] for r in gguf["quant_matrix"]} == {None}

@@ -457,6 +457,16 @@ class EngineProfile:
         )
         return [self.trust_remote_code_flag], [note]
 
+    def serves_published(self, model: ModelSpec, quant: QuantSpec) -> bool | None:
+        """True when the engine serves ``quant`` from the model's published checkpoint (its own format, a
+        dense dtype of an unquantized checkpoint, FP8 quantized at load time: ``checkpoint_args``), False when
+        it needs a checkpoint someone published in that format (or a dequantized copy); None for an engine
+        that does not load checkpoints (``container`` not "safetensors": llama.cpp's GGUF recipes)."""
+        if self.container != "safetensors":
+            return None
+        args = checkpoint_args(model, quant, self.label)
+        return args is not None and not args[0].startswith("<")
+
     def default_quant_for(self, model: ModelSpec) -> str:
         """The weight format sized when none is asked for: a checkpoint engine (``container``
         "safetensors": vLLM, SGLang, TensorRT-LLM) loads the published checkpoint as it is

@@ -117,6 +117,17 @@ class TensorRTLLM(EngineProfile):
         ``swa_full``, ``unified`` and ``pad`` are llama.cpp options: ignored."""
         return paged_layout(model, n_ctx, n_seq, BLOCK)
 
+    def serves_published(self, model: ModelSpec, quant: QuantSpec) -> bool | None:
+        """The published checkpoint as loaded (``launch``: a dense dtype of an unquantized checkpoint, its own
+        format where the PyTorch backend loads it, FP8 of an FP8 checkpoint); trtllm-serve quantizes nothing
+        at load time (ModelOpt does, beforehand)."""
+        q = quant.name.upper()
+        published = checkpoint_quant(model)
+        if q in _DENSE:
+            return published in (None, *_DENSE)
+        fp8 = q.startswith("FP8") and model.native_dtype == "fp8"
+        return (q == published and q in LOADS_PUBLISHED) or fp8
+
     def launch(
         self, model: ModelSpec, quant: QuantSpec, workload: Workload, weights_bytes: int
     ) -> LaunchCommand:

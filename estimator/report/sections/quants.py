@@ -36,6 +36,10 @@ class QuantRow:
     selected: bool
     error: str | None = None
     support: str = "native"
+    # the sized engine serves the format from the model's published checkpoint (its own format, a dense dtype
+    # of an unquantized checkpoint, FP8 quantized at load time: engines.base.checkpoint_args), not from a
+    # checkpoint someone must publish in it; None for a llama.cpp GGUF recipe
+    from_published: bool | None = None
 
 
 def _judge_as(engine: str):
@@ -92,6 +96,7 @@ def build(b: Build) -> tuple[QuantRow, ...]:
                 quant=q.name,
                 description=q.description,
                 engines=engines_for(q),
+                from_published=get_engine(wl.engine).serves_published(b.model, q),
                 weights_bytes=int(m.weights_bytes),
                 kv_bytes=int(m.kv_bytes),
                 total_bytes=int(m.total_bytes),

@@ -26,10 +26,16 @@ def _seconds(x: float | None) -> str:
     return f"{x * 1000:,.0f} ms" if x < 1 else f"{x:,.2f} s"
 
 
+# weight formats whose bytes differ by less than this share are one precision with other scales
+SAME_BITS = 0.02
+
+
 def best_fitting_format(d: dict) -> dict | None:
     """The quantization matrix's row of the largest format (most weight bytes: the most bits) that fits and
-    runs on the sized engine, for a configuration that does not fit; F32 is never the answer, and a row of
-    the sized format itself never is (it does not fit).  None when none fits."""
+    runs on the sized engine, for a configuration that does not fit, preferring among formats of one
+    precision (``SAME_BITS``) the one the engine serves from the published checkpoint (``from_published``);
+    F32 is never the answer, and a row of the sized format itself never is (it does not fit).  None when
+    none fits."""
     if (d.get("memory") or {}).get("verdict") != "does not fit":
         return None
     engine = (d.get("workload") or {}).get("engine")
@@ -42,7 +48,14 @@ def best_fitting_format(d: dict) -> dict | None:
         and r["quant"] not in ("F32", d.get("quant"))
         and r.get("weights_bytes")
     ]
-    return max(rows, key=lambda r: r["weights_bytes"], default=None)
+    if not rows:
+        return None
+    # formats within SAME_BITS of the largest differ by their scales only (FP8 and FP8-BLOCK): the one the
+    # engine serves from the published checkpoint (FP8 quantized at load time, not a block-scaled checkpoint
+    # someone must publish) is the answer a user can act on
+    top = max(r["weights_bytes"] for r in rows)
+    near = [r for r in rows if r["weights_bytes"] >= top * (1 - SAME_BITS)]
+    return max(near, key=lambda r: (bool(r.get("from_published")), r["weights_bytes"]))
 
 
 def speed_lines(d: dict) -> list[str]:
