@@ -279,7 +279,8 @@ def test_the_serving_note_names_the_engines_own_benchmark_client(engine, client)
 def test_a_configuration_that_does_not_fit_is_served_as_if_it_fit():
     """Llama-3.1-405B in BF16 on 8 x H100 does not fit: its reserved KV pool would be empty, and the sweep had
     run one request at a time (every other client 'waiting for KV').  The section says its figures assume the
-    model fits, so it sizes them so: a pool as large as the clients need, the cost at the SLO's point."""
+    model fits, so it sizes them so: a pool as large as the clients need, the cost at the SLO's point.  Where
+    the weights fit and only the sized sequences' KV does not, the pool is real and stays."""
     from estimator.report.document import report_to_dict
     from estimator.report.request import ReportRequest, make_report
 
@@ -292,3 +293,11 @@ def test_a_configuration_that_does_not_fit_is_served_as_if_it_fit():
     assert s["slo_point"]["concurrency"] > 16
     assert d["cost"]["aggregate_concurrency"] == s["slo_point"]["concurrency"]
     assert any("as large as the clients need" in n for n in s["notes"])
+    # the weights fit and only the 256 sequences' KV overflows: the pool the engine reserves is real, and the
+    # sweep keeps it (the clients beyond it wait), saying so
+    pool = report_to_dict(make_report(ReportRequest(model="gpt-oss-120b", hardware="h100-80gb-sxm",
+                                                    engine="vllm", concurrency=256)))  # fmt: skip
+    assert pool["memory"]["verdict"] == "does not fit" and pool["serving"]["kv_capacity_tokens"] > 0
+    assert any(r["kv_limited"] for r in pool["serving"]["rows"])
+    said = "the KV cache of 256 sequences of 8,192 tokens does not fit: these figures are of the pool"
+    assert any(n.startswith(said) for n in pool["serving"]["notes"])

@@ -885,6 +885,9 @@ EXACT.update(
             "corren en la CPU del host o se copian por el enlace en cada paso); el coste se calcula con el "
             "decode de la sección de velocidad."
         ),
+        "the configuration does not fit in memory: these figures assume it would": (
+            "la configuración no cabe en memoria: estas cifras suponen que cabría"
+        ),
         "the configuration does not fit in memory: these figures assume it would, with a KV pool as large as "
         "the clients need": (
             "la configuración no cabe en memoria: estas cifras suponen que cabría, con una reserva KV tan "
@@ -946,6 +949,14 @@ PATTERNS += [
         ),
     ),
     (re.compile(r"scheduler: (?P<s>.+)"), lambda m: f"planificador: {tr(m['s'])}"),
+    (
+        re.compile(
+            r"the KV cache of (?P<s>[\d,]+) sequences of (?P<n>[\d,]+) tokens does not fit: these figures "
+            r"are of the pool the engine reserves, which runs fewer requests at once"
+        ),
+        "la caché KV de {s} secuencias de {n} tokens no cabe: estas cifras son las de la reserva del motor, "
+        "que ejecuta menos peticiones a la vez",
+    ),
     (
         re.compile(r"request lengths capped to the (?P<n>[\d,]+)-token context"),
         "longitudes de petición limitadas al contexto de {n} tokens",

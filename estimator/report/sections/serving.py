@@ -20,7 +20,7 @@ from estimator.render import charts
 from estimator.render.blocks import Block, Table, tok
 from estimator.render.htmlkit import Ctx, card, e, figure, section, table
 from estimator.render.i18n import fmt_int, t
-from estimator.report.sizing import SIZING_ERRORS
+from estimator.report.sizing import SIZING_ERRORS, memory_sequences
 from estimator.report.units import Build, Unit
 
 SWEEP_MAX = 4096  # no sweep beyond this many clients
@@ -137,8 +137,9 @@ def build(b: Build) -> ServingSection | None:
     try:
         sp = serving_mod.serving_params(b.table, b.hardware, wl.engine)
         cap = serving_mod.kv_capacity(b.model, b.quant, b.hardware, serve_wl, b.table)
-        if b.memory.verdict == "does not fit":
-            cap = None  # as if it fit (the speed section's figures too): a pool as large as the clients need
+        as_if = b.memory.verdict == "does not fit" and cap is not None and cap <= 0
+        if as_if:  # weights and buffers leave no pool: as if it fit (the speed section's figures too)
+            cap = None
         first = serving_mod.serving_features(
             b.model,
             b.quant,
@@ -194,10 +195,17 @@ def build(b: Build) -> ServingSection | None:
         )
     if slo is None:
         notes.append("no concurrency meets the latency objective, not even one client")
-    if b.memory.verdict == "does not fit":
+    if as_if:
         notes.append(
             "the configuration does not fit in memory: these figures assume it would, with a KV pool as "
             "large as the clients need"
+        )
+    elif b.memory.verdict == "does not fit" and cap is None:  # KV sized per slot (llama-server)
+        notes.append("the configuration does not fit in memory: these figures assume it would")
+    elif b.memory.verdict == "does not fit":  # the pool exists; the sized sequences' KV overflows it
+        notes.append(
+            f"the KV cache of {memory_sequences(wl):,} sequences of {int(wl.n_ctx):,} tokens does not fit: "
+            "these figures are of the pool the engine reserves, which runs fewer requests at once"
         )
     if not sp.calibrated:
         notes.append(
