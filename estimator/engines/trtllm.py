@@ -135,14 +135,11 @@ class TensorRTLLM(EngineProfile):
         exact = workload.engine == self.name
         q = quant.name.upper()
         repo = model.hf_id or model.id
-        published = checkpoint_quant(model)
-        fp8 = q.startswith("FP8") and model.native_dtype == "fp8"
-        own = (q == published and q in LOADS_PUBLISHED) or fp8
-        if q in _DENSE and published not in (None, *_DENSE):
+        if self.serves_published(model, quant):
+            target = repo
+        elif q in _DENSE:  # a dense dtype of a quantized checkpoint
             target, note = dequantized_copy(model, q, self.label, dtype_flag=False)
             notes.append(note)
-        elif q in _DENSE or own:
-            target = repo
         elif q in MODELOPT_QFORMAT:
             target = f"<{q} checkpoint of {repo}>"
             notes.append(

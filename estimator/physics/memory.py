@@ -197,8 +197,9 @@ def estimate_memory(
         kv_budget = min(u - f for u, f in zip(usable_of, fixed, strict=True))
         per_tok = _kv_bytes_per_pool_token(model, wl, n)
         pools = n if wl.split == "dp" else 1  # each device's pool holds its own sequences
-        kv_cap = pools * max(0, int(kv_budget // per_tok)) if per_tok else None
-        max_conc = pools * int(kv_cap // pools // wl.n_ctx) if kv_cap is not None else None
+        per_pool = max(0, int(kv_budget // per_tok)) if per_tok else None
+        kv_cap = None if per_pool is None else pools * per_pool
+        max_conc = None if per_pool is None else pools * (per_pool // int(wl.n_ctx))
     else:
         usable_of = [usable_device_bytes(hardware, c)] * n
     devices = []
