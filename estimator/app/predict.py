@@ -74,6 +74,7 @@ from typing import Any, TextIO
 from estimator.engines import ENGINES, engines_for, get_engine
 from estimator.physics import speed, stream, support
 from estimator.physics.coefficients import CoefficientTable, load_coefficients
+from estimator.physics.limits import check_split
 from estimator.specs import LENGTHS, SPLITS, HardwareSpec, QuantSpec, SpecError, Workload, equal_lengths
 from estimator.validate import MODEL_BOUNDS, check_number, parse_number
 
@@ -222,8 +223,8 @@ def row_workload(row: dict) -> Workload:
     split = (_text(row, "split", "") or default).lower()
     if split not in SPLITS:
         raise SpecError(f"column 'split': {split!r} is not {', '.join(SPLITS[:-1])} or {SPLITS[-1]}")
-    if split == "dp" and engine in ENGINES and not get_engine(engine).attention_dp_flags:
-        raise SpecError(f"column 'split': {get_engine(engine).label} has no attention data parallelism (dp)")
+    if engine in ENGINES:
+        check_split(engine, split, "column 'split' dp")
     base = Workload()
     return Workload(
         n_ctx=n_ctx,

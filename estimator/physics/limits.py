@@ -10,6 +10,14 @@ from estimator.engines import ENGINES, get_engine
 from estimator.specs import SPLITS, ModelSpec, SpecError, Workload
 
 
+def check_split(engine: str, split: str, how: str) -> None:
+    """SpecError for attention data parallelism (split ``dp``) on an engine that has none (llama.cpp); ``how``
+    says how the user asked for it ("--split dp; use --split tp or pp", "column 'split'")."""
+    profile = get_engine(engine)
+    if split == "dp" and not profile.attention_dp_flags:
+        raise SpecError(f"{profile.label} has no attention data parallelism ({how})")
+
+
 def validate_workload(model: ModelSpec, workload: Workload, allow_overlong: bool = False) -> tuple[str, ...]:
     """SpecError for an impossible workload; warnings (tuple of lines) for an allowed but odd one."""
     warnings: list[str] = []
@@ -31,11 +39,7 @@ def validate_workload(model: ModelSpec, workload: Workload, allow_overlong: bool
         raise SpecError(f"split must be {', '.join(SPLITS[:-1])} or {SPLITS[-1]}, got {workload.split!r}")
     if workload.engine not in ENGINES:
         raise SpecError(f"engine must be one of {', '.join(ENGINES)}, got {workload.engine!r}")
-    profile = get_engine(workload.engine)
-    if workload.split == "dp" and not profile.attention_dp_flags:
-        raise SpecError(
-            f"{profile.label} has no attention data parallelism (--split dp); use --split tp or pp"
-        )
+    check_split(workload.engine, workload.split, "--split dp; use --split tp or pp")
     if workload.offload_bytes < 0 or workload.moe_offload_layers < 0:
         raise SpecError("offload must be >= 0")
     if workload.moe_offload_layers and model.moe is None:
