@@ -75,6 +75,9 @@ CASES: dict[str, dict] = {
         model="llama-3.1-70b", hardware="h100-sxm", devices=8, split="tp", engine="vllm"
     ),
     "MoE experts on the CPU": dict(model="qwen3-30b-a3b", hardware="rtx-4090", n_cpu_moe=20),
+    "vLLM startup figures of a sliding-window model": dict(
+        model="gemma-3-27b", hardware="h100-sxm", engine="vllm", ctx=32768
+    ),
     "serving flags, vLLM": dict(
         model="llama-3.1-8b", hardware="h100-sxm", engine="vllm", isl=1024, osl=256, slo_ttft_ms=500
     ),

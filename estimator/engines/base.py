@@ -47,6 +47,40 @@ CONTAINERS = ("gguf", "safetensors")
 
 
 @dataclass(frozen=True)
+class CacheLayer:
+    """One layer's KV cache as an engine's block manager sees it (estimator.physics.kv.cache_layers).
+
+    kind: FULL, SLIDING or CHUNKED attention, or another kind the block manager may not model (recurrent
+    state, a DSA indexer); token_bytes: bytes one token takes in this layer on one device (its share of the
+    KV heads under tensor parallelism); span: the window (SLIDING) or chunk (CHUNKED) in tokens, 0 for FULL.
+    """
+
+    kind: str
+    token_bytes: int
+    span: int = 0
+    latent: bool = False  # an MLA latent row (one per token, shared by every head)
+
+
+@dataclass(frozen=True)
+class StartupKV:
+    """The KV-cache figures an engine logs when it starts (vLLM: "GPU KV cache size: N tokens", "Maximum
+    concurrency for L tokens per request: X"), sized by its own block manager's rules (the profile's
+    ``startup_kv``).
+
+    num_blocks: blocks of the pool (each block holds one page of every layer of a group);
+    blocks_per_request: the blocks one request of max_model_len tokens is admitted with, over all groups;
+    block_tokens: the base block size (tokens); kv_cache_tokens = int(max_concurrency x max_model_len);
+    max_concurrency = num_blocks / blocks_per_request (requests of max_model_len tokens).
+    """
+
+    num_blocks: int
+    blocks_per_request: int
+    block_tokens: int
+    kv_cache_tokens: int
+    max_concurrency: float
+
+
+@dataclass(frozen=True)
 class SchedulerSpec:
     """How an engine batches requests when it serves many at once (estimator.physics.serving).
 
@@ -435,6 +469,18 @@ class EngineProfile:
     def scheduler(self, hardware: HardwareSpec, workload: Workload) -> SchedulerSpec:
         """The engine's default scheduler on this device (per-device memory decides some defaults)."""
         raise NotImplementedError
+
+    def startup_kv(
+        self,
+        layers: tuple[CacheLayer, ...],
+        max_model_len: int,
+        pool_bytes: int,
+        hardware: HardwareSpec,
+        workload: Workload,
+    ) -> StartupKV | None:
+        """The KV-cache figures the engine logs at startup for a pool of ``pool_bytes`` per device (see
+        ``StartupKV``); None when it logs none, or none its block manager's rules here reproduce."""
+        return None
 
     def dense_prompt_keys(self, model: ModelSpec, hardware: HardwareSpec) -> int:
         """Keys up to which a DSA prompt batch runs dense attention in the naive form instead of the sparse

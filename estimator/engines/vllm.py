@@ -6,6 +6,10 @@ sliding-window
 window).  The SSM / recurrent state is float32, the convolution state bf16 (``mamba_ssm_cache_dtype`` of the
 configs we catalogue): 2 B per conv element.  KV dtypes: the model dtype (``auto``: f16 / bf16) or fp8.
 
+Startup log (``startup_kv``): the "KV cache size" and "Maximum concurrency" vLLM prints, by its block
+manager's grouping and admission cap (a sliding layer counted up to the prompt tokens in flight past its
+window): below the steady-state capacity for sliding-window models (docs/memory-model.md §5).
+
 Memory: each device reserves ``--gpu-memory-utilization`` x memory; weights, the activation peak of a
 ``max_num_batched_tokens`` step, CUDA graphs and the context overhead come out of it, and the KV cache gets
 the rest (estimator.physics.runtime, model "torch").
@@ -29,18 +33,27 @@ not modelled); CPU builds capture none.  MXFP4 is loaded as the checkpoint store
 from __future__ import annotations
 
 from estimator.engines.base import (
+    CacheLayer,
     EngineProfile,
     KVLayout,
     LaunchCommand,
     SchedulerSpec,
+    StartupKV,
     checkpoint_args,
     checkpoint_weight_format,
     paged_layout,
     slug,
 )
-from estimator.specs import GIB, HardwareSpec, ModelSpec, QuantSpec, Workload
+from estimator.specs import CHUNKED, FULL, GIB, SLIDING, HardwareSpec, ModelSpec, QuantSpec, Workload
 
 BLOCK = 16  # default GPU block size (tokens)
+# Block sizes of vLLM 0.32.0's attention backends (tokens): the CPU backend's 128 (the runner's records:
+# block_size 128), FlashMLA's 64 for an MLA latent cache on CUDA, the CPU MLA kernel's 16 (platforms/cpu.py)
+CPU_BLOCK = 128
+MLA_BLOCK = 64
+CPU_MLA_BLOCK = 16
+# async scheduling (on by default, config/vllm.py) keeps two scheduler batches in flight
+IN_FLIGHT_BATCHES = 2
 # fitbench KV dtype name -> --kv-cache-dtype (runners/vllm.py keeps the same map: runners import nothing of
 # ours;
 # tests/test_launch.py checks the two agree)
@@ -185,6 +198,66 @@ class VLLM(EngineProfile):
                 budget, seqs = 2048, 256
             graphs = cudagraph_sizes(min(2 * seqs, 512, budget))
         return SchedulerSpec(budget, seqs, True, graphs, SCHEDULER_SOURCE)
+
+    def startup_kv(
+        self,
+        layers: tuple[CacheLayer, ...],
+        max_model_len: int,
+        pool_bytes: int,
+        hardware: HardwareSpec,
+        workload: Workload,
+    ) -> StartupKV | None:
+        """vLLM's startup "KV cache size: N tokens" and "Maximum concurrency for L tokens per request: X" for
+        attention caches (full, sliding-window, chunked-local layers), by vllm 0.32.0's block manager
+        (v1/core/kv_cache_utils.py ``get_kv_cache_groups``, ``get_max_concurrency_for_kv_cache_config``;
+        v1/kv_cache_interface.py ``max_memory_usage_bytes``):
+
+        * layers of one spec form a bucket; page = block x token_bytes; smaller pages take a larger block
+          (x max page / page when it divides) so that every page equals the largest, P;
+        * group size g = the smallest bucket's layer count (the largest when it is < 1.5 x the smallest);
+          a bucket of n layers makes ceil(n / g) groups, padded to g layers;
+        * num_blocks = pool_bytes // (P x g): one block holds a page of every layer position of a group;
+        * blocks of one request of L = max_model_len tokens, per group: full ceil(L / b); sliding window W
+          ceil(min(W - 1 + F, L) / b) + 1; chunked A ceil(min(A + F, L) / b), with F = the in-flight tokens
+          (2 batches of ``max_num_batched_tokens`` with async scheduling): vLLM's admission cap, a sliding
+          layer counted with every token up to the prefill chunks in flight past its window;
+        * max concurrency = num_blocks / blocks per request; KV cache tokens = int(that x L).
+
+        None for recurrent-state layers (vLLM raises the attention block to the state's page), a DSA indexer
+        cache (a group of its own) and pipeline parallelism (one pool per stage)."""
+        if not layers or workload.split == "pp":
+            return None
+        if any(x.kind not in (FULL, SLIDING, CHUNKED) or x.token_bytes <= 0 for x in layers):
+            return None
+        block = self._startup_block(hardware, any(x.latent for x in layers))
+        buckets: dict[tuple[str, int, int], int] = {}
+        for x in layers:
+            key = (x.kind, x.span if x.kind != FULL else 0, x.token_bytes)
+            buckets[key] = buckets.get(key, 0) + 1
+        page = max(block * tb for _, _, tb in buckets)
+        counts = list(buckets.values())
+        group = min(counts) if max(counts) >= 1.5 * min(counts) else max(counts)
+        num_blocks = int(pool_bytes) // (page * group)
+        in_flight = IN_FLIGHT_BATCHES * self.scheduler(hardware, workload).max_batched_tokens
+        length = int(max_model_len)
+        per_request = 0
+        for (kind, span, tb), n in buckets.items():
+            b = block * (page // (block * tb)) if page % (block * tb) == 0 else block
+            if kind == SLIDING:
+                blocks = -(-min(span - 1 + in_flight, length) // b) + 1
+            elif kind == CHUNKED:
+                blocks = -(-min(span + in_flight, length) // b)
+            else:
+                blocks = -(-length // b)
+            per_request += -(-n // group) * blocks
+        conc = num_blocks / per_request
+        return StartupKV(num_blocks, per_request, block, int(conc * length), conc)
+
+    def _startup_block(self, hardware: HardwareSpec, latent: bool) -> int:
+        """Base block size (tokens) of the attention backend vLLM picks on ``hardware``."""
+        if self.backend_for(hardware) == "CPU":
+            return CPU_MLA_BLOCK if latent else CPU_BLOCK
+        return MLA_BLOCK if latent else BLOCK
 
     def weight_format(self, quant: QuantSpec) -> QuantSpec:
         """The checkpoint as loaded (``checkpoint_weight_format``); a checkpoint format (safetensors) also

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from estimator.engines import get_engine
+from estimator.engines.base import CacheLayer
 from estimator.physics.counts import sparse_keys
 from estimator.physics.quant import kv_type, row_bytes
 from estimator.specs import CHUNKED, FULL, LINEAR, MAMBA, SLIDING, ModelSpec, SpecError, Workload
@@ -125,6 +126,41 @@ def layer_token_bytes(
                 v = v_max
             out[kind] += row_bytes(t, k) + (row_bytes(t, v) if v else 0) + idx_bytes
     return out
+
+
+@lru_cache(maxsize=4096)
+def cache_layers(
+    m: ModelSpec, kv_dtype: str = "f16", engine: str = "llama.cpp", n_tp: int = 1
+) -> tuple[CacheLayer, ...]:
+    """Every layer that keeps a cache, as a paged block manager sees it on one of ``n_tp`` tensor-parallel
+    devices (``EngineProfile.startup_kv``): an attention layer (kind as the engine runs it) with its bytes
+    per token = K + V rows of the device's KV heads (max(1, heads // n_tp) of them, vLLM's split; an MLA
+    latent row whole on every device) and its window; a recurrent-state layer with 0 bytes per token (its
+    state is fixed); a DSA indexer key as a layer of kind "indexer" next to each full layer.  KV-shared
+    layers keep none."""
+    t = kv_type(kv_dtype)
+    profile = get_engine(engine)
+    idx = _indexer_key_bytes(m, kv_dtype, engine)
+    out: list[CacheLayer] = []
+    for i, declared in enumerate(m.layer_types):
+        if m.kv_shared(i):
+            continue
+        kind = profile.layer_kind(m, declared)
+        if kind not in (FULL, SLIDING, CHUNKED):
+            out.append(CacheLayer(kind, 0))
+            continue
+        k, v = _attn_rows(m, kind)
+        if m.mla is None:
+            heads = m.n_kv_heads
+            if kind == FULL and m.global_head_dim:
+                heads = m.global_n_kv_heads or heads
+            share = max(1, heads // max(1, n_tp))
+            k, v = k // heads * share, v // heads * share
+        span = 0 if kind == FULL else int(m.window or 0)
+        out.append(CacheLayer(kind, row_bytes(t, k) + (row_bytes(t, v) if v else 0), span, m.mla is not None))
+        if idx and kind == FULL:
+            out.append(CacheLayer("indexer", idx))
+    return tuple(out)
 
 
 @lru_cache(maxsize=4096)

@@ -45,7 +45,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.engines import get_engine
-from estimator.physics.kv import kv_cache, kv_cache_for, layer_token_bytes
+from estimator.engines.base import StartupKV
+from estimator.physics.kv import cache_layers, kv_cache, kv_cache_for, layer_token_bytes
 from estimator.physics.runtime import coerce, reserved_usable_bytes, runtime_buffers, usable_device_bytes
 from estimator.physics.weights import weight_breakdown
 from estimator.specs import (
@@ -98,6 +99,9 @@ class MemoryEstimate:
     engine: str
     coefficients: str
     notes: tuple[str, ...] = ()
+    # the KV figures the engine logs at startup (EngineProfile.startup_kv: vLLM's block manager), None when
+    # it logs none we reproduce
+    startup_kv: StartupKV | None = None
 
 
 @dataclass(frozen=True)
@@ -189,7 +193,7 @@ def estimate_memory(
     if discrete:
         host += rt.output_bytes + rt.host_compute_bytes
     overhead = rt.context_overhead_bytes
-    kv_cap = max_conc = None
+    kv_cap = max_conc = startup = None
     if profile.reserves_memory:
         fixed = [w + runtime_dev + overhead for w in per_w]
         frac, of_free = wl.gpu_memory_utilization, profile.reserves_free_memory
@@ -200,6 +204,10 @@ def estimate_memory(
         per_pool = max(0, int(kv_budget // per_tok)) if per_tok else None
         kv_cap = None if per_pool is None else pools * per_pool
         max_conc = None if per_pool is None else pools * (per_pool // int(wl.n_ctx))
+        if kv_budget > 0 and wl.split != "dp":  # dp: each rank logs its own pool's figures
+            ways = n if wl.split == "tp" else 1
+            layers = cache_layers(model, wl.kv_dtype, wl.engine, ways)
+            startup = profile.startup_kv(layers, int(wl.n_ctx), int(kv_budget), hardware, wl)
     else:
         usable_of = [usable_device_bytes(hardware, c)] * n
     devices = []
@@ -253,6 +261,7 @@ def estimate_memory(
         engine=wl.engine,
         coefficients=rt.coefficients,
         notes=tuple(notes),
+        startup_kv=startup,
     )
 
 

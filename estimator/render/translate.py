@@ -592,6 +592,24 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     ),
     (
         re.compile(
+            r"(?P<e>\S+)'s startup log: KV cache size (?P<k>[\d,]+) tokens; maximum concurrency for "
+            r"(?P<c>[\d,]+) tokens per request: (?P<m>\S+)x \(its admission bound\)\.(?P<b> Below the "
+            r"(?P<s>\d+) above: .+)?"
+        ),
+        lambda m: (
+            f"Registro de arranque de {m['e']}: caché KV de {m['k']} tokens; concurrencia máxima para "
+            f"{m['c']} tokens por petición: {m['m']}x (su cota de admisión)."
+            + (
+                f" Por debajo de los {m['s']} de arriba: cuenta cada capa de ventana deslizante o de "
+                "atención por bloques con todos los tokens hasta los fragmentos de prompt en curso más "
+                "allá de su ventana; las peticiones en ejecución solo retienen sus ventanas."
+                if m["b"]
+                else ""
+            )
+        ),
+    ),
+    (
+        re.compile(
             r"(?:KV cache (?P<kv>.+) in every row; )?\* = selected\.  Decode speeds are estimated from the "
             r"same "
             r"coefficient set as the speed section; fb = .+ device caveats are under Recommended hardware\."

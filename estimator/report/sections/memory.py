@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from estimator.engines import get_engine
 from estimator.physics.memory import DeviceMemory
 from estimator.render import charts
 from estimator.render.blocks import Block, Table, both, gb, gib, pct
-from estimator.render.htmlkit import Ctx, card, figure, section, table, verdict
+from estimator.render.htmlkit import Ctx, card, e, figure, section, table, verdict
 from estimator.render.i18n import t
 from estimator.report.recommend import device_notes
 from estimator.report.units import Build, Unit
@@ -37,6 +38,11 @@ class MemorySection:
     host_bytes: int
     kv_capacity_tokens: int | None
     max_concurrency: int | None
+    # what the engine logs at startup (vLLM: "KV cache size: N tokens", "Maximum concurrency for n_ctx
+    # tokens per request: X"; estimator.physics.memory.MemoryEstimate.startup_kv), None when it logs none we
+    # reproduce; its max concurrency is an admission bound, below max_concurrency for sliding-window models
+    startup_kv_tokens: int | None
+    startup_max_concurrency: float | None
     min_offload_bytes: int  # least host offload that would make it fit (0 when it fits)
     # when it does not fit: the fewest layers of routed experts in host RAM (llama.cpp --n-cpu-moe) that make
     # it fit, and the host RAM that needs (Build.expert_offload); None otherwise
@@ -85,6 +91,8 @@ def build(b: Build) -> MemorySection:
         host_bytes=int(m.host_bytes or 0),
         kv_capacity_tokens=None if m.kv_capacity_tokens is None else int(m.kv_capacity_tokens),
         max_concurrency=None if m.max_concurrency is None else int(m.max_concurrency),
+        startup_kv_tokens=None if m.startup_kv is None else int(m.startup_kv.kv_cache_tokens),
+        startup_max_concurrency=None if m.startup_kv is None else round(m.startup_kv.max_concurrency, 2),
         min_offload_bytes=int(m.min_offload_bytes or 0),
         moe_offload_layers=None if b.expert_offload is None else int(b.expert_offload[0]),
         moe_offload_host_bytes=None if b.expert_offload is None else int(b.expert_offload[1].host_bytes or 0),
@@ -132,6 +140,8 @@ def text(d: dict) -> Block:
             f"KV capacity {mem['kv_capacity_tokens']:,} tokens; max concurrency at {w['n_ctx']:,} tokens: "
             f"{mem['max_concurrency']}."
         )
+    if mem.get("startup_kv_tokens") is not None:
+        s.lines.append(startup_line(mem, w))
     if len(mem["per_device"]) > 1:
         keys = ("weights", "kv", "runtime", "overhead", "total", "usable", "headroom")
         rows = [
@@ -141,6 +151,22 @@ def text(d: dict) -> Block:
         heads = ["device", *(f"{'KV' if k == 'kv' else k} GiB" for k in keys), "used"]
         s.tables.append(Table(heads, rows, "per device"))
     return s
+
+
+def startup_line(mem: dict, w: dict) -> str:
+    """What the engine logs at startup, and why its concurrency can be below the steady state's."""
+    conc, steady = mem["startup_max_concurrency"], mem.get("max_concurrency")
+    line = (
+        f"{get_engine(w['engine']).label}'s startup log: KV cache size {mem['startup_kv_tokens']:,} tokens; "
+        f"maximum concurrency for {w['n_ctx']:,} tokens per request: {conc:.2f}x (its admission bound)."
+    )
+    if steady is not None and conc < 0.95 * steady:
+        line += (
+            f" Below the {steady} above: it counts each sliding-window or chunked-attention layer with "
+            "every token up to the prompt chunks in flight past its window; running requests hold only "
+            "their windows."
+        )
+    return line
 
 
 _COMPONENTS = ("weights", "kv", "runtime", "overhead")
@@ -207,7 +233,11 @@ def html(ctx: Ctx) -> str:
         charts.memory_stack_chart(bars, ctx.lang, t("chart_memory", ctx.lang), t("usable_limit", ctx.lang)),
         ctx.get("memory.basis", ""),
     )
-    return section("memory", ctx.t("sec_memory"), f'<div class="cards">{cards}</div>{chart}{tbl}')
+    mem = ctx.get("memory") or {}
+    startup = ""
+    if mem.get("startup_kv_tokens") is not None:
+        startup = f'<p class="note">{e(startup_line(mem, ctx.get("workload")))}</p>'
+    return section("memory", ctx.t("sec_memory"), f'<div class="cards">{cards}</div>{startup}{chart}{tbl}')
 
 
 UNIT = Unit(key="memory", type=MemorySection, build=build, text=text, html=html)

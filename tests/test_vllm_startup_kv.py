@@ -1,0 +1,141 @@
+"""vLLM's startup KV figures ("KV cache size: N tokens", "Maximum concurrency for L tokens per request: X"):
+``VLLM.startup_kv`` on ``physics.kv.cache_layers`` against what vLLM 0.32.0 itself reported in our runner's
+records (results/runs: the pool set with ``kv_cache_memory_bytes``, the proxy depth of each record), and the
+rules that make a sliding-window model's startup concurrency an admission bound below the steady state."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from estimator.catalog.data import get_hardware, get_model
+from estimator.engines import get_engine
+from estimator.engines.base import CacheLayer
+from estimator.physics.kv import cache_layers
+from estimator.physics.memory import estimate_memory
+from estimator.physics.quant import get_quant
+from estimator.report.document import report_to_dict, to_text
+from estimator.report.request import ReportRequest, make_report
+from estimator.specs import FULL, SLIDING, Workload
+from harness.synth import proxy_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM = get_engine("vllm")
+CPU = get_hardware("epyc-9654")
+H100 = get_hardware("h100-80gb-sxm")
+
+
+def _vllm_records() -> list[dict]:
+    """Our runner's vLLM records that carry vLLM's own startup figures, one per configuration."""
+    out, seen = [], set()
+    for path in sorted((ROOT / "results" / "runs").glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            e = r.get("extra") or {}
+            if r.get("engine") != "vllm" or e.get("kv_cache_max_concurrency") is None:
+                continue
+            pool = e["kv_cache_memory_bytes_requested"]
+            key = (r["model_id"], r["n_layers_measured"], e["max_model_len"], pool)
+            if key not in seen:
+                seen.add(key)
+                out.append(r)
+    return out
+
+
+RECORDS = _vllm_records()
+
+
+def test_the_records_cover_full_and_sliding_window_models():
+    models = {r["model_id"] for r in RECORDS}
+    assert {"gemma-3-1b", "gemma-4-26b-a4b", "smollm2-360m", "qwen3-0.6b"} <= models
+
+
+@pytest.mark.parametrize("rec", RECORDS, ids=lambda r: f"{r['model_id']}@{r['n_layers_measured']}")
+def test_reproduces_what_vllm_logged(rec):
+    e = rec["extra"]
+    model = proxy_spec(get_model(rec["model_id"]), rec["n_layers_measured"])
+    length = e["max_model_len"]
+    layers = cache_layers(model, "bf16", "vllm", 1)
+    got = VLLM.startup_kv(layers, length, e["kv_cache_memory_bytes_requested"], CPU, Workload(engine="vllm"))
+    assert got is not None
+    assert got.block_tokens == e["block_size"]
+    assert got.num_blocks == e["num_gpu_blocks"]
+    assert got.kv_cache_tokens == e["kv_cache_size_tokens"]
+    assert got.max_concurrency == pytest.approx(e["kv_cache_max_concurrency"], rel=1e-12)
+
+
+def test_gemma3_proxy_blocks_per_request():
+    """Gemma-3-1B's 6-layer proxy (5 sliding layers of window 512, 1 full), 2,048-token requests on the CPU
+    build (2,048-token budget, two batches in flight): the full layer 16 blocks of 128, each sliding layer
+    ceil(min(511 + 4,096, 2,048) / 128) + 1 = 17: 101 per request, where the window alone would hold 5."""
+    model = proxy_spec(get_model("gemma-3-1b"), 6)
+    got = VLLM.startup_kv(cache_layers(model, "bf16", "vllm", 1), 2048, 2**28, CPU, Workload(engine="vllm"))
+    assert got.blocks_per_request == 16 + 5 * 17
+
+
+def test_full_attention_agrees_with_the_steady_state_capacity():
+    """One attention kind: vLLM's figures are the pool over a request's blocks, the estimator's capacity up
+    to whole-block rounding."""
+    wl = Workload(engine="vllm", n_ctx=8192)
+    mem = estimate_memory(get_model("llama-3.1-8b"), get_quant("BF16"), H100, wl)
+    s = mem.startup_kv
+    assert s is not None and s.block_tokens == 16
+    assert s.kv_cache_tokens == pytest.approx(mem.kv_capacity_tokens, rel=1e-3)
+    assert int(s.max_concurrency) == mem.max_concurrency
+
+
+def test_sliding_layers_count_the_in_flight_prefill_on_a_gpu():
+    """gpt-oss-120b (sliding window 128 on half its layers) at 8K on an H100: 2 x 8,192 prompt tokens in
+    flight cover the whole request, so each sliding layer is counted as a full one plus one block, and the
+    startup concurrency is about half the steady state's (whose sliding layers hold their 128-token
+    window)."""
+    model = get_model("gpt-oss-120b")
+    wl = Workload(engine="vllm", n_ctx=8192)
+    mem = estimate_memory(model, get_quant("MXFP4"), H100, wl)
+    layers = cache_layers(model, "bf16", "vllm", 1)
+    n_sliding = sum(x.kind == SLIDING for x in layers)
+    n_full = sum(x.kind == FULL for x in layers)
+    group = min(n_sliding, n_full) if max(n_sliding, n_full) >= 1.5 * min(n_sliding, n_full) else max(
+        n_sliding, n_full
+    )
+    s = mem.startup_kv
+    assert s.blocks_per_request == -(-n_full // group) * 512 + -(-n_sliding // group) * 513
+    assert s.max_concurrency < 0.6 * mem.max_concurrency
+
+
+def test_tensor_parallel_splits_kv_heads_and_replicates_an_mla_latent():
+    llama = get_model("llama-3.1-70b")  # 8 KV heads
+    one = cache_layers(llama, "bf16", "vllm", 1)[0].token_bytes
+    assert cache_layers(llama, "bf16", "vllm", 4)[0].token_bytes == one // 4
+    assert cache_layers(llama, "bf16", "vllm", 16)[0].token_bytes == one // 8  # one head per rank
+    ds = get_model("deepseek-v3")
+    assert cache_layers(ds, "bf16", "vllm", 8)[0] == cache_layers(ds, "bf16", "vllm", 1)[0]
+    assert cache_layers(ds, "bf16", "vllm", 1)[0].latent
+
+
+def test_what_it_does_not_model_gives_none():
+    wl = Workload(engine="vllm", n_ctx=8192)
+    state = cache_layers(get_model("qwen3-next-80b-a3b"), "bf16", "vllm", 1)
+    assert VLLM.startup_kv(state, 8192, 2**34, H100, wl) is None  # Gated DeltaNet state layers
+    dsa = cache_layers(get_model("deepseek-v3.2"), "bf16", "vllm", 1)
+    assert any(x.kind == "indexer" for x in dsa)
+    assert VLLM.startup_kv(dsa, 8192, 2**34, H100, wl) is None  # the indexer's own cache group
+    full = (CacheLayer(FULL, 1024),) * 4
+    assert VLLM.startup_kv(full, 8192, 2**34, H100, replace(wl, split="pp", n_devices=2)) is None
+    assert get_engine("llama.cpp").startup_kv(full, 8192, 2**34, H100, wl) is None
+
+
+def test_the_report_states_the_startup_figures_and_why_they_are_lower():
+    d = report_to_dict(
+        make_report(ReportRequest(model="gemma-3-27b", hardware="h100-sxm", engine="vllm", ctx=32768))
+    )
+    mem = d["memory"]
+    assert 0 < mem["startup_max_concurrency"] < mem["max_concurrency"]
+    # tokens = int(concurrency x 32,768); the JSON rounds the concurrency to 2 decimals
+    assert abs(mem["startup_kv_tokens"] - mem["startup_max_concurrency"] * 32768) <= 0.005 * 32768
+    text = " ".join(to_text(d).split())
+    assert "vLLM's startup log: KV cache size" in text
+    assert "running requests hold only their windows" in text
