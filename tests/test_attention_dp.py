@@ -121,3 +121,20 @@ def test_predict_takes_dp_where_the_engine_has_it():
     assert int(out["weights_bytes"]) == 2 * int(wb.total_bytes - wb.routed_expert_bytes / 2)
     with pytest.raises(SpecError, match="llama.cpp has no attention data parallelism"):
         predict_one({**row, "engine": "llama.cpp", "quant": "Q4_K_M"}, table)
+
+
+def test_vllm_schedules_per_rank_and_sglang_per_instance():
+    """vLLM runs one EngineCore, with its own scheduler on the whole config, per data-parallel rank: an
+    instance of 8 ranks holds 8 x max_num_batched_tokens and 8 x max_num_seqs per step and pads each rank's
+    share to a captured size.  SGLang's dp attention keeps one budget for the instance (not per rank)."""
+    load = serving.ServingLoad(64, 1024, 1024)
+    for engine, ranked in (("vllm", True), ("sglang", False)):
+        m, q, hw, wl = _sized("deepseek-r1", engine, "FP8-BLOCK")
+        rank = get_engine(engine).scheduler(hw, wl)
+        tp = serving.serving_features(m, q, hw, replace(wl, split="tp"), load)
+        dp = serving.serving_features(m, q, hw, replace(wl, split="dp"), load)
+        k = 8 if ranked else 1
+        assert tp.max_batched_tokens == rank.max_batched_tokens
+        assert dp.max_batched_tokens == k * rank.max_batched_tokens
+        assert dp.max_seqs == k * rank.max_seqs
+        assert dp.graph_sizes == tuple(k * g for g in rank.graph_sizes)

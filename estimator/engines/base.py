@@ -211,6 +211,10 @@ class EngineProfile:
     # for its own sequences, routed experts expert-parallel; its command-line flags (launch), or "" when the
     # engine has none (llama.cpp)
     attention_dp_flags: str = ""
+    # each attention-data-parallel rank runs a scheduler of its own with the whole budget (token budget, most
+    # running requests, its own captured graphs): an instance of N ranks schedules N x B tokens and N x S
+    # requests per step (estimator.physics.serving); False: one budget for the instance
+    dp_rank_schedulers: bool = False
     kv_dtypes: tuple[str, ...] = ()  # the KV dtype names a report accepts
     # every KV dtype name its command line / runner accepts -> the engine's own spelling
     kv_flags: dict[str, str] = {}

@@ -64,6 +64,10 @@ class SGLang(EngineProfile):
     default_split = "tp"
     # sglang/srt/server_args.py (enable_dp_attention, dp_size): attention DP over the TP group
     attention_dp_flags = "--tp-size N --dp-size N --enable-dp-attention"
+    # dp attention divides --chunked-prefill-size and --max-running-requests by the dp size
+    # (srt/server_args.py _handle_data_parallelism; the pool configurator's per-worker max_running_requests):
+    # one budget for the instance, not one per rank
+    dp_rank_schedulers = False
     kv_dtypes = ("f16", "bf16", "fp8")
     kv_flags = KV_FLAGS
     kv_dtype_hint = "f16/bf16 = --kv-cache-dtype auto"

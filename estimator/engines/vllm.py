@@ -75,6 +75,9 @@ class VLLM(EngineProfile):
     default_split = "tp"
     # vllm/config/parallel.py (data_parallel_size, enable_expert_parallel): N data-parallel ranks of TP 1
     attention_dp_flags = "--data-parallel-size N --enable-expert-parallel"
+    # one EngineCore per data-parallel rank (v1/engine/core.py DPEngineCoreProc), each with its own Scheduler
+    # on the whole scheduler_config: max_num_batched_tokens and max_num_seqs per rank
+    dp_rank_schedulers = True
     kv_dtypes = ("f16", "bf16", "fp8")
     kv_flags = KV_FLAGS
     kv_dtype_hint = "f16/bf16 = --kv-cache-dtype auto"

@@ -105,6 +105,7 @@ import math
 from dataclasses import dataclass, replace
 
 from estimator.engines import get_engine
+from estimator.engines.base import EngineProfile, SchedulerSpec
 from estimator.physics import speed
 from estimator.physics.coefficients import CoefficientSet, CoefficientTable
 from estimator.physics.counts import attention_flops, matmul_params, n_moe_layers, routed_active_params
@@ -240,6 +241,25 @@ def kv_share(model: ModelSpec, n_devices: int, split: str = "tp") -> float:
     return n / (1 if model.mla is not None else min(n, max(1, model.n_kv_heads)))
 
 
+def ranked_scheduler(
+    profile: EngineProfile, hardware: HardwareSpec, workload: Workload, ranks: int
+) -> SchedulerSpec:
+    """The scheduler of an instance of ``ranks`` attention-data-parallel ranks, as one step: the profile's
+    ``scheduler`` per rank; where each rank schedules on its own (``EngineProfile.dp_rank_schedulers``) the
+    instance step holds ranks x the token budget and ranks x the running requests, and a step of T tokens
+    pads to ranks x a captured size (each rank pads its T / ranks tokens)."""
+    sched = profile.scheduler(hardware, workload)
+    if ranks <= 1 or not profile.dp_rank_schedulers:
+        return sched
+    return replace(
+        sched,
+        max_batched_tokens=sched.max_batched_tokens * ranks,
+        max_seqs=sched.max_seqs * ranks,
+        graph_sizes=tuple(g * ranks for g in sched.graph_sizes),
+        source=f"{sched.source}; {ranks} data-parallel ranks, each scheduling its own budget",
+    )
+
+
 def serving_features(
     model: ModelSpec,
     quant: QuantSpec,
@@ -274,7 +294,7 @@ def serving_features(
     except ValueError:
         gemm = 0.0
     attn = (hardware.bf16_tflops or 0.0) * 1e12 or gemm
-    sched = get_engine(workload.engine).scheduler(hardware, workload)
+    sched = ranked_scheduler(get_engine(workload.engine), hardware, workload, max(int(replicas), 1))
     sparse = get_engine(workload.engine).sparse_attention
     dense_upto = get_engine(workload.engine).dense_prompt_keys(model, hardware)
     return ServingFeatures(

@@ -966,7 +966,17 @@ PATTERNS += [
             "otras peticiones"
         ),
     ),
-    (re.compile(r"scheduler: (?P<s>.+)"), lambda m: f"planificador: {tr(m['s'])}"),
+    (
+        re.compile(
+            r"scheduler: (?P<s>.+?)(?:; (?P<n>\d+) data-parallel ranks, each scheduling its own budget)?"
+        ),
+        lambda m: f"planificador: {tr(m['s'])}"
+        + (
+            f"; {m['n']} rangos de paralelismo de datos, cada uno con su propio presupuesto"
+            if m["n"]
+            else ""
+        ),
+    ),
     (
         re.compile(
             r"the KV cache of (?P<s>[\d,]+) sequences of (?P<n>[\d,]+) tokens does not fit: these figures "
