@@ -37,7 +37,9 @@ and the KV cache gets the rest; an engine whose fraction is of the memory left f
 ``reserves_free_memory``: TensorRT-LLM) gives the KV cache that fraction of M - fixed, so a device offers
 fixed + fraction x (M - fixed) (``runtime.reserved_usable_bytes``).  kv_capacity_tokens = KV budget / KV bytes
 per token at n_ctx (windowed layers counted at their window share); max_concurrency = floor(capacity /
-n_ctx).  It fits when the KV budget holds n_seq sequences of n_ctx tokens.
+n_ctx).  It fits when the KV budget holds n_seq sequences of n_ctx tokens.  ``startup_kv``: the figures the
+engine logs at startup for that budget (``EngineProfile.startup_kv`` on ``kv.cache_layers``: vLLM's block
+manager, whose concurrency is an admission bound below max_concurrency for sliding-window models).
 """
 
 from __future__ import annotations
