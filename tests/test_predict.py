@@ -394,3 +394,25 @@ def test_n_layers_predicts_the_depth_reduced_proxy(table):
     assert float(proxy["decode_tok_s"]) > float(full["decode_tok_s"])
     assert "n_layers must be in 1..32" in too_many["error"] and too_many["decode_tok_s"] == ""
     assert "n_layers" in zero["error"]
+
+
+def test_kv_pool_columns_of_a_reserving_engine():
+    """vLLM rows carry the KV pool and its concurrency, and what vLLM logs at startup (the memory physics'
+    figures, the same the report shows); llama.cpp sizes its cache per slot and leaves them empty."""
+    table = prior_table()
+    vllm_row = dict(model="gemma-3-27b", hardware="h100-80gb-sxm", engine="vllm", n_prompt="512", n_gen="0",
+                    n_ctx="32768")  # fmt: skip
+    llama_row = dict(model="llama-3.1-8b", hardware="rtx-4090", n_prompt="512", n_gen="0")
+    v, ll = predict.predict_rows([vllm_row, llama_row], table)
+    assert v["error"] == "" and ll["error"] == ""
+    from estimator.report.document import report_to_dict
+    from estimator.report.request import ReportRequest, make_report
+
+    req = ReportRequest(model="gemma-3-27b", hardware="h100-80gb-sxm", engine="vllm", ctx=32768)
+    mem = report_to_dict(make_report(req))["memory"]
+    assert int(v["kv_capacity_tokens"]) == mem["kv_capacity_tokens"]
+    assert int(v["max_concurrency"]) == mem["max_concurrency"]
+    assert int(v["startup_kv_tokens"]) == mem["startup_kv_tokens"]
+    assert float(v["startup_max_concurrency"]) == pytest.approx(mem["startup_max_concurrency"], abs=0.005)
+    assert float(v["startup_max_concurrency"]) < int(v["max_concurrency"])  # sliding-window layers
+    assert [ll[c] for c in ("kv_capacity_tokens", "max_concurrency", "startup_kv_tokens")] == ["", "", ""]

@@ -25,7 +25,11 @@ Input columns (llama-bench semantics):
 Output adds OUTPUT_COLUMNS:
 
 * memory (bytes, from estimator.physics.memory): weights_bytes, kv_bytes, runtime_bytes, total_bytes, and fits
-  (``true`` unless the verdict is "does not fit").
+  (``true`` unless the verdict is "does not fit").  For an engine that reserves memory (vLLM, SGLang,
+  TensorRT-LLM): kv_capacity_tokens (the KV pool in tokens, sliding-window layers at their window share) and
+  max_concurrency (sequences of n_ctx tokens it holds at once); where the engine's startup log is reproduced
+  (vLLM), startup_kv_tokens and startup_max_concurrency: what it logs ("KV cache size", "Maximum concurrency
+  for n_ctx tokens per request"; an admission bound, below max_concurrency for sliding-window models).
 * prefill_tok_s (n_prompt > 0): batch x n_prompt / prefill time, prompt on top of n_depth (pp{n_prompt}).
 * decode_tok_s (n_gen > 0): batch / mean step time over n_gen tokens from depth n_depth + n_prompt
   (tg{n_gen}; with batch > 1 this is the aggregate over all sequences).
@@ -80,6 +84,11 @@ from estimator.validate import MODEL_BOUNDS, check_number, parse_number
 
 MAX_CASES_BYTES = 64 * 2**20  # a CASES.csv larger than this is refused before it is read
 
+def _opt_int(x: float | None) -> str:
+    """A count as a cell: empty when there is none."""
+    return "" if x is None else str(int(x))
+
+
 OUTPUT_COLUMNS = (
     "weights_bytes",
     "kv_bytes",
@@ -110,6 +119,11 @@ OUTPUT_COLUMNS = (
     "per_user_tok_s",
     "per_user_tok_s_lo",
     "per_user_tok_s_hi",
+    # KV pool of an engine that reserves memory, and what vLLM logs at startup
+    "kv_capacity_tokens",
+    "max_concurrency",
+    "startup_kv_tokens",
+    "startup_max_concurrency",
 )
 SERVING_COLUMNS = ("concurrency", "mode", "lengths")
 REQUIRED_COLUMNS = ("model", "hardware", "n_prompt", "n_gen")
@@ -305,6 +319,10 @@ def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None =
         runtime_bytes=str(int(mem.runtime_bytes)),
         total_bytes=str(int(mem.total_bytes)),
         fits="false" if mem.verdict == "does not fit" else "true",
+        kv_capacity_tokens=_opt_int(mem.kv_capacity_tokens),
+        max_concurrency=_opt_int(mem.max_concurrency),
+        startup_kv_tokens="" if mem.startup_kv is None else str(int(mem.startup_kv.kv_cache_tokens)),
+        startup_max_concurrency="" if mem.startup_kv is None else f"{mem.startup_kv.max_concurrency:.4g}",
     )
     if serving_row:  # serving is estimated on the device's native path (no fallback serving model)
         out.update(_serving_outputs(row, model, quant, hardware, replace(wl, n_seq=1), table))
