@@ -34,6 +34,20 @@ def test_token_pool_and_hybrid_swa_ratio():
     assert SG.kv_cells(gemma, 8192, 2, 512, swa_full=True) == (16384, 16384)
 
 
+def test_the_pool_capacity_counts_the_hybrid_swa_ratio():
+    """The pool's capacity in tokens is of full-layer tokens, each with 0.8 of a token in every sliding
+    layer (SGLang's hybrid SWA pool, as its cache is sized): the KV budget over the KV bytes of one sequence
+    per token of context.  Counting the sliding layers at their window share had put Gemma 3 27B's capacity
+    3x too high next to its own cache size."""
+    m, hw = get_model("gemma-3-27b"), get_hardware("h200-141gb-sxm")
+    wl = Workload(n_ctx=8192, engine="sglang", gpu_memory_utilization=SG.memory_fraction)
+    mem = estimate_memory(m, get_quant("BF16"), hw, wl, prior_table().memory_for("sglang"))
+    per_token = kv_cache(m, 8192, "f16", 1, "sglang").total_bytes / 8192
+    budget = mem.usable_bytes - (mem.total_bytes - mem.kv_bytes)  # what the reservation leaves the pool
+    assert mem.kv_capacity_tokens == int(budget // per_token)
+    assert mem.max_concurrency == mem.kv_capacity_tokens // 8192
+
+
 def test_reserves_its_own_fraction_and_reports_capacity():
     m, hw = get_model("qwen3-8b"), get_hardware("h100-80gb-sxm")
     wl = Workload(n_ctx=8192, engine="sglang", gpu_memory_utilization=SG.memory_fraction)

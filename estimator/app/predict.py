@@ -26,10 +26,11 @@ Output adds OUTPUT_COLUMNS:
 
 * memory (bytes, from estimator.physics.memory): weights_bytes, kv_bytes, runtime_bytes, total_bytes, and fits
   (``true`` unless the verdict is "does not fit").  For an engine that reserves memory (vLLM, SGLang,
-  TensorRT-LLM): kv_capacity_tokens (the KV pool in tokens, sliding-window layers at their window share) and
-  max_concurrency (sequences of n_ctx tokens it holds at once); where the engine's startup log is reproduced
-  (vLLM), startup_kv_tokens and startup_max_concurrency: what it logs ("KV cache size", "Maximum concurrency
-  for n_ctx tokens per request"; an admission bound, below max_concurrency for sliding-window models).
+  TensorRT-LLM): kv_capacity_tokens (the KV pool in tokens of context, sliding-window layers as the engine
+  lays them out) and max_concurrency (sequences of n_ctx tokens it holds at once); where the engine's
+  startup log is reproduced (vLLM), startup_kv_tokens and startup_max_concurrency: what it logs ("KV cache
+  size", "Maximum concurrency for n_ctx tokens per request"; an admission bound, below max_concurrency for
+  sliding-window models).
 * prefill_tok_s (n_prompt > 0): batch x n_prompt / prefill time, prompt on top of n_depth (pp{n_prompt}).
 * decode_tok_s (n_gen > 0): batch / mean step time over n_gen tokens from depth n_depth + n_prompt
   (tg{n_gen}; with batch > 1 this is the aggregate over all sequences).

@@ -36,7 +36,8 @@ gpu_memory_utilization x memory; weights, activation peak, CUDA graphs and the c
 and the KV cache gets the rest; an engine whose fraction is of the memory left free after them (profile
 ``reserves_free_memory``: TensorRT-LLM) gives the KV cache that fraction of M - fixed, so a device offers
 fixed + fraction x (M - fixed) (``runtime.reserved_usable_bytes``).  kv_capacity_tokens = KV budget / KV bytes
-per token at n_ctx (windowed layers counted at their window share); max_concurrency = floor(capacity /
+per token at n_ctx (windowed layers at the cells the engine's ``kv_layout`` gives them per full-layer cell:
+vLLM / TensorRT-LLM the window plus a block, SGLang its SWA ratio); max_concurrency = floor(capacity /
 n_ctx).  It fits when the KV budget holds n_seq sequences of n_ctx tokens.  ``startup_kv``: the figures the
 engine logs at startup for that budget (``EngineProfile.startup_kv`` on ``kv.cache_layers``: vLLM's block
 manager, whose concurrency is an admission bound below max_concurrency for sliding-window models).
@@ -268,10 +269,15 @@ def estimate_memory(
 
 
 def _kv_bytes_per_pool_token(model: ModelSpec, wl: Workload, n: int) -> float:
-    """KV bytes per token of one sequence on one device at n_ctx (windowed layers at window/n_ctx share;
-    under ``dp`` the device that runs the sequence holds it whole)."""
+    """KV bytes per token of one sequence on one device at n_ctx: a full layer's token, and a windowed layer's
+    cells as the engine lays them out per full-layer cell (its ``kv_layout``: vLLM / TensorRT-LLM the window
+    plus one block of n_ctx, SGLang's hybrid pool ``--swa-full-tokens-ratio`` of the full layers' tokens);
+    under ``dp`` the device that runs the sequence holds it whole."""
     per = layer_token_bytes(model, wl.kv_dtype, wl.engine)
-    share = min(1.0, (model.window or wl.n_ctx) / wl.n_ctx)
+    layout = get_engine(wl.engine).kv_layout(
+        model, int(wl.n_ctx), 1, int(wl.n_ubatch), swa_full=wl.swa_full, unified=wl.kv_unified, pad=wl.kv_pad
+    )
+    share = min(1.0, layout.windowed / layout.full) if layout.full else 1.0
     b = per[FULL] + (per[SLIDING] + per[CHUNKED]) * share
     if n > 1 and wl.split == "tp":
         b /= 1 if model.mla is not None else min(n, max(1, model.n_kv_heads))
