@@ -14,6 +14,8 @@ from estimator.physics import speed
 from estimator.physics.coefficients import prior_table
 from estimator.physics.memory import estimate_memory
 from estimator.physics.quant import get_quant
+from estimator.report.document import report_to_dict
+from estimator.report.request import ReportRequest, make_report
 from estimator.specs import SpecError, Workload
 
 BASE = {"model": "llama-3.1-8b", "hardware": "rtx-4090", "engine": "llama.cpp", "quant": "Q4_K_M"}
@@ -405,9 +407,6 @@ def test_kv_pool_columns_of_a_reserving_engine():
     llama_row = dict(model="llama-3.1-8b", hardware="rtx-4090", n_prompt="512", n_gen="0")
     v, ll = predict.predict_rows([vllm_row, llama_row], table)
     assert v["error"] == "" and ll["error"] == ""
-    from estimator.report.document import report_to_dict
-    from estimator.report.request import ReportRequest, make_report
-
     req = ReportRequest(model="gemma-3-27b", hardware="h100-80gb-sxm", engine="vllm", ctx=32768)
     mem = report_to_dict(make_report(req))["memory"]
     assert int(v["kv_capacity_tokens"]) == mem["kv_capacity_tokens"]

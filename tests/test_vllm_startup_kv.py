@@ -88,22 +88,16 @@ def test_full_attention_agrees_with_the_steady_state_capacity():
 
 
 def test_sliding_layers_count_the_in_flight_prefill_on_a_gpu():
-    """gpt-oss-120b (sliding window 128 on half its layers) at 8K on an H100: 2 x 8,192 prompt tokens in
-    flight cover the whole request, so each sliding layer is counted as a full one plus one block, and the
-    startup concurrency is about half the steady state's (whose sliding layers hold their 128-token
-    window)."""
+    """gpt-oss-120b (18 sliding layers of window 128 and 18 full, alternating) at 8K on an H100: one group of
+    each (18 layers, within 1.5x of each other); 2 x 8,192 prompt tokens in flight cover the whole request,
+    so the sliding group takes 8,192 / 16 + 1 = 513 blocks next to the full group's 512, and the startup
+    concurrency is about half the steady state's (whose sliding layers hold their 128-token window)."""
     model = get_model("gpt-oss-120b")
-    wl = Workload(engine="vllm", n_ctx=8192)
-    mem = estimate_memory(model, get_quant("MXFP4"), H100, wl)
     layers = cache_layers(model, "bf16", "vllm", 1)
-    n_sliding = sum(x.kind == SLIDING for x in layers)
-    n_full = sum(x.kind == FULL for x in layers)
-    group = min(n_sliding, n_full) if max(n_sliding, n_full) >= 1.5 * min(n_sliding, n_full) else max(
-        n_sliding, n_full
-    )
-    s = mem.startup_kv
-    assert s.blocks_per_request == -(-n_full // group) * 512 + -(-n_sliding // group) * 513
-    assert s.max_concurrency < 0.6 * mem.max_concurrency
+    assert sum(x.kind == SLIDING for x in layers) == sum(x.kind == FULL for x in layers) == 18
+    mem = estimate_memory(model, get_quant("MXFP4"), H100, Workload(engine="vllm", n_ctx=8192))
+    assert mem.startup_kv.blocks_per_request == 512 + 513
+    assert mem.startup_kv.max_concurrency < 0.6 * mem.max_concurrency
 
 
 def test_tensor_parallel_splits_kv_heads_and_replicates_an_mla_latent():

@@ -241,6 +241,11 @@ def kv_share(model: ModelSpec, n_devices: int, split: str = "tp") -> float:
     return n / (1 if model.mla is not None else min(n, max(1, model.n_kv_heads)))
 
 
+def dp_ranks(workload: Workload) -> int:
+    """Attention-data-parallel ranks of a workload: its N devices under split ``dp``, else 1."""
+    return max(int(workload.n_devices), 1) if workload.split == "dp" else 1
+
+
 def ranked_scheduler(
     profile: EngineProfile, hardware: HardwareSpec, workload: Workload, ranks: int
 ) -> SchedulerSpec:
@@ -287,7 +292,7 @@ def serving_features(
     kv = speed.kv_read_at(model, depth, workload.kv_dtype, workload.engine)
     kv *= kv_share(model, n, workload.split)
     if replicas is None:
-        replicas = n if workload.split == "dp" else 1
+        replicas = dp_ranks(workload)
     fp8 = speed.is_fp8(quant) or quant.name.upper() in FP4_FORMATS
     try:
         gemm = speed.peak_tflops(hardware, {}, fp8, workload.engine) * 1e12

@@ -131,8 +131,7 @@ def build(b: Build) -> ServingSection | None:
     o, wl = b.options, b.workload
     isl, osl = lengths(o.serving_isl, o.serving_osl, int(wl.n_ctx))
     profile = get_engine(wl.engine)
-    ranks = int(wl.n_devices) if wl.split == "dp" else 1  # attention data parallelism: N ranks
-    sched = serving_mod.ranked_scheduler(profile, b.hardware, wl, ranks)
+    sched = serving_mod.ranked_scheduler(profile, b.hardware, wl, serving_mod.dp_ranks(wl))
     limit = min(max(sched.max_seqs, int(wl.concurrency)), SWEEP_MAX)
     serve_wl = replace(wl, n_seq=1)
     try:
