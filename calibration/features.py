@@ -289,7 +289,11 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
                 p = _point(lr, "decode", f, hw, r.batch / r.decode_tok_s)
                 p.extra["model_bytes"] = feats[0].weight_bytes
                 points.append(p)
-            if r.prefill_tok_s is not None and _stable(r.prefill_samples_tok_s):
+            unmodelled = sp.unmodelled_prefill(model, quant, hw, r.engine)
+            if unmodelled and r.prefill_tok_s is not None:  # the decode of such a record stays fitted
+                why = f"{unmodelled}; not fitted (its error is reported out of sample)"
+                rejected.append(Rejection(lr.file, lr.line, r.record_id, why))
+            if r.prefill_tok_s is not None and _stable(r.prefill_samples_tok_s) and not unmodelled:
                 f = sp.prefill_features(model, quant, wl)
                 if f.decode_steps:  # one token per pass (-b 1): decode steps, a decode point
                     if r.batch != 1:

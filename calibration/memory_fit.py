@@ -6,8 +6,11 @@ quant, hardware, workload, mem_coeffs)`` with a dict of floats per engine); cali
   compute_bytes           from own measured records with a compute buffer (llama.cpp compute buffers,
                           vLLM activation peak), single device, graphs of >= 2 layers; published compute
                           buffers (older CUDA / Metal builds) are only held out;
-  context_overhead_bytes  from own measured records: device_total - (weights + kv + compute + output),
-                          single device.
+  context_overhead_bytes  from own measured records, single device: the device memory the run's processes
+                          held (NVML, ``device_used_bytes``) - the buffers llama.cpp put on the device
+                          (model, KV, RS, compute); without per-buffer sizes device_total - (weights + kv +
+                          compute + output).  On an accelerator the compute target is the device's
+                          compute buffers (``measured_compute_bytes``: llama.cpp stages inputs on the host).
 Records of one-layer proxies are left out of the fit (``MIN_FIT_LAYERS``).
 A coefficient is fitted only if it changes the prediction of the samples (finite-difference sensitivity);
 the others keep the estimator's default and are listed as not identified.  Fit: least_squares on
@@ -28,8 +31,9 @@ Gate metrics (check.py):
               vLLM records are not gated here: their kv_bytes is the pre-allocated pool
               (kv_cache_memory_bytes), not a need at n_ctx; their weights appear as the ungated
               "weights" row.
-  total       * own measured records: device_total_bytes (origin "measured": NVML / process peak of the
-                run) vs estimate_memory().total_bytes, runtime terms fitted without that device;
+  total       * own measured records: ``device_used_bytes`` (origin "measured": NVML per-process peak of
+                the run, context included; else its device_total_bytes) vs estimate_memory().total_bytes,
+                runtime terms fitted without that device;
               * published single-device runs with a logged "total VRAM used (model + context)":
                 llama.cpp's buffer total (device weights + KV + compute, no CUDA context), vs
                 estimate_memory().total_bytes - context_overhead_bytes, runtime terms fitted without
@@ -102,14 +106,18 @@ def fit_terms(
     if not sensitive:
         return TermFit(dict(coeffs0), (), tuple(coeffs0), len(samples), _med(base, y))
 
+    # solved in units of each coefficient's default (at least 1): a byte-sized term (a 400 MiB context) has
+    # a gradient of ~1e-9 per byte, under least_squares' gtol in bytes, so it would never leave its default
+    scale = np.array([max(abs(coeffs0[k]), 1.0) for k in sensitive])
+
     def fun(x):
-        c = {**coeffs0, **dict(zip(sensitive, x, strict=True))}
+        c = {**coeffs0, **dict(zip(sensitive, x * scale, strict=True))}
         pred = np.array([predict(s, c) for s in samples], dtype=float)
         return np.log(np.maximum(pred, 1.0)) - np.log(y)
 
-    x0 = np.array([max(coeffs0[k], 1e-12) for k in sensitive])
+    x0 = np.array([max(coeffs0[k], 1e-12) for k in sensitive]) / scale
     res = least_squares(fun, x0, bounds=(0.0, np.inf), loss="soft_l1", f_scale=0.05, x_scale="jac")
-    coeffs = {**coeffs0, **{k: float(v) for k, v in zip(sensitive, res.x, strict=True)}}
+    coeffs = {**coeffs0, **{k: float(v) for k, v in zip(sensitive, res.x * scale, strict=True)}}
     pred = np.array([predict(s, coeffs) for s in samples], dtype=float)
     return TermFit(
         coeffs, tuple(sensitive), tuple(k for k in coeffs0 if k not in sensitive), len(samples), _med(pred, y)
@@ -257,17 +265,60 @@ def fit_memory(ds: Dataset, resolver=None, exclude_device: str | None = None) ->
     return out, notes
 
 
+def _on_host(buffer_type: str) -> bool:
+    """A llama.cpp buffer type in host RAM: CPU, CPU_Mapped, CPU_REPACK, CUDA_Host (pinned staging), ..."""
+    return buffer_type.startswith("CPU") or buffer_type.endswith("_Host")
+
+
+def device_buffer_bytes(r, kind: str) -> int | None:
+    """Bytes of the engine's ``kind`` buffers (llama.cpp: model, KV, RS, compute, output) on the accelerator,
+    from the record's per-buffer-type sizes (``extra.buffers_bytes``); 0 when it has none of that kind
+    there; None for a CPU run or a record without per-buffer sizes."""
+    per_kind = (r.extra or {}).get("buffers_bytes") if isinstance(r.extra, dict) else None
+    if r.backend in ("", "CPU") or not isinstance(per_kind, dict):
+        return None
+    sizes = per_kind.get(kind) or {}
+    return sum(int(v) for k, v in sizes.items() if not _on_host(str(k))) if isinstance(sizes, dict) else None
+
+
+def device_used_bytes(r) -> int | None:
+    """Peak device memory of a measured run, bytes: what NVML accounted to the run's processes, summed over
+    devices, when every device reported it (their CUDA contexts included); else ``device_total_bytes``, the
+    peak rise of the devices' used memory over the run, which misses what the process already held when
+    sampling began (its CUDA context: llama-cpp-python creates it on import)."""
+    devices = (r.extra or {}).get("nvml_devices") if isinstance(r.extra, dict) else None
+    if isinstance(devices, list) and devices:
+        per_process = [d.get("peak_process_bytes") for d in devices if isinstance(d, dict)]
+        if len(per_process) == len(devices) and all(isinstance(v, int) and v > 0 for v in per_process):
+            return sum(per_process)
+    return r.device_total_bytes or None
+
+
+def measured_compute_bytes(r) -> int | None:
+    """The compute buffers the estimator's ``runtime_buffers().compute_bytes`` sizes: on an accelerator those
+    on the device (llama.cpp stages inputs in a host buffer, ``host_compute_bytes``), else all of them."""
+    on_device = device_buffer_bytes(r, "compute")
+    return on_device if on_device else r.compute_bytes
+
+
 def _measured_runtime(r, target: str) -> float | None:
     if target == "compute_bytes":
         # own runs only: the published compute buffers are CUDA / Metal logs of older builds whose graphs
         # differ (held out as ungated compute rows, never fitted)
-        return float(r.compute_bytes) if r.compute_bytes and r.origin == "measured" else None
-    if r.origin != "measured" or not r.device_total_bytes:
+        compute = measured_compute_bytes(r)
+        return float(compute) if compute and r.origin == "measured" else None
+    used = device_used_bytes(r)
+    if r.origin != "measured" or not used:
         return None
+    kinds = ("model", "KV", "RS", "compute")
+    on_device = [device_buffer_bytes(r, k) for k in kinds]
+    if on_device[0]:  # the buffers llama.cpp put on the device: the rest is the context and its pools
+        rest = used - sum(v or 0 for v in on_device)
+        return float(rest) if rest > 0 else None
     parts = (r.weights_bytes, r.kv_bytes, r.compute_bytes)
     if any(v is None for v in parts):
         return None
-    rest = r.device_total_bytes - sum(parts) - (r.output_bytes or 0)
+    rest = used - sum(parts) - (r.output_bytes or 0)
     return float(rest) if rest > 0 else None
 
 
@@ -367,7 +418,7 @@ def _held_out_runtime(ds: Dataset, resolver, notes: list[str]) -> list[MemoryGat
         r = lr.record
         if r.n_devices != 1:
             continue
-        if r.origin == "measured" and r.device_total_bytes:
+        if r.origin == "measured" and device_used_bytes(r):
             cands.append(("total", lr, None))
         if r.compute_bytes:
             cands.append(("compute", lr, None))
@@ -394,18 +445,16 @@ def _held_out_runtime(ds: Dataset, resolver, notes: list[str]) -> list[MemoryGat
                 c = coeffs.get(r.engine) or None
                 if kind == "compute":
                     rt = _runtime().runtime_buffers(model, quant, hw, wl, c)
-                    rows.append(
-                        _row(r, "compute", rt.compute_bytes, r.compute_bytes, "lodo (ungated)", lr.where)
-                    )
+                    meas = measured_compute_bytes(r) or 0
+                    rows.append(_row(r, "compute", rt.compute_bytes, meas, "lodo (ungated)", lr.where))
                     continue
                 est = memory.estimate_memory(model, quant, hw, wl, c)
             except Exception as exc:  # noqa: BLE001
                 notes.append(f"{lr.where}: {kind} memory not predictable ({exc})")
                 continue
             if kind == "total":
-                rows.append(
-                    _row(r, "total", est.total_bytes, r.device_total_bytes, "lodo (runtime terms)", lr.where)
-                )
+                meas = device_used_bytes(r) or 0
+                rows.append(_row(r, "total", est.total_bytes, meas, "lodo (runtime terms)", lr.where))
             else:
                 pred = est.total_bytes - est.overhead_bytes
                 meas = r.device_total_bytes or 0

@@ -7,7 +7,8 @@ One line per test of a point that measured::
 (mean ± standard deviation over the repetitions, tokens/s; "est." is the estimator's prediction of the same
 point through ``estimator.app.predict`` with the coefficients ``harness.estimate.Estimator`` loads, and the
 percentage is (measured − estimate) / estimate).  A memory-only point prints the engine's weights + KV and
-its compute / output buffers against the estimator's weights + KV and runtime buffers (GiB = 2^30 B).  A
+its compute buffers against the estimator's sizes of the same buffers, on the device and in host RAM (for
+llama.cpp as ``harness consistency`` sizes them; GiB = 2^30 B).  A
 serving benchmark prints its output throughput against the estimated one.  A point that failed or was
 skipped prints one line: its tests, its status and the first line of the reason.  An estimate that cannot
 be made prints "est. —" and why, never a traceback: nothing here may stop or fail a sweep.
@@ -70,6 +71,12 @@ def memory_cells(rec: RunRecord, out: dict | None, why: str) -> tuple[str, str]:
     wkv, bufs = engine_buffers_bytes(rec)
     if wkv is None:
         return "no memory recorded", NO_ESTIMATE
+    e_wkv, e_compute = _float(out, "engine_weights_kv_bytes"), _float(out, "engine_compute_bytes")
+    if e_wkv is not None and e_compute is not None and rec.compute_bytes is not None:
+        # llama.cpp's own buffers, device and host (Estimator._engine_view): compute buffers alone
+        measured = f"weights+KV {gib(wkv)}, compute {gib(rec.compute_bytes)}"
+        est = f"est. {gib(e_wkv)} ({_pct(wkv, e_wkv)}), compute {gib(e_compute)} "
+        return measured, est + f"({_pct(rec.compute_bytes, e_compute)})"
     measured = f"weights+KV {gib(wkv)}" + (f", buffers {gib(bufs)}" if bufs is not None else "")
     e_w, e_kv, e_rt = (_float(out, k) for k in ("weights_bytes", "kv_bytes", "runtime_bytes"))
     if e_w is None or e_kv is None:

@@ -141,7 +141,31 @@ class Estimator:
             except Exception as exc:  # noqa: BLE001 - the estimator failed as a whole: no estimates
                 predicted = iter([(None, _first_line(exc))] * len(rows))
             out = [o if o is not None else next(predicted) for o in out]
-        return out
+        return [self._engine_view(rec, o) for rec, o in zip(records, out, strict=True)]
+
+    def _engine_view(self, rec: RunRecord, result: tuple[dict | None, str]) -> tuple[dict | None, str]:
+        """A llama.cpp memory-only record: add the estimator's sizes of every buffer llama.cpp reports, on
+        the device and in host RAM (``harness.consistency.compare_record``), as ``engine_weights_kv_bytes``
+        and ``engine_compute_bytes``.  predict's weights / runtime bytes count the device alone, and on a
+        GPU llama.cpp keeps the token embedding and the inputs' staging buffer in host RAM."""
+        row, why = result
+        if row is None or rec.engine != "llama.cpp" or rec.n_prompt or rec.n_gen:
+            return result
+        try:
+            from estimator.catalog.resolve import resolve_model
+            from harness.consistency import compare_record
+
+            mem = self.table().memory_for("llama.cpp") or None
+            c = compare_record("", rec, resolve_model(rec.model_id), mem_coeffs=mem)
+        except Exception:  # noqa: BLE001 - the plain prediction stands
+            return result
+        if c.est_weights_bytes is None or c.est_kv_bytes is None or c.est_compute_bytes is None:
+            return result
+        extra = {
+            "engine_weights_kv_bytes": str(c.est_weights_bytes + c.est_kv_bytes),
+            "engine_compute_bytes": str(c.est_compute_bytes),
+        }
+        return {**row, **extra}, why
 
 
 def _result(row: dict) -> tuple[dict | None, str]:

@@ -62,6 +62,9 @@ _PUNCT = ".,;:!?()[]{}\"'«»—–*|"
 # The configurations (ReportRequest fields); ``hardware="auto"`` is left out (it depends on the machine).
 CASES: dict[str, dict] = {
     "llama.cpp, calibrated device": dict(model="llama-3.1-8b", hardware="rtx-4090"),
+    "llama.cpp, quantized prefill not modelled (Hopper)": dict(
+        model="llama-3.1-8b", hardware="h200-141gb-sxm"
+    ),
     "vLLM NVFP4 weight-only fallback": dict(
         model="qwen3-0.6b", hardware="h100-sxm", quant="NVFP4", engine="vllm"
     ),

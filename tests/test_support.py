@@ -561,7 +561,9 @@ def test_fine_tuning_support_notes_have_spanish():
 def test_the_310p_f16_row_takes_the_experimental_maturity_level(monkeypatch):
     """gemma-4-26B-A4B F16 runs on the 310P's own path, timed by the device's coefficients: the fit's
     maturity=experimental level (learnt from OpenCL; the 310P rows are not fitted, quality "approximate")
-    brings it near the published ~6 tok/s; without that term it is CUDA-level, ~9 tok/s."""
+    brings it near the published ~6 tok/s; without that term it is CUDA-level, ~11 tok/s.  (7.1 with the term
+    until the H200's llama.cpp decode entered the fit on 2026-12-04 and made CUDA-level decode on fast memory
+    faster: 7.9 since, docs/calibration.md "llama.cpp on an H200".)"""
     measured = published_310p()[("google/gemma-4-26B-A4B-it", "F16", 1)]
     if not TABLE.calibrated:
         pytest.skip("no results/coefficients.json")
@@ -570,5 +572,6 @@ def test_the_310p_f16_row_takes_the_experimental_maturity_level(monkeypatch):
 
     monkeypatch.setattr(covariates, "backend_maturity", lambda *a, **k: "")
     without = tg("gemma-4-26b-a4b", ATLAS, "F16").tok_s
-    assert abs(with_term / measured - 1) < 0.25, with_term  # 7.1 against ~6
-    assert without > with_term * 1.15  # 9.1
+    assert abs(with_term / measured - 1) < 0.35, with_term  # 7.9 against ~6
+    assert without > with_term * 1.15  # 10.9
+    assert abs(with_term / measured - 1) < abs(without / measured - 1) / 2  # the term halves the error

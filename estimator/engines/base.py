@@ -18,8 +18,10 @@ report and app code ask the profile and never compare engine names.  A profile h
   estimator.physics.runtime) with its token budget (``max_batched_tokens``); ``memory_prior`` names its entry
   of the runtime-memory prior;
 * **speed**: whether its quantized GEMMs run on the int8 / fp16-accumulate path on NVIDIA (``int8_gemm``),
-  whether prefill materialises the KQ score matrix without flash attention, whether a layer split over
-  several devices pipelines micro-batches (see estimator.physics.counts.pipeline_factor);
+  the device families whose datasheet rate those GEMMs cannot reach (``unmodelled_quant_gemm``: their
+  quantized prefill is not fitted and is reported NOT MODELLED), whether prefill materialises the KQ score
+  matrix without flash attention, whether a layer split over several devices pipelines micro-batches (see
+  estimator.physics.counts.pipeline_factor);
 * **requests**: ``check`` refuses a configuration the engine cannot run (one-line SpecError) and
   ``launch`` builds the command line that reproduces a sized configuration;
 * **serving**: how its scheduler batches many requests (``scheduler``: token budget of a step, most running
@@ -259,6 +261,9 @@ class EngineProfile:
     fits_serving: bool = False
     serving_not_fitted: str = "no serving model of this engine's scheduler and kernels"
     int8_gemm: bool = False
+    # device families whose datasheet tensor rate needs instructions this engine's quantized GEMMs do not
+    # issue, with why: their quantized prefill is not a point of the speed fit (calibration.features)
+    unmodelled_quant_gemm: tuple[tuple[str, str], ...] = ()
     materializes_kq_without_fa: bool = False
     # prefill: the last layer's FFN runs only for the rows that return logits (llama.cpp gathers the output
     # rows, ``inp_out_ids``, after the last layer's attention), not for every prompt token

@@ -89,6 +89,17 @@ class LlamaCpp(EngineProfile):
     runtime_model = "ggml"
     memory_prior = "llama.cpp"
     int8_gemm = True
+    # ggml-cuda's quantized GEMMs (MMQ) issue the synchronous warp MMA (mma.sync) of Ampere; Hopper reaches
+    # its datasheet tensor rate only through warpgroup MMA (wgmma), which cuBLAS (F16 weights) issues and
+    # MMQ does not.  Measured on an H200 (results/runs/gpu-lease--nvidia-hopper--vm.jsonl): Q4_K_M / Q8_0
+    # prefill at about half the rate of the same model's F16 prefill
+    unmodelled_quant_gemm = (
+        (
+            "nvidia-hopper",
+            "llama.cpp's quantized GEMMs issue mma.sync, not the wgmma that Hopper's datasheet rate needs; "
+            "the prefill model has no term for that rate yet",
+        ),
+    )
     materializes_kq_without_fa = True
     last_layer_ffn_outputs_only = True
     pipelines_layer_split = True

@@ -43,7 +43,12 @@ memory between layers); the attention mask is a graph input that lives through e
              has more than one layer: it is freed after the last layer's attention)
     compute = compute_base_bytes + max(logits, attn, ffn)
     output  = 4 * n_vocab * n_seq                (llama_context output buffer; host RAM)
-    host_compute = 2 * 4 * u * hidden on discrete devices  (CUDA_Host staging of inputs / embeddings)
+    host_compute = 2 * 4 * u * hidden + mask   on discrete devices (the CUDA_Host compute buffer: the input
+             embeddings, read on the host where the token embedding stays, and the KQ masks, graph inputs
+             built on the host and copied to the device.  llama.cpp's memory-fit pass on an H200, 14
+             full-depth models at 4,096 and 32,768 cells with flash attention: this, to 0.02 MiB (a few KiB of
+             positions and output ids); without flash attention 0-16 MiB more;
+             results/runs/gpu-lease--nvidia-hopper--vm.jsonl)
 
 ff_max = max(dense ff, n_experts_used * expert_ff + n_shared * shared_ff) for a gated FFN (SwiGLU / GeGLU:
 gate, up and their product).  An ungated FFN (Nemotron-H's squared ReLU) holds ungated_ff_factor *
@@ -71,9 +76,11 @@ them.
     compute = compute_base_bytes + activation peak + cuda_graph_bytes
 
 Context overhead per device: a CUDA / ROCm context and allocator pools on discrete GPUs (prior 400 MiB; NVIDIA
-contexts take a few hundred MiB), 400 MiB on NPUs, 0 on unified memory and CPUs (their OS reserve is in the
-usable fraction instead).  Usable fraction of device memory (prior): gpu 0.96, npu 0.95, unified 0.75 (macOS
-caps GPU wired memory near 3/4 of RAM on large machines), cpu 0.90 (OS and other processes); for engines
+contexts take a few hundred MiB; llama.cpp's is fitted from NVML's per-process peak of the H200 runs less the
+buffers on the device, 600-706 MiB, results/runs/gpu-lease--nvidia-hopper--vm.jsonl), 400 MiB on NPUs, 0 on
+unified memory and CPUs (their OS reserve is in the usable fraction instead).  Usable fraction of device
+memory (prior): gpu 0.96, npu 0.95, unified 0.75 (macOS caps GPU wired memory near 3/4 of RAM on large
+machines), cpu 0.90 (OS and other processes); for engines
 that reserve memory up front (vLLM) the gpu / npu fraction is 1.0 because gpu_memory_utilization already sets
 the reservation.  Each engine starts from the memory_prior.json entry its profile names (``memory_prior``).
 """
@@ -316,5 +323,5 @@ def runtime_buffers(
     ffn = (mask if m.n_layers > 1 else 0) + 4 * u * (c.act_hidden_factor * m.hidden_size + ffn_width)
     compute = c.compute_base_bytes + max(logits, attn, ffn)
     output = 4 * m.vocab_size * wl.n_seq
-    host_compute = 2 * 4 * u * m.hidden_size if discrete else 0
+    host_compute = 2 * 4 * u * m.hidden_size + mask if discrete else 0
     return RuntimeEstimate(int(compute), int(output), overhead, int(host_compute), label)

@@ -168,6 +168,8 @@ STRINGS: dict[str, dict[str, str]] = {
     "runs": {"en": "{n} runs", "es": "{n} ejecuciones"},
     "estimate": {"en": "Estimate", "es": "Estimación"},
     "measured": {"en": "Measured", "es": "Medido"},
+    "run_measured": {"en": "measured", "es": "medido"},  # a record's origin (RunRecord.origin)
+    "run_imported": {"en": "imported", "es": "importado"},
     "measured_source": {"en": "measured: {src}", "es": "medido: {src}"},
     "speed_per_quant": {"en": "Speed per quantization", "es": "Velocidad por cuantización"},
     # multi-device

@@ -380,6 +380,20 @@ _POOLS = {
 _POOL_NAMES = "|".join(re.escape(k) for k in _POOLS)
 
 PATTERNS: list[tuple[re.Pattern, Replacement]] = [
+    (
+        re.compile(r"NOT MODELLED for these weights \(see the notes\); (?P<rest>.+)"),
+        lambda m: f"NO MODELADO para estos pesos (vea las notas); {tr(m['rest'])}",
+    ),
+    (
+        re.compile(
+            r"prefill of quantized weights on (?P<fam>\S+): llama\.cpp's quantized GEMMs issue mma\.sync, "
+            r"not the wgmma that Hopper's datasheet rate needs; the prefill model has no term for that rate "
+            r"yet: not calibrated, wide interval"
+        ),
+        "prefill de pesos cuantizados en {fam}: las GEMM cuantizadas de llama.cpp emiten mma.sync, no el "
+        "wgmma que necesita la cifra de la hoja de datos de Hopper; el modelo de prefill aún no tiene un "
+        "término para esa tasa: sin calibrar, intervalo amplio",
+    ),
     (re.compile(r"Memory \((?P<n>\d+) x (?P<hw>.+)\)"), "Memoria ({n} x {hw})"),
     (
         re.compile(r"KV cache at (?P<ctx>[\d,]+) tokens x (?P<n>\d+) sequence\(s\), (?P<dt>\S+)"),
@@ -1351,6 +1365,11 @@ EXACT.update(
         "decode measurement of this hardware family): wide interval": (
             "prefill estimado con coeficientes calibrados; decode con las covariables de dispositivos "
             "similares (ninguna medida de decode de esta familia de hardware): intervalo amplio"
+        ),
+        "decode estimated from calibrated coefficients; prefill of these weights not modelled on this "
+        "hardware family (see the notes): wide interval": (
+            "decode estimado con coeficientes calibrados; el prefill de estos pesos no está modelado en esta "
+            "familia de hardware (vea las notas): intervalo amplio"
         ),
         "speed from devices like this one (family not calibrated): wide interval": (
             "velocidad de dispositivos como este (familia no calibrada): intervalo amplio"

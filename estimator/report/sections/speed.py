@@ -68,6 +68,11 @@ def build(b: Build) -> SpeedSection | None:
     calibrated = bool(s.decode.calibrated and s.prefill.calibrated)
     if calibrated:
         basis = "estimated from calibrated coefficients"
+    elif s.decode.calibrated and sets.unmodelled:  # the notes say why (speed.unmodelled_prefill)
+        basis = (
+            "decode estimated from calibrated coefficients; prefill of these weights not modelled on this "
+            "hardware family (see the notes): wide interval"
+        )
     elif s.decode.calibrated != s.prefill.calibrated:  # what text() marks PARTLY CALIBRATED
         basis = one_phase_basis(s.decode.calibrated)
     elif s.decode.basis or s.prefill.basis:
@@ -225,6 +230,11 @@ def _speed_chart(ctx: Ctx) -> str:
     return figure(svg, ctx.get("quant_matrix.0.decode.coefficients", ""))
 
 
+def _origin(ctx: Ctx, origin: str) -> str:
+    """A record's origin (measured | imported) in the page's language; another value as it is."""
+    return ctx.t(f"run_{origin}") if origin in ("measured", "imported") else origin
+
+
 def _measured_table(ctx: Ctx) -> str:
     if not ctx.measured or not ctx.measured.runs:
         return ""
@@ -236,7 +246,8 @@ def _measured_table(ctx: Ctx) -> str:
             e(i18n.fmt_tok_s(r.decode_tok_s, ctx.lang)),
             e(r.kv_dtype),
             e(f"{r.engine} {r.engine_version}"),
-            e(f"{r.source} · {r.origin}") + (f" · {link(r.origin_source)}" if r.origin_source else ""),
+            e(f"{r.source} · {_origin(ctx, r.origin)}")
+            + (f" · {link(r.origin_source)}" if r.origin_source else ""),
         ]
         for r in ctx.measured.runs[:10]
     ]
