@@ -289,11 +289,7 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
                 p = _point(lr, "decode", f, hw, r.batch / r.decode_tok_s)
                 p.extra["model_bytes"] = feats[0].weight_bytes
                 points.append(p)
-            unmodelled = sp.unmodelled_prefill(model, quant, hw, r.engine)
-            if unmodelled and r.prefill_tok_s is not None:  # the decode of such a record stays fitted
-                why = f"{unmodelled}; not fitted (its error is reported out of sample)"
-                rejected.append(Rejection(lr.file, lr.line, r.record_id, why))
-            if r.prefill_tok_s is not None and _stable(r.prefill_samples_tok_s) and not unmodelled:
+            if r.prefill_tok_s is not None and _stable(r.prefill_samples_tok_s):
                 f = sp.prefill_features(model, quant, wl)
                 if f.decode_steps:  # one token per pass (-b 1): decode steps, a decode point
                     if r.batch != 1:
@@ -301,6 +297,11 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
                     p = _point(lr, "decode", [sp.mean_features(f.decode_steps)], hw, 1.0 / r.prefill_tok_s)
                     p.extra.update(model_bytes=f.decode_steps[0].weight_bytes, one_token_prefill=True)
                     points.append(p)
+                    continue
+                unmodelled = sp.unmodelled_prefill(model, quant, hw, r.engine)
+                if unmodelled:  # the decode of such a record stays fitted
+                    why = f"{unmodelled}; not fitted (its error is reported out of sample)"
+                    rejected.append(Rejection(lr.file, lr.line, r.record_id, why))
                     continue
                 if hw.kind != "cpu" and not has_datasheet_peak(hw, r.engine):
                     raise SpecError(f"device {hw.id!r} has no datasheet TFLOPS; its prefill cannot be fitted")

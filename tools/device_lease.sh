@@ -50,7 +50,8 @@ EOF
 
 log "sweep: $PLAN for at most ${BUDGET_S} s"
 # synthetic models (~45 GB): on whichever of /tmp and this checkout's disk has more room
-CACHE=$(df --output=avail,target /tmp "$PWD" | tail -n +2 | sort -n | tail -1 | awk '{print $2}')/fitbench-models
+ROOM=$(df --output=avail,target /tmp "$PWD" | tail -n +2 | sort -n | tail -1 | awk '{print $2}')
+CACHE=${ROOM%/}/fitbench-models
 log "model cache: $CACHE" | tee -a "$ENV_TXT"
 mkdir -p "$OUT/results" "$CACHE"
 timeout -s TERM -k 20 "$BUDGET_S" python3 -m harness measure --plan "$PLAN" \
