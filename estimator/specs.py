@@ -99,6 +99,10 @@ class StateSpec:
     key_head_dim: int = 0
     value_head_dim: int = 0
     conv_kernel: int = 0
+    # the recurrent state's dtype the checkpoint asks for (config.json ``mamba_ssm_dtype``, Qwen3.5
+    # "float32"; Nemotron-H ``mamba_ssm_cache_dtype``); "" when it states none.  An engine decides what it
+    # keeps (EngineProfile.state_recurrent_bytes); a cache precision, not architecture (not fingerprinted)
+    ssm_dtype: str = ""
 
 
 @dataclass(frozen=True)

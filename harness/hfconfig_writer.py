@@ -1,8 +1,8 @@
 """config.json for vLLM's ``load_format="dummy"``, and the depth-reduced proxy geometry both writers share.
 
 * ``hf_config(model, n_layers)``: a config.json dict that vLLM's dummy loader (and transformers' config
-  classes) accept for a ModelSpec, with the first ``n_layers`` layers of the real layer pattern (Gemma 4:
-  the catalog's own text_config, cut to those layers).
+  classes) accept for a ModelSpec, with the first ``n_layers`` layers of the real layer pattern (Gemma 4,
+  Qwen3-Next and Qwen3.5: the catalog's own config or text_config, cut to those layers).
 * ``write_hf_config_dir(model, directory, n_layers)``: a folder holding only that config.json (atomic write).
 * ``proxy_layers`` / ``leading_dense``: layer-count checks used by this writer and by the GGUF writer in
   ``harness.synth`` (which imports them from here; this module imports nothing of harness, so there is no
@@ -87,11 +87,41 @@ def _gemma4_text_config(model: ModelSpec, n: int) -> dict:
     return text
 
 
+# Gated-DeltaNet hybrids written from the catalog's own config: architecture -> vLLM's text-only class.
+GDN_TEXT_CLASS = {
+    "qwen3_next": "Qwen3NextForCausalLM",
+    "qwen3_5_text": "Qwen3_5ForCausalLM",
+    "qwen3_5_moe_text": "Qwen3_5MoeForCausalLM",
+}
+
+
+def _gdn_text_config(model: ModelSpec, n: int) -> dict:
+    """A Gated-DeltaNet hybrid (Qwen3-Next, Qwen3.5) as vLLM's text-only class reads it: the catalog's own
+    config (Qwen3.5: its ``text_config``) with every published key (linear-attention heads and widths, conv
+    kernel, output gate, the recurrent state's dtype ``mamba_ssm_dtype``, the MoE block) and its first ``n``
+    layers.  The published Qwen3.5 wrapper (``...ForConditionalGeneration``) would load the vision tower and
+    its processor; the text decoder is the same."""
+    from estimator.catalog.data import model_entry
+
+    cfg = dict(model_entry(model.id).get("config") or {})
+    text = dict(cfg.get("text_config") or cfg)
+    if not text.get("linear_num_value_heads"):
+        raise SpecError(f"{model.id}: the catalog holds no linear-attention config to write")
+    text.update(architectures=[GDN_TEXT_CLASS[model.architecture]], model_type=model.architecture,
+                num_hidden_layers=n, torch_dtype="bfloat16")  # fmt: skip
+    if text.get("layer_types"):
+        text["layer_types"] = list(text["layer_types"])[:n]
+    text.setdefault("tie_word_embeddings", bool(cfg.get("tie_word_embeddings", model.tie_embeddings)))
+    return text
+
+
 def hf_config(model: ModelSpec, n_layers: int | None = None) -> dict:
     """A config.json dict that vLLM's dummy loader (and transformers' config classes) accept."""
     n = proxy_layers(model, n_layers)
     if model.architecture == "gemma4_text":
         return _gemma4_text_config(model, n)
+    if model.architecture in GDN_TEXT_CLASS:
+        return _gdn_text_config(model, n)
     mt = "gemma3_text" if model.architecture == "gemma3" else model.architecture
     cls = HF_ARCH_CLASS.get(model.architecture)
     if model.arch_class and model.arch_class != "Gemma3ForConditionalGeneration":

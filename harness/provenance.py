@@ -61,6 +61,8 @@ def model_fingerprint(model: ModelSpec) -> str:
     for key, defaults in _LATER_DEFAULTS.items():
         if isinstance(body.get(key), dict):
             body[key] = {f: v for f, v in body[key].items() if defaults.get(f, object()) != v}
+    if isinstance(body.get("state"), dict):
+        body["state"].pop("ssm_dtype", None)  # a cache precision (like the KV dtype), not architecture
     return short_hash(body)
 
 

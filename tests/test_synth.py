@@ -127,6 +127,25 @@ def test_hf_config_gemma4_text_decoder():
         synth.hf_config(e2b, 5)
 
 
+def test_hf_config_gated_deltanet_hybrids():
+    """Qwen3-Next and Qwen3.5 for vLLM: the catalog's own config (Qwen3.5: its text_config, with the float32
+    ``mamba_ssm_dtype`` vLLM reads) cut to the proxy's layers, as vLLM's text-only classes; read back, the
+    proxy has the same state and layer pattern."""
+    from estimator.catalog.hfconfig import spec_from_config
+    from estimator.catalog.resolve import resolve_model
+
+    nxt = synth.hf_config(resolve_model("qwen3-next-80b-a3b"), 4)
+    assert nxt["architectures"] == ["Qwen3NextForCausalLM"] and nxt["num_hidden_layers"] == 4
+    assert nxt["full_attention_interval"] == 4 and nxt["linear_num_value_heads"] == 32
+    q35 = synth.hf_config(resolve_model("qwen3.5-35b-a3b"), 4)
+    assert q35["architectures"] == ["Qwen3_5MoeForCausalLM"] and q35["model_type"] == "qwen3_5_moe_text"
+    assert q35["layer_types"] == ["linear_attention"] * 3 + ["full_attention"]
+    assert q35["mamba_ssm_dtype"] == "float32" and "vision_config" not in q35
+    for mid, cfg in (("qwen3-next-80b-a3b", nxt), ("qwen3.5-35b-a3b", q35)):
+        back, proxy = spec_from_config(cfg), synth.proxy_spec(resolve_model(mid), 4)
+        assert back.layer_types == proxy.layer_types and back.state == proxy.state
+
+
 def test_vllm_config_folder_rewritten_when_the_writer_changes(tmp_path):
     """A cached config.json that the writer would no longer produce is written again (vLLM reads only it)."""
     m = synth.tiny_model("qwen3")

@@ -14,12 +14,12 @@ import pytest
 from estimator.catalog.data import get_hardware, get_model
 from estimator.engines import get_engine
 from estimator.engines.base import CacheLayer
-from estimator.physics.kv import cache_layers
+from estimator.physics.kv import cache_layers, state_bytes_per_seq
 from estimator.physics.memory import estimate_memory
 from estimator.physics.quant import get_quant
 from estimator.report.document import report_to_dict, to_text
 from estimator.report.request import ReportRequest, make_report
-from estimator.specs import FULL, SLIDING, Workload
+from estimator.specs import FULL, LINEAR, SLIDING, Workload
 from harness.synth import proxy_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,18 +48,29 @@ def _vllm_records() -> list[dict]:
 RECORDS = _vllm_records()
 
 
-def test_the_records_cover_full_and_sliding_window_models():
+def test_the_records_cover_full_sliding_window_and_hybrid_models():
     models = {r["model_id"] for r in RECORDS}
-    assert {"gemma-3-1b", "gemma-4-26b-a4b", "smollm2-360m", "qwen3-0.6b"} <= models
+    assert {"gemma-3-1b", "gemma-4-26b-a4b", "smollm2-360m", "qwen3-0.6b", "qwen3-next-80b-a3b"} <= models
 
 
-@pytest.mark.parametrize("rec", RECORDS, ids=lambda r: f"{r['model_id']}@{r['n_layers_measured']}")
+@pytest.mark.parametrize(
+    "rec", RECORDS, ids=lambda r: f"{r['model_id']}@{r['n_layers_measured']}-{r['extra']['max_model_len']}"
+)
 def test_reproduces_what_vllm_logged(rec):
+    """The runner starts vLLM with the prefix cache off (runners/vllm.py ``enable_prefix_caching=False``):
+    a hybrid's state groups take one block per request."""
     e = rec["extra"]
     model = proxy_spec(get_model(rec["model_id"]), rec["n_layers_measured"])
     length = e["max_model_len"]
     layers = cache_layers(model, "bf16", "vllm", 1)
-    got = VLLM.startup_kv(layers, length, e["kv_cache_memory_bytes_requested"], CPU, Workload(engine="vllm"))
+    got = VLLM.startup_kv(
+        layers,
+        length,
+        e["kv_cache_memory_bytes_requested"],
+        CPU,
+        Workload(engine="vllm"),
+        prefix_caching=False,
+    )
     assert got is not None
     assert got.block_tokens == e["block_size"]
     assert got.num_blocks == e["num_gpu_blocks"]
@@ -110,10 +121,56 @@ def test_tensor_parallel_splits_kv_heads_and_replicates_an_mla_latent():
     assert cache_layers(ds, "bf16", "vllm", 1)[0].latent
 
 
+def test_a_hybrid_raises_the_attention_block_to_hold_a_state():
+    """Qwen3-Next: a full layer's token is 2 KV heads x 256 x (K + V) x 2 B = 2,048 B; a Gated DeltaNet
+    layer's state in vLLM's bf16 is 32 x 128 x 128 x 2 + 8,192 conv channels x 3 x 2 = 1,097,728 B.  The
+    attention block becomes 16 x ceil(1,097,728 / (16 x 2,048)) = 544 tokens on a GPU (the size
+    vllm-project/vllm PR 32492 names for Qwen3-Next) and 128 x 5 = 640 on the CPU backend (what vLLM logged
+    in our run), and the state is padded to that page."""
+    layers = cache_layers(get_model("qwen3-next-80b-a3b"), "bf16", "vllm", 1)
+    assert {x.state_bytes for x in layers if x.kind == LINEAR} == {1_097_728}
+    wl = Workload(engine="vllm", n_ctx=32768)
+    gpu = VLLM.startup_kv(layers, 32768, 40 * 2**30, H100, wl, prefix_caching=False)
+    assert gpu.block_tokens == 544
+    # 36 linear + 12 full layers: groups of 12, a block 12 pages of 544 x 2,048 B
+    assert gpu.num_blocks == 40 * 2**30 // (12 * 544 * 2048)
+    assert gpu.blocks_per_request == -(-32768 // 544) + 3  # the full group's blocks, one per state group
+    assert VLLM.startup_kv(layers, 32768, 40 * 2**30, CPU, wl, prefix_caching=False).block_tokens == 640
+    # the prefix cache ("align" mode) keeps two state blocks per group and request
+    on = VLLM.startup_kv(layers, 32768, 40 * 2**30, H100, wl)
+    assert on.blocks_per_request == gpu.blocks_per_request + 3 and on.num_blocks == gpu.num_blocks
+
+
+def test_the_recurrent_state_dtype_is_the_engines():
+    """vLLM keeps the recurrent state in the model dtype unless the config names float32 (Qwen3.5's
+    ``mamba_ssm_dtype``); llama.cpp and SGLang keep it in F32."""
+    nxt, q35 = get_model("qwen3-next-80b-a3b"), get_model("qwen3.5-35b-a3b")
+    assert q35.state.ssm_dtype == "float32" and nxt.state.ssm_dtype == ""
+    assert get_engine("vllm").state_recurrent_bytes(nxt) == 2
+    assert get_engine("vllm").state_recurrent_bytes(q35) == 4
+    for engine in ("llama.cpp", "sglang"):
+        assert get_engine(engine).state_recurrent_bytes(nxt) == 4
+    # 32 value heads x 128 x 128 recurrent elements, 8,192 x 3 conv elements, per layer
+    assert state_bytes_per_seq(nxt, "vllm")[LINEAR] == 36 * (524_288 * 2 + 24_576 * 2)
+    assert state_bytes_per_seq(q35, "vllm")[LINEAR] == 30 * (524_288 * 4 + 24_576 * 2)
+    assert state_bytes_per_seq(nxt, "llama.cpp")[LINEAR] == 36 * (524_288 * 4 + 24_576 * 4)
+
+
+def test_a_hybrid_steady_state_is_its_block_managers():
+    """Without windowed layers a running request of n_ctx tokens holds what it was admitted with."""
+    mem = estimate_memory(
+        get_model("qwen3-next-80b-a3b"),
+        get_quant("FP8"),
+        get_hardware("h200-141gb-sxm"),
+        Workload(engine="vllm", n_ctx=32768),
+    )
+    s = mem.startup_kv
+    assert s is not None and s.block_tokens == 544
+    assert mem.max_concurrency == int(s.max_concurrency) and mem.kv_capacity_tokens == s.kv_cache_tokens
+
+
 def test_what_it_does_not_model_gives_none():
     wl = Workload(engine="vllm", n_ctx=8192)
-    state = cache_layers(get_model("qwen3-next-80b-a3b"), "bf16", "vllm", 1)
-    assert VLLM.startup_kv(state, 8192, 2**34, H100, wl) is None  # Gated DeltaNet state layers
     dsa = cache_layers(get_model("deepseek-v3.2"), "bf16", "vllm", 1)
     assert any(x.kind == "indexer" for x in dsa)
     assert VLLM.startup_kv(dsa, 8192, 2**34, H100, wl) is None  # the indexer's own cache group

@@ -324,6 +324,7 @@ def _state(t: dict) -> StateSpec | None:
             key_head_dim=dk,
             value_head_dim=dv,
             conv_kernel=kern,
+            ssm_dtype=str(t.get("mamba_ssm_dtype") or ""),
         )
     if t.get("mamba_num_heads"):
         nh, hd = int(t["mamba_num_heads"]), int(t["mamba_head_dim"])
@@ -337,6 +338,7 @@ def _state(t: dict) -> StateSpec | None:
             key_head_dim=ds,
             value_head_dim=hd,
             conv_kernel=kern,
+            ssm_dtype=str(t.get("mamba_ssm_cache_dtype") or t.get("mamba_ssm_dtype") or ""),
         )
     return None
 

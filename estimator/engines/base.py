@@ -54,13 +54,16 @@ class CacheLayer:
 
     kind: FULL, SLIDING or CHUNKED attention, or another kind the block manager may not model (recurrent
     state, a DSA indexer); token_bytes: bytes one token takes in this layer on one device (its share of the
-    KV heads under tensor parallelism); span: the window (SLIDING) or chunk (CHUNKED) in tokens, 0 for FULL.
+    KV heads under tensor parallelism); span: the window (SLIDING) or chunk (CHUNKED) in tokens, 0 for FULL;
+    state_bytes: a recurrent-state layer's (LINEAR, MAMBA) fixed state of one sequence on one device
+    (recurrent + conv state, its share of the heads under tensor parallelism), 0 for attention.
     """
 
     kind: str
     token_bytes: int
     span: int = 0
     latent: bool = False  # an MLA latent row (one per token, shared by every head)
+    state_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -374,6 +377,11 @@ class EngineProfile:
         """The attention kind the engine really runs for a layer the config declares as ``kind``."""
         return kind
 
+    def state_recurrent_bytes(self, model: ModelSpec) -> int:
+        """Bytes per element of a linear-attention / SSM layer's recurrent state: F32 (4) by default
+        (llama.cpp's r / s caches are F32; SGLang's ``--mamba-ssm-dtype`` defaults to float32)."""
+        return 4
+
     def kv_layout(
         self,
         model: ModelSpec,
@@ -486,9 +494,12 @@ class EngineProfile:
         pool_bytes: int,
         hardware: HardwareSpec,
         workload: Workload,
+        *,
+        prefix_caching: bool = True,
     ) -> StartupKV | None:
         """The KV-cache figures the engine logs at startup for a pool of ``pool_bytes`` per device (see
-        ``StartupKV``); None when it logs none, or none its block manager's rules here reproduce."""
+        ``StartupKV``); None when it logs none, or none its block manager's rules here reproduce.
+        ``prefix_caching``: the engine's prefix cache is on (its serving default)."""
         return None
 
     def dense_prompt_keys(self, model: ModelSpec, hardware: HardwareSpec) -> int:
@@ -607,11 +618,14 @@ MXFP4_CHECKPOINT = QuantSpec(
 # 1-D tensors and the router: llama.cpp keeps them F32 (estimator.physics.quant.ALWAYS_F32); a PyTorch
 # engine creates them in the checkpoint's dtype (RMSNorm weights, biases, the MoE gate's ReplicatedLinear).
 # Measured: vLLM's worker holds SmolLM2-360M's and Qwen3-0.6B's norms in bf16 (results/runs/cpu-full:
-# 17,280 and 20,480 B below the GGUF recipe's F32 count, 2 B per norm element).  The state-space scalars
-# (ssm_conv1d, ssm_small: A, D, dt_bias) stay F32, a few KB: vLLM keeps A (Mamba2), A_log / dt_bias (GDN) in
-# float32.
-_CHECKPOINT_SMALL = ("norm", "bias", "ffn_gate_inp")
-_SSM_F32 = ("ssm_conv1d", "ssm_small")
+# 17,280 and 20,480 B below the GGUF recipe's F32 count, 2 B per norm element).  Of the state-space tensors
+# only A (Mamba2 ``A``, Gated DeltaNet ``A_log``: class ssm_small) stays F32, created so by vLLM
+# (layers/mamba/mamba_mixer2.py, gdn/qwen_gdn_linear_attn.py); the conv1d weight is an unquantized
+# ColumnParallelLinear in the model dtype, D and dt_bias parameters in it too.  Measured on vLLM's worker
+# (results/runs/cpu-vllm-hybrid, Qwen3-Next 4-layer proxy): 14,420,007,232 B, equal to the byte; with conv1d
+# in F32 and A in bf16 it was 196,416 B over (65,536 - 64 per linear layer).
+_CHECKPOINT_SMALL = ("norm", "bias", "ffn_gate_inp", "ssm_conv1d")
+_SSM_F32 = ("ssm_small",)
 
 
 def checkpoint_weight_format(quant: QuantSpec, fills_k_eq_v: bool = False) -> QuantSpec:

@@ -44,7 +44,19 @@ from estimator.engines.base import (
     paged_layout,
     slug,
 )
-from estimator.specs import CHUNKED, FULL, GIB, SLIDING, HardwareSpec, ModelSpec, QuantSpec, Workload
+from estimator.specs import (
+    CHUNKED,
+    FULL,
+    GIB,
+    LINEAR,
+    MAMBA,
+    NONE,
+    SLIDING,
+    HardwareSpec,
+    ModelSpec,
+    QuantSpec,
+    Workload,
+)
 
 BLOCK = 16  # default GPU block size (tokens)
 # Block sizes of vLLM 0.32.0's attention backends (tokens): the CPU backend's 128 (the runner's records:
@@ -54,6 +66,7 @@ MLA_BLOCK = 64
 CPU_MLA_BLOCK = 16
 # async scheduling (on by default, config/vllm.py) keeps two scheduler batches in flight
 IN_FLIGHT_BATCHES = 2
+STATE = "state"  # the bucket of a hybrid's recurrent-state layers (one padded page each)
 # fitbench KV dtype name -> --kv-cache-dtype (runners/vllm.py keeps the same map: runners import nothing of
 # ours;
 # tests/test_launch.py checks the two agree)
@@ -202,6 +215,22 @@ class VLLM(EngineProfile):
             graphs = cudagraph_sizes(min(2 * seqs, 512, budget))
         return SchedulerSpec(budget, seqs, True, graphs, SCHEDULER_SOURCE)
 
+    def state_recurrent_bytes(self, model: ModelSpec) -> int:
+        """vllm 0.32.0 keeps the recurrent state in the conv state's dtype, the model dtype (bf16: 2 bytes),
+        under ``--mamba-ssm-cache-dtype auto`` (model_executor/layers/mamba/mamba_utils.py
+        ``_mamba_state_dtype``), unless the model's config hook sets one: Qwen3.5 takes its config.json
+        ``mamba_ssm_dtype`` (float32 in every published Qwen3.5; models/config.py
+        ``Qwen3_5ForConditionalGenerationConfig``), Nemotron-H its ``mamba_ssm_cache_dtype``, float32 when
+        unstated (``NemotronHForCausalLMConfig``).  Qwen3-Next and other hybrids: the model dtype."""
+        declared = model.state.ssm_dtype if model.state is not None else ""
+        if model.architecture in ("qwen3_5_text", "qwen3_5_moe_text"):
+            dtype = declared
+        elif model.architecture == "nemotron_h":
+            dtype = declared or "float32"
+        else:
+            dtype = ""
+        return 4 if dtype == "float32" else 2
+
     def startup_kv(
         self,
         layers: tuple[CacheLayer, ...],
@@ -209,35 +238,58 @@ class VLLM(EngineProfile):
         pool_bytes: int,
         hardware: HardwareSpec,
         workload: Workload,
+        *,
+        prefix_caching: bool = True,
     ) -> StartupKV | None:
         """vLLM's startup "KV cache size: N tokens" and "Maximum concurrency for L tokens per request: X" for
-        attention caches (full, sliding-window, chunked-local layers), by vllm 0.32.0's block manager
-        (v1/core/kv_cache_utils.py ``get_kv_cache_groups``, ``get_max_concurrency_for_kv_cache_config``;
-        v1/kv_cache_interface.py ``max_memory_usage_bytes``):
+        attention caches (full, sliding-window, chunked-local layers) and Gated-DeltaNet / Mamba hybrids, by
+        vllm 0.32.0's block manager (v1/core/kv_cache_utils.py ``get_kv_cache_groups``,
+        ``get_max_concurrency_for_kv_cache_config``; v1/kv_cache_interface.py ``max_memory_usage_bytes``;
+        platforms/interface.py ``_align_hybrid_block_size``):
 
         * layers of one spec form a bucket; page = block x token_bytes; smaller pages take a larger block
           (x max page / page when it divides) so that every page equals the largest, P;
+        * a hybrid's attention block b is raised to the smallest multiple of the base block whose page holds
+          one sequence's recurrent state (b = base x ceil(state / (base x token_bytes))), and the state is
+          padded to that page: every state layer takes one page, P = b x token_bytes;
         * group size g = the smallest bucket's layer count (the largest when it is < 1.5 x the smallest);
           a bucket of n layers makes ceil(n / g) groups, padded to g layers;
         * num_blocks = pool_bytes // (P x g): one block holds a page of every layer position of a group;
         * blocks of one request of L = max_model_len tokens, per group: full ceil(L / b); sliding window W
           ceil(min(W - 1 + F, L) / b) + 1; chunked A ceil(min(A + F, L) / b), with F = the in-flight tokens
           (2 batches of ``max_num_batched_tokens`` with async scheduling): vLLM's admission cap, a sliding
-          layer counted with every token up to the prefill chunks in flight past its window;
+          layer counted with every token up to the prefill chunks in flight past its window; a state group
+          1 block, 2 with the prefix cache on (``mamba_cache_mode`` "align": the running state and the last
+          block-aligned one; vLLM's default, and what a hybrid turns on with it);
         * max concurrency = num_blocks / blocks per request; KV cache tokens = int(that x L).
 
-        None for recurrent-state layers (vLLM raises the attention block to the state's page), a DSA indexer
+        None for a hybrid whose attention layers differ in row width or hold an MLA latent (vLLM sizes the
+        state page from the model-wide attention row), a model without attention layers, a DSA indexer
         cache (a group of its own) and pipeline parallelism (one pool per stage)."""
         if not layers or workload.split == "pp":
             return None
-        if any(x.kind not in (FULL, SLIDING, CHUNKED) or x.token_bytes <= 0 for x in layers):
+        layers = tuple(x for x in layers if x.kind != NONE)
+        attn = [x for x in layers if x.kind in (FULL, SLIDING, CHUNKED)]
+        states = [x for x in layers if x.kind in (LINEAR, MAMBA)]
+        if not attn or len(attn) + len(states) != len(layers) or any(x.token_bytes <= 0 for x in attn):
             return None
-        block = self._startup_block(hardware, any(x.latent for x in layers))
+        latent = any(x.latent for x in attn)
+        block = self._startup_block(hardware, latent)
         buckets: dict[tuple[str, int, int], int] = {}
-        for x in layers:
+        for x in attn:
             key = (x.kind, x.span if x.kind != FULL else 0, x.token_bytes)
             buckets[key] = buckets.get(key, 0) + 1
-        page = max(block * tb for _, _, tb in buckets)
+        if states:
+            row = {x.token_bytes for x in attn}
+            state = max(x.state_bytes for x in states)
+            if latent or len(row) != 1 or state <= 0:
+                return None
+            (tb,) = row
+            block = max(block, block * -(-state // (block * tb)))
+            buckets[(STATE, 0, 0)] = len(states)
+            page = block * tb
+        else:
+            page = max(block * tb for _, _, tb in buckets)
         counts = list(buckets.values())
         group = min(counts) if max(counts) >= 1.5 * min(counts) else max(counts)
         num_blocks = int(pool_bytes) // (page * group)
@@ -245,6 +297,9 @@ class VLLM(EngineProfile):
         length = int(max_model_len)
         per_request = 0
         for (kind, span, tb), n in buckets.items():
+            if kind == STATE:
+                per_request += -(-n // group) * (2 if prefix_caching else 1)
+                continue
             b = block * (page // (block * tb)) if page % (block * tb) == 0 else block
             if kind == SLIDING:
                 blocks = -(-min(span - 1 + in_flight, length) // b) + 1

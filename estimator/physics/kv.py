@@ -24,9 +24,11 @@ estimator.engines.vllm: paged blocks, windowed layers at window + one block).  L
 run as declared (llama.cpp runs
 Mistral v0.1's sliding window as full attention) follow ``EngineProfile.layer_kind``.
 
-Fixed state (LINEAR Gated DeltaNet and MAMBA layers), per sequence and layer: recurrent_elems + conv_elems.
-The recurrent state is F32 (4 B per element) in every engine we size; the conv state takes the profile's
-``state_conv_bytes`` (llama.cpp F32, vLLM bf16).  State does not depend on n_ctx or on kv_dtype.
+Fixed state (LINEAR Gated DeltaNet and MAMBA layers), per sequence and layer: recurrent_elems x
+``EngineProfile.state_recurrent_bytes`` + conv_elems x ``state_conv_bytes``.  The recurrent state is F32 in
+llama.cpp and SGLang; vLLM keeps it in the model dtype (bf16) unless the model's config asks for float32
+(Qwen3.5, Nemotron-H).  The conv state: llama.cpp F32, vLLM / SGLang bf16.  State does not depend on n_ctx or
+on kv_dtype.
 
 ``kv_cache`` raises SpecError for a cache the engine cannot allocate (``EngineProfile.check_cache``: llama.cpp
 needs flash attention for a quantized V cache).
@@ -135,19 +137,21 @@ def cache_layers(
     """Every layer that keeps a cache, as a paged block manager sees it on one of ``n_tp`` tensor-parallel
     devices (``EngineProfile.startup_kv``): an attention layer (kind as the engine runs it) with its bytes
     per token = K + V rows of the device's KV heads (max(1, heads // n_tp) of them, vLLM's split; an MLA
-    latent row whole on every device) and its window; a recurrent-state layer with 0 bytes per token (its
-    state is fixed); a DSA indexer key as a layer of kind "indexer" next to each full layer.  KV-shared
-    layers keep none."""
+    latent row whole on every device) and its window; a recurrent-state layer with 0 bytes per token and its
+    fixed state of one sequence (``state_bytes_per_seq`` per layer, its 1 / n_tp share: the engines split the
+    value heads and conv channels); a DSA indexer key as a layer of kind "indexer" next to each full layer.
+    KV-shared layers keep none."""
     t = kv_type(kv_dtype)
     profile = get_engine(engine)
     idx = _indexer_key_bytes(m, kv_dtype, engine)
+    state = _state_layer_bytes(m, engine) // max(1, n_tp)
     out: list[CacheLayer] = []
     for i, declared in enumerate(m.layer_types):
         if m.kv_shared(i):
             continue
         kind = profile.layer_kind(m, declared)
         if kind not in (FULL, SLIDING, CHUNKED):
-            out.append(CacheLayer(kind, 0))
+            out.append(CacheLayer(kind, 0, state_bytes=state if kind in (LINEAR, MAMBA) else 0))
             continue
         k, v = _attn_rows(m, kind)
         if m.mla is None:
@@ -163,14 +167,23 @@ def cache_layers(
     return tuple(out)
 
 
+def _state_layer_bytes(m: ModelSpec, engine: str) -> int:
+    """Fixed state of one sequence in one LINEAR / MAMBA layer: recurrent_elems x the engine's recurrent
+    dtype + conv_elems x its conv dtype (bytes); 0 without a state."""
+    if m.state is None:
+        return 0
+    profile = get_engine(engine)
+    recurrent = profile.state_recurrent_bytes(m) * m.state.recurrent_elems
+    return recurrent + profile.state_conv_bytes * m.state.conv_elems
+
+
 @lru_cache(maxsize=4096)
 def state_bytes_per_seq(m: ModelSpec, engine: str = "llama.cpp") -> dict[str, int]:
     """Fixed state bytes of one sequence: {linear, mamba} (see module docstring for dtypes)."""
     out = {LINEAR: 0, MAMBA: 0}
     if m.state is None:
         return out
-    conv_b = get_engine(engine).state_conv_bytes
-    per_layer = 4 * m.state.recurrent_elems + conv_b * m.state.conv_elems
+    per_layer = _state_layer_bytes(m, engine)
     for kind in m.layer_types:
         if kind in out:
             out[kind] += per_layer

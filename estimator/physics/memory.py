@@ -40,7 +40,10 @@ per token at n_ctx (windowed layers at the cells the engine's ``kv_layout`` give
 vLLM / TensorRT-LLM the window plus a block, SGLang its SWA ratio); max_concurrency = floor(capacity /
 n_ctx).  It fits when the KV budget holds n_seq sequences of n_ctx tokens.  ``startup_kv``: the figures the
 engine logs at startup for that budget (``EngineProfile.startup_kv`` on ``kv.cache_layers``: vLLM's block
-manager, whose concurrency is an admission bound below max_concurrency for sliding-window models).
+manager, whose concurrency is an admission bound below max_concurrency for sliding-window models).  For a
+recurrent hybrid without windowed layers the block manager's figures are the capacity too: a running request
+of n_ctx tokens holds whole attention blocks (vLLM: 544 tokens for Qwen3-Next on a GPU) and a state page
+padded to one block per state group, which the per-token division above does not see.
 """
 
 from __future__ import annotations
@@ -211,6 +214,11 @@ def estimate_memory(
             ways = n if wl.split == "tp" else 1
             layers = cache_layers(model, wl.kv_dtype, wl.engine, ways)
             startup = profile.startup_kv(layers, int(wl.n_ctx), int(kv_budget), hardware, wl)
+            if startup is not None and model.state is not None and not any(x.span for x in layers):
+                # a hybrid without windowed layers holds at n_ctx what it is admitted with: whole attention
+                # blocks and a padded state page per state group (two with the prefix cache): the block
+                # manager's figure is the steady state too
+                kv_cap, max_conc = startup.kv_cache_tokens, int(startup.max_concurrency)
     else:
         usable_of = [usable_device_bytes(hardware, c)] * n
     devices = []
