@@ -104,6 +104,17 @@ def test_cuda_compute_buffers_match_within_a_median_three_percent():
     assert all(r.weights_ok() and r.kv_ok() for r in rows)
 
 
+def test_dense_device_head_moment_is_one_hidden_row_below_the_cpu_graphs():
+    """With flash attention the head is a dense model's largest moment; on the H200 its device buffer is the
+    CPU graph's less 4 u hidden (the input embeddings are staged on the host): every dense full-depth model,
+    4K-32K cells, to llama.cpp's log rounding (prior coefficients)."""
+    rows = cons.compare_runs([(str(RUNS), r) for r in _memory_records(True)])
+    dense = [r for r in rows if resolve_model(r.model_id).moe is None]
+    assert len(dense) >= 20
+    for r in dense:
+        assert abs(r.engine_compute_bytes - r.est_compute_bytes) <= LOG_ROUNDING_BYTES, (r.model_id, r.n_ctx)
+
+
 def test_calibration_reads_device_figures_of_a_gpu_record():
     """Context overhead = NVML per-process peak - buffers on the device (600-710 MiB on the H200: the CUDA
     context, cuBLAS and the pool); the compute target is the device's buffer, not the host staging."""

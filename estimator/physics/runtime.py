@@ -15,7 +15,12 @@ memory between layers); the attention mask is a graph input that lives through e
     K      = KV cells one stream holds for each attention kind the model runs (full, sliding/chunked), from
              the engine profile's ``kv_layout`` with the workload's --swa-full / --kv-unified / padding
     mask   = mask_factor * (2 if flash attention else 4) * u * sum(K)      (F16 / F32 KQ masks, one per kind)
-    logits = 4 * u * (logits_factor * n_vocab + out_hidden_factor * hidden)  (F32 logits + final norm)
+    logits = 4 * u * (logits_factor * n_vocab + (out_hidden_factor - s) * hidden)  (F32 logits + final norm;
+             s = 1 on a discrete device whose engine keeps the token embedding in host RAM (llama.cpp): the
+             input embeddings are looked up and staged on the host, and the device's head moment holds one
+             F32 hidden row per token less than the CPU graph's.  llama.cpp's memory-fit pass on an H200
+             with flash attention: 4 u hidden below the CPU-fitted head on all 11 dense models, 4K-32K
+             cells, results/runs/gpu-lease--nvidia-hopper--vm.jsonl; s = 0 elsewhere)
     attn   = mask + 4 * u * attn_hidden_factor * hidden
              + (no flash attention) kq_factor * 4 * u * n_heads * max(K)   (F32 KQ scores of one layer; the
                                                                            softmax runs in place)
@@ -301,7 +306,10 @@ def runtime_buffers(
     if SLIDING in kinds or CHUNKED in kinds:
         cells.append(lay.windowed_per_stream)
     mask = c.mask_factor * (2 if wl.flash_attn else 4) * u * sum(cells)
-    logits = 4 * u * (c.logits_factor * m.vocab_size + c.out_hidden_factor * m.hidden_size)
+    # the input embeddings are looked up and staged on the host when the token embedding stays there: the
+    # device's head moment holds one F32 hidden row per token less than the CPU graph's
+    staged = 1 if discrete and profile.embedding_on_host else 0
+    logits = 4 * u * (c.logits_factor * m.vocab_size + (c.out_hidden_factor - staged) * m.hidden_size)
     mla = m.mla
     if mla is not None:
         r = mla.kv_lora_rank
