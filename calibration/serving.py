@@ -193,8 +193,11 @@ def serving_points(
                 sv.SERVE if serve else sv.BATCH,
                 equal_lengths=fixed_lengths(r),
             )
-            cap = sv.kv_capacity(model, quant, hw, dataclasses.replace(wl, n_ctx=r.n_prompt + r.n_gen), table)
-            f = sv.serving_features(model, quant, hw, wl, load, cap, replicas=max(r.dp_size or 1, 1))
+            sized = dataclasses.replace(wl, n_ctx=r.n_prompt + r.n_gen)
+            cap, state_cap = sv.pool_capacity(model, quant, hw, sized, table)
+            f = sv.serving_features(
+                model, quant, hw, wl, load, cap, replicas=max(r.dp_size or 1, 1), state_max_requests=state_cap
+            )
         except (SpecError, KeyError, ValueError, ZeroDivisionError) as exc:
             rejected.append(_reject(lr, f"features: {exc}"))
             continue

@@ -88,3 +88,47 @@ def test_offload_maps_to_cpu_offload_gb():
     )
     argv = next(c for c in d["launch"] if c["engine"] == "sglang")["argv"]
     assert float(argv[argv.index("--cpu-offload-gb") + 1]) == pytest.approx(40 * GIB / GIB)
+
+
+def test_a_hybrids_state_takes_its_own_pool():
+    """SGLang sizes a recurrent hybrid's state pool first (model_runner_kv_cache_mixin.py
+    ``handle_max_mamba_cache``): state memory / KV memory = --mamba-full-memory-ratio 0.9, so the state gets
+    0.9 / 1.9 of the pool, the full-attention KV the rest, and with the radix cache on the running requests
+    are capped at a third of the state slots.  Qwen3-Next FP8 on an H200 at 32K: the KV pool is about 1.9x
+    smaller than the whole reservation would hold."""
+    from estimator.physics.kv import layer_token_bytes, state_bytes_per_seq
+    from estimator.specs import FULL
+
+    model = get_model("qwen3-next-80b-a3b")
+    state = sum(state_bytes_per_seq(model, "sglang").values())
+    assert state == 36 * (524_288 * 4 + 24_576 * 2)  # F32 recurrent, bf16 conv
+    pool = 40 * 2**30
+    left, requests = SG.state_pool(pool, state)
+    slots = int(pool * 0.9 / 1.9) // state
+    assert left == pool - slots * state and requests == slots // 3
+    assert SG.state_pool(pool, 0) is None
+    wl = Workload(engine="sglang", n_ctx=32768)
+    mem = estimate_memory(model, get_quant("FP8"), get_hardware("h200-141gb-sxm"), wl)
+    per_token = layer_token_bytes(model, "f16", "sglang")[FULL]
+    d = mem.per_device[0]
+    budget = d.usable_bytes - d.weights_bytes - d.runtime_bytes - d.overhead_bytes
+    left, requests = SG.state_pool(int(budget), state)
+    assert mem.kv_capacity_tokens == left // per_token < budget // per_token / 1.8
+    assert mem.max_concurrency == min(mem.kv_capacity_tokens // 32768, requests)
+
+
+def test_the_state_pool_bounds_serving_concurrency():
+    """The serving model runs at most the requests SGLang's state pool admits (max_seqs = min(the
+    scheduler's, the pool's)); vLLM keeps the state in its KV pool and has no such bound."""
+    from estimator.physics import serving as sv
+
+    model, hw = get_model("qwen3-next-80b-a3b"), get_hardware("h100-80gb-sxm")
+    table = prior_table()
+    wl = Workload(engine="sglang", n_ctx=2048, n_devices=2)
+    cap, state_cap = sv.pool_capacity(model, get_quant("FP8"), hw, wl, table)
+    assert cap > 0 and 0 < state_cap < 4096
+    load = sv.ServingLoad(4096, 1024, 1024)
+    f = sv.serving_features(model, get_quant("FP8"), hw, wl, load, cap, state_max_requests=state_cap)
+    assert f.max_seqs == min(sv.ranked_scheduler(SG, hw, wl, 1).max_seqs, state_cap)
+    vllm = Workload(engine="vllm", n_ctx=2048)
+    assert sv.pool_capacity(model, get_quant("FP8"), hw, vllm, table)[1] is None

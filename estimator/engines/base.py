@@ -487,6 +487,12 @@ class EngineProfile:
         """The engine's default scheduler on this device (per-device memory decides some defaults)."""
         raise NotImplementedError
 
+    def state_pool(self, pool_bytes: int, state_bytes: int) -> tuple[int, int] | None:
+        """How a recurrent hybrid's state shares a reserved pool of ``pool_bytes`` per device
+        (``state_bytes``: one request's state on one device): (bytes left to the attention KV, most running
+        requests the state pool admits), or None when the engine keeps the state inside its KV pool."""
+        return None
+
     def startup_kv(
         self,
         layers: tuple[CacheLayer, ...],

@@ -11,7 +11,9 @@ Facts from sgl-project/sglang ``python/sglang/srt/server_args.py`` (read 2026-12
   default from the GPU memory (about 0.88 on a 24 GB card, 0.875 on 80 GB, 0.91 on 141 GB at TP 1), so the
   prior here is 0.88.  Activations and CUDA graphs use the rest, as in vLLM: the same "torch" runtime model
   (estimator.physics.runtime) starting from vLLM's memory prior, with a chunked-prefill budget of 8,192
-  tokens (SGLang's ``--chunked-prefill-size`` default on large GPUs).
+  tokens (SGLang's ``--chunked-prefill-size`` default on large GPUs).  A recurrent hybrid's state takes a
+  pool of its own out of the KV budget first (``state_pool``: ``--mamba-full-memory-ratio`` 0.9), and the
+  running requests are capped at a third of its slots.
 * Speed: serving at concurrency is calibrated on published SGLang runs (calibration.serving: B200 and MI300X
   rows, the engine term per vendor); a single stream's decode and prefill have no SGLang record and follow the
   same physics as vLLM (the report names the basis of each figure).
@@ -45,6 +47,13 @@ from estimator.engines.base import (
 from estimator.specs import GIB, HardwareSpec, ModelSpec, QuantSpec, Workload
 
 SWA_FULL_TOKENS_RATIO = 0.8
+# a recurrent hybrid's state pool (python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py
+# ``handle_max_mamba_cache`` and ``init_memory_pool``; the later kv-cache configurator keeps the rule):
+# --mamba-full-memory-ratio = state memory / full-attention KV memory (default 0.9), and with the radix cache
+# on (the default) --max-running-requests is capped at a third of the state slots
+# (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO)
+MAMBA_FULL_MEMORY_RATIO = 0.9
+STATE_SLOTS_PER_REQUEST = 3
 # fitbench KV dtype name -> --kv-cache-dtype
 KV_FLAGS = {
     "f16": "auto",
@@ -111,6 +120,17 @@ class SGLang(EngineProfile):
         options SGLang has no equivalent of: ignored."""
         cells = n_ctx * n_seq
         return KVLayout(cells, cells if swa_full else math.ceil(SWA_FULL_TOKENS_RATIO * cells), 1)
+
+    def state_pool(self, pool_bytes: int, state_bytes: int) -> tuple[int, int] | None:
+        """SGLang gives a hybrid's state a pool of its own before sizing the KV pool: state slots =
+        floor(pool x r / (1 + r) / state_bytes), r = MAMBA_FULL_MEMORY_RATIO; the full-attention KV gets the
+        rest, pool - slots x state_bytes; running requests <= slots // STATE_SLOTS_PER_REQUEST (the radix
+        cache keeps a request's state at the prefix it may share besides the running one)."""
+        if state_bytes <= 0 or pool_bytes <= 0:
+            return None
+        r = MAMBA_FULL_MEMORY_RATIO
+        slots = int(pool_bytes * r / (1 + r)) // int(state_bytes)
+        return int(pool_bytes) - slots * int(state_bytes), slots // STATE_SLOTS_PER_REQUEST
 
     def launch(
         self, model: ModelSpec, quant: QuantSpec, workload: Workload, weights_bytes: int

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 from estimator.engines import get_engine
 from estimator.engines.base import StartupKV
-from estimator.physics.kv import cache_layers, kv_cache, kv_cache_for, layer_token_bytes
+from estimator.physics.kv import cache_layers, kv_cache, kv_cache_for, layer_token_bytes, state_bytes_per_seq
 from estimator.physics.runtime import coerce, reserved_usable_bytes, runtime_buffers, usable_device_bytes
 from estimator.physics.weights import weight_breakdown
 from estimator.specs import (
@@ -108,6 +108,9 @@ class MemoryEstimate:
     # the KV figures the engine logs at startup (EngineProfile.startup_kv: vLLM's block manager), None when
     # it logs none we reproduce
     startup_kv: StartupKV | None = None
+    # most running requests a recurrent hybrid's own state pool admits (EngineProfile.state_pool: SGLang),
+    # None when the state lives in the KV pool
+    state_max_requests: int | None = None
 
 
 @dataclass(frozen=True)
@@ -199,7 +202,7 @@ def estimate_memory(
     if discrete:
         host += rt.output_bytes + rt.host_compute_bytes
     overhead = rt.context_overhead_bytes
-    kv_cap = max_conc = startup = None
+    kv_cap = max_conc = startup = state_cap = None
     if profile.reserves_memory:
         fixed = [w + runtime_dev + overhead for w in per_w]
         frac, of_free = wl.gpu_memory_utilization, profile.reserves_free_memory
@@ -207,9 +210,17 @@ def estimate_memory(
         kv_budget = min(u - f for u, f in zip(usable_of, fixed, strict=True))
         per_tok = _kv_bytes_per_pool_token(model, wl, n)
         pools = n if wl.split == "dp" else 1  # each device's pool holds its own sequences
-        per_pool = max(0, int(kv_budget // per_tok)) if per_tok else None
+        split = None
+        if model.state is not None and kv_budget > 0:
+            state = sum(state_bytes_per_seq(model, wl.engine).values())
+            split = profile.state_pool(int(kv_budget), state // (1 if wl.split == "dp" else n))
+        attn_budget = kv_budget if split is None else split[0]
+        per_pool = max(0, int(attn_budget // per_tok)) if per_tok else None
         kv_cap = None if per_pool is None else pools * per_pool
         max_conc = None if per_pool is None else pools * (per_pool // int(wl.n_ctx))
+        if split is not None:
+            state_cap = pools * split[1]
+            max_conc = None if max_conc is None else min(max_conc, state_cap)
         if kv_budget > 0 and wl.split != "dp":  # dp: each rank logs its own pool's figures
             ways = n if wl.split == "tp" else 1
             layers = cache_layers(model, wl.kv_dtype, wl.engine, ways)
@@ -268,6 +279,7 @@ def estimate_memory(
         host_bytes=host,
         kv_capacity_tokens=kv_cap,
         max_concurrency=max_conc,
+        state_max_requests=state_cap,
         min_offload_bytes=max(0, min_off),
         engine=wl.engine,
         coefficients=rt.coefficients,

@@ -11,7 +11,8 @@ C``, mode ``"serve"``); or C requests handed over at once and timed to the last 
 tokens, at most S = ``max_seqs`` running requests, graph-captured step sizes, and whether a step mixes prompt
 chunks with decode tokens (vLLM V1, llama-server) or runs prefill batches as steps of their own (SGLang).  The
 KV pool holds K = ``kv_capacity_tokens`` tokens (estimator.physics.memory; unbounded when the engine sizes
-the cache per slot).
+the cache per slot); a recurrent hybrid whose state has a pool of its own (SGLang) runs at most the requests
+that pool admits (``pool_capacity``: S = min(S, state_max_requests)).
 
 **One step** carrying n_d decode tokens (one per request in its decode phase) and u prompt tokens is the
 decode step formula of estimator.physics.speed (``speed.step_s``) applied to the step's features
@@ -273,11 +274,13 @@ def serving_features(
     load: ServingLoad,
     kv_capacity_tokens: float | None = None,
     replicas: int | None = None,
+    state_max_requests: int | None = None,
 ) -> ServingFeatures:
     """The ServingFeatures of a configuration under ``load`` (``workload.n_devices`` devices, tensor
     parallel, or attention data parallel under split ``dp``; ``kv_capacity_tokens`` from the memory physics,
     None = unbounded).  ``replicas``: copies of the dense weights a step reads (attention data parallelism);
-    None = N under split ``dp``, else 1."""
+    None = N under split ``dp``, else 1.  ``state_max_requests``: the running requests a hybrid's own state
+    pool admits (``pool_capacity``), a bound on the scheduler's max_seqs."""
     if load.concurrency < 1 or load.isl < 1 or load.osl < 1:
         raise SpecError("serving needs concurrency, input and output tokens >= 1")
     if not hardware.bandwidth_gbs:
@@ -325,7 +328,9 @@ def serving_features(
         link_bs=0.5 * (hardware.interconnect_gbs or speed.DEFAULT_INTERCONNECT_GBS) * 1e9,
         kv_capacity_tokens=float(kv_capacity_tokens) if kv_capacity_tokens is not None else math.inf,
         max_batched_tokens=float(sched.max_batched_tokens),
-        max_seqs=float(sched.max_seqs),
+        max_seqs=float(
+            sched.max_seqs if state_max_requests is None else min(sched.max_seqs, state_max_requests)
+        ),
         kv_output_share=1.0 if sched.reserves_whole_request else 0.5,
         mixes_prefill=sched.mixes_prefill,
         graph_sizes=tuple(sched.graph_sizes),
@@ -670,18 +675,21 @@ def with_intervals(p: ServingPoint, sp: ServingParams) -> ServingEstimate:
     )
 
 
-def kv_capacity(model: ModelSpec, quant: QuantSpec, hardware: HardwareSpec, workload: Workload, table):
-    """KV pool tokens of an engine that reserves memory (estimator.physics.memory), else None (unbounded:
-    the cache is sized per slot)."""
+def pool_capacity(
+    model: ModelSpec, quant: QuantSpec, hardware: HardwareSpec, workload: Workload, table
+) -> tuple[int | None, int | None]:
+    """(KV pool tokens, most running requests a hybrid's own state pool admits) of an engine that reserves
+    memory (estimator.physics.memory: ``kv_capacity_tokens``, ``state_max_requests``); None where unbounded
+    (an engine that sizes its cache per slot; a state kept inside the KV pool)."""
     from estimator.physics.memory import estimate_memory
 
     if not get_engine(workload.engine).reserves_memory:
-        return None
+        return None, None
     quant = get_engine(workload.engine).weight_format(quant)
     mem = estimate_memory(
         model, quant, hardware, replace(workload, n_seq=1), table.memory_for(workload.engine)
     )
-    return mem.kv_capacity_tokens
+    return mem.kv_capacity_tokens, mem.state_max_requests
 
 
 def estimate_serving(
@@ -694,12 +702,12 @@ def estimate_serving(
 ) -> list[ServingEstimate]:
     """Serving estimates of one configuration at each load (one coefficient lookup, one KV capacity)."""
     sp = serving_params(table, hardware, workload.engine)
-    cap = kv_capacity(model, quant, hardware, workload, table)
+    cap, state_cap = pool_capacity(model, quant, hardware, workload, table)
     out = []
     base = None
     for load in loads:
         if base is None:
-            base = serving_features(model, quant, hardware, workload, load, cap)
+            base = serving_features(model, quant, hardware, workload, load, cap, state_max_requests=state_cap)
             f = base
         else:
             f = _reload(base, model, workload, load)

@@ -136,7 +136,7 @@ def build(b: Build) -> ServingSection | None:
     serve_wl = replace(wl, n_seq=1)
     try:
         sp = serving_mod.serving_params(b.table, b.hardware, wl.engine)
-        cap = serving_mod.kv_capacity(b.model, b.quant, b.hardware, serve_wl, b.table)
+        cap, state_cap = serving_mod.pool_capacity(b.model, b.quant, b.hardware, serve_wl, b.table)
         as_if = b.memory.verdict == "does not fit" and cap is not None and cap <= 0
         if as_if:  # weights and buffers leave no pool: as if it fit (the speed section's figures too)
             cap = None
@@ -147,6 +147,7 @@ def build(b: Build) -> ServingSection | None:
             serve_wl,
             serving_mod.ServingLoad(1, isl, osl, equal_lengths=o.serving_equal_lengths),
             cap,
+            state_max_requests=state_cap,
         )
     except SIZING_ERRORS:
         return None
