@@ -132,3 +132,20 @@ def test_the_state_pool_bounds_serving_concurrency():
     assert f.max_seqs == min(sv.ranked_scheduler(SG, hw, wl, 1).max_seqs, state_cap)
     vllm = Workload(engine="vllm", n_ctx=2048)
     assert sv.pool_capacity(model, get_quant("FP8"), hw, vllm, table)[1] is None
+
+
+def test_more_sequences_than_the_state_pool_admits_do_not_fit():
+    """The bytes of 45 sequences fit the reservation, but SGLang's state pool admits fewer: the verdict says
+    so and why (the report's warning names the engine's limit)."""
+    model, hw, fp8 = get_model("qwen3-next-80b-a3b"), get_hardware("h200-141gb-sxm"), get_quant("FP8")
+    ok = estimate_memory(model, fp8, hw, Workload(engine="sglang", n_ctx=32768, n_seq=30))
+    assert ok.verdict == "fits" and ok.max_concurrency >= 30
+    over = estimate_memory(model, fp8, hw, Workload(engine="sglang", n_ctx=32768, n_seq=45))
+    assert over.total_bytes <= over.usable_bytes and over.max_concurrency < 45
+    assert over.verdict == "does not fit" and over.min_offload_bytes == 0
+    assert any("SGLang admits at most" in n and "a state pool of its own" in n for n in over.notes)
+    req = ReportRequest(
+        model=model.id, hardware=hw.id, engine="sglang", quant="FP8", ctx=32768, concurrency=45
+    )
+    d = report_to_dict(make_report(req))
+    assert any("SGLang admits at most" in w for w in d["warnings"])

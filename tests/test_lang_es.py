@@ -87,6 +87,12 @@ CASES: dict[str, dict] = {
     "SGLang": dict(
         model="qwen3-8b", hardware="h100-sxm", engine="sglang", isl=1024, osl=256, slo_ttft_ms=500
     ),
+    "SGLang hybrid beyond its state pool": dict(
+        model="qwen3-next-80b-a3b", hardware="h200", engine="sglang", quant="FP8", ctx=32768, concurrency=45
+    ),
+    "vLLM hybrid at its block manager's capacity": dict(
+        model="qwen3-next-80b-a3b", hardware="h200", engine="vllm", quant="FP8", ctx=32768, concurrency=66
+    ),
     "decode calibrated, prefill not (Intel Max, SYCL)": dict(
         model="llama-3.1-8b", hardware="intel-max-1550", quant="F16", backend="SYCL"
     ),

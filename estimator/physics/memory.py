@@ -202,7 +202,7 @@ def estimate_memory(
     if discrete:
         host += rt.output_bytes + rt.host_compute_bytes
     overhead = rt.context_overhead_bytes
-    kv_cap = max_conc = startup = state_cap = None
+    kv_cap = max_conc = startup = state_cap = admits = None
     if profile.reserves_memory:
         fixed = [w + runtime_dev + overhead for w in per_w]
         frac, of_free = wl.gpu_memory_utilization, profile.reserves_free_memory
@@ -220,6 +220,7 @@ def estimate_memory(
         max_conc = None if per_pool is None else pools * (per_pool // int(wl.n_ctx))
         if split is not None:
             state_cap = pools * split[1]
+            admits = "a state pool of its own"
             max_conc = None if max_conc is None else min(max_conc, state_cap)
         if kv_budget > 0 and wl.split != "dp":  # dp: each rank logs its own pool's figures
             ways = n if wl.split == "tp" else 1
@@ -230,6 +231,7 @@ def estimate_memory(
                 # blocks and a padded state page per state group (two with the prefix cache): the block
                 # manager's figure is the steady state too
                 kv_cap, max_conc = startup.kv_cache_tokens, int(startup.max_concurrency)
+                admits = "whole attention blocks and a padded state page per request"
     else:
         usable_of = [usable_device_bytes(hardware, c)] * n
     devices = []
@@ -253,7 +255,15 @@ def estimate_memory(
     usable = sum(x.usable_bytes for x in devices)
     fits = all(x.total_bytes <= x.usable_bytes for x in devices)
     overflow = sum(max(0, x.total_bytes - x.usable_bytes) for x in devices)
-    if fits:
+    if fits and admits and max_conc is not None and wl.n_seq > max_conc:
+        # the bytes add up, but the engine admits fewer requests: a hybrid's state is held per request
+        fits = False
+        verdict, min_off = "does not fit", 0
+        notes.append(
+            f"{profile.label} admits at most {max_conc:,} sequences of {int(wl.n_ctx):,} tokens here: the "
+            f"recurrent state takes {admits}"
+        )
+    elif fits:
         verdict = "fits with offload" if off else "fits"
         min_off = 0
     else:

@@ -396,6 +396,21 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     ),
     (re.compile(r"Memory \((?P<n>\d+) x (?P<hw>.+)\)"), "Memoria ({n} x {hw})"),
     (
+        re.compile(
+            r"(?P<e>\S+) admits at most (?P<n>[\d,]+) sequences of (?P<c>[\d,]+) tokens here: the recurrent "
+            r"state takes (?P<how>whole attention blocks and a padded state page per request|a state pool of "
+            r"its own)"
+        ),
+        lambda m: (
+            f"{m['e']} admite como mucho {m['n']} secuencias de {m['c']} tokens aquí: el estado recurrente "
+            + (
+                "ocupa bloques de atención enteros y una página de estado rellenada por petición"
+                if m["how"].startswith("whole")
+                else "tiene un pool propio"
+            )
+        ),
+    ),
+    (
         re.compile(r"KV cache at (?P<ctx>[\d,]+) tokens x (?P<n>\d+) sequence\(s\), (?P<dt>\S+)"),
         "Caché KV a {ctx} tokens x {n} secuencia(s), {dt}",
     ),
@@ -714,6 +729,13 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
             r"(?P<h>\S+)"
         ),
         "no cabe: {m} en {q} necesita más que la memoria utilizable de {n} x {h}",
+    ),
+    (
+        re.compile(
+            r"does not fit: (?P<m>\S+) at (?P<q>.+) on (?P<n>\d+) x (?P<h>\S+): (?P<e>\S+) admits at most "
+            r"(?P<s>[\d,]+) sequences of (?P<c>[\d,]+) tokens"
+        ),
+        "no cabe: {m} en {q} en {n} x {h}: {e} admite como mucho {s} secuencias de {c} tokens",
     ),
     (re.compile(r"fits only with (?P<g>.+) in host RAM"), "cabe solo con {g} en la RAM del host"),
     (

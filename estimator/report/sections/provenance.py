@@ -73,7 +73,13 @@ def warnings(b: Build) -> tuple[str, ...]:
             f"{hw.id} has no TFLOPS figure: prefill and time to first token assume the coefficient set's "
             f"typical {flops or 0:g} TFLOPS, not this device's (--tflops gives it)"
         )
-    if m.verdict == "does not fit":
+    if m.verdict == "does not fit" and m.total_bytes <= m.usable_bytes and m.max_concurrency is not None:
+        out.append(
+            f"does not fit: {b.model.id} at {quant.name} on {wl.n_devices} x {hw.id}: "
+            f"{get_engine(wl.engine).label} admits at most {m.max_concurrency:,} sequences of "
+            f"{int(wl.n_ctx):,} tokens"
+        )
+    elif m.verdict == "does not fit":
         out.append(
             f"does not fit: {b.model.id} at {quant.name} needs more than the usable memory of "
             f"{wl.n_devices} x {hw.id}"
