@@ -141,6 +141,20 @@ def test_a_hybrid_raises_the_attention_block_to_hold_a_state():
     assert on.blocks_per_request == gpu.blocks_per_request + 3 and on.num_blocks == gpu.num_blocks
 
 
+def test_mamba2_layers_keep_a_prefill_checkpoint_with_the_prefix_cache():
+    """Nemotron-3-Super: 40 Mamba2 layers (float32 SSM state, its config's mamba_ssm_cache_dtype), 8 attention
+    layers and 40 MLP-only layers that keep no cache.  Groups of 8: five state groups and one attention group;
+    with the prefix cache a Mamba2 group holds 3 blocks per request (mamba_mixer2.py exports a prefill
+    checkpoint), a Gated DeltaNet group 2."""
+    model = get_model("nemotron-3-super-120b-a12b")
+    layers = cache_layers(model, "bf16", "vllm", 1)
+    wl = Workload(engine="vllm", n_ctx=32768)
+    off = VLLM.startup_kv(layers, 32768, 100 * 2**30, H100, wl, prefix_caching=False)
+    on = VLLM.startup_kv(layers, 32768, 100 * 2**30, H100, wl)
+    assert off.blocks_per_request == -(-32768 // off.block_tokens) + 5
+    assert on.blocks_per_request == off.blocks_per_request + 5 * 2
+
+
 def test_the_recurrent_state_dtype_is_the_engines():
     """vLLM keeps the recurrent state in the model dtype unless the config names float32 (Qwen3.5's
     ``mamba_ssm_dtype``); llama.cpp and SGLang keep it in F32."""

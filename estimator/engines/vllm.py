@@ -66,7 +66,14 @@ MLA_BLOCK = 64
 CPU_MLA_BLOCK = 16
 # async scheduling (on by default, config/vllm.py) keeps two scheduler batches in flight
 IN_FLIGHT_BATCHES = 2
-STATE = "state"  # the bucket of a hybrid's recurrent-state layers (one padded page each)
+
+
+def _state_blocks(kind: str) -> int:
+    """Blocks one request holds per state group with the prefix cache on (``mamba_cache_mode`` "align",
+    v1/kv_cache_interface.py ``MambaSpec.max_memory_usage_bytes``: 2 + the prefill checkpoint blocks): a
+    Gated DeltaNet layer 2 (the running state and the last block-aligned one), a Mamba2 layer 3
+    (layers/mamba/mamba_mixer2.py exports one more, ``num_prefill_checkpoint_blocks=1``)."""
+    return 3 if kind == MAMBA else 2
 # fitbench KV dtype name -> --kv-cache-dtype (runners/vllm.py keeps the same map: runners import nothing of
 # ours;
 # tests/test_launch.py checks the two agree)
@@ -259,8 +266,8 @@ class VLLM(EngineProfile):
           ceil(min(W - 1 + F, L) / b) + 1; chunked A ceil(min(A + F, L) / b), with F = the in-flight tokens
           (2 batches of ``max_num_batched_tokens`` with async scheduling): vLLM's admission cap, a sliding
           layer counted with every token up to the prefill chunks in flight past its window; a state group
-          1 block, 2 with the prefix cache on (``mamba_cache_mode`` "align": the running state and the last
-          block-aligned one; vLLM's default, and what a hybrid turns on with it);
+          1 block, with the prefix cache on (vLLM's default; ``mamba_cache_mode`` "align") 2 for Gated
+          DeltaNet and 3 for Mamba2 (``_state_blocks``);
         * max concurrency = num_blocks / blocks per request; KV cache tokens = int(that x L).
 
         None for a hybrid whose attention layers differ in row width or hold an MLA latent (vLLM sizes the
@@ -286,7 +293,8 @@ class VLLM(EngineProfile):
                 return None
             (tb,) = row
             block = max(block, block * -(-state // (block * tb)))
-            buckets[(STATE, 0, 0)] = len(states)
+            for x in states:
+                buckets[(x.kind, 0, 0)] = buckets.get((x.kind, 0, 0), 0) + 1
             page = block * tb
         else:
             page = max(block * tb for _, _, tb in buckets)
@@ -297,8 +305,8 @@ class VLLM(EngineProfile):
         length = int(max_model_len)
         per_request = 0
         for (kind, span, tb), n in buckets.items():
-            if kind == STATE:
-                per_request += -(-n // group) * (2 if prefix_caching else 1)
+            if kind in (LINEAR, MAMBA):
+                per_request += -(-n // group) * (_state_blocks(kind) if prefix_caching else 1)
                 continue
             b = block * (page // (block * tb)) if page % (block * tb) == 0 else block
             if kind == SLIDING:
