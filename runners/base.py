@@ -124,6 +124,7 @@ ENGINE_OPTIONS: dict[str, dict[str, type]] = {
         "max_num_batched_tokens": int,
         "quantization": str,
         "block_size": int,
+        "enable_prefix_caching": bool,  # off unless asked (a hybrid's startup figures depend on it)
     },
 }
 

@@ -38,7 +38,13 @@ def _vllm_records() -> list[dict]:
             if r.get("engine") != "vllm" or e.get("kv_cache_max_concurrency") is None:
                 continue
             pool = e["kv_cache_memory_bytes_requested"]
-            key = (r["model_id"], r["n_layers_measured"], e["max_model_len"], pool)
+            key = (
+                r["model_id"],
+                r["n_layers_measured"],
+                e["max_model_len"],
+                pool,
+                e.get("enable_prefix_caching"),
+            )
             if key not in seen:
                 seen.add(key)
                 out.append(r)
@@ -54,11 +60,17 @@ def test_the_records_cover_full_sliding_window_and_hybrid_models():
 
 
 @pytest.mark.parametrize(
-    "rec", RECORDS, ids=lambda r: f"{r['model_id']}@{r['n_layers_measured']}-{r['extra']['max_model_len']}"
+    "rec",
+    RECORDS,
+    ids=lambda r: (
+        f"{r['model_id']}@{r['n_layers_measured']}-{r['extra']['max_model_len']}"
+        + ("-prefix" if r["extra"].get("enable_prefix_caching") else "")
+    ),
 )
 def test_reproduces_what_vllm_logged(rec):
-    """The runner starts vLLM with the prefix cache off (runners/vllm.py ``enable_prefix_caching=False``):
-    a hybrid's state groups take one block per request."""
+    """The runner starts vLLM with the prefix cache off (runners/vllm.py ``enable_prefix_caching=False``,
+    recorded since 2026-12-04 as ``extra.enable_prefix_caching``): a hybrid's state groups take one block per
+    request."""
     e = rec["extra"]
     model = proxy_spec(get_model(rec["model_id"]), rec["n_layers_measured"])
     length = e["max_model_len"]
@@ -69,7 +81,7 @@ def test_reproduces_what_vllm_logged(rec):
         e["kv_cache_memory_bytes_requested"],
         CPU,
         Workload(engine="vllm"),
-        prefix_caching=False,
+        prefix_caching=bool(e.get("enable_prefix_caching", False)),
     )
     assert got is not None
     assert got.block_tokens == e["block_size"]

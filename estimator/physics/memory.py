@@ -43,7 +43,10 @@ engine logs at startup for that budget (``EngineProfile.startup_kv`` on ``kv.cac
 manager, whose concurrency is an admission bound below max_concurrency for sliding-window models).  For a
 recurrent hybrid without windowed layers the block manager's figures are the capacity too: a running request
 of n_ctx tokens holds whole attention blocks (vLLM: 544 tokens for Qwen3-Next on a GPU) and a state page
-padded to one block per state group, which the per-token division above does not see.
+padded to one block per state group, which the per-token division above does not see.  An engine that gives
+the state a pool of its own (``EngineProfile.state_pool``: SGLang) leaves the KV the rest of the budget and
+caps the running requests (``state_max_requests``).  In both cases n_seq above max_concurrency does not fit,
+whatever the bytes (a note names the engine's limit).
 """
 
 from __future__ import annotations
@@ -228,7 +231,7 @@ def estimate_memory(
             startup = profile.startup_kv(layers, int(wl.n_ctx), int(kv_budget), hardware, wl)
             if startup is not None and model.state is not None and not any(x.span for x in layers):
                 # a hybrid without windowed layers holds at n_ctx what it is admitted with: whole attention
-                # blocks and a padded state page per state group (two with the prefix cache): the block
+                # blocks and a padded state page per state group (more with the prefix cache): the block
                 # manager's figure is the steady state too
                 kv_cap, max_conc = startup.kv_cache_tokens, int(startup.max_concurrency)
                 admits = "whole attention blocks and a padded state page per request"
@@ -257,7 +260,6 @@ def estimate_memory(
     overflow = sum(max(0, x.total_bytes - x.usable_bytes) for x in devices)
     if fits and admits and max_conc is not None and wl.n_seq > max_conc:
         # the bytes add up, but the engine admits fewer requests: a hybrid's state is held per request
-        fits = False
         verdict, min_off = "does not fit", 0
         notes.append(
             f"{profile.label} admits at most {max_conc:,} sequences of {int(wl.n_ctx):,} tokens here: the "
