@@ -1,6 +1,7 @@
 """SGLang, the third engine profile: sized end to end (memory reservation, token-level KV pool with the hybrid
 sliding-window pool, launch command, request checks) with speed from the prior until calibrated."""
 
+import dataclasses
 import math
 
 import pytest
@@ -11,7 +12,7 @@ from estimator.physics.coefficients import prior_table
 from estimator.physics.kv import kv_cache
 from estimator.physics.memory import estimate_memory
 from estimator.physics.quant import get_quant
-from estimator.report.document import report_to_dict
+from estimator.report.document import report_to_dict, to_text
 from estimator.report.request import ReportRequest, make_report
 from estimator.specs import GIB, SpecError, Workload
 
@@ -149,3 +150,8 @@ def test_more_sequences_than_the_state_pool_admits_do_not_fit():
     )
     d = report_to_dict(make_report(req))
     assert any("SGLang admits at most" in w for w in d["warnings"])
+    mem = d["memory"]
+    assert mem["state_max_requests"] > 0 and mem["max_concurrency"] <= mem["state_max_requests"]
+    assert "keeps the recurrent state in a pool of its own" in " ".join(to_text(d).split())
+    vllm = report_to_dict(make_report(dataclasses.replace(req, engine="vllm", concurrency=1)))
+    assert vllm["memory"]["state_max_requests"] is None

@@ -397,6 +397,14 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     (re.compile(r"Memory \((?P<n>\d+) x (?P<hw>.+)\)"), "Memoria ({n} x {hw})"),
     (
         re.compile(
+            r"(?P<e>\S+) keeps the recurrent state in a pool of its own: at most (?P<n>[\d,]+) running "
+            r"requests; the KV capacity above is what that pool leaves\."
+        ),
+        "{e} guarda el estado recurrente en un pool propio: como mucho {n} peticiones en curso; la capacidad "
+        "KV de arriba es lo que ese pool deja.",
+    ),
+    (
+        re.compile(
             r"(?P<e>\S+) admits at most (?P<n>[\d,]+) sequences of (?P<c>[\d,]+) tokens here: the recurrent "
             r"state takes (?P<how>whole attention blocks and a padded state page per request|a state pool of "
             r"its own)"

@@ -43,6 +43,10 @@ class MemorySection:
     # reproduce; its max concurrency is an admission bound, below max_concurrency for sliding-window models
     startup_kv_tokens: int | None
     startup_max_concurrency: float | None
+    # the most running requests a recurrent hybrid's own state pool admits (SGLang: --mamba-full-memory-ratio;
+    # estimator.physics.memory.MemoryEstimate.state_max_requests), part of max_concurrency; None when the
+    # engine keeps the state in its KV pool or the model has none
+    state_max_requests: int | None
     min_offload_bytes: int  # least host offload that would make it fit (0 when it fits)
     # when it does not fit: the fewest layers of routed experts in host RAM (llama.cpp --n-cpu-moe) that make
     # it fit, and the host RAM that needs (Build.expert_offload); None otherwise
@@ -93,6 +97,7 @@ def build(b: Build) -> MemorySection:
         max_concurrency=None if m.max_concurrency is None else int(m.max_concurrency),
         startup_kv_tokens=None if m.startup_kv is None else int(m.startup_kv.kv_cache_tokens),
         startup_max_concurrency=None if m.startup_kv is None else round(m.startup_kv.max_concurrency, 2),
+        state_max_requests=None if m.state_max_requests is None else int(m.state_max_requests),
         min_offload_bytes=int(m.min_offload_bytes or 0),
         moe_offload_layers=None if b.expert_offload is None else int(b.expert_offload[0]),
         moe_offload_host_bytes=None if b.expert_offload is None else int(b.expert_offload[1].host_bytes or 0),
@@ -142,6 +147,8 @@ def text(d: dict) -> Block:
         )
     if mem.get("startup_kv_tokens") is not None:
         s.lines.append(startup_line(mem, w))
+    if mem.get("state_max_requests") is not None:
+        s.lines.append(state_line(mem, w))
     if len(mem["per_device"]) > 1:
         keys = ("weights", "kv", "runtime", "overhead", "total", "usable", "headroom")
         rows = [
@@ -151,6 +158,15 @@ def text(d: dict) -> Block:
         heads = ["device", *(f"{'KV' if k == 'kv' else k} GiB" for k in keys), "used"]
         s.tables.append(Table(heads, rows, "per device"))
     return s
+
+
+def state_line(mem: dict, w: dict) -> str:
+    """A hybrid whose engine keeps the recurrent state in a pool of its own (SGLang): the running requests
+    that pool admits, and that the KV capacity is what it leaves."""
+    return (
+        f"{get_engine(w['engine']).label} keeps the recurrent state in a pool of its own: at most "
+        f"{mem['state_max_requests']:,} running requests; the KV capacity above is what that pool leaves."
+    )
 
 
 def startup_line(mem: dict, w: dict) -> str:
@@ -237,6 +253,8 @@ def html(ctx: Ctx) -> str:
     startup = ""
     if mem.get("startup_kv_tokens") is not None:
         startup = f'<p class="note">{e(startup_line(mem, ctx.get("workload")))}</p>'
+    if mem.get("state_max_requests") is not None:
+        startup += f'<p class="note">{e(state_line(mem, ctx.get("workload")))}</p>'
     return section("memory", ctx.t("sec_memory"), f'<div class="cards">{cards}</div>{startup}{chart}{tbl}')
 
 
