@@ -67,13 +67,6 @@ CPU_MLA_BLOCK = 16
 # async scheduling (on by default, config/vllm.py) keeps two scheduler batches in flight
 IN_FLIGHT_BATCHES = 2
 
-
-def _state_blocks(kind: str) -> int:
-    """Blocks one request holds per state group with the prefix cache on (``mamba_cache_mode`` "align",
-    v1/kv_cache_interface.py ``MambaSpec.max_memory_usage_bytes``: 2 + the prefill checkpoint blocks): a
-    Gated DeltaNet layer 2 (the running state and the last block-aligned one), a Mamba2 layer 3
-    (layers/mamba/mamba_mixer2.py exports one more, ``num_prefill_checkpoint_blocks=1``)."""
-    return 3 if kind == MAMBA else 2
 # fitbench KV dtype name -> --kv-cache-dtype (runners/vllm.py keeps the same map: runners import nothing of
 # ours;
 # tests/test_launch.py checks the two agree)
@@ -85,6 +78,14 @@ KV_FLAGS = {
     "fp8_e4m3": "fp8_e4m3",
     "fp8_e5m2": "fp8_e5m2",
 }
+
+
+def _state_blocks(kind: str) -> int:
+    """Blocks one request holds per state group with the prefix cache on (``mamba_cache_mode`` "align",
+    v1/kv_cache_interface.py ``MambaSpec.max_memory_usage_bytes``: 2 + the prefill checkpoint blocks): a
+    Gated DeltaNet layer 2 (the running state and the last block-aligned one), a Mamba2 layer 3
+    (layers/mamba/mamba_mixer2.py exports one more, ``num_prefill_checkpoint_blocks=1``)."""
+    return 3 if kind == MAMBA else 2
 
 
 class VLLM(EngineProfile):
