@@ -216,3 +216,17 @@ def test_the_report_states_the_startup_figures_and_why_they_are_lower():
     text = " ".join(to_text(d).split())
     assert "vLLM's startup log: KV cache size" in text
     assert "running requests hold only their windows" in text
+
+
+def test_each_data_parallel_rank_holds_a_hybrids_blocks():
+    """Under --split dp every rank has its own pool and block manager with the whole state of its requests:
+    the capacity is the ranks' sum of the block manager's figure, and no single startup figure is given."""
+    model, hw = get_model("qwen3-next-80b-a3b"), H100
+    wl = Workload(engine="vllm", n_ctx=32768, n_devices=4, split="dp")
+    mem = estimate_memory(model, get_quant("FP8"), hw, wl)
+    assert mem.startup_kv is None
+    d = mem.per_device[0]
+    budget = d.usable_bytes - d.weights_bytes - d.runtime_bytes - d.overhead_bytes
+    rank = VLLM.startup_kv(cache_layers(model, "bf16", "vllm", 1), 32768, budget, hw, wl)
+    assert mem.max_concurrency == 4 * int(rank.max_concurrency)
+    assert mem.kv_capacity_tokens == 4 * rank.kv_cache_tokens

@@ -225,15 +225,17 @@ def estimate_memory(
             state_cap = pools * split[1]
             admits = "a state pool of its own"
             max_conc = None if max_conc is None else min(max_conc, state_cap)
-        if kv_budget > 0 and wl.split != "dp":  # dp: each rank logs its own pool's figures
+        if kv_budget > 0:
             ways = n if wl.split == "tp" else 1
             layers = cache_layers(model, wl.kv_dtype, wl.engine, ways)
-            startup = profile.startup_kv(layers, int(wl.n_ctx), int(kv_budget), hardware, wl)
-            if startup is not None and model.state is not None and not any(x.span for x in layers):
+            per_rank = profile.startup_kv(layers, int(wl.n_ctx), int(kv_budget), hardware, wl)
+            # dp: each rank logs its own pool's figures, so the instance logs no one figure
+            startup = per_rank if wl.split != "dp" else None
+            if per_rank is not None and model.state is not None and not any(x.span for x in layers):
                 # a hybrid without windowed layers holds at n_ctx what it is admitted with: whole attention
                 # blocks and a padded state page per state group (more with the prefix cache): the block
-                # manager's figure is the steady state too
-                kv_cap, max_conc = startup.kv_cache_tokens, int(startup.max_concurrency)
+                # manager's figure is the steady state too, per pool
+                kv_cap, max_conc = pools * per_rank.kv_cache_tokens, pools * int(per_rank.max_concurrency)
                 admits = "whole attention blocks and a padded state page per request"
     else:
         usable_of = [usable_device_bytes(hardware, c)] * n
