@@ -59,6 +59,16 @@ def leading_dense(model: ModelSpec, n: int) -> int:
     return len(dense)
 
 
+def _cut_text_config(text: dict, n: int, cls: str, model_type: str) -> dict:
+    """A catalog config (or its text_config) as vLLM's text-only class ``cls`` reads it, with its first ``n``
+    layers (``layer_types`` cut when the config lists them), in bf16."""
+    out = dict(text)
+    out.update(architectures=[cls], model_type=model_type, num_hidden_layers=n, torch_dtype="bfloat16")
+    if out.get("layer_types"):
+        out["layer_types"] = list(out["layer_types"])[:n]
+    return out
+
+
 def _gemma4_text_config(model: ModelSpec, n: int) -> dict:
     """Gemma 4's text decoder as vLLM's ``Gemma4ForCausalLM`` reads it: the catalog's own ``text_config``
     (every key of the published checkpoint's: global head size and KV heads, K==V full layers, the MoE block,
@@ -82,9 +92,7 @@ def _gemma4_text_config(model: ModelSpec, n: int) -> dict:
             f"{model.id}: a Gemma 4 proxy must end on a full-attention layer (transformers forces the last "
             f"layer to full); layer {n - 1} is {types[-1]}"
         )
-    text.update(architectures=["Gemma4ForCausalLM"], model_type="gemma4_text", num_hidden_layers=n,
-                layer_types=types, torch_dtype="bfloat16")  # fmt: skip
-    return text
+    return _cut_text_config(text, n, "Gemma4ForCausalLM", "gemma4_text")
 
 
 # Gated-DeltaNet hybrids written from the catalog's own config: architecture -> vLLM's text-only class.
@@ -107,12 +115,8 @@ def _gdn_text_config(model: ModelSpec, n: int) -> dict:
     text = dict(cfg.get("text_config") or cfg)
     if not text.get("linear_num_value_heads"):
         raise SpecError(f"{model.id}: the catalog holds no linear-attention config to write")
-    text.update(architectures=[GDN_TEXT_CLASS[model.architecture]], model_type=model.architecture,
-                num_hidden_layers=n, torch_dtype="bfloat16")  # fmt: skip
-    if text.get("layer_types"):
-        text["layer_types"] = list(text["layer_types"])[:n]
     text.setdefault("tie_word_embeddings", bool(cfg.get("tie_word_embeddings", model.tie_embeddings)))
-    return text
+    return _cut_text_config(text, n, GDN_TEXT_CLASS[model.architecture], model.architecture)
 
 
 def hf_config(model: ModelSpec, n_layers: int | None = None) -> dict:
