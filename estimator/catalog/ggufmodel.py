@@ -103,6 +103,13 @@ GGUF_NUMBERS: dict[str, tuple[Bound, str]] = {
     "embedding_length_per_layer_input": (WIDTH, NUMBER),
 }
 
+# The recurrent-state dtype a GGUF's source checkpoint declares, per GGUF architecture.  A GGUF does not
+# carry config.json's ``mamba_ssm_dtype``; vLLM serves a GGUF with the original repository's config
+# (``--tokenizer`` / ``--hf-config-path``), and every published Qwen3.5 config.json says "float32" (the
+# catalog's Qwen3.5 entries, from their config.json files), so a Qwen3.5 GGUF keeps that.  Other hybrids
+# declare none (Qwen3-Next) or are float32 by the engine's own default (Nemotron-H in vLLM).
+GGUF_SSM_DTYPE = {"qwen35": "float32", "qwen35moe": "float32"}
+
 # GGUF architecture names -> HF model_type used elsewhere in the estimator
 _ARCH_MAP = {
     "qwen3moe": "qwen3_moe",
@@ -333,6 +340,7 @@ def _spec(reader, p: Path, arch: str, tensors: list) -> ModelSpec:
                 key_head_dim=d_state,
                 value_head_dim=dv,
                 conv_kernel=int(conv_k),
+                ssm_dtype=GGUF_SSM_DTYPE.get(arch, ""),
             )
         else:  # Mamba2: heads = time_step_rank
             if isinstance(kv_v, list) and len(kv_v) == n:
