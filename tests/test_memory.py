@@ -74,6 +74,23 @@ def test_moe_offload_moves_experts_to_host():
         estimate_memory(m, "Q4_K_M", hw, Workload(offload_bytes=10**15))
 
 
+def test_a_cpu_has_no_host_to_offload_to():
+    """On a CPU the host RAM is the device memory: llama.cpp's --n-cpu-moe / -ngl move nothing, so an
+    offload request is refused naming why, and a model too large for the RAM does not fit with no offload
+    suggested (min_offload_bytes 0, a note saying so).  Before this, a 24 GiB machine "fit" gpt-oss-120b
+    (59 GiB) with 39 GiB of experts "in host RAM"."""
+    import dataclasses
+
+    m = get_model("gpt-oss-120b")
+    hw = dataclasses.replace(get_hardware("epyc-9654"), memory_bytes=24 * GIB)
+    e = estimate_memory(m, "MXFP4", hw, Workload(n_ctx=8192))
+    assert e.verdict == "does not fit" and e.min_offload_bytes == 0 and e.host_bytes == 0
+    assert any("no offload frees" in n for n in e.notes)
+    for wl in (Workload(n_ctx=8192, moe_offload_layers=25), Workload(n_ctx=8192, offload_bytes=40 * GIB)):
+        with pytest.raises(SpecError, match="is a CPU: its weights are in host RAM already"):
+            estimate_memory(m, "MXFP4", hw, wl)
+
+
 def test_vllm_kv_gets_the_rest():
     m, hw = get_model("llama-3.1-8b"), get_hardware("h100-80gb-sxm")
     e = estimate_memory(m, "BF16", hw, Workload(n_ctx=8192, engine="vllm"))

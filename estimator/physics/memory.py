@@ -70,6 +70,18 @@ from estimator.specs import (
     Workload,
 )
 
+# A CPU device's memory is the host RAM: offloading weights to "host RAM" moves them nowhere (llama.cpp's
+# --n-cpu-moe and -ngl do nothing in a CPU-only run).
+CPU_OFFLOAD_ERROR = (
+    "{name} is a CPU: its weights are in host RAM already, so --offload-gib / --n-cpu-moe free no memory; "
+    "a smaller quant, a shorter context or a cheaper KV cache type does"
+)
+CPU_DOES_NOT_FIT_NOTE = (
+    "on a CPU the host RAM is the device memory, so no offload frees any of it (llama.cpp's default "
+    "mmap can still page a larger model file in from disk, at the disk's speed, which this estimate does not "
+    "model)"
+)
+
 
 @dataclass(frozen=True)
 class DeviceMemory:
@@ -149,6 +161,9 @@ def estimate_memory(
     kv = kv_cache_for(model, wl)
     rt = runtime_buffers(model, quant if not isinstance(quant, str) else None, hardware, wl, c)
     discrete = hardware.kind in ("gpu", "npu")
+    on_cpu = hardware.kind == "cpu"
+    if on_cpu and (wl.offload_bytes or wl.moe_offload_layers):
+        raise SpecError(CPU_OFFLOAD_ERROR.format(name=hardware.name or hardware.id))
     notes: list[str] = []
 
     # weights on devices vs host
@@ -270,6 +285,9 @@ def estimate_memory(
     elif fits:
         verdict = "fits with offload" if off else "fits"
         min_off = 0
+    elif on_cpu:  # the host RAM is the device's memory: no offload frees any of it
+        verdict, min_off = "does not fit", 0
+        notes.append(CPU_DOES_NOT_FIT_NOTE)
     else:
         verdict = "does not fit"
         min_off = overflow if overflow <= sum(x.weights_bytes for x in devices) else -1

@@ -1427,6 +1427,13 @@ EXACT.update(
         "even with every weight in host RAM the KV cache and buffers do not fit": (
             "ni con todos los pesos en la RAM del host caben la caché KV y los buffers"
         ),
+        "on a CPU the host RAM is the device memory, so no offload frees any of it (llama.cpp's "
+        "default mmap can still page a larger model file in from disk, at the disk's speed, which this "
+        "estimate does not model)": (
+            "en una CPU la RAM del host es la memoria del dispositivo, así que ningún offload libera nada "
+            "de ella (el mmap por defecto de llama.cpp aún puede paginar desde el disco un archivo de "
+            "modelo mayor, a la velocidad del disco, algo que esta estimación no modela)"
+        ),
         # recommendations
         "no single catalog device holds this configuration": (
             "ningún dispositivo individual del catálogo admite esta configuración"
