@@ -104,16 +104,16 @@ def test_a_hybrids_state_takes_its_own_pool():
     state = sum(state_bytes_per_seq(model, "sglang").values())
     assert state == 36 * (524_288 * 4 + 24_576 * 2)  # F32 recurrent, bf16 conv
     pool = 40 * 2**30
-    left, requests = SG.state_pool(pool, state)
+    wl = Workload(engine="sglang", n_ctx=32768)
+    left, requests = SG.state_pool(pool, state, wl)
     slots = int(pool * 0.9 / 1.9) // state
     assert left == pool - slots * state and requests == slots // 3
-    assert SG.state_pool(pool, 0) is None
-    wl = Workload(engine="sglang", n_ctx=32768)
+    assert SG.state_pool(pool, 0, wl) is None
     mem = estimate_memory(model, get_quant("FP8"), get_hardware("h200-141gb-sxm"), wl)
     per_token = layer_token_bytes(model, "f16", "sglang")[FULL]
     d = mem.per_device[0]
     budget = d.usable_bytes - d.weights_bytes - d.runtime_bytes - d.overhead_bytes
-    left, requests = SG.state_pool(int(budget), state)
+    left, requests = SG.state_pool(int(budget), state, wl)
     assert mem.kv_capacity_tokens == left // per_token < budget // per_token / 1.8
     assert mem.max_concurrency == min(mem.kv_capacity_tokens // 32768, requests)
 

@@ -170,3 +170,37 @@ def test_gib_units_of_the_pool():
     mem = estimate_memory(m, get_quant("FP8"), H100, _wl(n_devices=4), prior_table().memory_for("trtllm"))
     pool = mem.kv_capacity_tokens * mem.per_device[0].kv_bytes / 8192 / GIB
     assert 40 < pool < 80 and math.isfinite(pool)
+
+
+def test_a_hybrids_state_slots_come_out_of_the_kv_budget():
+    """TensorRT-LLM's default hybrid managers (MambaHybridCacheManagerV2 for Qwen3-Next,
+    CppMambaHybridCacheManager for Nemotron-H) keep one state slot per request of --max_batch_size x pp, one
+    CUDA-graph padding slot and one more under attention data parallelism, out of the KV budget; the state
+    is bf16 unless the config names mamba_ssm_cache_dtype (Nemotron-H: float32; Qwen3.5's mamba_ssm_dtype is
+    not read)."""
+    from estimator.physics.kv import layer_token_bytes, state_bytes_per_seq
+    from estimator.specs import FULL
+
+    nxt, q35 = get_model("qwen3-next-80b-a3b"), get_model("qwen3.5-35b-a3b")
+    nemo = get_model("nemotron-3-super-120b-a12b")
+    assert [TRT.state_recurrent_bytes(m) for m in (nxt, q35, nemo)] == [2, 2, 4]
+    state = sum(state_bytes_per_seq(nxt, "trtllm").values())
+    assert state == 36 * (524_288 * 2 + 24_576 * 2)  # 37.7 MiB per request, bf16
+    pool = 30 * GIB
+    assert TRT.state_pool(pool, state, _wl(concurrency=64)) == (pool - 65 * state, 64)
+    assert TRT.state_pool(pool, state, _wl(concurrency=64, split="dp", n_devices=2))[0] == pool - 66 * state
+    assert TRT.state_pool(pool, state, _wl(concurrency=8, split="pp", n_devices=2))[0] == pool - 17 * state
+    assert TRT.state_pool(pool, 0, _wl()) is None
+    # Qwen3-Next FP8 on two H100s at 32K, --max_batch_size 64: the KV gets the budget less 65 half-states
+    wl = _wl(n_ctx=32768, n_devices=2, concurrency=64)
+    mem = estimate_memory(nxt, get_quant("FP8"), H100, wl)
+    d = mem.per_device[0]
+    total_on = d.usable_bytes - d.weights_bytes - d.runtime_bytes - d.overhead_bytes
+    per_token = layer_token_bytes(nxt, "f16", "trtllm")[FULL] // 2  # 2 KV heads, one per device
+    left, running = TRT.state_pool(int(total_on), state // 2, wl)
+    assert mem.kv_capacity_tokens == left // per_token and running == 64
+    assert mem.max_concurrency == min(mem.kv_capacity_tokens // 32768, 64) == 64
+    assert mem.state_max_requests == 64
+    # trtllm-serve's own default of 2,048 requests: 2,049 states (75 GiB on one GPU) overflow the pool
+    big = estimate_memory(nxt, get_quant("FP8"), H100, _wl(n_ctx=1024, n_devices=2, concurrency=2048))
+    assert big.kv_capacity_tokens == 0 and big.verdict == "does not fit"

@@ -487,10 +487,12 @@ class EngineProfile:
         """The engine's default scheduler on this device (per-device memory decides some defaults)."""
         raise NotImplementedError
 
-    def state_pool(self, pool_bytes: int, state_bytes: int) -> tuple[int, int] | None:
+    def state_pool(self, pool_bytes: int, state_bytes: int, workload: Workload) -> tuple[int, int] | None:
         """How a recurrent hybrid's state shares a reserved pool of ``pool_bytes`` per device
-        (``state_bytes``: one request's state on one device): (bytes left to the attention KV, most running
-        requests the state pool admits), or None when the engine keeps the state inside its KV pool."""
+        (``state_bytes``: one request's state on one device; ``workload``: the launch, whose request limit
+        some engines size the state by): (bytes left to the attention KV, possibly negative when the state
+        alone overflows the pool, most running requests the state admits), or None when the engine keeps the
+        state inside its KV pool."""
         return None
 
     def startup_kv(

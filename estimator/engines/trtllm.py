@@ -24,6 +24,22 @@ prompt + output fit in the pool (``SchedulerSpec.reserves_whole_request``).  CUD
 batch sizes 1-31, 32, 64, 128 with padding off (``CudaGraphConfig.enable_padding=False``): a batch of another
 size runs without a graph and is never padded, so no padding is modelled.
 
+Recurrent hybrids (Qwen3-Next, Nemotron-H; ``tensorrt_llm/_torch/pyexecutor/kv_cache/mamba_cache_manager/``
+and ``_util.py``, read 2026-12 at commit 28295084): the default managers (``MambaHybridCacheManagerV2`` for
+Qwen3-Next, ``CppMambaHybridCacheManager`` for Nemotron-H) keep one recurrent + conv state slot per request of
+``max_batch_size`` x pp, plus one CUDA-graph padding slot (and one more under attention data parallelism), and
+carve them out of the KV budget (the 0.9 fraction): the Cpp manager's cost model is slope x tokens +
+(max_batch_size x pp + 1) x state bytes, and V2 refuses to start when the budget does not hold the slots plus
+one attention page (``state_pool``).  With trtllm-serve's default max_batch_size of 2,048 that is 2,049
+states: Qwen3-Next's 37.7 MiB each in bf16 is 75 GiB per GPU, so a hybrid is launched with --max_batch_size
+set (the ``launch`` below sets it to the concurrency).  The state dtype is the model's (bf16) unless the
+checkpoint's config.json names ``mamba_ssm_cache_dtype`` (Nemotron-H: float32); Qwen3.5's ``mamba_ssm_dtype``
+is not read (``model_loader.validate_and_set_mamba_ssm_cache_dtype``,
+``config_utils.resolve_ssm_cache_dtype``).  Heads and conv channels split over tensor parallelism, whole per
+rank under attention data parallelism.  Not modelled: V2 splits its pool between state and attention pages by
+a "typical step" (``avg_seq_len``), which may give the state more slots than the minimum sized here; block
+reuse's state snapshots (off for these models by default).
+
 ``launch``: ``trtllm-serve <checkpoint> --backend pytorch --max_seq_len n_ctx --max_batch_size concurrency
 --max_num_tokens 8192 --kv_cache_free_gpu_memory_fraction f --tp_size N`` (``--pp_size`` for a layer
 split), ``--extra_llm_api_options`` for an fp8 KV cache.
@@ -191,6 +207,25 @@ class TensorRTLLM(EngineProfile):
             exact = False
             notes.append("TensorRT-LLM's PyTorch backend has no host-memory weight offload")
         return LaunchCommand(self.name, tuple(argv), exact, tuple(notes))
+
+    def state_recurrent_bytes(self, model: ModelSpec) -> int:
+        """``kv_cache_config.mamba_ssm_cache_dtype`` "auto": the checkpoint's config.json
+        ``mamba_ssm_cache_dtype`` (Nemotron-H: float32, 4 bytes), else the model dtype (bf16: 2 bytes); the
+        ``mamba_ssm_dtype`` key of Qwen3.5 is not read (module doc)."""
+        declared = model.state.ssm_dtype if model.state is not None else ""
+        return 4 if model.architecture == "nemotron_h" and declared == "float32" else 2
+
+    def state_pool(self, pool_bytes: int, state_bytes: int, workload: Workload) -> tuple[int, int] | None:
+        """One state slot per request of the launch's ``--max_batch_size`` (the concurrency, ``launch``) x
+        pipeline stages, one CUDA-graph padding slot and, under attention data parallelism, one for its dummy
+        request, all out of the KV budget (module doc): (pool - slots x state_bytes, max_batch_size).  A
+        negative remainder is a launch TensorRT-LLM refuses: the state alone overflows the pool."""
+        if state_bytes <= 0 or pool_bytes <= 0:
+            return None
+        batch = max(1, int(workload.concurrency))
+        stages = int(workload.n_devices) if workload.split == "pp" else 1
+        slots = batch * stages + 1 + (1 if workload.split == "dp" else 0)
+        return int(pool_bytes) - slots * int(state_bytes), batch
 
     def scheduler(self, hardware: HardwareSpec, workload: Workload) -> SchedulerSpec:
         return SchedulerSpec(
