@@ -188,3 +188,28 @@ def test_of_one_precision_the_answer_is_the_format_served_from_the_published_che
     # llama.cpp's GGUF recipes are not checkpoints
     gguf = report_to_dict(make_report(ReportRequest(model="llama-3.1-70b", hardware="rtx-4090")))
     assert {r["from_published"] for r in gguf["quant_matrix"]} == {None}
+
+
+def test_a_reserving_engine_that_starts_says_how_many_sequences_it_holds_at_once():
+    """vLLM with 64 slots of 8K tokens for Llama-3.1-8B on a 24 GB card: the 64 full-length caches do not fit,
+    but vLLM starts (its pool holds more than one sequence) and serves as many as its pool holds at once.  The
+    summary says so and names the concurrency that fits, which does fit; the weights are in device memory, so
+    the "as if it fit" line says what is assumed instead (every sequence's KV at once).  llama.cpp allocates
+    every slot's cache up front: no such line."""
+    args = ("report", "--model", "llama-3.1-8b", "--hardware", "rtx-4090", "--engine", "vllm")
+    d = json.loads(run(*args, "--concurrency", "64", "--format", "json").stdout)
+    mem = d["memory"]
+    most = mem["max_concurrency"]
+    assert mem["verdict"] == "does not fit" and 1 <= most < 64
+    text = " ".join(run(*args, "--concurrency", "64", "--brief", columns=400).stdout.split())
+    assert (
+        f"vLLM starts: its KV pool holds {mem['kv_capacity_tokens']:,} tokens, {most} sequences of 8,192 "
+        f"tokens at once; with --concurrency {most} it fits" in text
+    )
+    assert "As if they fit at once: the total at concurrency 64" in text and "As if it fit:" not in text
+    ok = json.loads(run(*args, "--concurrency", str(most), "--format", "json").stdout)["memory"]
+    assert ok["verdict"] == "fits"
+    es = " ".join(run(*args, "--concurrency", "64", "--brief", "--lang", "es", columns=400).stdout.split())
+    assert "vLLM arranca: su pool KV admite" in es and "starts:" not in es
+    cpp = run("report", "--model", "llama-3.1-8b", "--hardware", "rtx-4090", "--concurrency", "64", "--brief")
+    assert "starts: its KV pool" not in " ".join(cpp.stdout.split())

@@ -516,6 +516,23 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     ),
     (
         re.compile(
+            r"(?P<e>vLLM|SGLang|TensorRT-LLM) starts: its KV pool holds (?P<cap>[\d.,]+) tokens, "
+            r"(?P<n>[\d.,]+) sequences of (?P<c>[\d.,]+) tokens at once; with --concurrency (?P<k>\d+) it "
+            r"fits, and more clients wait for a free slot\."
+        ),
+        "{e} arranca: su pool KV admite {cap} tokens, {n} secuencias de {c} tokens a la vez; con "
+        "--concurrency {k} cabe, y los demás clientes esperan un hueco libre.",
+    ),
+    (
+        re.compile(
+            r"As if they fit at once: the total at concurrency (?P<n>\d+) below assumes every sequence's KV "
+            r"cache in the pool\."
+        ),
+        "Como si cupieran a la vez: el total a concurrencia {n} de abajo supone la caché KV de todas las "
+        "secuencias en el pool.",
+    ),
+    (
+        re.compile(
             r"With --kv-dtype (?P<k>\S+) it fits: (?P<g>[\d.,]+) GiB in all \(KV cache (?P<v>[\d.,]+) GiB\), "
             r"the weights as asked\."
         ),

@@ -58,6 +58,25 @@ def best_fitting_format(d: dict) -> dict | None:
     return max(near, key=lambda r: (bool(r.get("from_published")), r["weights_bytes"]))
 
 
+def starts_line(d: dict) -> str | None:
+    """For an engine that reserves its memory (vLLM, SGLang, TensorRT-LLM) and does not fit only because the
+    requested sequences' KV exceeds its pool: it starts all the same (its pool holds at least one sequence of
+    n_ctx tokens) and serves ``max_concurrency`` full-length sequences at once, so that many slots fit and
+    more clients wait for one.  None otherwise."""
+    mem, w = d.get("memory") or {}, d["workload"]
+    profile = get_engine(w["engine"])
+    most, cap = mem.get("max_concurrency"), mem.get("kv_capacity_tokens")
+    asked = max(int(w.get("concurrency") or 1), int(w.get("n_seq") or 1))
+    if not profile.reserves_memory or mem.get("verdict") != "does not fit" or not most or not cap:
+        return None
+    if most >= asked:
+        return None
+    return (
+        f"{profile.label} starts: its KV pool holds {cap:,} tokens, {most:,} sequences of {w['n_ctx']:,} "
+        f"tokens at once; with --concurrency {most} it fits, and more clients wait for a free slot."
+    )
+
+
 def speed_lines(d: dict) -> list[str]:
     """Decode (empty context, then half-full cache at the concurrency), prefill and TTFT, one line each."""
     sp, w = d.get("speed"), d["workload"]
@@ -77,6 +96,9 @@ def speed_lines(d: dict) -> list[str]:
     lines = []
     mem = d.get("memory") or {}
     if mem.get("verdict") == "does not fit":
+        start = starts_line(d)
+        if start:
+            lines.append(start)
         if mem.get("kv_dtype_fit"):
             lines.append(
                 f"With --kv-dtype {mem['kv_dtype_fit']} it fits: {gib(mem['kv_dtype_fit_total_bytes'])} "
@@ -117,7 +139,14 @@ def speed_lines(d: dict) -> list[str]:
         # rounded up to 0.1 GiB, so the suggested offload does fit
         off = math.ceil(mem["min_offload_bytes"] / GIB * 10) / 10 if mem.get("min_offload_bytes") else None
         tail = f"; --offload-gib {off:.1f} sizes the least host offload that fits." if off else "."
-        lines.append("As if it fit: these speeds and the cost assume every weight in device memory" + tail)
+        if start:  # the weights are in device memory; what does not fit is every sequence at once
+            lines.append(
+                f"As if they fit at once: the total at concurrency {sp['concurrency']} below assumes every "
+                "sequence's KV cache in the pool."
+            )
+        else:
+            assumed = "As if it fit: these speeds and the cost assume every weight in device memory"
+            lines.append(assumed + tail)
     return lines + [
         f"Decode: {tok(dec['tok_s'])} tok/s ({tok(dec['lo_tok_s'])}–{tok(dec['hi_tok_s'])}) one stream, "
         f"empty context; {busy}.",
