@@ -211,5 +211,8 @@ def test_a_reserving_engine_that_starts_says_how_many_sequences_it_holds_at_once
     assert ok["verdict"] == "fits"
     es = " ".join(run(*args, "--concurrency", "64", "--brief", "--lang", "es", columns=400).stdout.split())
     assert "vLLM arranca: su pool KV admite" in es and "starts:" not in es
+    # the HTML decode card of one stream is not "as if it fit": one sequence does fit
+    html = run(*args, "--concurrency", "64", "--format", "html").stdout
+    assert "as if it fit" not in html and "vLLM starts: KV pool tokens (--concurrency " in html
     cpp = run("report", "--model", "llama-3.1-8b", "--hardware", "rtx-4090", "--concurrency", "64", "--brief")
     assert "starts: its KV pool" not in " ".join(cpp.stdout.split())

@@ -156,6 +156,14 @@ STRINGS: dict[str, dict[str, str]] = {
         "es": "atención en paralelo de datos, expertos en paralelo de expertos; hasta {n} secuencias",
     },
     "fits_as": {"en": "Decode as {q} (it fits)", "es": "Decode como {q} (cabe)"},
+    "engine_starts": {
+        "en": "{e} starts: KV pool tokens (--concurrency {n} fits)",
+        "es": "{e} arranca: tokens del pool KV (--concurrency {n} cabe)",
+    },
+    "at_once": {
+        "en": "{n} sequences of {c} tokens at once; more clients wait",
+        "es": "{n} secuencias de {c} tokens a la vez; los demás clientes esperan",
+    },
     "largest_fitting": {
         "en": "the largest format that fits: {g} GiB in all",
         "es": "el formato más grande que cabe: {g} GiB en total",

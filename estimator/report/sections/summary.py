@@ -244,10 +244,12 @@ def _cards(ctx: Ctx) -> str:
     if ctx.get("speed") is not None:
         half = (ctx.get("workload.n_ctx") or 0) // 2
         unfit = ctx.get("memory.verdict") == "does not fit"
+        # one stream of an engine that starts (starts_line) is real: only the sequences at once do not fit
+        as_if = unfit and starts_line(ctx.report) is None
         cards.append(
             card(
                 f"{ctx.t('decode')} · {ctx.t('empty_context')}"
-                + (f" · {ctx.t('if_it_fit')}" if unfit else ""),
+                + (f" · {ctx.t('if_it_fit')}" if as_if else ""),
                 ctx.num("speed.decode.tok_s", "tok_s"),
                 ctx.t("kv_half_full", n=fmt_int(half))  # English: translate_html localizes the number
                 + f": {ctx.num('speed.aggregate.tok_s', 'tok_s')}"
@@ -258,6 +260,16 @@ def _cards(ctx: Ctx) -> str:
                 ),
             )
         )
+        if unfit and not as_if:  # the engine starts: its pool holds max_concurrency sequences at once
+            most = ctx.get("memory.max_concurrency")
+            cards.append(
+                card(
+                    ctx.t("engine_starts", e=get_engine(ctx.get("workload.engine")).label, n=most),
+                    ctx.num("memory.kv_capacity_tokens", "int"),
+                    # English numbers: translate_html localizes them
+                    ctx.t("at_once", n=fmt_int(most), c=fmt_int(ctx.get("workload.n_ctx"))),
+                )
+            )
         best = best_fitting_format(ctx.report) if unfit else None
         if best is not None and best.get("decode"):
             i = ctx.get("quant_matrix").index(best)
