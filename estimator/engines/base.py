@@ -487,12 +487,21 @@ class EngineProfile:
         """The engine's default scheduler on this device (per-device memory decides some defaults)."""
         raise NotImplementedError
 
-    def state_pool(self, pool_bytes: int, state_bytes: int, workload: Workload) -> tuple[int, int] | None:
+    def state_pool(
+        self,
+        pool_bytes: int,
+        state_bytes: int,
+        workload: Workload,
+        *,
+        token_bytes: float = 0.0,
+        model: ModelSpec | None = None,
+    ) -> tuple[int, int] | None:
         """How a recurrent hybrid's state shares a reserved pool of ``pool_bytes`` per device
         (``state_bytes``: one request's state on one device; ``workload``: the launch, whose request limit
-        some engines size the state by): (bytes left to the attention KV, possibly negative when the state
-        alone overflows the pool, most running requests the state admits), or None when the engine keeps the
-        state inside its KV pool."""
+        some engines size the state by; ``token_bytes``: the attention KV bytes of one token of one sequence
+        on one device; ``model``: the model, whose class picks some engines' manager): (bytes left to the
+        attention KV, possibly negative when the state alone overflows the pool, most running requests the
+        state admits), or None when the engine keeps the state inside its KV pool."""
         return None
 
     def startup_kv(

@@ -36,9 +36,11 @@ set (the ``launch`` below sets it to the concurrency).  The state dtype is the m
 checkpoint's config.json names ``mamba_ssm_cache_dtype`` (Nemotron-H: float32); Qwen3.5's ``mamba_ssm_dtype``
 is not read (``model_loader.validate_and_set_mamba_ssm_cache_dtype``,
 ``config_utils.resolve_ssm_cache_dtype``).  Heads and conv channels split over tensor parallelism, whole per
-rank under attention data parallelism.  Not modelled: V2 splits its pool between state and attention pages by
-a "typical step" (``avg_seq_len``), which may give the state more slots than the minimum sized here; block
-reuse's state snapshots (off for these models by default).
+rank under attention data parallelism.  V2 splits its pool between state and attention pages by
+a "typical step" (``avg_seq_len``, unset: max_seq_len / 2) and gives the state its share of that step when
+that is more than the minimum (``state_pool``; the C++ storage manager's rounding of the pool to grains of up
+to 32 MiB is not modelled); block reuse's state snapshots (off for these models by default) are not
+modelled.
 
 ``launch``: ``trtllm-serve <checkpoint> --backend pytorch --max_seq_len n_ctx --max_batch_size concurrency
 --max_num_tokens 8192 --kv_cache_free_gpu_memory_fraction f --tp_size N`` (``--pp_size`` for a layer
@@ -61,6 +63,10 @@ from estimator.engines.base import (
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, Workload
 
 BLOCK = 32  # KvCacheConfig.tokens_per_block
+# hybrids whose model class prefers the V2 KV-cache manager (``get_preferred_kv_cache_manager_version``, so
+# that kv_cache_config.use_kv_cache_manager_v2 "auto" resolves to it): Qwen3NextForCausalLM; Nemotron-H keeps
+# the legacy C++ manager
+V2_ARCHITECTURES = ("qwen3_next",)
 MAX_NUM_TOKENS = 8192  # BuildConfig.max_num_tokens
 MAX_BATCH_SIZE = 2048  # BuildConfig.max_batch_size
 FREE_FRACTION = 0.9  # trtllm-serve --kv_cache_free_gpu_memory_fraction
@@ -215,16 +221,35 @@ class TensorRTLLM(EngineProfile):
         declared = model.state.ssm_dtype if model.state is not None else ""
         return 4 if model.architecture == "nemotron_h" and declared == "float32" else 2
 
-    def state_pool(self, pool_bytes: int, state_bytes: int, workload: Workload) -> tuple[int, int] | None:
-        """One state slot per request of the launch's ``--max_batch_size`` (the concurrency, ``launch``) x
-        pipeline stages, one CUDA-graph padding slot and, under attention data parallelism, one for its dummy
-        request, all out of the KV budget (module doc): (pool - slots x state_bytes, max_batch_size).  A
+    def state_pool(
+        self,
+        pool_bytes: int,
+        state_bytes: int,
+        workload: Workload,
+        *,
+        token_bytes: float = 0.0,
+        model: ModelSpec | None = None,
+    ) -> tuple[int, int] | None:
+        """The recurrent state's slots out of the KV budget (module doc): (pool - slots x state_bytes,
+        max_batch_size), max_batch_size = the launch's ``--max_batch_size`` (the concurrency, ``launch``).
+
+        At least R = max_batch_size x pipeline stages + one CUDA-graph padding slot (+ one for attention
+        data parallelism's dummy request); that is the legacy (C++) manager's count.  The V2 manager of a
+        model class that prefers it (``V2_ARCHITECTURES``) splits the pool by a typical step instead:
+        R state slots next to max_batch_size x stages requests of C = max_seq_len // 2 tokens (its
+        ``avg_seq_len`` fallback) in pages of BLOCK tokens, so the state gets the share R x S / (R x S +
+        B x stages x ceil(C / BLOCK) x BLOCK x token_bytes) of the pool when that is more than R slots.  A
         negative remainder is a launch TensorRT-LLM refuses: the state alone overflows the pool."""
         if state_bytes <= 0 or pool_bytes <= 0:
             return None
         batch = max(1, int(workload.concurrency))
         stages = int(workload.n_devices) if workload.split == "pp" else 1
         slots = batch * stages + 1 + (1 if workload.split == "dp" else 0)
+        if model is not None and model.architecture in V2_ARCHITECTURES and token_bytes > 0:
+            typical = int(workload.n_ctx) // 2
+            w_state = slots * float(state_bytes)
+            w_attn = batch * stages * -(-typical // BLOCK) * BLOCK * float(token_bytes)
+            slots = max(slots, int(pool_bytes * w_state / (w_state + w_attn)) // int(state_bytes))
         return int(pool_bytes) - slots * int(state_bytes), batch
 
     def scheduler(self, hardware: HardwareSpec, workload: Workload) -> SchedulerSpec:

@@ -231,7 +231,9 @@ def estimate_memory(
         split = None
         if model.state is not None and kv_budget > 0:
             state = sum(state_bytes_per_seq(model, wl.engine).values())
-            split = profile.state_pool(int(kv_budget), state // (1 if wl.split == "dp" else n), wl)
+            split = profile.state_pool(
+                int(kv_budget), state // (1 if wl.split == "dp" else n), wl, token_bytes=per_tok, model=model
+            )
         attn_budget = kv_budget if split is None else split[0]
         per_pool = max(0, int(attn_budget // per_tok)) if per_tok else None
         kv_cap = None if per_pool is None else pools * per_pool
