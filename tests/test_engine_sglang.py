@@ -97,6 +97,7 @@ def test_a_hybrids_state_takes_its_own_pool():
     0.9 / 1.9 of the pool, the full-attention KV the rest, and with the radix cache on the running requests
     are capped at a third of the state slots.  Qwen3-Next FP8 on an H200 at 32K: the KV pool is about 1.9x
     smaller than the whole reservation would hold."""
+    from estimator.engines.base import StateDemand
     from estimator.physics.kv import layer_token_bytes, state_bytes_per_seq
     from estimator.specs import FULL
 
@@ -105,15 +106,15 @@ def test_a_hybrids_state_takes_its_own_pool():
     assert state == 36 * (524_288 * 4 + 24_576 * 2)  # F32 recurrent, bf16 conv
     pool = 40 * 2**30
     wl = Workload(engine="sglang", n_ctx=32768)
-    left, requests = SG.state_pool(pool, state, wl)
+    left, requests = SG.state_pool(pool, StateDemand(state, wl))
     slots = int(pool * 0.9 / 1.9) // state
     assert left == pool - slots * state and requests == slots // 3
-    assert SG.state_pool(pool, 0, wl) is None
+    assert SG.state_pool(pool, StateDemand(0, wl)) is None
     mem = estimate_memory(model, get_quant("FP8"), get_hardware("h200-141gb-sxm"), wl)
     per_token = layer_token_bytes(model, "f16", "sglang")[FULL]
     d = mem.per_device[0]
     budget = d.usable_bytes - d.weights_bytes - d.runtime_bytes - d.overhead_bytes
-    left, requests = SG.state_pool(int(budget), state, wl)
+    left, requests = SG.state_pool(int(budget), StateDemand(state, wl))
     assert mem.kv_capacity_tokens == left // per_token < budget // per_token / 1.8
     assert mem.max_concurrency == min(mem.kv_capacity_tokens // 32768, requests)
 

@@ -179,6 +179,7 @@ def test_a_hybrids_state_slots_come_out_of_the_kv_budget():
     splits the pool by a typical step of max_batch_size requests of max_seq_len / 2 tokens.  The state is
     bf16 unless the config names mamba_ssm_cache_dtype (Nemotron-H: float32; Qwen3.5's mamba_ssm_dtype is not
     read)."""
+    from estimator.engines.base import StateDemand
     from estimator.physics.kv import layer_token_bytes, state_bytes_per_seq
     from estimator.specs import FULL
 
@@ -189,10 +190,12 @@ def test_a_hybrids_state_slots_come_out_of_the_kv_budget():
     assert state == 36 * (524_288 * 2 + 24_576 * 2)  # 37.7 MiB per request, bf16
     # the legacy manager's count (no model class, or one that keeps it): exactly R slots
     pool = 30 * GIB
-    assert TRT.state_pool(pool, state, _wl(concurrency=64), model=nemo) == (pool - 65 * state, 64)
-    assert TRT.state_pool(pool, state, _wl(concurrency=64, split="dp", n_devices=2))[0] == pool - 66 * state
-    assert TRT.state_pool(pool, state, _wl(concurrency=8, split="pp", n_devices=2))[0] == pool - 17 * state
-    assert TRT.state_pool(pool, 0, _wl()) is None
+    legacy = StateDemand(state, _wl(concurrency=64), model=nemo)
+    assert TRT.state_pool(pool, legacy) == (pool - 65 * state, 64)
+    dp, pp = _wl(concurrency=64, split="dp", n_devices=2), _wl(concurrency=8, split="pp", n_devices=2)
+    assert TRT.state_pool(pool, StateDemand(state, dp))[0] == pool - 66 * state
+    assert TRT.state_pool(pool, StateDemand(state, pp))[0] == pool - 17 * state
+    assert TRT.state_pool(pool, StateDemand(0, _wl())) is None
     # V2 (Qwen3-Next): the state's share of a typical step of 64 requests of 16,384 tokens, here more than
     # the 65 slots it needs at least
     per_token = layer_token_bytes(nxt, "f16", "trtllm")[FULL] // 2  # 2 KV heads, one per device
@@ -200,17 +203,17 @@ def test_a_hybrids_state_slots_come_out_of_the_kv_budget():
     w_state, w_attn = 65 * (state // 2), 64 * 16384 * per_token
     share = int(pool * w_state / (w_state + w_attn)) // (state // 2)
     assert share > 65
-    got = TRT.state_pool(pool, state // 2, wl, token_bytes=per_token, model=nxt)
+    got = TRT.state_pool(pool, StateDemand(state // 2, wl, per_token, nxt))
     assert got == (pool - share * (state // 2), 64)
     # a pool smaller than the typical step's total keeps the minimum
     small = 2 * GIB
-    left_small, _ = TRT.state_pool(small, state // 2, wl, token_bytes=per_token, model=nxt)
+    left_small, _ = TRT.state_pool(small, StateDemand(state // 2, wl, per_token, nxt))
     assert left_small == small - 65 * (state // 2)
     # Qwen3-Next FP8 on two H100s at 32K, --max_batch_size 64: the memory estimate takes that split
     mem = estimate_memory(nxt, get_quant("FP8"), H100, wl)
     d = mem.per_device[0]
     budget = d.usable_bytes - d.weights_bytes - d.runtime_bytes - d.overhead_bytes
-    left, running = TRT.state_pool(int(budget), state // 2, wl, token_bytes=per_token, model=nxt)
+    left, running = TRT.state_pool(int(budget), StateDemand(state // 2, wl, per_token, nxt))
     assert mem.kv_capacity_tokens == left // per_token and running == 64
     assert left < budget - 65 * (state // 2)
     assert mem.max_concurrency == min(mem.kv_capacity_tokens // 32768, 64) == 64

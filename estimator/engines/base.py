@@ -86,6 +86,23 @@ class StartupKV:
 
 
 @dataclass(frozen=True)
+class StateDemand:
+    """What a recurrent hybrid's state asks of an engine's reserved pool on one device (the profile's
+    ``state_pool``).
+
+    state_bytes: one request's recurrent + conv state on one device (its share of the heads);
+    workload: the launch (its request limit sizes some engines' slots);
+    token_bytes: the attention KV bytes of one token of one sequence on one device;
+    model: the model (its class picks some engines' cache manager).
+    """
+
+    state_bytes: int
+    workload: Workload
+    token_bytes: float = 0.0
+    model: ModelSpec | None = None
+
+
+@dataclass(frozen=True)
 class SchedulerSpec:
     """How an engine batches requests when it serves many at once (estimator.physics.serving).
 
@@ -487,21 +504,10 @@ class EngineProfile:
         """The engine's default scheduler on this device (per-device memory decides some defaults)."""
         raise NotImplementedError
 
-    def state_pool(
-        self,
-        pool_bytes: int,
-        state_bytes: int,
-        workload: Workload,
-        *,
-        token_bytes: float = 0.0,
-        model: ModelSpec | None = None,
-    ) -> tuple[int, int] | None:
-        """How a recurrent hybrid's state shares a reserved pool of ``pool_bytes`` per device
-        (``state_bytes``: one request's state on one device; ``workload``: the launch, whose request limit
-        some engines size the state by; ``token_bytes``: the attention KV bytes of one token of one sequence
-        on one device; ``model``: the model, whose class picks some engines' manager): (bytes left to the
-        attention KV, possibly negative when the state alone overflows the pool, most running requests the
-        state admits), or None when the engine keeps the state inside its KV pool."""
+    def state_pool(self, pool_bytes: int, demand: StateDemand) -> tuple[int, int] | None:
+        """How a recurrent hybrid's state (``demand``) shares a reserved pool of ``pool_bytes`` per device:
+        (bytes left to the attention KV, possibly negative when the state alone overflows the pool, most
+        running requests the state admits), or None when the engine keeps the state inside its KV pool."""
         return None
 
     def startup_kv(

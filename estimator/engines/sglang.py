@@ -40,6 +40,7 @@ from estimator.engines.base import (
     KVLayout,
     LaunchCommand,
     SchedulerSpec,
+    StateDemand,
     checkpoint_args,
     checkpoint_weight_format,
     slug,
@@ -121,20 +122,13 @@ class SGLang(EngineProfile):
         cells = n_ctx * n_seq
         return KVLayout(cells, cells if swa_full else math.ceil(SWA_FULL_TOKENS_RATIO * cells), 1)
 
-    def state_pool(
-        self,
-        pool_bytes: int,
-        state_bytes: int,
-        workload: Workload,
-        *,
-        token_bytes: float = 0.0,
-        model: ModelSpec | None = None,
-    ) -> tuple[int, int] | None:
+    def state_pool(self, pool_bytes: int, demand: StateDemand) -> tuple[int, int] | None:
         """SGLang gives a hybrid's state a pool of its own before sizing the KV pool: state slots =
         floor(pool x r / (1 + r) / state_bytes), r = MAMBA_FULL_MEMORY_RATIO; the full-attention KV gets the
         rest, pool - slots x state_bytes; running requests <= slots // STATE_SLOTS_PER_REQUEST (the radix
         cache keeps a request's state at the prefix it may share besides the running one).  The pool does not
         depend on the launch's request limit, the attention's token bytes or the model class."""
+        state_bytes = demand.state_bytes
         if state_bytes <= 0 or pool_bytes <= 0:
             return None
         r = MAMBA_FULL_MEMORY_RATIO

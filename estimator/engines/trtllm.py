@@ -54,6 +54,7 @@ from estimator.engines.base import (
     KVLayout,
     LaunchCommand,
     SchedulerSpec,
+    StateDemand,
     checkpoint_quant,
     checkpoint_weight_format,
     dequantized_copy,
@@ -221,34 +222,28 @@ class TensorRTLLM(EngineProfile):
         declared = model.state.ssm_dtype if model.state is not None else ""
         return 4 if model.architecture == "nemotron_h" and declared == "float32" else 2
 
-    def state_pool(
-        self,
-        pool_bytes: int,
-        state_bytes: int,
-        workload: Workload,
-        *,
-        token_bytes: float = 0.0,
-        model: ModelSpec | None = None,
-    ) -> tuple[int, int] | None:
+    def state_pool(self, pool_bytes: int, demand: StateDemand) -> tuple[int, int] | None:
         """The recurrent state's slots out of the KV budget (module doc): (pool - slots x state_bytes,
         max_batch_size), max_batch_size = the launch's ``--max_batch_size`` (the concurrency, ``launch``).
 
         At least R = max_batch_size x pipeline stages + one CUDA-graph padding slot (+ one for attention
         data parallelism's dummy request); that is the legacy (C++) manager's count.  The V2 manager of a
         model class that prefers it (``V2_ARCHITECTURES``) splits the pool by a typical step instead:
-        R state slots next to max_batch_size x stages requests of C = max_seq_len // 2 tokens (its
-        ``avg_seq_len`` fallback) in pages of BLOCK tokens, so the state gets the share R x S / (R x S +
-        B x stages x ceil(C / BLOCK) x BLOCK x token_bytes) of the pool when that is more than R slots.  A
+        R state slots of S = ``demand.state_bytes`` next to max_batch_size x stages requests of C =
+        max_seq_len // 2 tokens (its ``avg_seq_len`` fallback) in pages of BLOCK tokens, so the state gets the
+        share R x S / (R x S + B x stages x ceil(C / BLOCK) x BLOCK x ``demand.token_bytes``) of the pool when
+        that is more than R slots.  A
         negative remainder is a launch TensorRT-LLM refuses: the state alone overflows the pool."""
+        state_bytes, workload, model = demand.state_bytes, demand.workload, demand.model
         if state_bytes <= 0 or pool_bytes <= 0:
             return None
         batch = max(1, int(workload.concurrency))
         stages = int(workload.n_devices) if workload.split == "pp" else 1
         slots = batch * stages + 1 + (1 if workload.split == "dp" else 0)
-        if model is not None and model.architecture in V2_ARCHITECTURES and token_bytes > 0:
+        if model is not None and model.architecture in V2_ARCHITECTURES and demand.token_bytes > 0:
             typical = int(workload.n_ctx) // 2
             w_state = slots * float(state_bytes)
-            w_attn = batch * stages * -(-typical // BLOCK) * BLOCK * float(token_bytes)
+            w_attn = batch * stages * -(-typical // BLOCK) * BLOCK * float(demand.token_bytes)
             slots = max(slots, int(pool_bytes * w_state / (w_state + w_attn)) // int(state_bytes))
         return int(pool_bytes) - slots * int(state_bytes), batch
 

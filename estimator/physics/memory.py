@@ -54,7 +54,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from estimator.engines import get_engine
-from estimator.engines.base import StartupKV
+from estimator.engines.base import StartupKV, StateDemand
 from estimator.physics.kv import cache_layers, kv_cache, kv_cache_for, layer_token_bytes, state_bytes_per_seq
 from estimator.physics.runtime import coerce, reserved_usable_bytes, runtime_buffers, usable_device_bytes
 from estimator.physics.weights import weight_breakdown
@@ -231,9 +231,8 @@ def estimate_memory(
         split = None
         if model.state is not None and kv_budget > 0:
             state = sum(state_bytes_per_seq(model, wl.engine).values())
-            split = profile.state_pool(
-                int(kv_budget), state // (1 if wl.split == "dp" else n), wl, token_bytes=per_tok, model=model
-            )
+            demand = StateDemand(state // (1 if wl.split == "dp" else n), wl, per_tok or 0.0, model)
+            split = profile.state_pool(int(kv_budget), demand)
         attn_budget = kv_budget if split is None else split[0]
         per_pool = max(0, int(attn_budget // per_tok)) if per_tok else None
         kv_cap = None if per_pool is None else pools * per_pool
