@@ -91,6 +91,35 @@ def test_a_cpu_has_no_host_to_offload_to():
             estimate_memory(m, "MXFP4", hw, wl)
 
 
+def test_unified_memory_offload_stays_in_the_same_ram():
+    """On unified memory (a 128 GB M4 Max: a 96 GiB GPU working set) weights offloaded to the CPU side still
+    take the same RAM, of which a process gets 90 % (the CPU kind's usable fraction): Qwen3-235B Q4_K_M
+    with 60 GiB offloaded needs 134 GiB of it and does not fit (it "fit with offload" before), with no
+    offload suggested; Q3_K_M (106 GiB) fits with 20 GiB offloaded.  A working-set limit raised above that
+    fraction (iogpu.wired_limit_mb) is the bound instead."""
+    import dataclasses
+
+    hw, m = get_hardware("macbook-pro-m4-max-128gb"), get_model("qwen3-235b-a22b")
+    assert hw.kind == "unified" and hw.gpu_working_set_bytes == 96 * GIB
+    big = estimate_memory(m, "Q4_K_M", hw, Workload(n_ctx=8192, offload_bytes=60 * GIB))
+    assert big.total_bytes <= big.usable_bytes and big.verdict == "does not fit"
+    assert big.min_offload_bytes == 0 and any("share one RAM" in n and "115.20 GiB" in n for n in big.notes)
+    from estimator.render.translate import tr
+
+    note = next(n for n in big.notes if n.startswith("unified memory"))
+    es = tr(note)
+    assert es.startswith("memoria unificada: el conjunto de trabajo de la GPU") and "134.16 GiB" in es
+    assert estimate_memory(m, "Q4_K_M", hw, Workload(n_ctx=8192)).min_offload_bytes == 0
+    q3 = estimate_memory(m, "Q3_K_M", hw, Workload(n_ctx=8192))
+    assert q3.verdict == "does not fit" and 0 < q3.min_offload_bytes < 20 * GIB
+    assert estimate_memory(m, "Q3_K_M", hw, Workload(n_ctx=8192, offload_bytes=20 * GIB)).verdict == (
+        "fits with offload"
+    )
+    # IQ4_XS needs 118.45 GiB: over the 90 % but within a working set raised to 124 GiB
+    raised = dataclasses.replace(hw, gpu_working_set_bytes=124 * GIB)
+    assert estimate_memory(m, "IQ4_XS", raised, Workload(n_ctx=8192)).verdict == "fits"
+
+
 def test_vllm_kv_gets_the_rest():
     m, hw = get_model("llama-3.1-8b"), get_hardware("h100-80gb-sxm")
     e = estimate_memory(m, "BF16", hw, Workload(n_ctx=8192, engine="vllm"))

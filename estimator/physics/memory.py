@@ -23,7 +23,10 @@ Multi-device (``workload.n_devices`` = N):
 
 Offload: ``workload.offload_bytes`` of weights move to host RAM (spread evenly over the devices), and
 ``moe_offload_layers`` = k moves the routed experts of layers 0..k-1 to host RAM (llama.cpp ``--n-cpu-moe
-k``).
+k``).  A CPU device has no host to move them to (refused: ``CPU_OFFLOAD_ERROR``).  On unified memory the
+offloaded weights leave the GPU working set but not the RAM: device totals + host bytes must stay within
+max(usable_fraction_cpu x memory, the working-set limit) per device, else "does not fit"
+(``UNIFIED_RAM_NOTE``) and no offload is suggested.
 
 Usable memory per device = usable_fraction(kind) x memory (prior in estimator/physics/runtime.py), or the
 device's GPU working-set limit when it has one (Apple: ``runtime.usable_device_bytes``).  Verdict:
@@ -61,6 +64,7 @@ from estimator.physics.weights import weight_breakdown
 from estimator.specs import (
     CHUNKED,
     FULL,
+    GIB,
     SLIDING,
     SPLITS,
     HardwareSpec,
@@ -80,6 +84,11 @@ CPU_DOES_NOT_FIT_NOTE = (
     "on a CPU the host RAM is the device memory, so no offload frees any of it (llama.cpp's default "
     "mmap can still page a larger model file in from disk, at the disk's speed, which this estimate does not "
     "model)"
+)
+
+UNIFIED_RAM_NOTE = (
+    "unified memory: the GPU's working set and the weights offloaded to the CPU side share one RAM, of which "
+    "{p}% ({g:,.2f} GiB) is left to a process; this needs {need:,.2f} GiB"
 )
 
 
@@ -276,12 +285,26 @@ def estimate_memory(
     usable = sum(x.usable_bytes for x in devices)
     fits = all(x.total_bytes <= x.usable_bytes for x in devices)
     overflow = sum(max(0, x.total_bytes - x.usable_bytes) for x in devices)
+    # unified memory: the GPU's working set and what is offloaded to the CPU side share one RAM, of which a
+    # process gets the CPU kind's usable fraction (the rest is the system's), or the working-set limit where
+    # that was raised above it (iogpu.wired_limit_mb)
+    unified = hardware.kind == "unified"
+    mem_bytes = float(hardware.memory_bytes)
+    per_ram = max(c.usable_fraction_cpu * mem_bytes, float(hardware.gpu_working_set_bytes or 0))
+    ram = per_ram * n if unified else 0.0
     if fits and admits and max_conc is not None and wl.n_seq > max_conc:
         # the bytes add up, but the engine admits fewer requests: a hybrid's state is held per request
         verdict, min_off = "does not fit", 0
         notes.append(
             f"{profile.label} admits at most {max_conc:,} sequences of {int(wl.n_ctx):,} tokens here: the "
             f"recurrent state takes {admits}"
+        )
+    elif unified and total + host > ram:  # no offload frees any of the one RAM
+        verdict, min_off = "does not fit", 0
+        notes.append(
+            UNIFIED_RAM_NOTE.format(
+                p=round(100 * per_ram / mem_bytes), g=ram / GIB, need=(total + host) / GIB
+            )
         )
     elif fits:
         verdict = "fits with offload" if off else "fits"

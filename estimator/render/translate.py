@@ -750,6 +750,20 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     ),
     (
         re.compile(
+            r"unified memory: the GPU's working set and the weights offloaded to the CPU side share one RAM, "
+            r"of which (?P<p>\d+)% \((?P<g>[\d.,]+) GiB\) is left to a process; this needs (?P<n>[\d.,]+) GiB"
+        ),
+        "memoria unificada: el conjunto de trabajo de la GPU y los pesos descargados al lado de la CPU "
+        "comparten una RAM, de la que el {p}% ({g} GiB) queda para un proceso; esto necesita {n} GiB",
+    ),
+    (
+        re.compile(
+            r"does not fit: (?P<m>\S+) at (?P<q>.+) on (?P<n>\d+) x (?P<h>\S+): (?P<r>unified memory: .+)"
+        ),
+        lambda m: f"no cabe: {m['m']} en {_quant_name(m['q'])} en {m['n']} x {m['h']}: {tr(m['r'])}",
+    ),
+    (
+        re.compile(
             r"does not fit: (?P<m>\S+) at (?P<q>.+) needs more than the usable memory of (?P<n>\d+) x "
             r"(?P<h>\S+)"
         ),

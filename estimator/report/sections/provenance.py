@@ -79,6 +79,8 @@ def warnings(b: Build) -> tuple[str, ...]:
             f"{get_engine(wl.engine).label} admits at most {m.max_concurrency:,} sequences of "
             f"{int(wl.n_ctx):,} tokens"
         )
+    elif m.verdict == "does not fit" and (ram := next((x for x in m.notes if x.startswith("unified")), None)):
+        out.append(f"does not fit: {b.model.id} at {quant.name} on {wl.n_devices} x {hw.id}: {ram}")
     elif m.verdict == "does not fit":
         out.append(
             f"does not fit: {b.model.id} at {quant.name} needs more than the usable memory of "
