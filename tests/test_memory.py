@@ -110,6 +110,15 @@ def test_unified_memory_offload_stays_in_the_same_ram():
     es = tr(note)
     assert es.startswith("memoria unificada: el conjunto de trabajo de la GPU") and "134.16 GiB" in es
     assert estimate_memory(m, "Q4_K_M", hw, Workload(n_ctx=8192)).min_offload_bytes == 0
+    # the report's warning names that reason, not "more than the usable memory" (134 GiB on the devices
+    # would be; 74 GiB is within the 96 GiB working set)
+    from estimator.report.document import report_to_dict
+    from estimator.report.request import ReportRequest, make_report
+
+    req = ReportRequest(model=m.id, hardware=hw.id, quant="Q4_K_M", offload_gib=60)
+    assert report_to_dict(make_report(req))["warnings"] == [
+        f"does not fit: {m.id} at Q4_K_M on 1 x {hw.id}: {note}"
+    ]
     q3 = estimate_memory(m, "Q3_K_M", hw, Workload(n_ctx=8192))
     assert q3.verdict == "does not fit" and 0 < q3.min_offload_bytes < 20 * GIB
     assert estimate_memory(m, "Q3_K_M", hw, Workload(n_ctx=8192, offload_bytes=20 * GIB)).verdict == (

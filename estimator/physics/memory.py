@@ -86,8 +86,9 @@ CPU_DOES_NOT_FIT_NOTE = (
     "model)"
 )
 
+UNIFIED_RAM = "unified memory:"  # how the note below starts (the report's warning quotes the note)
 UNIFIED_RAM_NOTE = (
-    "unified memory: the GPU's working set and the weights offloaded to the CPU side share one RAM, of which "
+    UNIFIED_RAM + " the GPU's working set and the weights offloaded to the CPU side share one RAM, of which "
     "{p}% ({g:,.2f} GiB) is left to a process; this needs {need:,.2f} GiB"
 )
 

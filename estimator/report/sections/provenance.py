@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from estimator.engines import engines_for, get_engine
 from estimator.physics import stream
 from estimator.physics.coefficients import COVARIATES_LABEL
+from estimator.physics.memory import UNIFIED_RAM
 from estimator.render.blocks import Block
 from estimator.render.htmlkit import Ctx, e, section
 from estimator.report.recommend import can_combine
@@ -73,13 +74,14 @@ def warnings(b: Build) -> tuple[str, ...]:
             f"{hw.id} has no TFLOPS figure: prefill and time to first token assume the coefficient set's "
             f"typical {flops or 0:g} TFLOPS, not this device's (--tflops gives it)"
         )
+    ram = next((x for x in m.notes if x.startswith(UNIFIED_RAM)), None)  # memory.UNIFIED_RAM_NOTE
     if m.verdict == "does not fit" and m.total_bytes <= m.usable_bytes and m.max_concurrency is not None:
         out.append(
             f"does not fit: {b.model.id} at {quant.name} on {wl.n_devices} x {hw.id}: "
             f"{get_engine(wl.engine).label} admits at most {m.max_concurrency:,} sequences of "
             f"{int(wl.n_ctx):,} tokens"
         )
-    elif m.verdict == "does not fit" and (ram := next((x for x in m.notes if x.startswith("unified")), None)):
+    elif m.verdict == "does not fit" and ram:
         out.append(f"does not fit: {b.model.id} at {quant.name} on {wl.n_devices} x {hw.id}: {ram}")
     elif m.verdict == "does not fit":
         out.append(

@@ -66,7 +66,7 @@ def starts_line(d: dict) -> str | None:
     mem, w = d.get("memory") or {}, d["workload"]
     profile = get_engine(w["engine"])
     most, cap = mem.get("max_concurrency"), mem.get("kv_capacity_tokens")
-    asked = max(int(w.get("concurrency") or 1), int(w.get("n_seq") or 1))
+    asked = int(w.get("concurrency") or 1)  # the sequences the memory is sized for (sizing.memory_sequences)
     if not profile.reserves_memory or mem.get("verdict") != "does not fit" or not most or not cap:
         return None
     if most >= asked:
