@@ -359,3 +359,75 @@ def test_sparse_attention_moment_follows_llama_cpp(change, tmp_path):
     assert runtime_buffers(model, None, cpu, wl, prior).compute_bytes == pytest.approx(measured, rel=0.025)
     without = replace(model, mla=replace(model.mla, index_n_heads=0))
     assert runtime_buffers(without, None, cpu, wl, prior).compute_bytes < 0.95 * measured
+
+
+def _change_id(change: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in change.items()) or "as-is"
+
+
+# ERNIE-4.5-21B-A3B's widths at 6 layers (one dense, five MoE; its 103K vocabulary, so the logits are the
+# largest moment) and one MoE fact changed at a time: shared experts, experts per token, expert width
+MOE_HEAD_VARIANTS = [
+    dict(),  # 6 of 64 experts, two shared, hidden 2,560 <= 2 x expert_ff 1,536: the down output fits
+    dict(n_shared_experts=0),
+    dict(n_experts_used=4),
+    dict(expert_ff=1024),  # hidden > 2 x expert_ff: the down output lies above its gate and up
+]
+
+
+@pytest.mark.parametrize("n_ctx", [4096, 16384])
+@pytest.mark.parametrize("change", MOE_HEAD_VARIANTS, ids=_change_id)
+def test_moe_head_moment_follows_llama_cpp(change, n_ctx, tmp_path):
+    """llama.cpp's memory-fit pass: a gated MoE layer with shared experts leaves (n_used + 2) x hidden floats
+    per token under the logits when its down output fits the hole of its gate and up outputs, 2 x hidden
+    when it does not (1 x once the freed mask holds two hidden rows), plus the mask while the mask is smaller
+    than one hidden row; nothing without shared experts (runtime._moe_head_floats).  Without the term the
+    estimate is 2-17 % under these buffers."""
+    from dataclasses import replace
+
+    from estimator.catalog.data import get_hardware, get_model
+    from estimator.physics.runtime import default_coefficients, runtime_buffers
+    from estimator.specs import Workload
+
+    full = get_model("ernie-4.5-21b-a3b")
+    base = replace(full, n_layers=6, layer_types=full.layer_types[:6])
+    model = replace(base, moe=replace(base.moe, **change))
+    measured = _fit_pass_compute_bytes(model, n_ctx, tmp_path)
+    wl, cpu, prior = Workload(n_ctx=n_ctx, flash_attn=True), get_hardware("epyc-9654"), default_coefficients()
+    assert runtime_buffers(model, None, cpu, wl, prior).compute_bytes == pytest.approx(measured, rel=0.01)
+    without = runtime_buffers(model, None, cpu, wl, replace(prior, moe_head_factor=0.0)).compute_bytes
+    if model.moe.n_shared_experts:  # at least one hidden row per token under the logits is the term's
+        assert measured - without >= 4 * 512 * model.hidden_size * 0.99
+    else:
+        assert without == pytest.approx(measured, rel=0.01)
+
+
+# ERNIE-4.5-300B-A47B's widths at 6 layers (three dense, three MoE) with a 16K vocabulary, so that the FFN
+# moment is the largest: hidden 8,192 > 2 x expert_ff 3,584
+DOWN_ABOVE_VARIANTS = [dict(), dict(expert_ff=1792), dict(n_experts_used=4)]
+
+
+@pytest.mark.parametrize("change", DOWN_ABOVE_VARIANTS, ids=_change_id)
+def test_moe_down_output_above_its_gate_and_up_follows_llama_cpp(change, tmp_path):
+    """llama.cpp's memory-fit pass: when hidden > 2 x expert_ff the experts' down output (n_used x hidden
+    floats per token) does not fit the hole their gate and up outputs leave and lies above their SwiGLU
+    product, so the MoE layer's moment is 3 x n_used x expert_ff + n_used x hidden + the hidden rows below;
+    with 4 experts per token the dense layers' moment is the larger and the term must not touch it."""
+    from dataclasses import replace
+
+    from estimator.catalog.data import get_hardware, get_model
+    from estimator.physics.runtime import default_coefficients, runtime_buffers
+    from estimator.specs import Workload
+
+    full = get_model("ernie-4.5-300b-a47b")
+    base = replace(full, vocab_size=16384, n_layers=6, layer_types=full.layer_types[:6])
+    model = replace(base, moe=replace(base.moe, **change))
+    measured = _fit_pass_compute_bytes(model, 4096, tmp_path)
+    wl, cpu, prior = Workload(n_ctx=4096, flash_attn=True), get_hardware("epyc-9654"), default_coefficients()
+    assert runtime_buffers(model, None, cpu, wl, prior).compute_bytes == pytest.approx(measured, rel=0.01)
+    moe, h, u = model.moe, model.hidden_size, 512
+    down_bytes = 4 * u * moe.n_experts_used * h
+    moe_moment = 4 * u * (3 * moe.n_experts_used * moe.expert_ff + 4 * h) + down_bytes
+    dense_moment = 4 * u * (3 * model.intermediate_size + 4 * h)
+    if moe_moment > dense_moment:  # the down output is what makes the MoE moment the largest
+        assert moe_moment - down_bytes < 0.85 * measured

@@ -37,15 +37,12 @@ memory between layers); the attention mask is a graph input that lives through e
              scores and the F16 mask it rebuilds from the top-k: llama.cpp's memory-fit pass on V3.2-shaped
              variants moves by exactly top_k floats per layer and per halving of top_k, not with the
              indexer's heads or width; flash attention on and off)
-    logits += (MLA with MoE) 4 * u * mla_moe_head_factor * min(MLA_MOE_HEAD_FLOATS, (n_experts_used + 2) *
-             hidden)   (floats per token the allocator's layout leaves under the logits: an empirical
-             residue, not a tensor of the graph.  llama.cpp's memory-fit pass gives 16,384 for
-             DeepSeek-V2-Lite, Kimi-K2 and DeepSeek-V3 given 64 heads, whatever their experts, heads,
-             vocabulary or latent rank; narrow graphs leave less (a 256-wide test model about 15 x hidden,
-             where its FFN moment is the larger anyway).  The cap is a fit to those graphs, not a law:
-             Kimi-K2 made 4,096 wide leaves 43,008)
+    logits += (MoE with shared experts, gated) 4 * u * moe_head_factor * R   (module notes below: where the
+             allocator's layout of the last MoE layer leaves the logits)
     ffn    = mask + 4 * u * (act_hidden_factor * hidden + act_ff_factor * ff_max)   (mask only when the model
              has more than one layer: it is freed after the last layer's attention)
+           + (gated MoE, hidden > 2 expert_ff) 4 * u * n_experts_used * hidden   (the experts' down output
+             does not fit the hole their gate and up outputs leave, so it lies above their product)
     compute = compute_base_bytes + max(logits, attn, ffn)
     output  = 4 * n_vocab * n_seq                (llama_context output buffer; host RAM)
     host_compute = 2 * 4 * u * hidden + mask   on discrete devices (the CUDA_Host compute buffer: the input
@@ -65,13 +62,43 @@ exactly 1 x n_experts_used x expert_ff and 1 x n_experts_used x width (expert_ff
 the same graphs hold 3 x hidden + about 8,200 floats per token (hidden 3,072 and 4,096) where the prior counts
 act_hidden_factor's 4 x hidden, left to the fit. Prior (estimator/data/memory_prior.json) from llama.cpp's own
 CPU buffers (llama-cpp-python 0.3.36, results/runs/memory-*.jsonl): logits 1, out_hidden 2, mask 1, kq 1,
-attn_hidden 5.5, act_hidden 4, act_ff 3, ungated_ff 1, mla_attn 1, mla_moe_head 1, dsa 1, base 0; e.g.
+attn_hidden 5.5, act_hidden 4, act_ff 3, ungated_ff 1, mla_attn 1, moe_head 1, dsa 1, base 0; e.g.
 Llama-3.2-1B at u = 512: 258.5 MiB with flash attention at any context (250.5 MiB logits + 8 MiB final norm),
 8,470 MiB without it at 131,072 cells (8,192 MiB scores + 256 MiB F32 mask + 22 MiB); DeepSeek-V3 (3-layer
 proxy) at u = 512 without flash attention, 8,192 cells: 2,472.0 MiB measured = 2,048 MiB scores (128 heads) +
 16 MiB mask + 8 MiB transposed V + 400 MiB MLA activations (128 x 1,600 floats per token); DeepSeek-V2-Lite (4
 and 8 layers, flash attention): 241.0 MiB = 200 MiB logits + 4 MiB final norm + 16,384 floats per token under
 them.
+
+Where a MoE layer leaves the logits (ggml's graph allocator, llama.cpp's memory-fit pass).  A gated MoE
+layer allocates its selected experts' gate and up outputs (n_used x expert_ff floats per token each), their
+SwiGLU product, then the down output (n_used x hidden).  Gate and up are freed by then: the down output takes
+their hole when hidden <= 2 expert_ff ("fits"), else it lies above the product (the FFN term above).  The
+weighted sum of its n_used views is allocated next to it; with shared experts their FFN follows, and the
+layer's output ends up above the down output's region, so the logits (allocated last, larger than any hole)
+start above it:
+
+    R = (n_used + 2) * hidden      fits        (the down output's region and the layer's output)
+      = 2 * hidden                 does not fit
+      + mask floats per token      when the freed mask is smaller than one hidden row per token (k = 0)
+      - hidden                     does not fit and the freed mask holds two or more rows (k >= 2)
+    k = floor(mask bytes / (4 u hidden))
+
+On a discrete device (llama.cpp's CUDA build) the masks live in the host's staging buffer, so R there has
+no mask term (k = 0, mask 0); the H200's buffers do not check it: none of its MoE models has shared experts
+but DeepSeek-V2-Lite, which fits (R = 8 x hidden either way) and leaves 14 x hidden on that device.
+Without shared experts the layer's output falls into the freed regions below and nothing is left (R = 0).
+One expert per token is left out too: Llama 4 weights its input before the experts and copies its single
+expert's view, and its buffers (1 to 3 x hidden under the logits, by context and flash attention) follow no
+rule found.
+Read off llama.cpp's own buffers (memory-fit pass, flash attention on, 4K-131K cells): ERNIE-4.5-21B (6 of 64
+experts, two shared, hidden 2,560 <= 2 x 1,536) 8 x hidden, 6 x and 10 x given 4 and 8 experts per token, 0
+without its shared experts, 2 x hidden given expert_ff 1,024; Hunyuan-A13B 10 x hidden; DeepSeek-V2-Lite
+8 x hidden; GLM-4.5 / -Air, dots.llm1, DeepSeek-V3 and Kimi-K2 (does not fit) 2 x hidden plus the mask at
+4K cells, 1 x hidden at 32K; Kimi-K2 made 4,096 wide (fits) 10 x hidden plus the mask (43,008 floats).  Before
+this rule (2026-12-05) only MLA models carried a residue (a cap of 16,384 floats fitted to DeepSeek-V2-Lite
+and DeepSeek-V3), and ERNIE-4.5, Hunyuan, GLM-4.5 and dots.llm1 were 6-35 % under llama.cpp's buffer.
+Ungated MoE (Nemotron-H's squared ReLU) is left out: its layout is not this one.
 
 "torch" — a PyTorch engine's activation peak (vLLM, SGLang; per device; T = the profile's
 ``max_batched_tokens``, vLLM's max_num_batched_tokens default 8192; tp = tensor-parallel size):
@@ -102,8 +129,6 @@ from estimator.physics.quant import kv_type_bytes
 from estimator.specs import CHUNKED, FULL, SLIDING, HardwareSpec, ModelSpec, QuantSpec, Workload
 
 MIB = 2**20
-# at most this many floats per token the allocator leaves under the logits of an MLA + MoE graph (docstring)
-MLA_MOE_HEAD_FLOATS = 16_384
 _PRIOR_PATH = Path(__file__).resolve().parent.parent / "data" / "memory_prior.json"
 
 
@@ -121,7 +146,7 @@ class MemoryCoefficients:
     out_hidden_factor: float = 2.0
     attn_hidden_factor: float = 5.5
     mla_attn_factor: float = 1.0
-    mla_moe_head_factor: float = 1.0
+    moe_head_factor: float = 1.0
     dsa_factor: float = 1.0
     cuda_graph_bytes: float = 0.0
     context_overhead_gpu_bytes: float = 400 * MIB
@@ -262,6 +287,36 @@ def _ungated_ff(m: ModelSpec) -> int:
     return m.moe.n_experts_used * (m.moe.expert_ff + (m.moe.latent_size or m.hidden_size))
 
 
+def _down_above(m: ModelSpec) -> bool:
+    """Whether a gated MoE layer's down output (n_used x hidden) does not fit the hole its gate and up
+    outputs (n_used x expert_ff each) leave: hidden > 2 x expert_ff (module notes)."""
+    return m.moe is not None and m.ffn_gated and m.hidden_size > 2 * m.moe.expert_ff
+
+
+def _moe_head_floats(m: ModelSpec, mask_bytes: float, u: int) -> float:
+    """Floats per token a gated MoE model with shared experts leaves under its logits (R in the module notes);
+    0 without shared experts, with one expert per token (Llama 4: its layout is not this one), for an ungated
+    FFN, or when the last layer is dense."""
+    moe = m.moe
+    if (
+        moe is None
+        or not m.ffn_gated
+        or moe.n_shared_experts <= 0
+        or moe.n_experts_used < 2
+        or (m.n_layers - 1) in moe.dense_layers
+    ):
+        return 0.0
+    h = m.hidden_size
+    k = int(mask_bytes // (4 * u * h))
+    above = _down_above(m)
+    r = 2.0 * h if above else float((moe.n_experts_used + 2) * h)
+    if k == 0:
+        r += mask_bytes / (4 * u)
+    elif above and k >= 2:
+        r -= h
+    return r
+
+
 def _dsa_floats(m: ModelSpec, n_kv: int) -> float:
     """Floats per token DeepSeek Sparse Attention adds to the attention moment (module docstring): every
     layer's top-k indices (min(top_k, cells) int32 each, alive to the last layer's attention) and 1.5 x cells
@@ -305,18 +360,19 @@ def runtime_buffers(
     cells = [lay.full_per_stream] if FULL in kinds else []
     if SLIDING in kinds or CHUNKED in kinds:
         cells.append(lay.windowed_per_stream)
-    mask = c.mask_factor * (2 if wl.flash_attn else 4) * u * sum(cells)
+    mask_bytes = (2 if wl.flash_attn else 4) * u * sum(cells)  # F16 with flash attention, else F32
+    mask = c.mask_factor * mask_bytes
     # the input embeddings are looked up and staged on the host when the token embedding stays there: the
     # device's head moment holds one F32 hidden row per token less than the CPU graph's
     staged = 1 if discrete and profile.embedding_on_host else 0
     logits = 4 * u * (c.logits_factor * m.vocab_size + (c.out_hidden_factor - staged) * m.hidden_size)
     mla = m.mla
+    # on a discrete device the masks are built in the host's staging buffer: no mask under the device's logits
+    device_mask_bytes = 0 if discrete and profile.embedding_on_host else mask_bytes
+    logits += 4 * u * c.moe_head_factor * _moe_head_floats(m, device_mask_bytes, u)
     if mla is not None:
         r = mla.kv_lora_rank
         attn = mask + 4 * u * c.mla_attn_factor * m.n_heads * (3 * r + mla.qk_rope_head_dim)
-        if m.moe is not None:
-            residue = min(MLA_MOE_HEAD_FLOATS, (m.moe.n_experts_used + 2) * m.hidden_size)
-            logits += 4 * u * c.mla_moe_head_factor * residue
     else:
         attn = mask + 4 * u * c.attn_hidden_factor * m.hidden_size
     if not wl.flash_attn and cells:
@@ -327,7 +383,17 @@ def runtime_buffers(
         attn += c.dsa_factor * 4 * u * _dsa_floats(m, max(cells))
     # the mask is freed after the last layer's attention: only a model with more than one layer runs an FFN
     # while it lives
-    ffn_width = c.act_ff_factor * _ff_max(m) if m.ffn_gated else c.ungated_ff_factor * _ungated_ff(m)
+    if not m.ffn_gated:
+        ffn_width = c.ungated_ff_factor * _ungated_ff(m)
+    elif _down_above(m):
+        assert m.moe is not None  # the down output above its gate and up: the MoE layer's moment only
+        moe_ff = m.moe.n_experts_used * m.moe.expert_ff + m.moe.n_shared_experts * m.moe.shared_ff
+        dense_ff = max(m.ffn_width(i) for i in range(m.n_layers))
+        ffn_width = max(
+            c.act_ff_factor * dense_ff, c.act_ff_factor * moe_ff + m.moe.n_experts_used * m.hidden_size
+        )
+    else:
+        ffn_width = c.act_ff_factor * _ff_max(m)
     ffn = (mask if m.n_layers > 1 else 0) + 4 * u * (c.act_hidden_factor * m.hidden_size + ffn_width)
     compute = c.compute_base_bytes + max(logits, attn, ffn)
     output = 4 * m.vocab_size * wl.n_seq
