@@ -70,13 +70,13 @@ proxy) at u = 512 without flash attention, 8,192 cells: 2,472.0 MiB measured = 2
 and 8 layers, flash attention): 241.0 MiB = 200 MiB logits + 4 MiB final norm + 16,384 floats per token under
 them.
 
-Where a MoE layer leaves the logits (ggml's graph allocator, llama.cpp's memory-fit pass).  A gated MoE
-layer allocates its selected experts' gate and up outputs (n_used x expert_ff floats per token each), their
-SwiGLU product, then the down output (n_used x hidden).  Gate and up are freed by then: the down output takes
-their hole when hidden <= 2 expert_ff ("fits"), else it lies above the product (the FFN term above).  The
-weighted sum of its n_used views is allocated next to it; with shared experts their FFN follows, and the
-layer's output ends up above the down output's region, so the logits (allocated last, larger than any hole)
-start above it:
+Where a MoE layer leaves its down output and the logits (ggml's graph allocator, llama.cpp's memory-fit
+pass).  A gated MoE layer allocates its selected experts' gate and up outputs (n_used x expert_ff floats per
+token each), their SwiGLU product, then the down output (n_used x hidden).  Gate and up are freed by then: the
+down output takes their hole when hidden <= 2 expert_ff ("fits"), else it lies above the product (the FFN term
+above).  The weighted sum of its n_used views is allocated next to it; with shared experts their FFN follows,
+and the layer's output ends up above the down output's region, so the logits (allocated last, larger than
+any hole) start above it:
 
     R = (n_used + 2) * hidden      fits        (the down output's region and the layer's output)
       = 2 * hidden                 does not fit
