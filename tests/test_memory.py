@@ -199,7 +199,7 @@ def test_mla_compute_buffer_matches_llama_cpp(model_id, layers, cells, ubatch, f
     hw = get_hardware("epyc-9654")
     got = runtime_buffers(m, None, hw, wl).compute_bytes / 2**20
     assert got == pytest.approx(measured_mib, rel=0.03)
-    no_residue = replace(default_coefficients(), moe_head_factor=0.0)
+    no_residue = replace(default_coefficients(), head_residue_factor=0.0)
     plain = runtime_buffers(replace(m, mla=None), None, hw, wl, no_residue).compute_bytes / 2**20
     assert plain < 0.97 * measured_mib
 

@@ -395,7 +395,7 @@ def test_moe_head_moment_follows_llama_cpp(change, n_ctx, tmp_path):
     measured = _fit_pass_compute_bytes(model, n_ctx, tmp_path)
     wl, cpu, prior = Workload(n_ctx=n_ctx, flash_attn=True), get_hardware("epyc-9654"), default_coefficients()
     assert runtime_buffers(model, None, cpu, wl, prior).compute_bytes == pytest.approx(measured, rel=0.01)
-    without = runtime_buffers(model, None, cpu, wl, replace(prior, moe_head_factor=0.0)).compute_bytes
+    without = runtime_buffers(model, None, cpu, wl, replace(prior, head_residue_factor=0.0)).compute_bytes
     if model.moe.n_shared_experts:  # at least one hidden row per token under the logits is the term's
         assert measured - without >= 4 * 512 * model.hidden_size * 0.99
     else:
@@ -431,3 +431,42 @@ def test_moe_down_output_above_its_gate_and_up_follows_llama_cpp(change, tmp_pat
     dense_moment = 4 * u * (3 * model.intermediate_size + 4 * h)
     if moe_moment > dense_moment:  # the down output is what makes the MoE moment the largest
         assert moe_moment - down_bytes < 0.85 * measured
+
+
+# Phi-3.5-mini's widths at 8 layers (llama.cpp's phi3 graph: q, k and v are views of one attn_qkv
+# projection), one fact changed at a time, at contexts whose F16 mask is smaller than one hidden row per token
+# (2K, 4K cells at hidden 3,072: k = 0) or not (8K; with the FFN narrowed or the vocabulary widened, so that
+# the head is the largest moment there too)
+FUSED_QKV_CASES = [
+    (dict(), 2048),
+    (dict(), 4096),
+    (dict(n_kv_heads=8), 4096),
+    (dict(intermediate_size=4096), 4096),
+    (dict(intermediate_size=4096), 8192),
+    (dict(vocab_size=100352), 2048),
+    (dict(vocab_size=100352), 8192),
+]
+FUSED_QKV_IDS = [f"{_change_id(c)}-{n}" for c, n in FUSED_QKV_CASES]
+
+
+@pytest.mark.parametrize("change,n_ctx", FUSED_QKV_CASES, ids=FUSED_QKV_IDS)
+def test_fused_qkv_head_moment_follows_llama_cpp(change, n_ctx, tmp_path):
+    """llama.cpp's memory-fit pass on a fused-attn_qkv graph: 2 x hidden floats per token plus the mask under
+    the logits while the freed mask is smaller than one hidden row, nothing once it holds one
+    (runtime._fused_qkv_head_floats, within 0.5 %)."""
+    from dataclasses import replace
+
+    from estimator.catalog.data import get_hardware, get_model
+    from estimator.physics.runtime import default_coefficients, runtime_buffers
+    from estimator.specs import Workload
+
+    full = get_model("phi-3.5-mini-3.8b")
+    model = replace(full, n_layers=8, layer_types=full.layer_types[:8], **change)
+    measured = _fit_pass_compute_bytes(model, n_ctx, tmp_path)
+    wl, cpu, prior = Workload(n_ctx=n_ctx, flash_attn=True), get_hardware("epyc-9654"), default_coefficients()
+    assert runtime_buffers(model, None, cpu, wl, prior).compute_bytes == pytest.approx(measured, rel=0.005)
+    u, h = 512, model.hidden_size
+    head = 4 * u * (model.vocab_size + 2 * h)
+    mask = 2 * u * n_ctx
+    rows = 4 * u * 2 * h + mask if mask < 4 * u * h else 0
+    assert measured == pytest.approx(head + rows, abs=64 * 1024)  # a few KiB of positions and output ids

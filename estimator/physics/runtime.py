@@ -37,8 +37,8 @@ memory between layers); the attention mask is a graph input that lives through e
              scores and the F16 mask it rebuilds from the top-k: llama.cpp's memory-fit pass on V3.2-shaped
              variants moves by exactly top_k floats per layer and per halving of top_k, not with the
              indexer's heads or width; flash attention on and off)
-    logits += (MoE with shared experts, gated) 4 * u * moe_head_factor * R   (module notes below: where the
-             allocator's layout of the last MoE layer leaves the logits)
+    logits += 4 * u * head_residue_factor * (R + R_qkv)   (module notes below: hidden rows the allocator's
+             layout leaves under the logits; R for gated MoE with shared experts, R_qkv for a fused attn_qkv)
     ffn    = mask + 4 * u * (act_hidden_factor * hidden + act_ff_factor * ff_max)   (mask only when the model
              has more than one layer: it is freed after the last layer's attention)
            + (gated MoE, hidden > 2 expert_ff) 4 * u * n_experts_used * hidden   (the experts' down output
@@ -62,7 +62,7 @@ exactly 1 x n_experts_used x expert_ff and 1 x n_experts_used x width (expert_ff
 the same graphs hold 3 x hidden + about 8,200 floats per token (hidden 3,072 and 4,096) where the prior counts
 act_hidden_factor's 4 x hidden, left to the fit. Prior (estimator/data/memory_prior.json) from llama.cpp's own
 CPU buffers (llama-cpp-python 0.3.36, results/runs/memory-*.jsonl): logits 1, out_hidden 2, mask 1, kq 1,
-attn_hidden 5.5, act_hidden 4, act_ff 3, ungated_ff 1, mla_attn 1, moe_head 1, dsa 1, base 0; e.g.
+attn_hidden 5.5, act_hidden 4, act_ff 3, ungated_ff 1, mla_attn 1, head_residue 1, dsa 1, base 0; e.g.
 Llama-3.2-1B at u = 512: 258.5 MiB with flash attention at any context (250.5 MiB logits + 8 MiB final norm),
 8,470 MiB without it at 131,072 cells (8,192 MiB scores + 256 MiB F32 mask + 22 MiB); DeepSeek-V3 (3-layer
 proxy) at u = 512 without flash attention, 8,192 cells: 2,472.0 MiB measured = 2,048 MiB scores (128 heads) +
@@ -100,6 +100,19 @@ this rule (2026-12-05) only MLA models carried a residue (a cap of 16,384 floats
 and DeepSeek-V3), and ERNIE-4.5, Hunyuan, GLM-4.5 and dots.llm1 were 6-35 % under llama.cpp's buffer.
 Ungated MoE (Nemotron-H's squared ReLU) is left out: its layout is not this one.
 
+A fused attn_qkv (llama.cpp's phi3 graph: Phi-3 / Phi-4, whose q, k and v are views of one projection)
+leaves rows under the logits too, only while the freed mask is smaller than one hidden row:
+
+    R_qkv = 2 * hidden + mask floats per token    k = 0
+          = 0                                     k >= 1
+
+Read off llama.cpp's memory-fit pass on Phi-3.5-mini and its copies with 8 KV heads, ff 4,096, a 100,352
+vocabulary or 8 layers (2K-8K cells with flash attention; 16K where the head is the largest moment): exactly
+that at every point; Phi-4 and Phi-4-mini at 4K (k = 0) and 16K (k >= 1) too.  Before it Phi-3.5-mini and
+Phi-4 were 16 % and 10 % under at 4K cells.  GLM-4-0414, which fuses only gate and up, leaves nothing.  On
+a discrete device, as for R, the mask term is 0 and k = 0 (not checked on a GPU: no Phi model was measured
+there).
+
 "torch" — a PyTorch engine's activation peak (vLLM, SGLang; per device; T = the profile's
 ``max_batched_tokens``, vLLM's max_num_batched_tokens default 8192; tp = tensor-parallel size):
 
@@ -126,6 +139,7 @@ from pathlib import Path
 
 from estimator.engines import ENGINES, get_engine
 from estimator.physics.quant import kv_type_bytes
+from estimator.physics.weights import FUSED_QKV_ARCHS
 from estimator.specs import CHUNKED, FULL, SLIDING, HardwareSpec, ModelSpec, QuantSpec, Workload
 
 MIB = 2**20
@@ -146,7 +160,7 @@ class MemoryCoefficients:
     out_hidden_factor: float = 2.0
     attn_hidden_factor: float = 5.5
     mla_attn_factor: float = 1.0
-    moe_head_factor: float = 1.0
+    head_residue_factor: float = 1.0
     dsa_factor: float = 1.0
     cuda_graph_bytes: float = 0.0
     context_overhead_gpu_bytes: float = 400 * MIB
@@ -317,6 +331,14 @@ def _moe_head_floats(m: ModelSpec, mask_bytes: float, u: int) -> float:
     return r
 
 
+def _fused_qkv_head_floats(m: ModelSpec, mask_bytes: float, u: int) -> float:
+    """Floats per token a fused-attn_qkv graph (llama.cpp phi3) leaves under its logits (R_qkv in the module
+    notes): 2 x hidden plus the mask while the freed mask is smaller than one hidden row per token, else 0."""
+    if m.architecture not in FUSED_QKV_ARCHS or mask_bytes >= 4 * u * m.hidden_size:
+        return 0.0
+    return 2.0 * m.hidden_size + mask_bytes / (4 * u)
+
+
 def _dsa_floats(m: ModelSpec, n_kv: int) -> float:
     """Floats per token DeepSeek Sparse Attention adds to the attention moment (module docstring): every
     layer's top-k indices (min(top_k, cells) int32 each, alive to the last layer's attention) and 1.5 x cells
@@ -369,7 +391,8 @@ def runtime_buffers(
     mla = m.mla
     # on a discrete device the masks are built in the host's staging buffer: no mask under the device's logits
     device_mask_bytes = 0 if discrete and profile.embedding_on_host else mask_bytes
-    logits += 4 * u * c.moe_head_factor * _moe_head_floats(m, device_mask_bytes, u)
+    residue = _moe_head_floats(m, device_mask_bytes, u) + _fused_qkv_head_floats(m, device_mask_bytes, u)
+    logits += 4 * u * c.head_residue_factor * residue
     if mla is not None:
         r = mla.kv_lora_rank
         attn = mask + 4 * u * c.mla_attn_factor * m.n_heads * (3 * r + mla.qk_rope_head_dim)

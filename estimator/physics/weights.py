@@ -131,7 +131,7 @@ class WeightBreakdown(NamedTuple):
 
 
 # Architectures whose GGUF fuses q/k/v into attn_qkv and gate/up into ffn_up (llama.cpp phi3: Phi-3, Phi-4).
-_FUSED_ARCHS = ("phi3",)
+FUSED_QKV_ARCHS = ("phi3",)
 # gate and up fused in one ffn_up of 2 x ff rows (mlp.gate_up_proj): Phi-3 / Phi-4, GLM-4-0414
 _FUSED_FFN_ARCHS = ("phi3", "glm4")
 _SHARED_GATE_ARCHS = ("qwen3_next", "qwen3_5", "qwen2_moe")
@@ -198,13 +198,13 @@ def _attn(m: ModelSpec, i: int, kind: str) -> list[Tensor]:
         hd, kvh = m.global_head_dim, m.global_n_kv_heads or kvh
     qw = m.n_heads * hd * (2 if m.attn_output_gate else 1)
     shared = m.kv_shared(i)  # K / V come from an earlier layer: no K / V projections, no k norm
-    if m.architecture in _FUSED_ARCHS:  # one attn_qkv matrix (an attn_v-like tensor for the quantizer)
+    if m.architecture in FUSED_QKV_ARCHS:  # one attn_qkv matrix (an attn_v-like tensor for the quantizer)
         out.append(_t(b + "attn_qkv.weight", "attn_qkv", i, (qw + 2 * kvh * hd, h), "dense"))
     else:
         out.append(_t(b + "attn_q.weight", "attn_q", i, (qw, h), "dense"))
         if not shared:
             out.append(_t(b + "attn_k.weight", "attn_k", i, (kvh * hd, h), "dense"))
-    if not (m.k_eq_v and kind == FULL) and m.architecture not in _FUSED_ARCHS and not shared:
+    if not (m.k_eq_v and kind == FULL) and m.architecture not in FUSED_QKV_ARCHS and not shared:
         out.append(_t(b + "attn_v.weight", "attn_v", i, (kvh * hd, h), "dense"))
     if m.qkv_bias:
         out += [
