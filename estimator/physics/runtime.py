@@ -281,13 +281,17 @@ class RuntimeEstimate:
     coefficients: str  # "prior" (the values equal the shipped prior) or "custom" (anything else)
 
 
+def _ff_widths(m: ModelSpec) -> tuple[int, int]:
+    """(dense, MoE) FFN widths of a token: the dense width (twice it on a double-wide model's KV-shared
+    layers); a MoE layer's selected experts plus its shared ones (0 without experts)."""
+    dense = max(m.ffn_width(i) for i in range(m.n_layers))
+    moe = m.moe.n_experts_used * m.moe.expert_ff + m.moe.n_shared_experts * m.moe.shared_ff if m.moe else 0
+    return dense, moe
+
+
 def _ff_max(m: ModelSpec) -> int:
-    """The widest FFN of a token: the dense width (twice it on a double-wide model's KV-shared layers), or a
-    MoE layer's selected experts plus its shared ones."""
-    ff = max(m.ffn_width(i) for i in range(m.n_layers))
-    if m.moe is not None:
-        ff = max(ff, m.moe.n_experts_used * m.moe.expert_ff + m.moe.n_shared_experts * m.moe.shared_ff)
-    return ff
+    """The widest FFN of a token (``_ff_widths``)."""
+    return max(_ff_widths(m))
 
 
 def _ungated_ff(m: ModelSpec) -> int:
@@ -305,6 +309,12 @@ def _down_above(m: ModelSpec) -> bool:
     """Whether a gated MoE layer's down output (n_used x hidden) does not fit the hole its gate and up
     outputs (n_used x expert_ff each) leave: hidden > 2 x expert_ff (module notes)."""
     return m.moe is not None and m.ffn_gated and m.hidden_size > 2 * m.moe.expert_ff
+
+
+def _down_above_floats(m: ModelSpec) -> int:
+    """Floats per token the MoE layer's moment holds above its gate, up and product: the down output
+    (n_used x hidden) when it does not fit their hole, else 0."""
+    return m.moe.n_experts_used * m.hidden_size if m.moe is not None and _down_above(m) else 0
 
 
 def _moe_head_floats(m: ModelSpec, mask_bytes: float, u: int) -> float:
@@ -389,8 +399,9 @@ def runtime_buffers(
     staged = 1 if discrete and profile.embedding_on_host else 0
     logits = 4 * u * (c.logits_factor * m.vocab_size + (c.out_hidden_factor - staged) * m.hidden_size)
     mla = m.mla
-    # on a discrete device the masks are built in the host's staging buffer: no mask under the device's logits
-    device_mask_bytes = 0 if discrete and profile.embedding_on_host else mask_bytes
+    # on a discrete device the masks are built in the host's staging buffer (host_compute below): no mask
+    # under the device's logits
+    device_mask_bytes = 0 if discrete else mask_bytes
     residue = _moe_head_floats(m, device_mask_bytes, u) + _fused_qkv_head_floats(m, device_mask_bytes, u)
     logits += 4 * u * c.head_residue_factor * residue
     if mla is not None:
@@ -406,17 +417,11 @@ def runtime_buffers(
         attn += c.dsa_factor * 4 * u * _dsa_floats(m, max(cells))
     # the mask is freed after the last layer's attention: only a model with more than one layer runs an FFN
     # while it lives
-    if not m.ffn_gated:
-        ffn_width = c.ungated_ff_factor * _ungated_ff(m)
-    elif _down_above(m):
-        assert m.moe is not None  # the down output above its gate and up: the MoE layer's moment only
-        moe_ff = m.moe.n_experts_used * m.moe.expert_ff + m.moe.n_shared_experts * m.moe.shared_ff
-        dense_ff = max(m.ffn_width(i) for i in range(m.n_layers))
-        ffn_width = max(
-            c.act_ff_factor * dense_ff, c.act_ff_factor * moe_ff + m.moe.n_experts_used * m.hidden_size
-        )
+    if m.ffn_gated:  # the down output above its gate and up belongs to the MoE layer's moment only
+        dense_ff, moe_ff = _ff_widths(m)
+        ffn_width = max(c.act_ff_factor * dense_ff, c.act_ff_factor * moe_ff + _down_above_floats(m))
     else:
-        ffn_width = c.act_ff_factor * _ff_max(m)
+        ffn_width = c.ungated_ff_factor * _ungated_ff(m)
     ffn = (mask if m.n_layers > 1 else 0) + 4 * u * (c.act_hidden_factor * m.hidden_size + ffn_width)
     compute = c.compute_base_bytes + max(logits, attn, ffn)
     output = 4 * m.vocab_size * wl.n_seq
