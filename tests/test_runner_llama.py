@@ -361,6 +361,37 @@ def test_sparse_attention_moment_follows_llama_cpp(change, tmp_path):
     assert runtime_buffers(without, None, cpu, wl, prior).compute_bytes < 0.95 * measured
 
 
+# (model, cells): full-depth graphs at a context where llama.cpp packs the rows under the logits at the bottom
+# of its buffer (the allocator trace of the memory-fit pass); the first three keep every row's final hidden
+# state as a graph output (h_nextn), Qwen3-8B does not
+KEPT_HIDDEN_CASES = [
+    ("gpt-oss-20b", 32768, 3),
+    ("qwen3.5-9b", 8192, 3),
+    ("gemma-4-31b", 32768, 3),
+    ("qwen3-8b", 32768, 2),
+]
+
+
+@pytest.mark.parametrize("model_id,n_ctx,rows", KEPT_HIDDEN_CASES, ids=[c[0] for c in KEPT_HIDDEN_CASES])
+def test_head_keeping_final_hidden_state_follows_llama_cpp(model_id, n_ctx, rows, tmp_path):
+    """llama.cpp's memory-fit pass: a graph that keeps every row's final hidden state as an output (gpt-oss,
+    Qwen3.5, Gemma 4: EngineProfile.head_keeps_hidden_archs) holds three hidden rows per token under the
+    logits (input embeddings, the kept state, the gathered result_norm), another graph two; the estimator's
+    head moment counts the third row for those architectures (within 0.5 % with the prior)."""
+    from estimator.catalog.data import get_hardware, get_model
+    from estimator.engines import get_engine
+    from estimator.physics.runtime import default_coefficients, runtime_buffers
+    from estimator.specs import Workload
+
+    model = get_model(model_id)
+    assert (model.architecture in get_engine("llama.cpp").head_keeps_hidden_archs) == (rows == 3)
+    measured = _fit_pass_compute_bytes(model, n_ctx, tmp_path)
+    u = 512
+    assert measured == pytest.approx(4 * u * (model.vocab_size + rows * model.hidden_size), abs=64 * 1024)
+    wl, cpu, prior = Workload(n_ctx=n_ctx, flash_attn=True), get_hardware("epyc-9654"), default_coefficients()
+    assert runtime_buffers(model, None, cpu, wl, prior).compute_bytes == pytest.approx(measured, rel=0.005)
+
+
 def _change_id(change: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in change.items()) or "as-is"
 

@@ -288,6 +288,12 @@ class EngineProfile:
     # prefill: the last layer's FFN runs only for the rows that return logits (llama.cpp gathers the output
     # rows, ``inp_out_ids``, after the last layer's attention), not for every prompt token
     last_layer_ffn_outputs_only: bool = False
+    # architectures whose graph keeps the final hidden state of every row as a graph output (llama.cpp's
+    # h_nextn, the input of a multi-token-prediction drafter) and gathers the output rows only after it:
+    # the output head then holds one more F32 hidden row per token, the gathered copy beside the kept state
+    # (estimator.physics.runtime); the kept state is never freed, so the logits lie above wherever the last
+    # layer's output landed
+    head_keeps_hidden_archs: tuple[str, ...] = ()
     pipelines_layer_split: bool = False
     moe_cpu_offload: bool = False  # per-layer routed-expert offload (llama.cpp --n-cpu-moe)
     flash_attn_option: bool = False  # flash attention is a user switch (llama.cpp -fa), not the engine's pick
