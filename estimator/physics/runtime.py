@@ -21,12 +21,12 @@ memory between layers); the attention mask is a graph input that lives through e
              F32 hidden row per token less than the CPU graph's.  llama.cpp's memory-fit pass on an H200
              with flash attention: 4 u hidden below the CPU-fitted head on all 11 dense models, 4K-32K
              cells, results/runs/gpu-lease--nvidia-hopper--vm.jsonl; s = 0 elsewhere)
-           + 4 * u * hidden   (an architecture of EngineProfile.head_keeps_hidden_archs, when R below is 0:
-             its graph keeps every row's final hidden state as an output, llama.cpp's h_nextn, and
-             gathers the output rows after it, so three hidden rows lie under the logits, not two.
-             llama.cpp's allocator trace (GGML_ALLOCATOR_DEBUG) of the memory-fit pass: input embeddings,
-             the kept state and the gathered result_norm on gpt-oss, Qwen3.5, Qwen3-Next, Gemma 4 and
-             Nemotron-H; a MoE graph with R > 0 already counts the layer's output among R's rows)
+           + 4 * u * head_residue_factor * hidden   (an architecture of EngineProfile.head_keeps_hidden_archs,
+             when R below is 0: its graph keeps every row's final hidden state as an output, llama.cpp's
+             h_nextn, and gathers the output rows after it, so three hidden rows lie under the logits, not
+             two.  tools/alloc_trace.py on the memory-fit pass: input embeddings, the kept state and the
+             gathered result_norm on gpt-oss, Qwen3.5, Qwen3-Next, Gemma 4 and Nemotron-H; a MoE graph with
+             R > 0 already counts the layer's output among R's rows)
     attn   = mask + 4 * u * attn_hidden_factor * hidden
              + (no flash attention) kq_factor * 4 * u * n_heads * max(K)   (F32 KQ scores of one layer; the
                                                                            softmax runs in place)
