@@ -102,14 +102,15 @@ class LlamaCpp(EngineProfile):
     )
     materializes_kq_without_fa = True
     last_layer_ffn_outputs_only = True
-    # src/models/{gemma4,openai-moe,qwen3next,qwen35,qwen35moe,nemotron-h}.cpp mark h_nextn as a graph output
-    # and, unless the context asks for masked next-n embeddings (not the default), crop the output rows after
-    # the final norm: the allocator trace of the memory-fit pass (GGML_ALLOCATOR_DEBUG) shows three hidden
-    # rows live under the logits (input embeddings, h_nextn, the gathered result_norm) where other graphs keep
-    # two.  DeepSeek-2/3 and GLM-4.5 (h_nextn too) crop before the last FFN unless next-n embeddings are asked
-    # for, and leave two.  The last layer's FFN runs for every row there as well; the prefill model keeps
-    # last_layer_ffn_outputs_only for them: published llama-bench runs of these models mostly predate the
-    # change (llama-cpp-python 0.3.36)
+    # src/models/{gemma4,openai-moe,qwen3next,qwen35,qwen35moe,nemotron-h}.cpp mark h_nextn (the final hidden
+    # state of every row, before or after the final norm) as a graph output and, unless the context asks for
+    # masked next-n embeddings (not the default), gather the output rows from it only after the last layer:
+    # tools/alloc_trace.py on the memory-fit pass shows three hidden rows live under the logits (input
+    # embeddings, h_nextn, the gathered result_norm) where other graphs keep two.  DeepSeek-2/3 and GLM-4.5
+    # (h_nextn too) gather before the last FFN unless next-n embeddings are asked for, and leave two.  The
+    # last layer's FFN runs for every row there as well; the prefill model keeps last_layer_ffn_outputs_only
+    # for them: published llama-bench runs of these models mostly predate the change (llama-cpp-python
+    # 0.3.36)
     head_keeps_hidden_archs = (
         "gemma4_text", "gpt_oss", "nemotron_h", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text",
     )  # fmt: skip
