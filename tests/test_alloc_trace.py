@@ -58,8 +58,18 @@ def test_a_missing_tracing_build_is_named(tmp_path):
         [sys.executable, "tools/alloc_trace.py", "qwen3-8b", "--ctx", "4096", "--lib", str(tmp_path)],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert proc.returncode != 0
+    assert proc.returncode == 2
     assert "tools/build_alloc_trace.sh" in proc.stderr
+
+
+def test_an_unknown_model_names_the_nearest():
+    proc = subprocess.run(
+        [sys.executable, "tools/alloc_trace.py", "qwen3-8bb", "--ctx", "4096"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: unknown model 'qwen3-8bb'") and "qwen3-8b" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 @pytest.mark.llama

@@ -24,6 +24,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_LIB = Path.home() / ".cache" / "fitbench" / "alloc-trace"
@@ -36,6 +37,12 @@ _FREE = re.compile(
     r"freeing (?P<name>.+?) at \{chunk=(?P<ch>\d+), offset=(?P<off>\d+)\} \((?P<size>\d+) bytes\)"
 )
 _BUFFER = re.compile(r"^fitbench compute_bytes (?P<bytes>\d+)$", re.MULTILINE)
+
+
+def _fail(message: str) -> NoReturn:
+    """Bad input or a missing build: one line on stderr, exit status 2 (as ``python -m harness``)."""
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 @dataclass(frozen=True)
@@ -108,19 +115,20 @@ def _child_code(path: str, args: argparse.Namespace) -> str:
     )
 
 
-def run_trace(args: argparse.Namespace) -> str:
-    """Build (or reuse) the data-less file and run the memory-fit pass with the tracing ggml-base; the
-    child's stderr (the trace and llama.cpp's log)."""
-    sys.path.insert(0, str(ROOT))
-    from estimator.catalog.data import get_model
+def run_trace(args: argparse.Namespace, model) -> str:
+    """Build (or reuse) the data-less file of ``model`` and run the memory-fit pass with the tracing
+    ggml-base; the child's stderr (the trace and llama.cpp's log) and stdout."""
+    from estimator.specs import SpecError
+    from harness.safe_files import FileRefused
     from harness.synth import synthetic_model
 
     lib = Path(args.lib)
     if not (lib / "llama_cpp").is_dir():
-        raise SystemExit(
-            f"no tracing llama_cpp under {lib}: run `bash tools/build_alloc_trace.sh {lib}` first"
-        )
-    path = synthetic_model(get_model(args.model), "F16", "llama.cpp", None, args.cache, shape_only=True)
+        _fail(f"no tracing llama_cpp under {lib}: run `bash tools/build_alloc_trace.sh {lib}` first")
+    try:
+        path = synthetic_model(model, "F16", "llama.cpp", None, args.cache, shape_only=True)
+    except (SpecError, FileRefused, OSError) as exc:
+        _fail(str(exc))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(lib), str(ROOT)]))
     proc = subprocess.run(
         [sys.executable, "-c", _child_code(str(path), args)], env=env, capture_output=True, text=True,
@@ -147,7 +155,7 @@ def render(title: str, moment: Moment, row_bytes: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("model", help="catalog id")
+    ap.add_argument("model", help="catalog id, config.json or HF folder")
     ap.add_argument("--ctx", type=int, required=True, help="context cells")
     ap.add_argument("--fa", choices=("on", "off"), default="on", help="flash attention")
     ap.add_argument("--ubatch", type=int, default=512, help="n_ubatch")
@@ -155,15 +163,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", default=None, help="synthetic model cache (default ~/.cache/fitbench/models)")
     ap.add_argument("--timeout-s", type=float, default=600.0)
     args = ap.parse_args(argv)
-    text = run_trace(args)
+    for name, value in (("--ctx", args.ctx), ("--ubatch", args.ubatch)):
+        if value < 1:
+            _fail(f"{name} {value}: expected a positive number of tokens")
+    sys.path.insert(0, str(ROOT))
+    from estimator.catalog.resolve import resolve_model
+    from estimator.specs import SpecError
+
+    try:
+        model = resolve_model(args.model)
+    except (SpecError, ValueError, OSError) as exc:
+        _fail(str(exc))
+    text = run_trace(args, model)
     largest, peak = replay(last_graph(text))
     if largest is None or peak is None:
         print(text[-3000:], file=sys.stderr)
-        raise SystemExit("no allocator trace in the pass's output (is the tracing ggml-base the one loaded?)")
-    sys.path.insert(0, str(ROOT))
-    from estimator.catalog.data import get_model
-
-    row = 4 * args.ubatch * get_model(args.model).hidden_size
+        _fail("no allocator trace in the pass's output (is the tracing ggml-base the one loaded?)")
+    row = 4 * args.ubatch * model.hidden_size
     buf = buffer_bytes(text)
     shown = f"{buf / MIB:.2f} MiB" if buf is not None else "not reported"
     top = peak.placed.end / MIB
