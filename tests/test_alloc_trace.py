@@ -62,6 +62,19 @@ def test_a_missing_tracing_build_is_named(tmp_path):
     assert "tools/build_alloc_trace.sh" in proc.stderr
 
 
+def test_a_failed_pass_is_named(tmp_path):
+    """A tracing build that cannot load: the child's failure, in one line, not an empty table."""
+    (tmp_path / "llama_cpp").mkdir()
+    (tmp_path / "llama_cpp" / "__init__.py").write_text("raise ImportError('broken tracing build')\n")
+    proc = subprocess.run(
+        [sys.executable, "tools/alloc_trace.py", "qwen3-0.6b", "--ctx", "1024", "--lib", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: llama.cpp's memory-fit pass failed (exit status 1)")
+    assert "broken tracing build" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
 def test_an_unknown_model_names_the_nearest():
     proc = subprocess.run(
         [sys.executable, "tools/alloc_trace.py", "qwen3-8bb", "--ctx", "4096"],

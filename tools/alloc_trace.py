@@ -105,11 +105,14 @@ def buffer_bytes(text: str) -> int | None:
 
 
 def _child_code(path: str, args: argparse.Namespace) -> str:
+    """The child's program: the PointSpec ``python -m harness memory-fit`` builds (harness.memfit.point_spec,
+    n_batch = n_ubatch), measured by the llama.cpp runner, its compute buffer printed after the trace."""
     return (
-        "from runners.base import PointSpec, get_runner\n"
-        f"spec = PointSpec(model_path={path!r}, n_ctx={args.ctx}, prompt_lengths=(), gen_lengths=(),"
-        f" flash_attn={args.fa == 'on'}, n_batch={max(2048, args.ubatch)}, n_ubatch={args.ubatch},"
-        " n_threads=1, engine_options={'no_alloc': True})\n"
+        "from dataclasses import replace\n"
+        "from harness.memfit import point_spec\n"
+        "from runners.base import get_runner\n"
+        f"spec = replace(point_spec({args.ctx}, {args.ubatch}, {args.ubatch}, {args.fa == 'on'}),"
+        f" model_path={path!r})\n"
         "m = get_runner('llama.cpp').measure(spec)\n"
         "print('fitbench compute_bytes', m.compute_bytes)\n"
     )
@@ -134,6 +137,9 @@ def run_trace(args: argparse.Namespace, model) -> str:
         [sys.executable, "-c", _child_code(str(path), args)], env=env, capture_output=True, text=True,
         timeout=args.timeout_s,
     )  # fmt: skip
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        _fail(f"llama.cpp's memory-fit pass failed (exit status {proc.returncode}): {tail}")
     return proc.stderr + "\n" + proc.stdout
 
 

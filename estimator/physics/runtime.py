@@ -22,11 +22,10 @@ memory between layers); the attention mask is a graph input that lives through e
              with flash attention: 4 u hidden below the CPU-fitted head on all 11 dense models, 4K-32K
              cells, results/runs/gpu-lease--nvidia-hopper--vm.jsonl; s = 0 elsewhere)
            + 4 * u * head_residue_factor * hidden   (an architecture of EngineProfile.head_keeps_hidden_archs,
-             when R below is 0: its graph keeps every row's final hidden state as an output, llama.cpp's
-             h_nextn, and gathers the output rows after it, so three hidden rows lie under the logits, not
-             two.  tools/alloc_trace.py on the memory-fit pass: input embeddings, the kept state and the
-             gathered result_norm on gpt-oss, Qwen3.5, Qwen3-Next, Gemma 4 and Nemotron-H; a MoE graph with
-             R > 0 already counts the layer's output among R's rows)
+             when R below is 0: the gathered output rows beside the final hidden state the graph keeps, three
+             hidden rows under the logits, not two; which graphs and the evidence: that attribute in
+             estimator/engines/llama_cpp.py, docs/memory-model.md §3.  A MoE graph with R > 0 already
+             counts the layer's output among R's rows)
     attn   = mask + 4 * u * attn_hidden_factor * hidden
              + (no flash attention) kq_factor * 4 * u * n_heads * max(K)   (F32 KQ scores of one layer; the
                                                                            softmax runs in place)
