@@ -54,6 +54,14 @@ from scipy.optimize import least_squares
 
 from calibration.dataset import Dataset, LoadedRecord
 
+# the runtime terms fitted (and banded) per engine
+BAND_TARGETS = ("compute_bytes", "context_overhead_bytes")
+BAND_TOLERANCE = 0.05  # issue 11: compute buffers within 5 %
+BAND_BASIS = (
+    "in sample: the engine's own measured buffers (single device, graphs of two layers or more), one per "
+    "distinct measurement, against the fitted coefficients"
+)
+
 
 @dataclass(frozen=True)
 class MemoryGateRow:
@@ -211,9 +219,46 @@ def weight_bytes_for(model, quant, meaning: str) -> int:
     return wb.total_bytes - wb.token_embd_bytes + (wb.token_embd_bytes if model.tie_embeddings else 0)
 
 
+def _fit_samples(ds: Dataset, resolver, engine: str, target: str, exclude_device: str | None = None):
+    """(samples, measured bytes, measurement keys, one-layer records left out) of one engine's ``target``:
+    own single-device records with that figure, graphs of >= ``MIN_FIT_LAYERS`` layers.  The key names the
+    measurement (host / source, device, model, depth, quant, context, KV dtype, flash attention, ubatch,
+    sequences, bytes): the test rows of one run repeat its buffers."""
+    from calibration.dataset import device_key
+
+    samples, meas, keys = [], [], []
+    one_layer = 0
+    for lr in ds.records:
+        r = lr.record
+        if r.engine != engine or r.n_devices != 1 or device_key(r) == exclude_device:
+            continue
+        m = _measured_runtime(r, target)
+        if m is None:
+            continue
+        try:
+            spec = _specs(lr, resolver)
+        except Exception:  # noqa: BLE001 - a record without features is reported by features.py
+            continue
+        if spec[0].n_layers < MIN_FIT_LAYERS:
+            one_layer += 1
+            continue
+        samples.append(spec)
+        meas.append(m)
+        keys.append((r.origin, r.host or r.source, device_key(r), r.model_id, r.n_layers_measured,
+                     r.quant, r.n_ctx, r.kv_dtype, r.flash_attn, r.n_ubatch, r.batch,
+                     int(round(float(m)))))  # fmt: skip
+    return samples, meas, keys, one_layer
+
+
+def _predictor(rt, target: str):
+    def predict(s, c):
+        return float(getattr(rt.runtime_buffers(*s, c), target))
+
+    return predict
+
+
 def fit_memory(ds: Dataset, resolver=None, exclude_device: str | None = None) -> tuple[dict, list[str]]:
     """The ``memory`` section: {engine: coeffs} fitted from the dataset (optionally without one device)."""
-    from calibration.dataset import device_key
     from calibration.features import Resolver
 
     rt = _runtime()
@@ -230,30 +275,9 @@ def fit_memory(ds: Dataset, resolver=None, exclude_device: str | None = None) ->
         if coeffs is None:
             notes.append(f"{engine}: the estimator exposes no default memory coefficients; nothing fitted")
             continue
-        for target in ("compute_bytes", "context_overhead_bytes"):
-            samples, meas = [], []
-            one_layer = 0
-            for lr in ds.records:
-                r = lr.record
-                if r.engine != engine or r.n_devices != 1 or device_key(r) == exclude_device:
-                    continue
-                m = _measured_runtime(r, target)
-                if m is None:
-                    continue
-                try:
-                    spec = _specs(lr, resolver)
-                except Exception:  # noqa: BLE001 - a record without features is reported by features.py
-                    continue
-                if spec[0].n_layers < MIN_FIT_LAYERS:
-                    one_layer += 1
-                    continue
-                samples.append(spec)
-                meas.append(m)
-
-            def predict(s, c, target=target):
-                return float(getattr(rt.runtime_buffers(*s, c), target))
-
-            tf = fit_terms(samples, predict, meas, coeffs)
+        for target in BAND_TARGETS:
+            samples, meas, _keys, one_layer = _fit_samples(ds, resolver, engine, target, exclude_device)
+            tf = fit_terms(samples, _predictor(rt, target), meas, coeffs)
             coeffs = tf.coeffs
             if tf.n_points:
                 notes.append(
@@ -263,6 +287,50 @@ def fit_memory(ds: Dataset, resolver=None, exclude_device: str | None = None) ->
                 )
         out[engine] = coeffs
     return out, notes
+
+
+def residual_band(ratios: Sequence[float]) -> dict:
+    """What a set of measured / predicted ratios says about a prediction: n, median |ratio - 1|, the share
+    within 5 %, the 5th and 95th percentiles of the ratio (a 90 % band) and its extremes."""
+    r = np.asarray(ratios, dtype=float)
+    err = np.abs(r - 1.0)
+    return {
+        "n": int(r.size),
+        "median_ape": round(float(np.median(err)), 6),
+        "within_5pct": round(float(np.mean(err <= BAND_TOLERANCE)), 6),
+        "ratio_p05": round(float(np.quantile(r, 0.05)), 6),
+        "ratio_p95": round(float(np.quantile(r, 0.95)), 6),
+        "ratio_min": round(float(r.min()), 6),
+        "ratio_max": round(float(r.max()), 6),
+    }
+
+
+def memory_bands(ds: Dataset, memory: dict, resolver=None) -> dict:
+    """The ``memory_bands`` section: {engine: {target: residual_band}} of the engine's own measured buffers
+    against the estimate with the fitted ``memory`` coefficients, one ratio (measured / predicted) per
+    distinct measurement (``_fit_samples``' key) — in sample: the same records the coefficients were fitted
+    on (12 coefficients over hundreds of configurations; the memory gate's held-out rows are per device)."""
+    from calibration.features import Resolver
+
+    rt = _runtime()
+    if rt is None:
+        return {}
+    resolver = resolver or Resolver()
+    out: dict[str, dict] = {}
+    for engine, coeffs in sorted(memory.items()):
+        for target in BAND_TARGETS:
+            samples, meas, keys, _ = _fit_samples(ds, resolver, engine, target)
+            predict = _predictor(rt, target)
+            ratios = {}
+            for s, m, k in zip(samples, meas, keys, strict=True):
+                pred = predict(s, coeffs)
+                if pred > 0:
+                    ratios.setdefault(k, m / pred)
+            if ratios:
+                band = residual_band(list(ratios.values()))
+                band["basis"] = BAND_BASIS
+                out.setdefault(engine, {})[target] = band
+    return out
 
 
 def _on_host(buffer_type: str) -> bool:
@@ -462,4 +530,7 @@ def _held_out_runtime(ds: Dataset, resolver, notes: list[str]) -> list[MemoryGat
     return rows
 
 
-__all__ = ["fit_terms", "fit_memory", "memory_gate", "published_runs", "MemoryGateRow", "TermFit", "math"]
+__all__ = [
+    "fit_terms", "fit_memory", "memory_bands", "residual_band", "memory_gate", "published_runs",
+    "MemoryGateRow", "TermFit", "math",
+]  # fmt: skip

@@ -75,6 +75,9 @@ class Calibration:
     speed: SpeedFit | None
     memory: dict = field(default_factory=dict)
     memory_notes: list[str] = field(default_factory=list)
+    # {engine: {target: band}}: how the engine's own buffers spread around the fitted estimate
+    # (calibration.memory_fit.memory_bands)
+    memory_bands: dict = field(default_factory=dict)
     latency: list[latency.LatencyPoint] = field(default_factory=list)
     latency_held: dict[str, list[latency.LatencyResult]] = field(default_factory=dict)
     latency_rejected: list[Rejection] = field(default_factory=list)  # e2e records that could not be predicted
@@ -129,6 +132,7 @@ def calibrate(
         from calibration import memory_fit
 
         cal.memory, cal.memory_notes = memory_fit.fit_memory(ds, resolver)
+        cal.memory_bands = memory_fit.memory_bands(ds, cal.memory, resolver)
     return cal
 
 
@@ -385,6 +389,7 @@ def coefficients_document(cal: Calibration) -> dict:
         "uncalibrated": _uncalibrated(cal, fitted),
         "memory": cal.memory,
         "memory_notes": cal.memory_notes,
+        "memory_bands": cal.memory_bands,
         "serving": serving_summary(cal),
     }
 

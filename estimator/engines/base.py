@@ -505,6 +505,11 @@ class EngineProfile:
         """The engine's command line for this configuration (``exact`` when workload.engine is this one)."""
         raise NotImplementedError
 
+    def exact_buffers_command(self, model_arg: str, model: ModelSpec, workload: Workload) -> str:
+        """A fitbench command that prints the engine's own buffer sizes for this configuration, with no
+        weights and no device (``model_arg``: how that command names the model); "" when there is none."""
+        return ""
+
     # ------------------------------------------------------------------------------------------- serving
     def scheduler(self, hardware: HardwareSpec, workload: Workload) -> SchedulerSpec:
         """The engine's default scheduler on this device (per-device memory decides some defaults)."""

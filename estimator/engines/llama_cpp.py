@@ -204,6 +204,24 @@ class LlamaCpp(EngineProfile):
         if kv_dtype.lower() in _QUANTIZED_KV and not flash_attn:
             raise SpecError(f"llama.cpp needs flash attention (-fa on) for a quantized V cache ({kv_dtype})")
 
+    def exact_buffers_command(self, model_arg: str, model: ModelSpec, workload: Workload) -> str:
+        """``python -m harness memory-fit``: llama.cpp's own memory-fit pass on a data-less copy of the model
+        (its CPU backend's buffers; harness.memfit) at this context, micro-batch, flash attention, KV type,
+        sequences and window options."""
+        argv = ["python", "-m", "harness", "memory-fit", "--model", model_arg, "--ctx", str(workload.n_ctx)]
+        if workload.n_ubatch != Workload.n_ubatch:
+            argv += ["--ubatch", str(workload.n_ubatch)]
+        if not workload.flash_attn:
+            argv += ["--fa", "off"]
+        kv = workload.kv_dtype.lower()
+        if kv != "f16" and kv in KV_TYPES:
+            argv += ["--kv-dtype", kv]
+        if workload.n_seq > 1:
+            argv += ["--n-seq", str(workload.n_seq)] + ([] if workload.kv_unified else ["--no-kv-unified"])
+        if workload.swa_full and model.window:
+            argv.append("--swa-full")
+        return " ".join(argv)
+
     def launch(
         self, model: ModelSpec, quant: QuantSpec, workload: Workload, weights_bytes: int
     ) -> LaunchCommand:

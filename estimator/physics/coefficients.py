@@ -41,7 +41,13 @@ File format, schema_version 2 (JSON; written by calibration since the transfer m
                       "serving.ttft": {...}, "serving.tpot": {...}},
         "cv": {...}, "coverage": {...}, "fits": {"decode+prefill" | "serving": {"converged"}},
         "maturity"?: {"developing" | "experimental": {"log_lo", "n_residuals", "backends", "source", ...}}},
-     "uncalibrated": [...], "memory": {...}, "serving": {"n_points", "left_out", "cv"}}
+     "uncalibrated": [...], "memory": {...}, "memory_bands"?: {...},
+     "serving": {"n_points", "left_out", "cv"}}
+
+``memory_bands`` (optional; calibration.memory_fit.memory_bands): per engine and runtime term
+(``compute_bytes``, ``context_overhead_bytes``), how the engine's own measured buffers spread around the
+fitted estimate: {"n", "median_ape", "within_5pct", "ratio_p05", "ratio_p95", "ratio_min", "ratio_max",
+"basis"}, ratios measured / estimated.
 
 The decode / prefill parameters are one fit; the serving parameters (``serving.*``) another of the same kind
 (calibration.serving) whose strata ``serving.ttft`` / ``serving.tpot`` have their own noise scales,
@@ -412,6 +418,7 @@ class CoefficientTable:
     input_hash: str | None = None
     created_utc: str | None = None
     model: dict | None = None  # schema 2: the covariate / random-effect model (module doc)
+    memory_bands: dict[str, Any] = field(default_factory=dict)  # module doc; only a calibrated file has them
 
     @property
     def calibrated(self) -> bool:
@@ -457,6 +464,12 @@ class CoefficientTable:
     def memory_for(self, engine: str) -> dict[str, Any]:
         """The ``memory`` section's entry for one engine (empty dict when absent)."""
         return dict(self.memory.get(engine, {}))
+
+    def memory_band(self, engine: str, term: str = "compute_bytes") -> dict[str, Any] | None:
+        """How ``engine``'s own measured ``term`` spread around the calibrated estimate (module doc,
+        ``memory_bands``); None when the file has no band for it (the prior has none)."""
+        band = self.memory_bands.get(engine, {}).get(term)
+        return dict(band) if band else None
 
 
 def _scope_rank(scope: dict, hardware: HardwareSpec) -> int | None:
@@ -836,7 +849,31 @@ def parse_coefficients(data: Any, where: str = "<coefficients>") -> dict:
         _validate_entry(p, f"{where}: pooled[{i}]", need_family=False)
     if not isinstance(data.get("memory", {}), dict):
         raise CoefficientsError(f"{where}: 'memory' must be an object")
+    _validate_bands(data.get("memory_bands", {}), where)
     return data
+
+
+BAND_KEYS = ("n", "ratio_p05", "ratio_p95", "ratio_min", "ratio_max", "median_ape", "within_5pct")
+
+
+def _validate_bands(bands: object, where: str) -> None:
+    """``memory_bands``: {engine: {term: band}}, each band with the numeric ``BAND_KEYS``, ratios > 0 and
+    p05 <= p95."""
+    if not isinstance(bands, dict):
+        raise CoefficientsError(f"{where}: 'memory_bands' must be an object")
+    for engine, per in bands.items():
+        if not isinstance(per, dict):
+            raise CoefficientsError(f"{where}: memory_bands[{engine!r}] must be an object")
+        for term, b in per.items():
+            at = f"{where}: memory_bands[{engine!r}][{term!r}]"
+            if not isinstance(b, dict):
+                raise CoefficientsError(f"{at} must be an object")
+            for k in BAND_KEYS:
+                v = b.get(k)
+                if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                    raise CoefficientsError(f"{at}: missing or non-numeric key {k!r}")
+            if min(b["ratio_p05"], b["ratio_min"]) <= 0 or b["ratio_p05"] > b["ratio_p95"]:
+                raise CoefficientsError(f"{at}: ratios must be > 0 with ratio_p05 <= ratio_p95")
 
 
 MAX_COEFFICIENTS_BYTES = 64 * 2**20
@@ -887,6 +924,7 @@ def load_coefficients(path: str | os.PathLike | None = None) -> CoefficientTable
         pooled=tuple(data["pooled"]),
         prior=tuple(prior["pooled"]),
         memory=memory,
+        memory_bands=dict(data.get("memory_bands", {})),
         path=str(chosen),
         input_hash=data.get("input_hash"),
         created_utc=data.get("created_utc"),

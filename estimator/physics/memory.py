@@ -136,6 +136,8 @@ class MemoryEstimate:
     # most running requests a recurrent hybrid's own state pool admits (EngineProfile.state_pool: SGLang),
     # None when the state lives in the KV pool
     state_max_requests: int | None = None
+    # the engine's compute buffers on the devices, part of runtime_bytes (RuntimeEstimate.compute_bytes x N)
+    compute_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -342,6 +344,7 @@ def estimate_memory(
         coefficients=rt.coefficients,
         notes=tuple(notes),
         startup_kv=startup,
+        compute_bytes=int(rt.compute_bytes) * n,
     )
 
 

@@ -105,6 +105,10 @@ STRINGS: dict[str, dict[str, str]] = {
     "required": {"en": "Required device memory", "es": "Memoria GPU requerida"},
     "usable": {"en": "Usable hardware memory", "es": "Memoria hardware utilizable"},
     "headroom": {"en": "Safe headroom", "es": "Margen de seguridad"},
+    "tight": {
+        "en": "tight: under the compute buffers' 95th-percentile excess",
+        "es": "justo: menor que el exceso de los buffers de cómputo en el percentil 95",
+    },
     "utilization": {"en": "Utilization", "es": "Utilización"},
     "device": {"en": "Device", "es": "Dispositivo"},
     "component": {"en": "Component", "es": "Componente"},

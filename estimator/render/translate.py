@@ -627,6 +627,42 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
         lambda m: f"Utilización {m['p']}; veredicto: **{_v(m['v'])}**.",
     ),
     (
+        re.compile(
+            r"Compute buffers: (?P<l>.+?)'s own were (?P<a>[\d.]+)-(?P<b>[\d.]+) x this estimate for 90% of "
+            r"(?P<n>[\d,]+) measured configurations \((?P<w>\d+)% within 5%, up to (?P<m>[\d.]+) x; in "
+            r"sample\): (?P<g>\S+) GiB here, (?P<h>\S+) GiB at the 95th percentile, (?P<x>\S+) GiB at the "
+            r"largest\."
+        ),
+        lambda m: (
+            f"Buffers de cómputo: los de {m['l']} fueron {_swap(m['a'])}-{_swap(m['b'])} x esta "
+            f"estimación en el 90% de {_swap(m['n'])} configuraciones medidas ({m['w']}% dentro del 5%, "
+            f"hasta {_swap(m['m'])} x; dentro de la muestra): {m['g']} GiB aquí, {m['h']} GiB en el "
+            f"percentil 95, {m['x']} GiB en el mayor."
+        ),
+    ),
+    (
+        re.compile(
+            r"Tight: the compute buffers may take (?P<g>\S+) GiB more \(95th percentile of the engine's "
+            r"measured buffers\), more than the headroom; see Memory\."
+        ),
+        "Justo: los buffers de cómputo pueden ocupar {g} GiB más (percentil 95 de los buffers medidos del "
+        "motor), más que el margen; vea Memoria.",
+    ),
+    (
+        re.compile(
+            r"Tight: the headroom is smaller than the compute buffers' 95th-percentile excess; check the "
+            r"engine's own figure before relying on this fit\."
+        ),
+        "Justo: el margen es menor que el exceso de los buffers de cómputo en el percentil 95; compruebe la "
+        "cifra del propio motor antes de confiar en que cabe.",
+    ),
+    (
+        re.compile(
+            r"(?P<l>.+?)'s own figure for this point \(its CPU backend\): (?P<c>python -m harness .+)"
+        ),
+        "La cifra de {l} para este punto (su backend de CPU): {c}",
+    ),
+    (
         re.compile(r"Least host offload that would make it fit: (?P<b>.+)\."),
         "Offload mínimo al host con el que cabría: {b}.",
     ),

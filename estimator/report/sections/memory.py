@@ -22,6 +22,27 @@ MEMORY_BASIS = (
 
 
 @dataclass(frozen=True)
+class ComputeBand:
+    """How far the engine's own compute buffers were from this estimate: results/coefficients.json
+    ``memory_bands`` (calibration.memory_fit.memory_bands), ratios measured / estimated over ``n`` distinct
+    measured configurations, applied to this configuration's compute buffers (bytes, all devices)."""
+
+    n: int
+    median_error: float  # median |measured / estimated - 1|
+    within_5pct: float  # share of the n within 5 %
+    ratio_lo: float  # 5th percentile of measured / estimated
+    ratio_hi: float  # 95th percentile
+    ratio_max: float  # the largest seen
+    compute_bytes: int  # this estimate's compute buffers (part of runtime_bytes)
+    compute_hi_bytes: int  # compute_bytes x ratio_hi
+    compute_max_bytes: int  # compute_bytes x ratio_max
+    # it fits, but on some device the headroom is smaller than compute_hi_bytes - compute_bytes (per device)
+    tight: bool
+    exact_command: str  # a command printing the engine's own figure for this point ("" when none)
+    basis: str
+
+
+@dataclass(frozen=True)
 class MemorySection:
     """Memory of the sized configuration; totals over all devices (bytes)."""
 
@@ -64,6 +85,9 @@ class MemorySection:
     per_device: tuple[DeviceMemory, ...]
     basis: str
     notes: tuple[str, ...]
+    # the spread of the engine's own compute buffers around this estimate; None when the coefficients file
+    # has none for the engine (the prior, engines without measured buffers)
+    compute_band: ComputeBand | None = None
 
 
 def runtime_basis(label: str, table, engine: str) -> str:
@@ -76,6 +100,71 @@ def runtime_basis(label: str, table, engine: str) -> str:
         rel = os.path.relpath(path)
         return f"calibrated ({path if rel.startswith('..') else rel})"
     return "custom (not from the coefficients file)"
+
+
+def model_arg(model) -> str:
+    """How ``python -m harness memory-fit`` names the model: its catalog id ("" for a model the catalog does
+    not hold: a config.json or GGUF the user passed)."""
+    from estimator.catalog.data import get_model
+
+    try:
+        get_model(model.id)
+    except Exception:  # noqa: BLE001 - not a catalog id
+        return ""
+    return model.id
+
+
+def compute_band(b: Build) -> ComputeBand | None:
+    """The ComputeBand of the configuration: the calibrated file's band for the engine's compute buffers,
+    when the runtime coefficients are that file's (a band says nothing about other coefficients)."""
+    m, wl = b.memory, b.workload
+    table = b.table
+    if not m.compute_bytes or m.coefficients == "prior" or not getattr(table, "memory_for", None):
+        return None
+    if runtime_basis(m.coefficients, table, wl.engine).startswith("custom"):
+        return None
+    band = table.memory_band(wl.engine, "compute_bytes")
+    if band is None:
+        return None
+    n_dev = max(1, len(m.per_device))
+    excess_dev = (band["ratio_p95"] - 1.0) * m.compute_bytes / n_dev
+    arg = model_arg(b.model)
+    command = get_engine(wl.engine).exact_buffers_command(arg, b.model, wl) if arg else ""
+    return ComputeBand(
+        n=int(band["n"]),
+        median_error=float(band["median_ape"]),
+        within_5pct=float(band["within_5pct"]),
+        ratio_lo=float(band["ratio_p05"]),
+        ratio_hi=float(band["ratio_p95"]),
+        ratio_max=float(band["ratio_max"]),
+        compute_bytes=int(m.compute_bytes),
+        compute_hi_bytes=int(m.compute_bytes * band["ratio_p95"]),
+        compute_max_bytes=int(m.compute_bytes * band["ratio_max"]),
+        tight=m.verdict != "does not fit" and any(0 <= d.headroom_bytes < excess_dev for d in m.per_device),
+        exact_command=command,
+        basis=str(band.get("basis", "")),
+    )
+
+
+def band_lines(band: dict, engine: str) -> list[str]:
+    """What the compute band says, in words: the measured spread, this configuration's buffers at its 95th
+    percentile, a tight fit, and the command that prints the engine's own figure."""
+    label = get_engine(engine).label
+    lines = [
+        f"Compute buffers: {label}'s own were {band['ratio_lo']:.2f}-{band['ratio_hi']:.2f} x this estimate "
+        f"for 90% of {band['n']:,} measured configurations ({band['within_5pct']:.0%} within 5%, up to "
+        f"{band['ratio_max']:.2f} x; in sample): {gib(band['compute_bytes'])} GiB here, "
+        f"{gib(band['compute_hi_bytes'])} GiB at the 95th percentile, "
+        f"{gib(band['compute_max_bytes'])} GiB at the largest."
+    ]
+    if band["tight"]:
+        lines.append(
+            "Tight: the headroom is smaller than the compute buffers' 95th-percentile excess; check the "
+            "engine's own figure before relying on this fit."
+        )
+    if band["exact_command"]:
+        lines.append(f"{label}'s own figure for this point (its CPU backend): {band['exact_command']}")
+    return lines
 
 
 def build(b: Build) -> MemorySection:
@@ -109,6 +198,7 @@ def build(b: Build) -> MemorySection:
         per_device=tuple(m.per_device),
         basis=MEMORY_BASIS + (f"; runtime coefficients: {runtime}" if runtime else ""),
         notes=tuple(m.notes) + tuple(device_notes([hw.id])),
+        compute_band=compute_band(b),
     )
 
 
@@ -131,6 +221,8 @@ def text(d: dict) -> Block:
         rows.append(["Host RAM (offloaded weights, host buffers)", gib(h), gb(h)])
     s.tables.append(Table(["component", "GiB", "GB"], rows))
     s.lines.append(f"Utilisation {pct(mem['utilization'])}; verdict: **{mem['verdict']}**.")
+    if mem.get("compute_band"):
+        s.lines += band_lines(mem["compute_band"], w["engine"])
     if mem["min_offload_bytes"]:
         s.lines.append(f"Least host offload that would make it fit: {both(mem['min_offload_bytes'])}.")
     if mem.get("moe_offload_layers"):
@@ -255,6 +347,9 @@ def html(ctx: Ctx) -> str:
         startup = f'<p class="note">{e(startup_line(mem, ctx.get("workload")))}</p>'
     if mem.get("state_max_requests") is not None:
         startup += f'<p class="note">{e(state_line(mem, ctx.get("workload")))}</p>'
+    if mem.get("compute_band"):
+        lines = band_lines(mem["compute_band"], ctx.get("workload")["engine"])
+        startup += "".join(f'<p class="note">{e(x)}</p>' for x in lines)
     return section("memory", ctx.t("sec_memory"), f'<div class="cards">{cards}</div>{startup}{chart}{tbl}')
 
 

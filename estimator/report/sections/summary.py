@@ -210,6 +210,13 @@ def text(d: dict) -> Block:
         f"Verdict: **{mem['verdict']}** — needs {both(mem['total_bytes'])} of {both(mem['usable_bytes'])} "
         f"usable ({pct(mem['utilization'])} utilisation, headroom {gib(mem['headroom_bytes'])} GiB)."
     )
+    band = mem.get("compute_band") or {}
+    if band.get("tight"):
+        more = band["compute_hi_bytes"] - band["compute_bytes"]
+        s.lines.append(
+            f"Tight: the compute buffers may take {gib(more)} GiB "
+            "more (95th percentile of the engine's measured buffers), more than the headroom; see Memory."
+        )
     sup = d.get("support") or {}
     if sup.get("status") in ("fallback", "unsupported"):
         s.lines.append(f"Support: {sup['headline']}.")
@@ -232,7 +239,8 @@ def _cards(ctx: Ctx) -> str:
         card(
             ctx.t("sec_verdict"),
             verdict(ctx, "memory.verdict"),
-            f"{ctx.t('headroom')}: {ctx.num('memory.headroom_bytes', 'gib')}",
+            f"{ctx.t('headroom')}: {ctx.num('memory.headroom_bytes', 'gib')}"
+            + (f" · {ctx.t('tight')}" if ctx.get("memory.compute_band.tight") else ""),
         ),
         card(
             ctx.t("required"),
