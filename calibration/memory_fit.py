@@ -57,6 +57,7 @@ from calibration.dataset import Dataset, LoadedRecord
 # the runtime terms fitted (and banded) per engine
 BAND_TARGETS = ("compute_bytes", "context_overhead_bytes")
 BAND_TOLERANCE = 0.05  # issue 11: compute buffers within 5 %
+MIN_KIND_BAND = 30  # distinct measurements a device kind needs for a band of its own
 BAND_BASIS = (
     "in sample: the engine's own measured buffers (single device, graphs of two layers or more), one per "
     "distinct measurement, against the fitted coefficients"
@@ -309,7 +310,10 @@ def memory_bands(ds: Dataset, memory: dict, resolver=None) -> dict:
     """The ``memory_bands`` section: {engine: {target: residual_band}} of the engine's own measured buffers
     against the estimate with the fitted ``memory`` coefficients, one ratio (measured / predicted) per
     distinct measurement (``_fit_samples``' key) — in sample: the same records the coefficients were fitted
-    on (12 coefficients over hundreds of configurations; the memory gate's held-out rows are per device)."""
+    on (12 coefficients over hundreds of configurations; the memory gate's held-out rows are per device).
+    A band also has ``by_kind``: {device kind: band} for each kind of at least ``MIN_KIND_BAND`` distinct
+    measurements when more than one kind was measured (llama.cpp's CUDA buffers spread wider than its CPU
+    ones: the MoE layouts of docs/memory-model.md §3)."""
     from calibration.features import Resolver
 
     rt = _runtime()
@@ -321,14 +325,20 @@ def memory_bands(ds: Dataset, memory: dict, resolver=None) -> dict:
         for target in BAND_TARGETS:
             samples, meas, keys, _ = _fit_samples(ds, resolver, engine, target)
             predict = _predictor(rt, target)
-            ratios = {}
+            ratios: dict = {}
+            kinds: dict = {}
             for s, m, k in zip(samples, meas, keys, strict=True):
                 pred = predict(s, coeffs)
                 if pred > 0:
                     ratios.setdefault(k, m / pred)
+                    kinds.setdefault(s[2].kind, {}).setdefault(k, m / pred)
             if ratios:
                 band = residual_band(list(ratios.values()))
                 band["basis"] = BAND_BASIS
+                own = {kd: residual_band(list(r.values())) for kd, r in sorted(kinds.items())}
+                own = {kd: b for kd, b in own.items() if b["n"] >= MIN_KIND_BAND}
+                if len(kinds) > 1 and own:
+                    band["by_kind"] = own
                 out.setdefault(engine, {})[target] = band
     return out
 

@@ -313,13 +313,20 @@ def _maturity_lines(doc: dict, evidence: list[dict]) -> list[str]:
 def _band_lines(bands: dict) -> list[str]:
     """The memory bands (calibration.memory_fit.memory_bands) as a table: measured / estimated per engine
     and runtime term."""
-    rows = [(e, t, b) for e, per in sorted(bands.items()) for t, b in sorted(per.items())]
+    rows = [
+        (e, t + (f" ({kind})" if kind else ""), b)
+        for e, per in sorted(bands.items())
+        for t, band in sorted(per.items())
+        for kind, b in [("", band), *sorted((band.get("by_kind") or {}).items())]
+    ]
     if not rows:
         return []
     out = [
         "",
         "How the engines' own buffers spread around the fitted estimate (measured / estimated, one ratio per "
-        f"distinct measurement; {rows[0][2]['basis']}); the estimator's reports quote the 5-95 % band:",
+        f"distinct measurement; {rows[0][2]['basis']}; per device kind where one has "
+        "calibration.memory_fit.MIN_KIND_BAND or more); the estimator's reports quote the 5-95 % band of the "
+        "device's kind, else the pooled one:",
         "",
         "| engine | term | n | median error | within 5 % | 5 % | 95 % | min | max |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",

@@ -51,6 +51,43 @@ def test_bands_count_each_measurement_once_and_see_an_outlier():
     assert "context_overhead_bytes" not in b  # no device-memory figures in these records
 
 
+def test_bands_by_device_kind(monkeypatch):
+    """Each device kind measured gets its own band next to the pooled one (CUDA buffers spread wider than
+    CPU ones); one kind alone gets none."""
+    from estimator.physics.runtime import default_memory_coefficients
+
+    coeffs = default_memory_coefficients("llama.cpp")
+    gpu = _compute_records(coeffs)[:9]  # rtx-3090
+    cpu = [replace(r, record_id=f"cpu-{r.record_id}", hardware_id="ryzen-7-8840u-cpu", backend="CPU",
+                   hardware_family="cpu-x86-avx512") for r in gpu]  # fmt: skip
+    from calibration.features import Resolver, workload_for
+    from estimator.physics.runtime import runtime_buffers
+
+    res = Resolver()
+    cpu = [replace(r, compute_bytes=int(1.1 * runtime_buffers(*res.spec_for(r), workload_for(r), coeffs)
+                                        .compute_bytes)) for r in cpu]  # fmt: skip
+    monkeypatch.setattr(memory_fit, "MIN_KIND_BAND", 5)
+    b = memory_fit.memory_bands(_ds(gpu + cpu), {"llama.cpp": coeffs})["llama.cpp"]["compute_bytes"]
+    assert b["n"] == 18 and set(b["by_kind"]) == {"cpu", "gpu"}
+    assert b["by_kind"]["cpu"]["ratio_min"] == pytest.approx(1.1, rel=1e-3)
+    assert b["by_kind"]["gpu"]["ratio_max"] == pytest.approx(1.0, rel=1e-6)
+    one = memory_fit.memory_bands(_ds(gpu), {"llama.cpp": coeffs})["llama.cpp"]["compute_bytes"]
+    assert "by_kind" not in one
+
+
+def test_the_estimator_reads_the_band_of_its_device_kind(tmp_path):
+    gpu_band = {**BAND, "ratio_p95": 1.13, "n": 42}
+    gpu_band.pop("basis")
+    table = _table(tmp_path, {"llama.cpp": {"compute_bytes": {**BAND, "by_kind": {"gpu": gpu_band}}}})
+    assert table.memory_band("llama.cpp", kind="gpu")["ratio_p95"] == 1.13
+    assert table.memory_band("llama.cpp", kind="gpu")["scope"] == "gpu"
+    assert table.memory_band("llama.cpp", kind="unified")["scope"] == "all"
+    d = _memory(table, hw="h100-80gb-sxm", model="qwen3-30b-a3b", n_ctx=32768)
+    assert d["memory"]["compute_band"]["scope"] == "gpu" and d["memory"]["compute_band"]["n"] == 42
+    assert "42 measured configurations on GPUs" in " ".join(to_text(d).split())
+    assert "configuraciones medidas en GPU" in " ".join(to_text(d, lang="es").split())
+
+
 def _doc(bands) -> dict:
     return {"schema_version": 1, "groups": [], "pooled": [], "memory_bands": bands}
 
@@ -62,6 +99,7 @@ def _doc(bands) -> dict:
         ({"llama.cpp": {"compute_bytes": {**BAND, "ratio_p95": "big"}}}, "non-numeric key 'ratio_p95'"),
         ({"llama.cpp": {"compute_bytes": {k: v for k, v in BAND.items() if k != "n"}}}, "key 'n'"),
         ({"llama.cpp": {"compute_bytes": {**BAND, "ratio_p05": 1.2}}}, "ratio_p05 <= ratio_p95"),
+        ({"llama.cpp": {"compute_bytes": {**BAND, "by_kind": {"gpu": {"n": 3}}}}}, r"\['gpu'\]: missing"),
     ],
 )
 def test_malformed_bands_name_the_key(bands, message):
@@ -87,7 +125,7 @@ def _memory(table, model="gemma-4-e2b", hw="ryzen-7-8840u-cpu", quant="Q4_K_M", 
 
 def test_report_states_the_band_and_the_exact_command(tmp_path):
     table = _table(tmp_path, {"llama.cpp": {"compute_bytes": BAND}})
-    assert table.memory_band("llama.cpp") == BAND and table.memory_band("vllm") is None
+    assert table.memory_band("llama.cpp") == {**BAND, "scope": "all"} and table.memory_band("vllm") is None
     d = _memory(table, n_ctx=131072, flash_attn=False, n_ubatch=1024)
     band = d["memory"]["compute_band"]
     assert band["ratio_hi"] == 1.05 and band["n"] == 700

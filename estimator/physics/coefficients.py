@@ -47,7 +47,7 @@ File format, schema_version 2 (JSON; written by calibration since the transfer m
 ``memory_bands`` (optional; calibration.memory_fit.memory_bands): per engine and runtime term
 (``compute_bytes``, ``context_overhead_bytes``), how the engine's own measured buffers spread around the
 fitted estimate: {"n", "median_ape", "within_5pct", "ratio_p05", "ratio_p95", "ratio_min", "ratio_max",
-"basis"}, ratios measured / estimated.
+"basis", "by_kind"?: {device kind: a band of the same keys but basis}}, ratios measured / estimated.
 
 The decode / prefill parameters are one fit; the serving parameters (``serving.*``) another of the same kind
 (calibration.serving) whose strata ``serving.ttft`` / ``serving.tpot`` have their own noise scales,
@@ -465,11 +465,21 @@ class CoefficientTable:
         """The ``memory`` section's entry for one engine (empty dict when absent)."""
         return dict(self.memory.get(engine, {}))
 
-    def memory_band(self, engine: str, term: str = "compute_bytes") -> dict[str, Any] | None:
+    def memory_band(
+        self, engine: str, term: str = "compute_bytes", kind: str | None = None
+    ) -> dict[str, Any] | None:
         """How ``engine``'s own measured ``term`` spread around the calibrated estimate (module doc,
-        ``memory_bands``); None when the file has no band for it (the prior has none)."""
+        ``memory_bands``): the band of device ``kind`` where the file has one, else the band over every
+        kind; its ``scope`` says which (the kind, or "all").  None when the file has no band for it (the
+        prior has none)."""
         band = self.memory_bands.get(engine, {}).get(term)
-        return dict(band) if band else None
+        if not band:
+            return None
+        own = (band.get("by_kind") or {}).get(kind) if kind else None
+        out = {k: v for k, v in (own or band).items() if k != "by_kind"}
+        out.setdefault("basis", band.get("basis", ""))
+        out["scope"] = kind if own else "all"
+        return out
 
 
 def _scope_rank(scope: dict, hardware: HardwareSpec) -> int | None:
@@ -857,8 +867,8 @@ BAND_KEYS = ("n", "ratio_p05", "ratio_p95", "ratio_min", "ratio_max", "median_ap
 
 
 def _validate_bands(bands: object, where: str) -> None:
-    """``memory_bands``: {engine: {term: band}}, each band with the numeric ``BAND_KEYS``, ratios > 0 and
-    p05 <= p95."""
+    """``memory_bands``: {engine: {term: band}}, each band (and each of its optional ``by_kind`` bands) with
+    the numeric ``BAND_KEYS``, ratios > 0 and p05 <= p95."""
     if not isinstance(bands, dict):
         raise CoefficientsError(f"{where}: 'memory_bands' must be an object")
     for engine, per in bands.items():
@@ -866,14 +876,24 @@ def _validate_bands(bands: object, where: str) -> None:
             raise CoefficientsError(f"{where}: memory_bands[{engine!r}] must be an object")
         for term, b in per.items():
             at = f"{where}: memory_bands[{engine!r}][{term!r}]"
-            if not isinstance(b, dict):
-                raise CoefficientsError(f"{at} must be an object")
-            for k in BAND_KEYS:
-                v = b.get(k)
-                if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-                    raise CoefficientsError(f"{at}: missing or non-numeric key {k!r}")
-            if min(b["ratio_p05"], b["ratio_min"]) <= 0 or b["ratio_p05"] > b["ratio_p95"]:
-                raise CoefficientsError(f"{at}: ratios must be > 0 with ratio_p05 <= ratio_p95")
+            _validate_band(b, at)
+            kinds = b.get("by_kind", {})
+            if not isinstance(kinds, dict):
+                raise CoefficientsError(f"{at}: 'by_kind' must be an object")
+            for kind, kb in kinds.items():
+                _validate_band(kb, f"{at}['by_kind'][{kind!r}]")
+
+
+def _validate_band(b: object, at: str) -> None:
+    """One band: the numeric ``BAND_KEYS``, ratios > 0 and p05 <= p95."""
+    if not isinstance(b, dict):
+        raise CoefficientsError(f"{at} must be an object")
+    for k in BAND_KEYS:
+        v = b.get(k)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise CoefficientsError(f"{at}: missing or non-numeric key {k!r}")
+    if min(b["ratio_p05"], b["ratio_min"]) <= 0 or b["ratio_p05"] > b["ratio_p95"]:
+        raise CoefficientsError(f"{at}: ratios must be > 0 with ratio_p05 <= ratio_p95")
 
 
 MAX_COEFFICIENTS_BYTES = 64 * 2**20

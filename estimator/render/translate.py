@@ -629,13 +629,16 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     (
         re.compile(
             r"Compute buffers: (?P<l>.+?)'s own were (?P<a>[\d.]+)-(?P<b>[\d.]+) x this estimate for 90% of "
-            r"(?P<n>[\d,]+) measured configurations \((?P<w>\d+)% within 5%, up to (?P<m>[\d.]+) x; in "
+            r"(?P<n>[\d,]+) measured configurations(?: on (?P<k>GPUs|CPUs|unified-memory devices|NPUs))? "
+            r"\((?P<w>\d+)% within 5%, up to (?P<m>[\d.]+) x; in "
             r"sample\): (?P<g>\S+) GiB here, (?P<h>\S+) GiB at the 95th percentile, (?P<x>\S+) GiB at the "
             r"largest\."
         ),
         lambda m: (
             f"Buffers de cómputo: los de {m['l']} fueron {_swap(m['a'])}-{_swap(m['b'])} x esta "
-            f"estimación en el 90% de {_swap(m['n'])} configuraciones medidas ({m['w']}% dentro del 5%, "
+            f"estimación en el 90% de {_swap(m['n'])} configuraciones medidas"
+            + (f" en {_KIND_ES[m['k']]}" if m["k"] else "")
+            + f" ({m['w']}% dentro del 5%, "
             f"hasta {_swap(m['m'])} x; dentro de la muestra): {m['g']} GiB aquí, {m['h']} GiB en el "
             f"percentil 95, {m['x']} GiB en el mayor."
         ),
@@ -2048,6 +2051,10 @@ def _client(text: str) -> str:
     if text == "a closed-loop client of C connections":
         return "un cliente en bucle cerrado de C conexiones"
     return text.replace(" against ", " contra ")
+
+
+_KIND_ES = {"GPUs": "GPU", "CPUs": "CPU", "unified-memory devices": "dispositivos de memoria unificada",
+            "NPUs": "NPU"}  # fmt: skip
 
 
 def _swap(num: str) -> str:

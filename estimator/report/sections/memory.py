@@ -40,6 +40,7 @@ class ComputeBand:
     tight: bool
     exact_command: str  # a command printing the engine's own figure for this point ("" when none)
     basis: str
+    scope: str  # the device kind the band was measured on ("gpu", "cpu" ...), "all" when pooled over kinds
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,7 @@ def compute_band(b: Build) -> ComputeBand | None:
         return None
     if runtime_basis(m.coefficients, table, wl.engine).startswith("custom"):
         return None
-    band = table.memory_band(wl.engine, "compute_bytes")
+    band = table.memory_band(wl.engine, "compute_bytes", b.hardware.kind)
     if band is None:
         return None
     n_dev = max(1, len(m.per_device))
@@ -143,7 +144,11 @@ def compute_band(b: Build) -> ComputeBand | None:
         tight=m.verdict != "does not fit" and any(0 <= d.headroom_bytes < excess_dev for d in m.per_device),
         exact_command=command,
         basis=str(band.get("basis", "")),
+        scope=str(band.get("scope", "all")),
     )
+
+
+KIND_WORDS = {"gpu": "GPUs", "cpu": "CPUs", "unified": "unified-memory devices", "npu": "NPUs"}
 
 
 def band_lines(band: dict, engine: str) -> list[str]:
@@ -152,7 +157,9 @@ def band_lines(band: dict, engine: str) -> list[str]:
     label = get_engine(engine).label
     lines = [
         f"Compute buffers: {label}'s own were {band['ratio_lo']:.2f}-{band['ratio_hi']:.2f} x this estimate "
-        f"for 90% of {band['n']:,} measured configurations ({band['within_5pct']:.0%} within 5%, up to "
+        f"for 90% of {band['n']:,} measured configurations"
+        + (f" on {KIND_WORDS.get(band['scope'], band['scope'])}" if band.get("scope", "all") != "all" else "")
+        + f" ({band['within_5pct']:.0%} within 5%, up to "
         f"{band['ratio_max']:.2f} x; in sample): {gib(band['compute_bytes'])} GiB here, "
         f"{gib(band['compute_hi_bytes'])} GiB at the 95th percentile, "
         f"{gib(band['compute_max_bytes'])} GiB at the largest."
