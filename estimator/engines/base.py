@@ -265,6 +265,8 @@ class EngineProfile:
     trust_remote_code_flag: str = ""
     runtime_model: str = "torch"  # "ggml" | "torch" (estimator.physics.runtime)
     memory_prior: str = ""  # key of estimator/data/memory_prior.json and coefficients "memory"
+    # whose buffers ``exact_buffers_command`` prints (e.g. "its CPU backend"); "" when it has none
+    exact_buffers_scope: str = ""
     max_batched_tokens: int = 8192  # token budget of one scheduler step (torch runtime model)
     # first engine version whose scheduler ``scheduler()`` describes (serving at concurrency): the serving
     # fit leaves out measurements of older builds; "" = every version
@@ -507,7 +509,8 @@ class EngineProfile:
 
     def exact_buffers_command(self, model_arg: str, model: ModelSpec, workload: Workload) -> str:
         """A fitbench command that prints the engine's own buffer sizes for this configuration, with no
-        weights and no device (``model_arg``: how that command names the model); "" when there is none."""
+        weights and no device (``model_arg``: how that command names the model); "" when there is none.
+        ``exact_buffers_scope`` says whose buffers they are."""
         return ""
 
     # ------------------------------------------------------------------------------------------- serving

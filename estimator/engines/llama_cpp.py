@@ -88,6 +88,8 @@ class LlamaCpp(EngineProfile):
     embedding_on_host = True
     runtime_model = "ggml"
     memory_prior = "llama.cpp"
+    # python -m harness memory-fit runs llama.cpp's memory-fit pass on the installed build's CPU backend
+    exact_buffers_scope = "its CPU backend"
     int8_gemm = True
     # ggml-cuda's quantized GEMMs (MMQ) issue the synchronous warp MMA (mma.sync) of Ampere; Hopper reaches
     # its datasheet tensor rate only through warpgroup MMA (wgmma), which cuBLAS (F16 weights) issues and

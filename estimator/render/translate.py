@@ -194,6 +194,7 @@ def translate_quant(description: str, lang: str) -> str:
 
 # --- whole strings -----------------------------------------------------------------------------------------
 EXACT: dict[str, str] = {
+    "its CPU backend": "su backend de CPU",  # EngineProfile.exact_buffers_scope (llama.cpp)
     # memory options of the summary (estimator.report.sections.summary.option_words)
     "flash attention off": "atención flash desactivada",
     "full-size sliding-window cache (--swa-full)": "caché de ventana deslizante completa (--swa-full)",
@@ -661,9 +662,11 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     ),
     (
         re.compile(
-            r"(?P<l>.+?)'s own figure for this point \(its CPU backend\): (?P<c>python -m harness .+)"
+            r"(?P<l>.+?)'s own figure for this point(?: \((?P<s>[^)]+)\))?: (?P<c>python -m harness .+)"
         ),
-        "La cifra de {l} para este punto (su backend de CPU): {c}",
+        lambda m: (
+            f"La cifra de {m['l']} para este punto" + (f" ({tr(m['s'])})" if m["s"] else "") + f": {m['c']}"
+        ),
     ),
     (
         re.compile(r"Least host offload that would make it fit: (?P<b>.+)\."),

@@ -170,7 +170,9 @@ def band_lines(band: dict, engine: str) -> list[str]:
             "engine's own figure before relying on this fit."
         )
     if band["exact_command"]:
-        lines.append(f"{label}'s own figure for this point (its CPU backend): {band['exact_command']}")
+        scope = get_engine(engine).exact_buffers_scope
+        where = f" ({scope})" if scope else ""
+        lines.append(f"{label}'s own figure for this point{where}: {band['exact_command']}")
     return lines
 
 
