@@ -160,3 +160,19 @@ def test_a_fit_inside_the_band_is_called_tight(tmp_path):
     es = " ".join(to_text(d, lang="es").split())
     assert "Justo: los buffers de cómputo pueden ocupar" in es and "Tight" not in es
     assert "justo: menor que el exceso" in to_html(d, lang="es")
+
+
+def test_predict_writes_the_banded_compute_buffers(tmp_path):
+    """predict: compute_bytes always; compute_bytes_hi, total_bytes_hi and tight with a band, else empty."""
+    from estimator.app.predict import predict_one
+
+    row = {"model": "gemma-4-e2b", "hardware": "ryzen-7-8840u-cpu", "n_prompt": "512", "n_gen": "0",
+           "n_ctx": "131072"}  # fmt: skip
+    out = predict_one(row, _table(tmp_path, {"llama.cpp": {"compute_bytes": {**BAND, "ratio_p95": 1.2}}}))
+    compute, total = int(out["compute_bytes"]), int(out["total_bytes"])
+    assert 0 < compute <= int(out["runtime_bytes"])
+    assert int(out["compute_bytes_hi"]) == int(compute * 1.2)
+    assert int(out["total_bytes_hi"]) == int(total + 0.2 * compute) and out["tight"] == "false"
+    bare = predict_one(row, _table(tmp_path))
+    assert bare["compute_bytes"] == out["compute_bytes"]
+    assert (bare["compute_bytes_hi"], bare["total_bytes_hi"], bare["tight"]) == ("", "", "")

@@ -30,7 +30,11 @@ Output adds OUTPUT_COLUMNS:
   lays them out) and max_concurrency (sequences of n_ctx tokens it holds at once); where the engine's
   startup log is reproduced (vLLM), startup_kv_tokens and startup_max_concurrency: what it logs ("KV cache
   size", "Maximum concurrency for n_ctx tokens per request"; an admission bound, below max_concurrency for
-  sliding-window models).
+  sliding-window models).  compute_bytes: the engine's compute buffers (part of runtime_bytes); with a
+  calibrated coefficients file that has a band for the engine (``memory_bands``, the device kind's where it
+  has one): compute_bytes_hi and total_bytes_hi, the compute buffers and the total with them at the band's
+  95th percentile of measured / estimated, and tight (``true`` when it fits but a device's headroom is under
+  that excess); empty without a band.
 * prefill_tok_s (n_prompt > 0): batch x n_prompt / prefill time, prompt on top of n_depth (pp{n_prompt}).
 * decode_tok_s (n_gen > 0): batch / mean step time over n_gen tokens from depth n_depth + n_prompt
   (tg{n_gen}; with batch > 1 this is the aggregate over all sequences).
@@ -125,6 +129,11 @@ OUTPUT_COLUMNS = (
     "max_concurrency",
     "startup_kv_tokens",
     "startup_max_concurrency",
+    # the compute buffers and how sure they are (coefficients.json memory_bands)
+    "compute_bytes",
+    "compute_bytes_hi",
+    "total_bytes_hi",
+    "tight",
 )
 SERVING_COLUMNS = ("concurrency", "mode", "lengths")
 REQUIRED_COLUMNS = ("model", "hardware", "n_prompt", "n_gen")
@@ -277,7 +286,7 @@ def _num(x: float) -> str:
 
 def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None = None) -> dict[str, str]:
     """The OUTPUT_COLUMNS values of one row (strings, empty where not applicable).  Raises on bad input."""
-    from estimator.physics.memory import estimate_memory
+    from estimator.physics.memory import banded_compute, estimate_memory
     from estimator.physics.quant import get_quant
 
     resolver = resolver or _Resolver()
@@ -324,7 +333,17 @@ def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None =
         max_concurrency=_opt_int(mem.max_concurrency),
         startup_kv_tokens="" if mem.startup_kv is None else str(int(mem.startup_kv.kv_cache_tokens)),
         startup_max_concurrency="" if mem.startup_kv is None else f"{mem.startup_kv.max_concurrency:.4g}",
+        compute_bytes=str(int(mem.compute_bytes)),
     )
+    calibrated_memory = mem.coefficients != "prior"  # a band describes the file's own coefficients only
+    band = table.memory_band(wl.engine, "compute_bytes", hardware.kind) if calibrated_memory else None
+    if band is not None and mem.compute_bytes:
+        banded = banded_compute(mem, band)
+        out.update(
+            compute_bytes_hi=str(banded.compute_hi_bytes),
+            total_bytes_hi=str(banded.total_hi_bytes),
+            tight="true" if banded.tight else "false",
+        )
     if serving_row:  # serving is estimated on the device's native path (no fallback serving model)
         out.update(_serving_outputs(row, model, quant, hardware, replace(wl, n_seq=1), table))
         out["support"] = support.judge(model, mem_quant, hardware, wl).status

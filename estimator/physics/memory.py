@@ -348,6 +348,33 @@ def estimate_memory(
     )
 
 
+@dataclass(frozen=True)
+class BandedCompute:
+    """A MemoryEstimate's compute buffers under a measured band (coefficients.json ``memory_bands``: ratios
+    of the engine's own buffers to the estimate), bytes over all devices."""
+
+    compute_hi_bytes: int  # compute_bytes x the band's 95th-percentile ratio
+    compute_max_bytes: int  # compute_bytes x its largest ratio
+    total_hi_bytes: int  # total_bytes with the compute buffers at the 95th percentile
+    # it fits, but on some device the headroom is smaller than that device's 95th-percentile excess
+    tight: bool
+
+
+def banded_compute(mem: MemoryEstimate, band: dict) -> BandedCompute:
+    """``mem``'s compute buffers at ``band``'s 95th-percentile and largest ratios (``ratio_p95``,
+    ``ratio_max``), the total with the former, and whether the fit is tight: a device's headroom under
+    (ratio_p95 - 1) x its compute buffers (the devices hold equal compute buffers)."""
+    hi, top = float(band["ratio_p95"]), float(band["ratio_max"])
+    excess = (hi - 1.0) * mem.compute_bytes
+    per_dev = excess / max(1, len(mem.per_device))
+    return BandedCompute(
+        compute_hi_bytes=int(mem.compute_bytes * hi),
+        compute_max_bytes=int(mem.compute_bytes * top),
+        total_hi_bytes=int(mem.total_bytes + max(0.0, excess)),
+        tight=mem.verdict != "does not fit" and any(0 <= d.headroom_bytes < per_dev for d in mem.per_device),
+    )
+
+
 def _kv_bytes_per_pool_token(model: ModelSpec, wl: Workload, n: int) -> float:
     """KV bytes per token of one sequence on one device at n_ctx: a full layer's token, and a windowed layer's
     cells as the engine lays them out per full-layer cell (its ``kv_layout``: vLLM / TensorRT-LLM the window

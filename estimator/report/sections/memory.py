@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 
 from estimator.engines import get_engine
-from estimator.physics.memory import DeviceMemory
+from estimator.physics.memory import DeviceMemory, banded_compute
 from estimator.render import charts
 from estimator.render.blocks import Block, Table, both, gb, gib, pct
 from estimator.render.htmlkit import Ctx, card, e, figure, section, table, verdict
@@ -127,8 +127,7 @@ def compute_band(b: Build) -> ComputeBand | None:
     band = table.memory_band(wl.engine, "compute_bytes", b.hardware.kind)
     if band is None:
         return None
-    n_dev = max(1, len(m.per_device))
-    excess_dev = (band["ratio_p95"] - 1.0) * m.compute_bytes / n_dev
+    banded = banded_compute(m, band)
     arg = model_arg(b.model)
     command = get_engine(wl.engine).exact_buffers_command(arg, b.model, wl) if arg else ""
     return ComputeBand(
@@ -139,9 +138,9 @@ def compute_band(b: Build) -> ComputeBand | None:
         ratio_hi=float(band["ratio_p95"]),
         ratio_max=float(band["ratio_max"]),
         compute_bytes=int(m.compute_bytes),
-        compute_hi_bytes=int(m.compute_bytes * band["ratio_p95"]),
-        compute_max_bytes=int(m.compute_bytes * band["ratio_max"]),
-        tight=m.verdict != "does not fit" and any(0 <= d.headroom_bytes < excess_dev for d in m.per_device),
+        compute_hi_bytes=banded.compute_hi_bytes,
+        compute_max_bytes=banded.compute_max_bytes,
+        tight=banded.tight,
         exact_command=command,
         basis=str(band.get("basis", "")),
         scope=str(band.get("scope", "all")),
