@@ -18,6 +18,8 @@ from estimator.report.units import ReportOptions
 from estimator.specs import Workload
 from tests.test_calibration_memory import _compute_records, _ds
 
+# a fixture shaped like the calibrated llama.cpp band (results/coefficients.json memory_bands, 2026-12-05):
+# the report's arithmetic on it is what these tests check, not the band's values
 BAND = {"n": 700, "median_ape": 0.0064, "within_5pct": 0.944, "ratio_p05": 0.99, "ratio_p95": 1.05,
         "ratio_min": 0.87, "ratio_max": 1.25, "basis": "in sample"}  # fmt: skip
 

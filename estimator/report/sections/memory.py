@@ -106,25 +106,18 @@ def runtime_basis(label: str, table, engine: str) -> str:
 def model_arg(model) -> str:
     """How ``python -m harness memory-fit`` names the model: its catalog id ("" for a model the catalog does
     not hold: a config.json or GGUF the user passed)."""
-    from estimator.catalog.data import get_model
+    from estimator.catalog.data import is_model_id
 
-    try:
-        get_model(model.id)
-    except Exception:  # noqa: BLE001 - not a catalog id
-        return ""
-    return model.id
+    return model.id if model.gguf_path is None and is_model_id(model.id) else ""
 
 
 def compute_band(b: Build) -> ComputeBand | None:
     """The ComputeBand of the configuration: the calibrated file's band for the engine's compute buffers,
     when the runtime coefficients are that file's (a band says nothing about other coefficients)."""
     m, wl = b.memory, b.workload
-    table = b.table
-    if not m.compute_bytes or m.coefficients == "prior" or not getattr(table, "memory_for", None):
+    if not m.compute_bytes or not runtime_basis(m.coefficients, b.table, wl.engine).startswith("calibrated"):
         return None
-    if runtime_basis(m.coefficients, table, wl.engine).startswith("custom"):
-        return None
-    band = table.memory_band(wl.engine, "compute_bytes", b.hardware.kind)
+    band = b.table.memory_band(wl.engine, "compute_bytes", b.hardware.kind)
     if band is None:
         return None
     banded = banded_compute(m, band)
