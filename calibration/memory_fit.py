@@ -252,8 +252,11 @@ def _fit_samples(ds: Dataset, resolver, engine: str, target: str, exclude_device
 
 
 def _predictor(rt, target: str):
+    """prediction(sample, coefficients) of ``target`` by the runtime formula (never a replayed graph: the
+    coefficients and their band describe the formula)."""
+
     def predict(s, c):
-        return float(getattr(rt.runtime_buffers(*s, c), target))
+        return float(getattr(rt.runtime_buffers(*s, c, replay=False), target))
 
     return predict
 

@@ -151,8 +151,13 @@ def test_runtime_terms():
     # logits + final norm dominate with flash attention (prior: logits 1, out_hidden 2, no constant term);
     # on a GPU the input embeddings are staged on the host: one hidden row less than the CPU graph holds
     assert fa.compute_bytes == 4 * 512 * (128256 + (2 - 1) * 4096)
-    cpu = runtime_buffers(m, None, get_hardware("epyc-9654"), Workload(n_ctx=8192, flash_attn=True))
+    epyc, wl = get_hardware("epyc-9654"), Workload(n_ctx=8192, flash_attn=True)
+    cpu = runtime_buffers(m, None, epyc, wl, replay=False)
     assert cpu.compute_bytes == 4 * 512 * (128256 + 2 * 4096)
+    # on a CPU the estimate is llama.cpp's graph replayed (tests/test_llama_cpp_graph.py): the same head
+    # moment here, to the log's 0.01 MiB rounding
+    replayed = runtime_buffers(m, None, epyc, wl)
+    assert replayed.compute_replayed and abs(replayed.compute_bytes - cpu.compute_bytes) <= 0.01 * 2**20
     # without it one layer's F32 scores (8192 cells x 512 tokens x 32 heads) + F32 mask + activations
     assert nofa.compute_bytes == 4 * 512 * (8192 * 32 + 8192 + 5.5 * 4096)
     assert fa.output_bytes == 4 * 128256 and fa.context_overhead_bytes == 400 * 2**20

@@ -34,7 +34,10 @@ Output adds OUTPUT_COLUMNS:
   calibrated coefficients file that has a band for the engine (``memory_bands``, the device kind's where it
   has one): compute_bytes_hi and total_bytes_hi, the compute buffers and the total with them at the band's
   95th percentile of measured / estimated, and tight (``true`` when it fits but a device's headroom is under
-  that excess); empty without a band.
+  that excess); empty without a band.  compute_replayed: ``true`` when the compute buffers are the engine's
+  own graph replayed through its allocator (llama.cpp's dense full-attention graphs on a CPU:
+  estimator.engines.llama_cpp_graph), not the formula; then there is no spread to band: compute_bytes_hi and
+  total_bytes_hi equal compute_bytes and total_bytes, and tight is ``false``.
 * prefill_tok_s (n_prompt > 0): batch x n_prompt / prefill time, prompt on top of n_depth (pp{n_prompt}).
 * decode_tok_s (n_gen > 0): batch / mean step time over n_gen tokens from depth n_depth + n_prompt
   (tg{n_gen}; with batch > 1 this is the aggregate over all sequences).
@@ -134,6 +137,7 @@ OUTPUT_COLUMNS = (
     "compute_bytes_hi",
     "total_bytes_hi",
     "tight",
+    "compute_replayed",
 )
 SERVING_COLUMNS = ("concurrency", "mode", "lengths")
 REQUIRED_COLUMNS = ("model", "hardware", "n_prompt", "n_gen")
@@ -334,10 +338,14 @@ def predict_one(row: dict, table: CoefficientTable, resolver: _Resolver | None =
         startup_kv_tokens="" if mem.startup_kv is None else str(int(mem.startup_kv.kv_cache_tokens)),
         startup_max_concurrency="" if mem.startup_kv is None else f"{mem.startup_kv.max_concurrency:.4g}",
         compute_bytes=str(int(mem.compute_bytes)),
+        compute_replayed="true" if mem.compute_replayed else "false",
     )
     calibrated_memory = mem.coefficients != "prior"  # a band describes the file's own coefficients only
     band = table.memory_band(wl.engine, "compute_bytes", hardware.kind) if calibrated_memory else None
-    if band is not None and mem.compute_bytes:
+    if mem.compute_replayed:  # the engine's own figure: nothing to band
+        out.update(compute_bytes_hi=str(int(mem.compute_bytes)), total_bytes_hi=str(int(mem.total_bytes)),
+                   tight="false")  # fmt: skip
+    elif band is not None and mem.compute_bytes:
         banded = banded_compute(mem, band)
         out.update(
             compute_bytes_hi=str(banded.compute_hi_bytes),

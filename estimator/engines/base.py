@@ -513,6 +513,14 @@ class EngineProfile:
         ``exact_buffers_scope`` says whose buffers they are."""
         return ""
 
+    def replayed_compute_bytes(
+        self, model: ModelSpec, hardware: HardwareSpec, workload: Workload, layout: KVLayout, n_tokens: int
+    ) -> int | None:
+        """The engine's compute buffer on one device (bytes) from its own graph replayed through its
+        allocator, for micro-batches of ``n_tokens`` over ``layout``'s cells; None where this profile builds
+        no graph for the configuration (``estimator.physics.runtime``'s formula applies)."""
+        return None
+
     # ------------------------------------------------------------------------------------------- serving
     def scheduler(self, hardware: HardwareSpec, workload: Workload) -> SchedulerSpec:
         """The engine's default scheduler on this device (per-device memory decides some defaults)."""

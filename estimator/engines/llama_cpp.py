@@ -52,6 +52,7 @@ from __future__ import annotations
 
 from estimator.engines.base import EngineProfile, KVLayout, LaunchCommand, SchedulerSpec, gpu_layers, slug
 from estimator.engines.base import pad as round_up
+from estimator.engines.llama_cpp_graph import cpu_compute_bytes, replayable
 from estimator.specs import FULL, SLIDING, HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
 
 PAD = 256  # KV cells are padded to 256 (shared/reference/methods.md A4; current builds, see above)
@@ -223,6 +224,19 @@ class LlamaCpp(EngineProfile):
         if workload.swa_full and model.window:
             argv.append("--swa-full")
         return " ".join(argv)
+
+    def replayed_compute_bytes(
+        self, model: ModelSpec, hardware: HardwareSpec, workload: Workload, layout: KVLayout, n_tokens: int
+    ) -> int | None:
+        """llama.cpp's CPU compute buffer replayed (estimator.engines.llama_cpp_graph): on a CPU, for a model
+        whose graph that module builds, with a cache type it was checked with.  On a GPU the scheduler builds
+        the inputs in a host buffer and splits the graph, which is not replayed here (None: the formula)."""
+        if hardware.kind != "cpu":
+            return None
+        kinds = {self.layer_kind(model, k) for k in model.layer_types}
+        if not replayable(model, kinds, workload.kv_dtype.lower()):
+            return None
+        return cpu_compute_bytes(model, n_tokens, layout.full_per_stream, workload.flash_attn)
 
     def launch(
         self, model: ModelSpec, quant: QuantSpec, workload: Workload, weights_bytes: int

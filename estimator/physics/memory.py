@@ -138,6 +138,8 @@ class MemoryEstimate:
     state_max_requests: int | None = None
     # the engine's compute buffers on the devices, part of runtime_bytes (RuntimeEstimate.compute_bytes x N)
     compute_bytes: int = 0
+    # those buffers are the engine's graph replayed through its allocator (RuntimeEstimate.compute_replayed)
+    compute_replayed: bool = False
 
 
 @dataclass(frozen=True)
@@ -345,6 +347,7 @@ def estimate_memory(
         notes=tuple(notes),
         startup_kv=startup,
         compute_bytes=int(rt.compute_bytes) * n,
+        compute_replayed=rt.compute_replayed,
     )
 
 

@@ -7,9 +7,13 @@ through ``results/coefficients.json`` -> ``"memory"`` -> engine (a flat dict of 
 
 Two runtime models; an engine profile names its own (``EngineProfile.runtime_model``).
 
-"ggml" — ggml's graph allocator (llama.cpp; per device holding layers).  The buffer holds the live tensors of
-the worst-case graph at its fullest moment, which is the output head or one layer (the allocator reuses
-memory between layers); the attention mask is a graph input that lives through every layer:
+"ggml" — ggml's graph allocator (llama.cpp; per device holding layers).  Where the engine's profile replays
+its own graph through the allocator (``EngineProfile.replayed_compute_bytes``: llama.cpp's dense
+full-attention graphs on a CPU, estimator.engines.llama_cpp_graph) that figure is the compute buffer, exact to
+the log's rounding on every measured configuration; everywhere else the formula below applies.  The buffer
+holds the live tensors of the worst-case graph at its fullest moment, which is the output head or one layer
+(the allocator reuses memory between layers); the attention mask is a graph input that lives through every
+layer:
 
     u      = min(n_ubatch, n_batch, T)        tokens per micro-batch (T: cells of the context, all sequences)
     K      = KV cells one stream holds for each attention kind the model runs (full, sliding/chunked), from
@@ -284,6 +288,9 @@ class RuntimeEstimate:
     context_overhead_bytes: int
     host_compute_bytes: int
     coefficients: str  # "prior" (the values equal the shipped prior) or "custom" (anything else)
+    # compute_bytes is the engine's own graph replayed through its allocator (EngineProfile.
+    # replayed_compute_bytes), not the formula: no coefficient enters it
+    compute_replayed: bool = False
 
 
 def _ff_widths(m: ModelSpec) -> tuple[int, int]:
@@ -371,9 +378,13 @@ def runtime_buffers(
     hardware: HardwareSpec,
     workload: Workload,
     mem_coeffs: MemoryCoefficients | dict | None = None,
+    replay: bool = True,
 ) -> RuntimeEstimate:
     """Runtime buffers of one device (formulas in the module docstring).  ``quant`` does not change them in
-    this model (kept for the contract: a future term may depend on dequantization buffers)."""
+    this model (kept for the contract: a future term may depend on dequantization buffers).  With ``replay``
+    the compute buffers come from the engine's own graph where its profile replays one
+    (``EngineProfile.replayed_compute_bytes``: llama.cpp's dense full-attention graphs on a CPU); without it,
+    always from the formula (calibration fits the formula's coefficients)."""
     engine = workload.engine
     profile = get_engine(engine)
     c = coerce(mem_coeffs, engine)
@@ -431,6 +442,9 @@ def runtime_buffers(
         ffn_width = c.ungated_ff_factor * _ungated_ff(m)
     ffn = (mask if m.n_layers > 1 else 0) + 4 * u * (c.act_hidden_factor * m.hidden_size + ffn_width)
     compute = c.compute_base_bytes + max(logits, attn, ffn)
+    replayed = profile.replayed_compute_bytes(m, hardware, wl, lay, u) if replay else None
     output = 4 * m.vocab_size * wl.n_seq
     host_compute = 2 * 4 * u * m.hidden_size + mask if discrete else 0
+    if replayed is not None:
+        return RuntimeEstimate(int(replayed), int(output), overhead, int(host_compute), label, True)
     return RuntimeEstimate(int(compute), int(output), overhead, int(host_compute), label)

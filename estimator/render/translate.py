@@ -31,6 +31,8 @@ from collections.abc import Callable
 
 from estimator.render.blocks import Block, Table
 
+REPLAYED_ES = "buffers de cómputo reproducidos: el grafo del propio motor por su asignador"
+
 # --- weight formats ----------------------------------------------------------------------------------------
 # Keyed by the English description itself (estimator.physics.quant.QUANTS, the engines' checkpoint formats): a
 # description whose English changes no longer matches its old Spanish, and tests/test_lang_es.py fails until
@@ -618,9 +620,15 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     (re.compile(r"Basis: (?P<b>.+)\."), lambda m: f"Base: {tr(m['b'])}."),
     (
         re.compile(
-            r"(?P<base>estimated: architecture formulas .+ engine buffers\)); runtime coefficients: (?P<r>.+)"
+            r"(?P<base>estimated: architecture formulas .+ engine buffers\))"
+            r"(?P<rp>; compute buffers replayed: the engine's own graph through its allocator)?"
+            r"; runtime coefficients: (?P<r>.+)"
         ),
-        lambda m: f"{tr(m['base'])}; coeficientes del motor: {tr(m['r'])}",
+        lambda m: (
+            f"{tr(m['base'])}"
+            + (f"; {REPLAYED_ES}" if m["rp"] else "")
+            + f"; coeficientes del motor: {tr(m['r'])}"
+        ),
     ),
     (re.compile(r"calibrated \((?P<p>.+)\)"), "calibrado ({p})"),
     (
@@ -666,6 +674,17 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
         ),
         lambda m: (
             f"La cifra de {m['l']} para este punto" + (f" ({tr(m['s'])})" if m["s"] else "") + f": {m['c']}"
+        ),
+    ),
+    (
+        re.compile(
+            r"Compute buffers: (?P<l>.+?)'s own graph for this configuration, replayed through its "
+            r"allocator(?: \((?P<s>[^)]+)\))?: the engine's figure, not a formula, so no band applies\."
+        ),
+        lambda m: (
+            f"Buffers de cómputo: el grafo del propio {m['l']} para esta configuración, reproducido con su "
+            "asignador" + (f" ({tr(m['s'])})" if m["s"] else "") + ": la cifra del motor, no una fórmula; no "
+            "se aplica banda."
         ),
     ),
     (

@@ -10,7 +10,9 @@ Run: ``python -m pytest tests/benchmarks/test_bench_estimator.py --benchmark-ena
   (weight caches, tensor inventories included, cleared first);
 * the CLI start-up: ``python -m estimator report ...`` in a subprocess, as a user waits for it; the bare
   interpreter's ``python -c pass`` is measured alongside and stored in ``extra_info`` (issue 2's budget: the
-  report within 0.25 s of it).  Compare the two; nothing here asserts a time.
+  report within 0.25 s of it).  Compare the two; nothing here asserts a time;
+* the replay of llama.cpp's CPU compute graph through ggml's allocator for the largest dense model (126
+  layers), uncached.
 """
 
 from __future__ import annotations
@@ -105,3 +107,18 @@ def test_bench_cli_report_startup(benchmark):
     )
     benchmark.extra_info["bare_python_s"] = round(bare_s, 4)
     assert "GLM" in p.stdout and "llama-server" in p.stdout
+
+
+def test_bench_cpu_compute_replay(benchmark):
+    """llama.cpp's CPU compute buffer replayed for Llama-3.1-405B (126 layers, 3,900 graph nodes) at 131,072
+    cells, the per-shape cache cleared every round (estimator.engines.llama_cpp_graph)."""
+    from estimator.catalog.data import get_model
+    from estimator.engines import llama_cpp_graph
+
+    model = get_model("llama-3.1-405b")
+
+    def replay():
+        llama_cpp_graph._replayed.cache_clear()
+        return llama_cpp_graph.cpu_compute_bytes(model, 512, 131072, True)
+
+    assert benchmark(replay) > 0

@@ -19,6 +19,7 @@ from estimator.report.units import Build, Unit
 MEMORY_BASIS = (
     "estimated: architecture formulas (weights per tensor class, KV per layer kind, engine buffers)"
 )
+REPLAYED_BASIS = "compute buffers replayed: the engine's own graph through its allocator"
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,11 @@ class MemorySection:
     basis: str
     notes: tuple[str, ...]
     # the spread of the engine's own compute buffers around this estimate; None when the coefficients file
-    # has none for the engine (the prior, engines without measured buffers)
+    # has none for the engine (the prior, engines without measured buffers) or the buffers are replayed
     compute_band: ComputeBand | None = None
+    # the compute buffers are the engine's own graph replayed through its allocator, not the formula
+    # (MemoryEstimate.compute_replayed)
+    compute_replayed: bool = False
 
 
 def runtime_basis(label: str, table, engine: str) -> str:
@@ -115,6 +119,8 @@ def compute_band(b: Build) -> ComputeBand | None:
     """The ComputeBand of the configuration: the calibrated file's band for the engine's compute buffers,
     when the runtime coefficients are that file's (a band says nothing about other coefficients)."""
     m, wl = b.memory, b.workload
+    if m.compute_replayed:  # no formula, so no formula's spread
+        return None
     if not m.compute_bytes or not runtime_basis(m.coefficients, b.table, wl.engine).startswith("calibrated"):
         return None
     band = b.table.memory_band(wl.engine, "compute_bytes", b.hardware.kind)
@@ -168,6 +174,16 @@ def band_lines(band: dict, engine: str) -> list[str]:
     return lines
 
 
+def replay_line(engine: str) -> str:
+    """What replayed compute buffers are (``MemorySection.compute_replayed``)."""
+    profile = get_engine(engine)
+    scope = f" ({profile.exact_buffers_scope})" if profile.exact_buffers_scope else ""
+    return (
+        f"Compute buffers: {profile.label}'s own graph for this configuration, replayed through its "
+        f"allocator{scope}: the engine's figure, not a formula, so no band applies."
+    )
+
+
 def build(b: Build) -> MemorySection:
     m, hw = b.memory, b.hardware
     runtime = runtime_basis(m.coefficients, b.table, b.workload.engine) if m.coefficients else ""
@@ -197,9 +213,12 @@ def build(b: Build) -> MemorySection:
         attention_dp_total_bytes=None if b.attention_dp is None else int(b.attention_dp.total_bytes),
         attention_dp_max_concurrency=None if b.attention_dp is None else b.attention_dp.max_concurrency,
         per_device=tuple(m.per_device),
-        basis=MEMORY_BASIS + (f"; runtime coefficients: {runtime}" if runtime else ""),
+        basis=MEMORY_BASIS
+        + (f"; {REPLAYED_BASIS}" if m.compute_replayed else "")
+        + (f"; runtime coefficients: {runtime}" if runtime else ""),
         notes=tuple(m.notes) + tuple(device_notes([hw.id])),
         compute_band=compute_band(b),
+        compute_replayed=m.compute_replayed,
     )
 
 
@@ -224,6 +243,8 @@ def text(d: dict) -> Block:
     s.lines.append(f"Utilisation {pct(mem['utilization'])}; verdict: **{mem['verdict']}**.")
     if mem.get("compute_band"):
         s.lines += band_lines(mem["compute_band"], w["engine"])
+    if mem.get("compute_replayed"):
+        s.lines.append(replay_line(w["engine"]))
     if mem["min_offload_bytes"]:
         s.lines.append(f"Least host offload that would make it fit: {both(mem['min_offload_bytes'])}.")
     if mem.get("moe_offload_layers"):
@@ -351,6 +372,8 @@ def html(ctx: Ctx) -> str:
     if mem.get("compute_band"):
         lines = band_lines(mem["compute_band"], ctx.get("workload")["engine"])
         startup += "".join(f'<p class="note">{e(x)}</p>' for x in lines)
+    if mem.get("compute_replayed"):
+        startup += f'<p class="note">{e(replay_line(ctx.get("workload")["engine"]))}</p>'
     return section("memory", ctx.t("sec_memory"), f'<div class="cards">{cards}</div>{startup}{chart}{tbl}')
 
 
