@@ -233,10 +233,12 @@ class LlamaCpp(EngineProfile):
         the inputs in a host buffer and splits the graph, which is not replayed here (None: the formula)."""
         if hardware.kind != "cpu":
             return None
-        kinds = {self.layer_kind(model, k) for k in model.layer_types}
-        if not replayable(model, kinds, workload.kv_dtype.lower()):
+        kinds = tuple(self.layer_kind(model, k) for k in model.layer_types)
+        if not replayable(model, set(kinds), workload.kv_dtype.lower()):
             return None
-        return cpu_compute_bytes(model, n_tokens, layout.full_per_stream, workload.flash_attn)
+        return cpu_compute_bytes(
+            model, kinds, n_tokens, layout.full_per_stream, layout.windowed_per_stream, workload.flash_attn
+        )
 
     def launch(
         self, model: ModelSpec, quant: QuantSpec, workload: Workload, weights_bytes: int

@@ -1,73 +1,105 @@
-"""The worst-case graph llama.cpp reserves its CPU compute buffer for, for the dense full-attention
-architectures whose graph this module builds, and that buffer (bytes) by replaying ggml's allocator over it
+"""The worst-case graph llama.cpp reserves its CPU compute buffer for, for the architectures whose graph
+this module builds, and that buffer (bytes) by replaying ggml's allocator over it
 (``estimator.engines.ggml_alloc``).
 
 llama.cpp reserves the compute buffer with a graph of u = n_ubatch tokens (at most the cache's cells), every
-token an output, attending to the n_kv cells of one cache stream.  For the llama graph (src/models/llama.cpp
-and llm_graph_context's build_attn / build_ffn, llama-cpp-python 0.3.36; its Qwen2 / Qwen3 / Mistral /
-Ministral 3 graphs hold the same allocations: biases and Q / K norms run in place), F32 tensors of u rows:
+token an output, attending to the cells of one cache stream (n_kv in a full-attention layer, the window's in
+a sliding one).  For the llama graph (src/models/llama.cpp and llm_graph_context's build_attn / build_ffn /
+build_moe_ffn, llama-cpp-python 0.3.36; the Qwen2 / Qwen3 / Mistral / Ministral 3 / Mixtral / Qwen3-MoE and
+Gemma 2 / Gemma 3 graphs hold the same allocations: biases, Q / K norms, Gemma's embedding scale, query scale
+and post-norms run in place), F32 tensors of u rows:
 
-    inputs     inp_tokens (int32 u), inp_embd (u x hidden: allocated, never read), inp_pos (int32 u),
-               the K / V row indices (int64 u; without flash attention V is cached transposed: int64 u x
-               n_kv_heads x head_dim), the KQ mask (n_kv x u, F16 with flash attention, F32 without),
-               out_ids (int32 u)
+    inputs     inp_tokens (int32 u), inp_embd (u x hidden: allocated, never read), inp_pos (int32 u), per
+               attention kind the K / V row indices (int64 u; without flash attention V is cached transposed:
+               int64 u x kv_heads x head_dim) and the KQ mask (cells x u, F16 with flash attention, F32
+               without), out_ids (int32 u); each where the graph first uses it, the order ggml allocates them
     embd       GET_ROWS of the token table (u x hidden)
-    per layer  RMS norm (x weight in place), Q (u x heads x head_dim) then RoPE into a new tensor, V, K
-               (u x kv_heads x head_dim) then RoPE, SET_ROWS into the cache (a view), then
+    per layer  RMS norm (x weight in place), Q (u x heads x head_dim), V and K (u x kv_heads x head_dim) in
+               that order (Gemma: Q, K, V), Q and K through RoPE into tensors of their own, SET_ROWS into the
+               cache (a view), then
                  flash attention: FLASH_ATTN_EXT -> u x heads x head_dim
-                 without:         KQ = n_kv x u x heads (soft-max in place), KQV = u x heads x head_dim,
+                 without:         KQ = cells x u x heads (soft-max in place), KQV = u x heads x head_dim,
                                   permuted and copied (CONT) to a new tensor
-               the output projection (u x hidden), the residual add in place, RMS norm, gate and up
-               (u x ff each), SWIGLU (u x ff), down (u x hidden), the residual add in place; the last
-               layer first gathers its attention output and residual rows (GET_ROWS by out_ids)
+               the output projection (u x hidden), the residual add in place, RMS norm, and
+                 dense:  gate and up (u x ff each), SWIGLU / GEGLU (u x ff), down (u x hidden)
+                 MoE:    router logits and soft-max (u x experts, in place), argsort (int32) and its top-k
+                         view, the selected weights (u x k), their sum (clamped in place) and the renormalised
+                         weights, gate and up (MUL_MAT_ID, u x k x ff_e), SWIGLU, down (u x k x hidden),
+                         weighted in place, the k views summed (the first ADD new, the rest in place)
+               the residual add in place; the last layer first gathers its attention output and residual
+               rows (GET_ROWS by out_ids)
     head       RMS norm and its weight in place on the last layer's output (graph output), the logits
                (u x vocab, graph output)
 
 Replayed, this gives llama.cpp's own CPU compute buffer for every measured configuration of these
-architectures (280 of 280 distinct configurations with an F16 cache: 1K-131K cells, u = 128-2,048,
-flash attention on and off, 1-4 sequences, unified or not, one layer to full depth; within the log's 0.01 MiB
-rounding; results/runs/cpu-memory-fit--*.jsonl, tests/test_llama_cpp_graph.py), the layouts the fitted
-formula of ``estimator.physics.runtime`` misses included (SmolLM2-360M without flash attention at 1K cells,
-Ministral-3-14B with it at 4K).  With a quantized KV cache one configuration of three is 2.5 % over the replay
-(Qwen3-8B, q8_0, 32K cells): those stay with the formula.
+architectures (419 of 419 distinct configurations with an unquantized cache: 1K-131K cells, u = 128-2,048,
+flash attention on and off, 1-4 sequences, unified or not, windows full or not, one layer to full depth;
+within the log's 0.01 MiB rounding; results/runs/cpu-memory-fit--*.jsonl, tests/test_llama_cpp_graph.py), the
+layouts the fitted formula of ``estimator.physics.runtime`` misses included (SmolLM2-360M without flash
+attention at 1K cells, Ministral-3-14B with it at 4K, Gemma-3-1B without it at 32K).  With a quantized KV
+cache one configuration of three is 2.5 % over the replay (Qwen3-8B, q8_0, 32K cells): those stay with the
+formula.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 from estimator.engines.ggml_alloc import GgmlTensor, high_water_bytes
-from estimator.specs import FULL, ModelSpec
+from estimator.specs import FULL, SLIDING, ModelSpec
 
-# HF model types whose llama.cpp graph is the one built here
-GRAPH_ARCHS = frozenset({"llama", "mistral", "ministral3", "qwen2", "qwen3"})
+# HF model types whose llama.cpp graph is built here, and the order its layers project Q, K and V in (llama's
+# build_attn expands Q, then V, then K; Gemma's graphs run Q, K, V)
+GRAPH_ARCHS = {
+    "llama": "QVK", "mistral": "QVK", "ministral3": "QVK", "qwen2": "QVK", "qwen3": "QVK",
+    "gemma2": "QKV", "gemma3_text": "QKV", "qwen3_moe": "QVK", "mixtral": "QVK",
+}  # fmt: skip
+# of those, the MoE ones: soft-max gating, the top-k weights renormalised, no shared expert, every layer MoE
+MOE_ARCHS = frozenset({"qwen3_moe", "mixtral"})
 # KV cache types replayed: the graphs were checked with these (a quantized cache adds what is not built here)
 GRAPH_KV_DTYPES = frozenset({"f16", "bf16", "f32"})
 
 
-def _graph(
-    hidden: int,
-    heads: int,
-    kv_heads: int,
-    head_dim: int,
-    ffs: tuple[int, ...],
-    vocab: int,
-    u: int,
-    n_kv: int,
-    flash_attn: bool,
-) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
-    """(leafs, nodes) of the reserve graph (module docstring); ``ffs`` the FFN width of each layer."""
-    q, kv = heads * head_dim, kv_heads * head_dim
+@dataclass(frozen=True)
+class GraphShape:
+    """What the reserve graph's tensor sizes depend on: widths, the FFN width and attention kind ("full" |
+    "swa") of each layer, the vocabulary, the Q / K / V order, u tokens, the cells a full / windowed layer
+    attends to in one stream, flash attention."""
+
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffs: tuple[int, ...]
+    kinds: tuple[str, ...]
+    vocab: int
+    qkv_order: str
+    u: int
+    n_kv: int
+    n_kv_swa: int
+    flash_attn: bool
+    # (experts, experts per token, expert FFN width) of a MOE_ARCHS model's layers; None: dense FFNs
+    moe: tuple[int, int, int] | None = None
+
+
+def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
+    """(leafs, nodes) of the reserve graph (module docstring).  Inputs are created where the graph first
+    uses them: ggml lists its leafs in that order and allocates them first, in that order."""
+    u, fa = g.u, g.flash_attn
+    q, kv = g.heads * g.head_dim, g.kv_heads * g.head_dim
     leafs: list[GgmlTensor] = []
     nodes: list[GgmlTensor] = []
+    inputs: dict[str, GgmlTensor] = {}
 
     def ext(name: str) -> GgmlTensor:
         return GgmlTensor(name, "NONE", external=True)
 
     def leaf(name: str, nbytes: int) -> GgmlTensor:
-        t = GgmlTensor(name, "NONE", nbytes, is_input=True)
-        leafs.append(t)
-        return t
+        if name not in inputs:
+            inputs[name] = GgmlTensor(name, "NONE", nbytes, is_input=True)
+            leafs.append(inputs[name])
+        return inputs[name]
 
     def node(name: str, op: str, nbytes: int, *srcs: GgmlTensor, out: bool = False) -> GgmlTensor:
         t = GgmlTensor(name, op, nbytes, srcs, is_output=out)
@@ -83,81 +115,113 @@ def _graph(
         """SET_ROWS of ``rows`` into the cache: a view of the cache, no memory here."""
         nodes.append(GgmlTensor(name, "SET_ROWS", 0, (rows, idxs, cache), view_of=cache))
 
+    def moe_ffn(il: int, cur: GgmlTensor, w: GgmlTensor) -> GgmlTensor:
+        """llama.cpp's build_moe_ffn with soft-max gating and renormalised top-k weights: router logits and
+        probabilities (in place), their argsort (int32) and its top-k view, the selected weights, their sum
+        (clamped in place) and the weights divided by it, the selected experts' gate and up (MUL_MAT_ID,
+        n_used x ff_e per token), SWIGLU, down (n_used x hidden), weighted in place, and the n_used views
+        summed (the first ADD new, the rest in place)."""
+        n_exp, n_used, ff_e = g.moe  # type: ignore[misc]
+        probs = node(f"ffn_moe_probs-{il}", "SOFT_MAX", 4 * u * n_exp,
+                     node(f"ffn_moe_logits-{il}", "MUL_MAT", 4 * u * n_exp, w, cur))  # fmt: skip
+        probs_r = view(f"ffn_moe_probs-{il} (reshaped)", "RESHAPE", probs)
+        argsort = node(f"ffn_moe_argsort-{il}", "ARGSORT", 4 * u * n_exp, probs)
+        topk = view(f"ffn_moe_topk-{il}", "VIEW", argsort)
+        weights = node(f"ffn_moe_weights-{il}", "GET_ROWS", 4 * u * n_used, probs_r, topk)
+        weights_r = view(f"ffn_moe_weights-{il} (reshaped)", "RESHAPE", weights)
+        total = node(f"ffn_moe_weights_sum-{il}", "SUM_ROWS", 4 * u, weights_r)
+        total = node(f"ffn_moe_weights_sum_clamped-{il}", "CLAMP", 4 * u, total)
+        normed = node(f"ffn_moe_weights_norm-{il}", "DIV", 4 * u * n_used, weights_r, total)
+        normed_r = view(f"ffn_moe_weights_norm-{il} (reshaped)", "RESHAPE", normed)
+        cur_r = view(f"ffn_norm-{il} (reshaped)", "RESHAPE", cur)
+        gate = node(f"ffn_moe_gate-{il}", "MUL_MAT_ID", 4 * u * n_used * ff_e, w, cur_r, topk)
+        up = node(f"ffn_moe_up-{il}", "MUL_MAT_ID", 4 * u * n_used * ff_e, w, cur_r, topk)
+        act = node(f"ffn_moe_swiglu-{il}", "GLU", 4 * u * n_used * ff_e, gate, up)
+        down = node(f"ffn_moe_down-{il}", "MUL_MAT_ID", 4 * u * n_used * g.hidden, w, act, topk)
+        weighted = node(f"ffn_moe_weighted-{il}", "MUL", 4 * u * n_used * g.hidden, down, normed_r)
+        parts = [GgmlTensor(f"ffn_moe_weighted-{il} (view)", "VIEW", row, (weighted,), view_of=weighted)
+                 for _ in range(n_used)]  # fmt: skip
+        nodes.extend(parts)
+        out = parts[0]
+        for part in parts[1:]:
+            out = node(f"ffn_moe_out-{il}", "ADD", row, out, part)
+        return out
+
+    row = 4 * u * g.hidden
     tokens = leaf("inp_tokens", 4 * u)
-    leaf("inp_embd", 4 * u * hidden)
-    pos = leaf("inp_pos", 4 * u)
-    k_idxs = leaf("attn_inp_k_idxs", 8 * u)
-    v_idxs = leaf("attn_inp_v_idxs", 8 * u if flash_attn else 8 * u * kv)
-    mask = leaf("attn_inp_kq_mask", (2 if flash_attn else 4) * n_kv * u)
-    out_ids = leaf("out_ids", 4 * u)
-    row = 4 * u * hidden
+    leaf("inp_embd", row)
     x = node("embd", "GET_ROWS", row, ext("token_embd"), tokens)
-    for il, ff in enumerate(ffs):
+    last = len(g.ffs) - 1
+    for il, (ff, kind) in enumerate(zip(g.ffs, g.kinds, strict=True)):
+        n_kv = g.n_kv_swa if kind == "swa" else g.n_kv
         w = ext(f"blk.{il}")
         norm = node(f"norm-{il}", "RMS_NORM", row, x)
         cur = node(f"attn_norm-{il}", "MUL", row, norm, w)
-        qm = node(f"Qcur-{il}", "MUL_MAT", 4 * u * q, w, cur)
-        qr = node(f"Qcur-{il}", "ROPE", 4 * u * q, view(f"Qcur-{il} (reshaped)", "RESHAPE", qm), pos)
-        vm = node(f"Vcur-{il}", "MUL_MAT", 4 * u * kv, w, cur)
-        vv = view(f"Vcur-{il} (reshaped)", "RESHAPE", vm)
-        km = node(f"Kcur-{il}", "MUL_MAT", 4 * u * kv, w, cur)
-        kr = node(f"Kcur-{il}", "ROPE", 4 * u * kv, view(f"Kcur-{il} (reshaped)", "RESHAPE", km), pos)
+        proj: dict[str, GgmlTensor] = {}
+        for which in g.qkv_order:  # the projection, then RoPE into a tensor of its own (Q and K)
+            width = q if which == "Q" else kv
+            mm = node(f"{which}cur-{il}", "MUL_MAT", 4 * u * width, w, cur)
+            shaped = view(f"{which}cur-{il} (reshaped)", "RESHAPE", mm)
+            proj[which] = shaped if which == "V" else node(
+                f"{which}cur-{il}", "ROPE", 4 * u * width, shaped, leaf("inp_pos", 4 * u)
+            )
         cache_k, cache_v = ext(f"cache_k_l{il}"), ext(f"cache_v_l{il}")
-        store(f"cache_k_l{il} (view)", view(f"Kcur-{il} (view)", "VIEW", kr), k_idxs, cache_k)
-        if flash_attn:
-            store(f"cache_v_l{il} (view)", view(f"Vcur-{il} (view)", "VIEW", vv), v_idxs, cache_v)
-        else:  # V cached transposed: one index per element
-            vt = view(f"Vcur-{il} (reshaped)", "RESHAPE", view(f"Vcur-{il} (reshaped)", "RESHAPE", vv))
+        k_idxs = leaf(f"k_idxs-{kind}", 8 * u)
+        store(f"cache_k_l{il} (view)", view(f"Kcur-{il} (view)", "VIEW", proj["K"]), k_idxs, cache_k)
+        v_idxs = leaf(f"v_idxs-{kind}", 8 * u if fa else 8 * u * kv)  # without FA V is cached transposed
+        if fa:
+            store(f"cache_v_l{il} (view)", view(f"Vcur-{il} (view)", "VIEW", proj["V"]), v_idxs, cache_v)
+        else:
+            vt = view(f"Vcur-{il} (reshaped)", "RESHAPE", view(f"Vcur-{il} (reshaped)", "RESHAPE", proj["V"]))
             store(f"cache_v_l{il} (view)", vt, v_idxs, cache_v)
-        qp = view(f"Qcur-{il} (permuted)", "PERMUTE", view(f"Qcur-{il} (view)", "VIEW", qr))
-        if flash_attn:
+        qp = view(f"Qcur-{il} (permuted)", "PERMUTE", view(f"Qcur-{il} (view)", "VIEW", proj["Q"]))
+        mask = leaf(f"kq_mask-{kind}", (2 if fa else 4) * n_kv * u)  # F16 with flash attention, else F32
+        if fa:
             att = node(f"fattn-{il}", "FLASH_ATTN_EXT", 4 * u * q, qp, cache_k, cache_v, mask)
             att = view(f"kqv_out-{il}", "RESHAPE", att)
         else:
-            kq = node(f"kq-{il}", "MUL_MAT", 4 * n_kv * u * heads, cache_k, qp)
-            kq = node(f"kq_soft_max-{il}", "SOFT_MAX", 4 * n_kv * u * heads, kq, mask)
+            kq = node(f"kq-{il}", "MUL_MAT", 4 * n_kv * u * g.heads, cache_k, qp)
+            kq = node(f"kq_soft_max-{il}", "SOFT_MAX", 4 * n_kv * u * g.heads, kq, mask)
             kqv = node(f"kqv-{il}", "MUL_MAT", 4 * u * q, cache_v, kq)
             att = node(f"kqv_out-{il}", "CONT", 4 * u * q, view(f"kqv-{il} (permuted)", "PERMUTE", kqv))
         cur = node(f"attn_out-{il}", "MUL_MAT", row, w, att)
         res = x
-        if il == len(ffs) - 1:  # the output rows only (all of them in the reserve graph)
+        if il == last:  # the output rows only (all of them in the reserve graph)
+            out_ids = leaf("out_ids", 4 * u)
             cur = node(f"attn_out_rows-{il}", "GET_ROWS", row, cur, out_ids)
             res = node(f"inp_rows-{il}", "GET_ROWS", row, res, out_ids)
         ffn_inp = node(f"ffn_inp-{il}", "ADD", row, cur, res)
         norm = node(f"norm-{il}", "RMS_NORM", row, ffn_inp)
         cur = node(f"ffn_norm-{il}", "MUL", row, norm, w)
-        gate = node(f"ffn_gate-{il}", "MUL_MAT", 4 * u * ff, w, cur)
-        up = node(f"ffn_up-{il}", "MUL_MAT", 4 * u * ff, w, cur)
-        act = node(f"ffn_swiglu-{il}", "GLU", 4 * u * ff, gate, up)
-        down = node(f"ffn_out-{il}", "MUL_MAT", row, w, act)
+        if g.moe is None:
+            gate = node(f"ffn_gate-{il}", "MUL_MAT", 4 * u * ff, w, cur)
+            up = node(f"ffn_up-{il}", "MUL_MAT", 4 * u * ff, w, cur)
+            act = node(f"ffn_act-{il}", "GLU", 4 * u * ff, gate, up)
+            down = node(f"ffn_out-{il}", "MUL_MAT", row, w, act)
+        else:
+            down = moe_ffn(il, cur, w)
         x = node(f"l_out-{il}", "ADD", row, down, ffn_inp)
     norm = node("norm", "RMS_NORM", row, x)
     result = node("result_norm", "MUL", row, norm, ext("output_norm"), out=True)
-    node("result_output", "MUL_MAT", 4 * u * vocab, ext("output"), result, out=True)
+    node("result_output", "MUL_MAT", 4 * u * g.vocab, ext("output"), result, out=True)
     return leafs, nodes
 
 
 @lru_cache(maxsize=4096)
-def _replayed(
-    hidden: int,
-    heads: int,
-    kv_heads: int,
-    head_dim: int,
-    ffs: tuple[int, ...],
-    vocab: int,
-    u: int,
-    n_kv: int,
-    flash_attn: bool,
-) -> int:
-    return high_water_bytes(*_graph(hidden, heads, kv_heads, head_dim, ffs, vocab, u, n_kv, flash_attn))
+def _replayed(shape: GraphShape) -> int:
+    return high_water_bytes(*_graph(shape))
 
 
 def replayable(model: ModelSpec, kinds: set[str], kv_dtype: str) -> bool:
-    """Whether this module builds ``model``'s graph: a dense gated-FFN model of GRAPH_ARCHS whose layers all
-    run full attention in llama.cpp (``kinds``: the engine's layer kinds), with a GRAPH_KV_DTYPES cache."""
+    """Whether this module builds ``model``'s graph: a dense gated-FFN model of GRAPH_ARCHS whose layers run
+    full or sliding-window attention in llama.cpp (``kinds``: the engine's layer kinds), with a
+    GRAPH_KV_DTYPES cache."""
+    moe = model.moe
     return (
         model.architecture in GRAPH_ARCHS
-        and model.moe is None
+        and (moe is None) == (model.architecture not in MOE_ARCHS)
+        and (moe is None or (moe.n_experts_used > 1 and not moe.n_shared_experts and not moe.dense_layers
+                             and not moe.latent_size))  # fmt: skip
         and model.mla is None
         and model.state is None
         and model.ffn_gated
@@ -165,17 +229,32 @@ def replayable(model: ModelSpec, kinds: set[str], kv_dtype: str) -> bool:
         and not model.per_layer_input
         and not model.n_kv_shared_layers
         and model.global_head_dim is None
-        and kinds == {FULL}
+        and kinds <= {FULL, SLIDING}
         and kv_dtype in GRAPH_KV_DTYPES
     )
 
 
-def cpu_compute_bytes(model: ModelSpec, u: int, n_kv: int, flash_attn: bool) -> int:
-    """llama.cpp's CPU compute buffer (bytes) for ``model`` (``replayable``) with micro-batches of ``u``
-    tokens attending to ``n_kv`` cells of one stream: the allocator's high-water mark over the reserve
-    graph."""
-    ffs = tuple(model.ffn_width(i) for i in range(model.n_layers))
-    return _replayed(
-        model.hidden_size, model.n_heads, model.n_kv_heads, model.head_dim, ffs, model.vocab_size, int(u),
-        int(n_kv), bool(flash_attn),
+def cpu_compute_bytes(
+    model: ModelSpec, layer_kinds: tuple[str, ...], u: int, n_kv: int, n_kv_swa: int, flash_attn: bool
+) -> int:
+    """llama.cpp's CPU compute buffer (bytes) for ``model`` (``replayable``; ``layer_kinds`` the engine's kind
+    of each layer) with micro-batches of ``u`` tokens attending to ``n_kv`` cells of one stream in a
+    full-attention layer and ``n_kv_swa`` in a sliding-window one: the allocator's high-water mark over the
+    reserve graph."""
+    moe = model.moe
+    shape = GraphShape(
+        hidden=model.hidden_size,
+        heads=model.n_heads,
+        kv_heads=model.n_kv_heads,
+        head_dim=model.head_dim,
+        ffs=tuple(model.ffn_width(i) for i in range(model.n_layers)),
+        kinds=tuple("swa" if k == SLIDING else "full" for k in layer_kinds),
+        vocab=model.vocab_size,
+        qkv_order=GRAPH_ARCHS[model.architecture],
+        u=int(u),
+        n_kv=int(n_kv),
+        n_kv_swa=int(n_kv_swa),
+        flash_attn=bool(flash_attn),
+        moe=None if moe is None else (moe.n_experts, moe.n_experts_used, moe.expert_ff),
     )
+    return _replayed(shape)
