@@ -53,8 +53,11 @@ from estimator.specs import FULL, SLIDING, ModelSpec
 # build_attn expands Q, then V, then K; Gemma's graphs run Q, K, V)
 GRAPH_ARCHS = {
     "llama": "QVK", "mistral": "QVK", "ministral3": "QVK", "qwen2": "QVK", "qwen3": "QVK",
-    "gemma2": "QKV", "gemma3_text": "QKV", "qwen3_moe": "QVK", "mixtral": "QVK",
+    "gemma2": "QKV", "gemma3_text": "QKV", "qwen3_moe": "QVK", "mixtral": "QVK", "phi3": "QVK",
 }  # fmt: skip
+# of those, the ones with one fused attn_qkv projection (Q, V, K its views), a fused gate+up FFN projection
+# (SWIGLU of its two halves) and the layer's output added onto the residual rather than the residual onto it
+FUSED_ARCHS = frozenset({"phi3"})
 # of those, the MoE ones: soft-max gating, the top-k weights renormalised, no shared expert, every layer MoE
 MOE_ARCHS = frozenset({"qwen3_moe", "mixtral"})
 # KV cache types replayed: the graphs were checked with these (a quantized cache adds what is not built here)
@@ -81,6 +84,7 @@ class GraphShape:
     flash_attn: bool
     # (experts, experts per token, expert FFN width) of a MOE_ARCHS model's layers; None: dense FFNs
     moe: tuple[int, int, int] | None = None
+    fused: bool = False  # a FUSED_ARCHS graph
 
 
 def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
@@ -158,10 +162,14 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
         norm = node(f"norm-{il}", "RMS_NORM", row, x)
         cur = node(f"attn_norm-{il}", "MUL", row, norm, w)
         proj: dict[str, GgmlTensor] = {}
+        qkv = node(f"wqkv-{il}", "MUL_MAT", 4 * u * (q + 2 * kv), w, cur) if g.fused else None
         for which in g.qkv_order:  # the projection, then RoPE into a tensor of its own (Q and K)
             width = q if which == "Q" else kv
-            mm = node(f"{which}cur-{il}", "MUL_MAT", 4 * u * width, w, cur)
-            shaped = view(f"{which}cur-{il} (reshaped)", "RESHAPE", mm)
+            if qkv is not None:
+                shaped = view(f"{which}cur-{il}", "VIEW", qkv)
+            else:
+                mm = node(f"{which}cur-{il}", "MUL_MAT", 4 * u * width, w, cur)
+                shaped = view(f"{which}cur-{il} (reshaped)", "RESHAPE", mm)
             proj[which] = shaped if which == "V" else node(
                 f"{which}cur-{il}", "ROPE", 4 * u * width, shaped, leaf("inp_pos", 4 * u)
             )
@@ -193,14 +201,18 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
         ffn_inp = node(f"ffn_inp-{il}", "ADD", row, cur, res)
         norm = node(f"norm-{il}", "RMS_NORM", row, ffn_inp)
         cur = node(f"ffn_norm-{il}", "MUL", row, norm, w)
-        if g.moe is None:
+        if g.moe is not None:
+            down = moe_ffn(il, cur, w)
+        elif g.fused:  # gate and up in one projection: SWIGLU of its halves
+            up = node(f"ffn_up-{il}", "MUL_MAT", 8 * u * ff, w, cur)
+            down = node(f"ffn_out-{il}", "MUL_MAT", row, w, node(f"ffn_act-{il}", "GLU", 4 * u * ff, up))
+        else:
             gate = node(f"ffn_gate-{il}", "MUL_MAT", 4 * u * ff, w, cur)
             up = node(f"ffn_up-{il}", "MUL_MAT", 4 * u * ff, w, cur)
             act = node(f"ffn_act-{il}", "GLU", 4 * u * ff, gate, up)
             down = node(f"ffn_out-{il}", "MUL_MAT", row, w, act)
-        else:
-            down = moe_ffn(il, cur, w)
-        x = node(f"l_out-{il}", "ADD", row, down, ffn_inp)
+        # the ADD runs in place on its first operand: the FFN output (llama) or the residual (phi3)
+        x = node(f"l_out-{il}", "ADD", row, *((ffn_inp, down) if g.fused else (down, ffn_inp)))
     norm = node("norm", "RMS_NORM", row, x)
     result = node("result_norm", "MUL", row, norm, ext("output_norm"), out=True)
     node("result_output", "MUL_MAT", 4 * u * g.vocab, ext("output"), result, out=True)
@@ -256,5 +268,6 @@ def cpu_compute_bytes(
         n_kv_swa=int(n_kv_swa),
         flash_attn=bool(flash_attn),
         moe=None if moe is None else (moe.n_experts, moe.n_experts_used, moe.expert_ff),
+        fused=model.architecture in FUSED_ARCHS,
     )
     return _replayed(shape)
