@@ -102,6 +102,14 @@ KNOWN = [
     # soft-max-gated MoE (router, top-k, MUL_MAT_ID, the weighted experts' views summed)
     ("qwen3-30b-a3b", 48, 32768, False, 2048, 8984241111, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:135"),
     ("mixtral-8x7b", 32, 32768, True, 2048, 973130957, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:120"),
+    # phi3's fused projections (the formula: +7.3 %)
+    ("phi-3.5-mini-3.8b", 32, 16384, True, 512, 85993718, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:244"),
+    # Gemma 4 with flash attention: per-layer inputs, KV-shared layers, wide global heads, K == V (the
+    # formula: -8 to -20 %, the last layer's output above the freed mask)
+    ("gemma-4-e2b", 35, 131072, True, 512, 678449644, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:477"),
+    ("gemma-4-e4b", 42, 131072, True, 512, 693129708, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:483"),
+    ("gemma-4-e4b", 42, 32768, True, 2048, 2376167588, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:487"),
+    ("gemma-4-31b", 60, 4096, True, 512, 620253676, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:406"),
 ]
 
 
@@ -134,7 +142,7 @@ def _replayed_rows() -> list[cons.Comparison]:
 
 def test_every_own_cpu_record_of_the_replayed_graphs_is_exact():
     rows = _replayed_rows()
-    assert len(rows) >= 400, "the committed CPU memory records of the graphs built (llama.cpp_graph)"
+    assert len(rows) >= 420, "the committed CPU memory records of the graphs built (llama.cpp_graph)"
     off = [
         f"{r.where} {r.model_id} L{r.n_layers_measured} {r.n_ctx} fa={r.flash_attn} u={r.n_ubatch}: "
         f"{r.engine_compute_bytes} vs {r.est_compute_bytes}"
@@ -152,7 +160,10 @@ def test_replay_only_on_a_cpu_for_the_graphs_built_with_an_unquantized_cache():
     assert not runtime_buffers(llama, None, get_hardware("rtx-4090"), wl).compute_replayed  # a GPU's split
     assert not runtime_buffers(llama, None, CPU, replace(wl, kv_dtype="q8_0")).compute_replayed
     assert runtime_buffers(get_model("gemma-3-4b"), None, CPU, wl).compute_replayed  # sliding window too
-    assert not runtime_buffers(get_model("gemma-4-e2b"), None, CPU, wl).compute_replayed  # per-layer inputs
+    assert runtime_buffers(get_model("gemma-4-e2b"), None, CPU, wl).compute_replayed  # per-layer inputs
+    no_fa = replace(wl, flash_attn=False)  # Gemma 4 pads V without flash attention: not built
+    assert not runtime_buffers(get_model("gemma-4-e2b"), None, CPU, no_fa).compute_replayed
+    assert not runtime_buffers(get_model("gemma-4-26b-a4b"), None, CPU, wl).compute_replayed  # Gemma 4 MoE
     assert runtime_buffers(get_model("qwen3-30b-a3b"), None, CPU, wl).compute_replayed  # soft-max MoE
     assert not runtime_buffers(get_model("glm-4.5"), None, CPU, wl).compute_replayed  # a shared expert
     assert not runtime_buffers(get_model("deepseek-v2-lite-16b"), None, CPU, wl).compute_replayed  # MLA

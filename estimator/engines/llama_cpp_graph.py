@@ -60,6 +60,7 @@ GRAPH_ARCHS = {
 FUSED_ARCHS = frozenset({"phi3"})
 # of those, the MoE ones: soft-max gating, the top-k weights renormalised, no shared expert, every layer MoE
 MOE_ARCHS = frozenset({"qwen3_moe", "mixtral"})
+GEMMA4 = "gemma4_text"  # its own graph builder (_gemma4_graph)
 # KV cache types replayed: the graphs were checked with these (a quantized cache adds what is not built here)
 GRAPH_KV_DTYPES = frozenset({"f16", "bf16", "f32"})
 
@@ -219,15 +220,168 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
     return leafs, nodes
 
 
+@dataclass(frozen=True)
+class Gemma4Layer:
+    """One Gemma 4 layer of the reserve graph: attention kind ("full" | "swa"), head width and KV heads (a
+    full layer's own: global_head_dim / global_n_kv_heads), whether it reuses an earlier layer's cache
+    (KV-shared), whether V is the K projection (attention_k_eq_v) and its FFN width."""
+
+    kind: str
+    head_dim: int
+    kv_heads: int
+    shared: bool
+    k_eq_v: bool
+    ff: int
+
+
+@dataclass(frozen=True)
+class Gemma4Shape:
+    """What Gemma 4's reserve graph depends on (src/models/gemma4.cpp): the layers, hidden width, query heads,
+    per-layer input width (0: none), vocabulary, u, the full / windowed cells of one stream, flash
+    attention."""
+
+    layers: tuple[Gemma4Layer, ...]
+    hidden: int
+    heads: int
+    per_layer: int
+    vocab: int
+    u: int
+    n_kv: int
+    n_kv_swa: int
+    flash_attn: bool
+
+
+def _gemma4_graph(g: Gemma4Shape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
+    """(leafs, nodes) of Gemma 4's reserve graph with flash attention: the token and per-layer embeddings
+    (scaled in place), per layer Q, K and V each normed after a reshape (a new tensor: the parent is a view;
+    weights, RoPE and the query scale in place; V normed without a weight; a K == V layer normalises one
+    projection twice; a KV-shared layer projects Q only and reads an earlier cache), flash attention, the
+    output projection with its post-norm and residual add in place, the GEGLU FFN with its post-norm and add,
+    the per-layer input (gate, GELU, the per-layer slice of a projection of the scaled embeddings built at
+    the first layer, proj, post-norm, add) and the layer scale in place; the head norms the last layer's
+    output (a graph output), gathers the output rows (another) and computes the logits, soft-capped in
+    place."""
+    u, L = g.u, len(g.layers)
+    leafs: list[GgmlTensor] = []
+    nodes: list[GgmlTensor] = []
+    inputs: dict[str, GgmlTensor] = {}
+
+    def ext(name: str) -> GgmlTensor:
+        return GgmlTensor(name, "NONE", external=True)
+
+    def leaf(name: str, nbytes: int) -> GgmlTensor:
+        if name not in inputs:
+            inputs[name] = GgmlTensor(name, "NONE", nbytes, is_input=True)
+            leafs.append(inputs[name])
+        return inputs[name]
+
+    def node(name: str, op: str, nbytes: int, *srcs: GgmlTensor, out: bool = False) -> GgmlTensor:
+        t = GgmlTensor(name, op, nbytes, srcs, is_output=out)
+        nodes.append(t)
+        return t
+
+    def view(name: str, op: str, src: GgmlTensor) -> GgmlTensor:
+        t = GgmlTensor(name, op, src.nbytes, (src,), view_of=src.view_of or src)
+        nodes.append(t)
+        return t
+
+    def store(name: str, rows: GgmlTensor, idxs: GgmlTensor, cache: GgmlTensor) -> None:
+        nodes.append(GgmlTensor(name, "SET_ROWS", 0, (rows, idxs, cache), view_of=cache))
+
+    row = 4 * u * g.hidden
+    per_all = 4 * u * g.per_layer * L
+    tokens = leaf("inp_tokens", 4 * u)
+    leaf("inp_embd", row)
+    embd = node("embd", "GET_ROWS", row, ext("token_embd"), tokens)
+    selected = None
+    if g.per_layer:
+        ids = leaf("leaf_4", 4 * u)  # the token ids again, for the per-layer table
+        looked = node("per_layer_rows", "GET_ROWS", per_all, ext("per_layer_token_embd"), ids)
+        selected = node("inp_per_layer_selected", "SCALE", per_all, view("(reshaped)", "RESHAPE", looked))
+    x = scaled = node("inp_scaled", "SCALE", row, embd)
+    per_layer_all = None
+    caches: dict[str, tuple[GgmlTensor, GgmlTensor]] = {}
+    for il, ly in enumerate(g.layers):
+        w = ext(f"blk.{il}")
+        q, kv = g.heads * ly.head_dim, ly.kv_heads * ly.head_dim
+        cur = node(f"attn_norm-{il}", "MUL", row, node(f"norm-{il}", "RMS_NORM", row, x), w)
+
+        def normed(name: str, mm: GgmlTensor, nbytes: int, w: GgmlTensor | None) -> GgmlTensor:
+            """RMS norm after a reshape (a new tensor: the parent is a view), its weight in place."""
+            t = node(name, "RMS_NORM", nbytes, view(f"{name} (reshaped)", "RESHAPE", mm))
+            return node(name, "MUL", nbytes, t, w) if w is not None else t
+
+        pos = leaf("inp_pos", 4 * u)
+        qm = node(f"Qcur-{il}", "MUL_MAT", 4 * u * q, w, cur)
+        qr = node(f"Qcur_pos-{il}", "ROPE", 4 * u * q, normed(f"Qcur-{il}", qm, 4 * u * q, w), pos)
+        if ly.shared:
+            cache_k, cache_v = caches[ly.kind]
+        else:
+            cache_k, cache_v = ext(f"cache_k_l{il}"), ext(f"cache_v_l{il}")
+            caches[ly.kind] = (cache_k, cache_v)
+            km = node(f"Kcur-{il}", "MUL_MAT", 4 * u * kv, w, cur)
+            kr = node(f"Kcur_pos-{il}", "ROPE", 4 * u * kv, normed(f"Kcur-{il}", km, 4 * u * kv, w), pos)
+            vm = km if ly.k_eq_v else node(f"Vcur-{il}", "MUL_MAT", 4 * u * kv, w, cur)
+            vn = normed(f"Vcur_normed-{il}", vm, 4 * u * kv, None)
+            store(f"cache_k_l{il} (view)", view(f"Kcur_pos-{il} (view)", "VIEW", kr),
+                  leaf(f"k_idxs-{ly.kind}", 8 * u), cache_k)  # fmt: skip
+            store(f"cache_v_l{il} (view)", view(f"Vcur_normed-{il} (view)", "VIEW", vn),
+                  leaf(f"v_idxs-{ly.kind}", 8 * u), cache_v)  # fmt: skip
+        qp = view(f"Qcur_pos-{il} (permuted)", "PERMUTE", view(f"Qcur_pos-{il} (view)", "VIEW", qr))
+        n_kv = g.n_kv_swa if ly.kind == "swa" else g.n_kv
+        mask = leaf(f"kq_mask-{ly.kind}", 2 * n_kv * u)
+        att = view(f"kqv_out-{il}", "RESHAPE", node(f"fattn-{il}", "FLASH_ATTN_EXT", 4 * u * q, qp, cache_k,
+                                                     cache_v, mask))  # fmt: skip
+        att = node(f"attn_out-{il}", "MUL_MAT", row, w, att)
+        att = node(f"attn_post_norm-{il}", "MUL", row, node(f"norm-{il}", "RMS_NORM", row, att), w)
+        attn_out = node(f"attn_out-{il}", "ADD", row, att, x)
+        cur = node(f"ffn_norm-{il}", "MUL", row, node(f"norm-{il}", "RMS_NORM", row, attn_out), w)
+        gate = node(f"ffn_gate-{il}", "MUL_MAT", 4 * u * ly.ff, w, cur)
+        up = node(f"ffn_up-{il}", "MUL_MAT", 4 * u * ly.ff, w, cur)
+        act = node(f"ffn_geglu-{il}", "GLU", 4 * u * ly.ff, gate, up)
+        down = node(f"ffn_out-{il}", "MUL_MAT", row, w, act)
+        down = node(f"ffn_post_norm-{il}", "MUL", row, node(f"norm-{il}", "RMS_NORM", row, down), w)
+        pe_in = node(f"pe_in-{il}", "ADD", row, down, attn_out)
+        if g.per_layer:
+            gated = node(f"gelu-{il}", "UNARY", 4 * u * g.per_layer,
+                         node(f"inp_gate-{il}", "MUL_MAT", 4 * u * g.per_layer, w, pe_in))  # fmt: skip
+            if per_layer_all is None:  # the per-layer projection of the scaled embeddings, at first use
+                pm = node("per_layer_model_proj", "SCALE", per_all,
+                          node("per_layer_model_proj", "MUL_MAT", per_all, ext("proj"), scaled))  # fmt: skip
+                pm = node("norm", "RMS_NORM", per_all, view("(reshaped)", "RESHAPE", pm))
+                pm = node("per_layer_proj", "MUL", per_all, pm, ext("norm_w"))
+                pm = node("per_layer_sum", "ADD", per_all, pm, selected)
+                pm = node("inp_per_layer", "SCALE", per_all, pm)
+                per_layer_all = node("inp_per_layer (cont)", "CONT", per_all,
+                                     view("inp_per_layer (permuted)", "PERMUTE", pm))  # fmt: skip
+            gated = node(f"per_layer_in-{il}", "MUL", 4 * u * g.per_layer, gated,
+                         view(f"inp_per_layer-{il}", "VIEW", per_layer_all))  # fmt: skip
+            out = node(f"proj-{il}", "MUL_MAT", row, w, gated)
+            out = node(f"per_layer_embd_out-{il}", "MUL", row, node(f"norm-{il}", "RMS_NORM", row, out), w)
+            pe_in = node(f"pe_out-{il}", "ADD", row, pe_in, out)
+        x = node(f"l_out-{il}", "MUL", row, pe_in, w)  # the layer output scale
+    h = node("h_nextn", "MUL", row, node("norm", "RMS_NORM", row, x), ext("output_norm"), out=True)
+    rows = node("result_norm", "GET_ROWS", row, h, leaf("out_ids", 4 * u), out=True)
+    logits = node("logits", "MUL_MAT", 4 * u * g.vocab, ext("output"), rows)
+    logits = node("logits_scaled", "SCALE", 4 * u * g.vocab, logits)
+    logits = node("logits_tanh", "UNARY", 4 * u * g.vocab, logits)
+    node("result_output", "SCALE", 4 * u * g.vocab, logits, out=True)
+    return leafs, nodes
+
+
 @lru_cache(maxsize=4096)
-def _replayed(shape: GraphShape) -> int:
-    return high_water_bytes(*_graph(shape))
+def _replayed(shape: GraphShape | Gemma4Shape) -> int:
+    return high_water_bytes(*(_gemma4_graph(shape) if isinstance(shape, Gemma4Shape) else _graph(shape)))
 
 
-def replayable(model: ModelSpec, kinds: set[str], kv_dtype: str) -> bool:
-    """Whether this module builds ``model``'s graph: a dense gated-FFN model of GRAPH_ARCHS whose layers run
-    full or sliding-window attention in llama.cpp (``kinds``: the engine's layer kinds), with a
-    GRAPH_KV_DTYPES cache."""
+def replayable(model: ModelSpec, kinds: set[str], kv_dtype: str, flash_attn: bool) -> bool:
+    """Whether this module builds ``model``'s graph: a model of GRAPH_ARCHS whose layers run full or
+    sliding-window attention in llama.cpp (``kinds``: the engine's layer kinds), dense or a MOE_ARCHS MoE,
+    or a dense Gemma 4 with flash attention, with a GRAPH_KV_DTYPES cache."""
+    if kv_dtype not in GRAPH_KV_DTYPES or not kinds <= {FULL, SLIDING}:
+        return False
+    if model.architecture == GEMMA4:
+        return model.moe is None and flash_attn
     moe = model.moe
     return (
         model.architecture in GRAPH_ARCHS
@@ -241,8 +395,6 @@ def replayable(model: ModelSpec, kinds: set[str], kv_dtype: str) -> bool:
         and not model.per_layer_input
         and not model.n_kv_shared_layers
         and model.global_head_dim is None
-        and kinds <= {FULL, SLIDING}
-        and kv_dtype in GRAPH_KV_DTYPES
     )
 
 
@@ -253,6 +405,8 @@ def cpu_compute_bytes(
     of each layer) with micro-batches of ``u`` tokens attending to ``n_kv`` cells of one stream in a
     full-attention layer and ``n_kv_swa`` in a sliding-window one: the allocator's high-water mark over the
     reserve graph."""
+    if model.architecture == GEMMA4:
+        return _replayed(_gemma4_shape(model, layer_kinds, u, n_kv, n_kv_swa, flash_attn))
     moe = model.moe
     shape = GraphShape(
         hidden=model.hidden_size,
@@ -271,3 +425,23 @@ def cpu_compute_bytes(
         fused=model.architecture in FUSED_ARCHS,
     )
     return _replayed(shape)
+
+
+def _gemma4_shape(
+    model: ModelSpec, layer_kinds: tuple[str, ...], u: int, n_kv: int, n_kv_swa: int, flash_attn: bool
+) -> Gemma4Shape:
+    layers = []
+    for il, k in enumerate(layer_kinds):
+        wide = k == FULL and bool(model.global_head_dim)
+        layers.append(Gemma4Layer(
+            kind="swa" if k == SLIDING else "full",
+            head_dim=model.global_head_dim if wide else model.head_dim,
+            kv_heads=(model.global_n_kv_heads or model.n_kv_heads) if wide else model.n_kv_heads,
+            shared=model.kv_shared(il),
+            k_eq_v=model.k_eq_v and k == FULL,
+            ff=model.ffn_width(il),
+        ))  # fmt: skip
+    return Gemma4Shape(
+        layers=tuple(layers), hidden=model.hidden_size, heads=model.n_heads, per_layer=model.per_layer_input,
+        vocab=model.vocab_size, u=int(u), n_kv=int(n_kv), n_kv_swa=int(n_kv_swa), flash_attn=bool(flash_attn),
+    )  # fmt: skip
