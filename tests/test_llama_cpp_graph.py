@@ -110,6 +110,7 @@ KNOWN = [
     ("gemma-4-e4b", 42, 131072, True, 512, 693129708, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:483"),
     ("gemma-4-e4b", 42, 32768, True, 2048, 2376167588, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:487"),
     ("gemma-4-31b", 60, 4096, True, 512, 620253676, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:406"),
+    ("gemma-4-e2b", 35, 32768, False, 2048, 2724263363, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:484"),
 ]
 
 
@@ -161,8 +162,8 @@ def test_replay_only_on_a_cpu_for_the_graphs_built_with_an_unquantized_cache():
     assert not runtime_buffers(llama, None, CPU, replace(wl, kv_dtype="q8_0")).compute_replayed
     assert runtime_buffers(get_model("gemma-3-4b"), None, CPU, wl).compute_replayed  # sliding window too
     assert runtime_buffers(get_model("gemma-4-e2b"), None, CPU, wl).compute_replayed  # per-layer inputs
-    no_fa = replace(wl, flash_attn=False)  # Gemma 4 pads V without flash attention: not built
-    assert not runtime_buffers(get_model("gemma-4-e2b"), None, CPU, no_fa).compute_replayed
+    no_fa = replace(wl, flash_attn=False)  # Gemma 4 pads its narrower V without flash attention
+    assert runtime_buffers(get_model("gemma-4-e2b"), None, CPU, no_fa).compute_replayed
     assert not runtime_buffers(get_model("gemma-4-26b-a4b"), None, CPU, wl).compute_replayed  # Gemma 4 MoE
     assert runtime_buffers(get_model("qwen3-30b-a3b"), None, CPU, wl).compute_replayed  # soft-max MoE
     assert not runtime_buffers(get_model("glm-4.5"), None, CPU, wl).compute_replayed  # a shared expert

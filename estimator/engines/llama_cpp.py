@@ -234,7 +234,7 @@ class LlamaCpp(EngineProfile):
         if hardware.kind != "cpu":
             return None
         kinds = tuple(self.layer_kind(model, k) for k in model.layer_types)
-        if not replayable(model, set(kinds), workload.kv_dtype.lower(), workload.flash_attn):
+        if not replayable(model, set(kinds), workload.kv_dtype.lower()):
             return None
         return cpu_compute_bytes(
             model, kinds, n_tokens, layout.full_per_stream, layout.windowed_per_stream, workload.flash_attn

@@ -31,12 +31,17 @@ and post-norms run in place), F32 tensors of u rows:
     head       RMS norm and its weight in place on the last layer's output (graph output), the logits
                (u x vocab, graph output)
 
+Gemma 4 (src/models/gemma4.cpp) has a builder of its own (``_gemma4_graph``): per-layer inputs, KV-shared
+layers, wide global heads, K == V layers, V normed, and without flash attention a narrower V padded to the
+widest before the transposed cache takes it.
+
 Replayed, this gives llama.cpp's own CPU compute buffer for every measured configuration of these
-architectures (419 of 419 distinct configurations with an unquantized cache: 1K-131K cells, u = 128-2,048,
+architectures (461 of 461 distinct configurations with an unquantized cache: 1K-131K cells, u = 128-2,048,
 flash attention on and off, 1-4 sequences, unified or not, windows full or not, one layer to full depth;
 within the log's 0.01 MiB rounding; results/runs/cpu-memory-fit--*.jsonl, tests/test_llama_cpp_graph.py), the
 layouts the fitted formula of ``estimator.physics.runtime`` misses included (SmolLM2-360M without flash
-attention at 1K cells, Ministral-3-14B with it at 4K, Gemma-3-1B without it at 32K).  With a quantized KV
+attention at 1K cells, Ministral-3-14B with it at 4K, Gemma-3-1B without it at 32K, Gemma 4 E2B / E4B at
+131K).  With a quantized KV
 cache one configuration of three is 2.5 % over the replay (Qwen3-8B, q8_0, 32K cells): those stay with the
 formula.
 """
@@ -245,6 +250,7 @@ class Gemma4Shape:
     heads: int
     per_layer: int
     vocab: int
+    v_width: int  # the widest V (kv_heads x head_dim) of a layer with a cache: the transposed V cache's
     u: int
     n_kv: int
     n_kv_swa: int
@@ -325,13 +331,26 @@ def _gemma4_graph(g: Gemma4Shape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
             vn = normed(f"Vcur_normed-{il}", vm, 4 * u * kv, None)
             store(f"cache_k_l{il} (view)", view(f"Kcur_pos-{il} (view)", "VIEW", kr),
                   leaf(f"k_idxs-{ly.kind}", 8 * u), cache_k)  # fmt: skip
-            store(f"cache_v_l{il} (view)", view(f"Vcur_normed-{il} (view)", "VIEW", vn),
-                  leaf(f"v_idxs-{ly.kind}", 8 * u), cache_v)  # fmt: skip
+            if g.flash_attn:
+                store(f"cache_v_l{il} (view)", view(f"Vcur_normed-{il} (view)", "VIEW", vn),
+                      leaf(f"v_idxs-{ly.kind}", 8 * u), cache_v)  # fmt: skip
+            else:  # V cached transposed at the widest layer's width: a narrower V is padded (a new tensor)
+                vt = view(f"Vcur_normed-{il} (reshaped)", "RESHAPE", vn)
+                if kv < g.v_width:
+                    vt = node(f"Vcur_padded-{il}", "PAD", 4 * u * g.v_width, vt)
+                store(f"cache_v_l{il} (view)", view(f"Vcur-{il} (reshaped)", "RESHAPE", vt),
+                      leaf(f"v_idxs-{ly.kind}", 8 * u * g.v_width), cache_v)  # fmt: skip
         qp = view(f"Qcur_pos-{il} (permuted)", "PERMUTE", view(f"Qcur_pos-{il} (view)", "VIEW", qr))
         n_kv = g.n_kv_swa if ly.kind == "swa" else g.n_kv
-        mask = leaf(f"kq_mask-{ly.kind}", 2 * n_kv * u)
-        att = view(f"kqv_out-{il}", "RESHAPE", node(f"fattn-{il}", "FLASH_ATTN_EXT", 4 * u * q, qp, cache_k,
-                                                     cache_v, mask))  # fmt: skip
+        mask = leaf(f"kq_mask-{ly.kind}", (2 if g.flash_attn else 4) * n_kv * u)
+        if g.flash_attn:
+            att = node(f"fattn-{il}", "FLASH_ATTN_EXT", 4 * u * q, qp, cache_k, cache_v, mask)
+            att = view(f"kqv_out-{il}", "RESHAPE", att)
+        else:
+            kq = node(f"kq-{il}", "MUL_MAT", 4 * n_kv * u * g.heads, cache_k, qp)
+            kq = node(f"kq_soft_max-{il}", "SOFT_MAX", 4 * n_kv * u * g.heads, kq, mask)
+            kqv = node(f"kqv-{il}", "MUL_MAT", 4 * u * q, cache_v, kq)
+            att = node(f"kqv_out-{il}", "CONT", 4 * u * q, view(f"kqv-{il} (permuted)", "PERMUTE", kqv))
         att = node(f"attn_out-{il}", "MUL_MAT", row, w, att)
         att = node(f"attn_post_norm-{il}", "MUL", row, node(f"norm-{il}", "RMS_NORM", row, att), w)
         attn_out = node(f"attn_out-{il}", "ADD", row, att, x)
@@ -374,14 +393,14 @@ def _replayed(shape: GraphShape | Gemma4Shape) -> int:
     return high_water_bytes(*(_gemma4_graph(shape) if isinstance(shape, Gemma4Shape) else _graph(shape)))
 
 
-def replayable(model: ModelSpec, kinds: set[str], kv_dtype: str, flash_attn: bool) -> bool:
+def replayable(model: ModelSpec, kinds: set[str], kv_dtype: str) -> bool:
     """Whether this module builds ``model``'s graph: a model of GRAPH_ARCHS whose layers run full or
     sliding-window attention in llama.cpp (``kinds``: the engine's layer kinds), dense or a MOE_ARCHS MoE,
-    or a dense Gemma 4 with flash attention, with a GRAPH_KV_DTYPES cache."""
+    or a dense Gemma 4, with a GRAPH_KV_DTYPES cache."""
     if kv_dtype not in GRAPH_KV_DTYPES or not kinds <= {FULL, SLIDING}:
         return False
     if model.architecture == GEMMA4:
-        return model.moe is None and flash_attn
+        return model.moe is None
     moe = model.moe
     return (
         model.architecture in GRAPH_ARCHS
@@ -443,5 +462,6 @@ def _gemma4_shape(
         ))  # fmt: skip
     return Gemma4Shape(
         layers=tuple(layers), hidden=model.hidden_size, heads=model.n_heads, per_layer=model.per_layer_input,
-        vocab=model.vocab_size, u=int(u), n_kv=int(n_kv), n_kv_swa=int(n_kv_swa), flash_attn=bool(flash_attn),
+        vocab=model.vocab_size, v_width=max(x.kv_heads * x.head_dim for x in layers if not x.shared),
+        u=int(u), n_kv=int(n_kv), n_kv_swa=int(n_kv_swa), flash_attn=bool(flash_attn),
     )  # fmt: skip
