@@ -111,6 +111,9 @@ KNOWN = [
     ("gemma-4-e4b", 42, 32768, True, 2048, 2376167588, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:487"),
     ("gemma-4-31b", 60, 4096, True, 512, 620253676, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:406"),
     ("gemma-4-e2b", 35, 32768, False, 2048, 2724263363, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:484"),
+    # gpt-oss: soft-max over the selected experts' logits, the output rows gathered after the last layer
+    # (the formula: -5.3 %)
+    ("gpt-oss-20b", 24, 4096, True, 2048, 1815179428, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:212"),
 ]
 
 

@@ -5,9 +5,11 @@ this module builds, and that buffer (bytes) by replaying ggml's allocator over i
 llama.cpp reserves the compute buffer with a graph of u = n_ubatch tokens (at most the cache's cells), every
 token an output, attending to the cells of one cache stream (n_kv in a full-attention layer, the window's in
 a sliding one).  For the llama graph (src/models/llama.cpp and llm_graph_context's build_attn / build_ffn /
-build_moe_ffn, llama-cpp-python 0.3.36; the Qwen2 / Qwen3 / Mistral / Ministral 3 / Mixtral / Qwen3-MoE and
-Gemma 2 / Gemma 3 graphs hold the same allocations: biases, Q / K norms, Gemma's embedding scale, query scale
-and post-norms run in place), F32 tensors of u rows:
+build_moe_ffn, llama-cpp-python 0.3.36; the Qwen2 / Qwen3 / Mistral / Ministral 3 / Mixtral / Qwen3-MoE /
+gpt-oss, Gemma 2 / Gemma 3 and Phi-3 graphs hold the same allocations: biases, Q / K norms, attention sinks,
+Gemma's embedding scale, query scale and post-norms run in place; gpt-oss weighs its experts by a soft-max
+over the selected logits and gathers the output rows after its last layer, whose output stays a graph
+output; Phi-3 projects Q, K and V, and gate and up, through one matrix each), F32 tensors of u rows:
 
     inputs     inp_tokens (int32 u), inp_embd (u x hidden: allocated, never read), inp_pos (int32 u), per
                attention kind the K / V row indices (int64 u; without flash attention V is cached transposed:
@@ -36,12 +38,12 @@ layers, wide global heads, K == V layers, V normed, and without flash attention 
 widest before the transposed cache takes it.
 
 Replayed, this gives llama.cpp's own CPU compute buffer for every measured configuration of these
-architectures (461 of 461 distinct configurations with an unquantized cache: 1K-131K cells, u = 128-2,048,
+architectures (481 of 481 distinct configurations with an unquantized cache: 1K-131K cells, u = 128-2,048,
 flash attention on and off, 1-4 sequences, unified or not, windows full or not, one layer to full depth;
 within the log's 0.01 MiB rounding; results/runs/cpu-memory-fit--*.jsonl, tests/test_llama_cpp_graph.py), the
 layouts the fitted formula of ``estimator.physics.runtime`` misses included (SmolLM2-360M without flash
 attention at 1K cells, Ministral-3-14B with it at 4K, Gemma-3-1B without it at 32K, Gemma 4 E2B / E4B at
-131K).  With a quantized KV
+131K, gpt-oss at u = 2,048).  With a quantized KV
 cache one configuration of three is 2.5 % over the replay (Qwen3-8B, q8_0, 32K cells): those stay with the
 formula.
 """
@@ -59,12 +61,17 @@ from estimator.specs import FULL, SLIDING, ModelSpec
 GRAPH_ARCHS = {
     "llama": "QVK", "mistral": "QVK", "ministral3": "QVK", "qwen2": "QVK", "qwen3": "QVK",
     "gemma2": "QKV", "gemma3_text": "QKV", "qwen3_moe": "QVK", "mixtral": "QVK", "phi3": "QVK",
+    "gpt_oss": "QKV",
 }  # fmt: skip
 # of those, the ones with one fused attn_qkv projection (Q, V, K its views), a fused gate+up FFN projection
 # (SWIGLU of its two halves) and the layer's output added onto the residual rather than the residual onto it
 FUSED_ARCHS = frozenset({"phi3"})
-# of those, the MoE ones: soft-max gating, the top-k weights renormalised, no shared expert, every layer MoE
-MOE_ARCHS = frozenset({"qwen3_moe", "mixtral"})
+# of those, the MoE ones (no shared expert, every layer MoE) and how their router weighs the selected experts:
+# "softmax" = soft-max over all experts, the top-k weights renormalised; "softmax_weight" = soft-max over the
+# top-k logits (gpt-oss)
+MOE_ARCHS = {"qwen3_moe": "softmax", "mixtral": "softmax", "gpt_oss": "softmax_weight"}
+# the ones that gather the output rows after the last layer, whose output stays a graph output (gpt-oss)
+GATHER_AFTER_ARCHS = frozenset({"gpt_oss"})
 GEMMA4 = "gemma4_text"  # its own graph builder (_gemma4_graph)
 # KV cache types replayed: the graphs were checked with these (a quantized cache adds what is not built here)
 GRAPH_KV_DTYPES = frozenset({"f16", "bf16", "f32"})
@@ -91,6 +98,8 @@ class GraphShape:
     # (experts, experts per token, expert FFN width) of a MOE_ARCHS model's layers; None: dense FFNs
     moe: tuple[int, int, int] | None = None
     fused: bool = False  # a FUSED_ARCHS graph
+    gating: str = "softmax"  # MOE_ARCHS' value
+    gather_after: bool = False  # a GATHER_AFTER_ARCHS graph
 
 
 def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
@@ -132,16 +141,21 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
         n_used x ff_e per token), SWIGLU, down (n_used x hidden), weighted in place, and the n_used views
         summed (the first ADD new, the rest in place)."""
         n_exp, n_used, ff_e = g.moe  # type: ignore[misc]
-        probs = node(f"ffn_moe_probs-{il}", "SOFT_MAX", 4 * u * n_exp,
-                     node(f"ffn_moe_logits-{il}", "MUL_MAT", 4 * u * n_exp, w, cur))  # fmt: skip
+        logits = node(f"ffn_moe_logits-{il}", "MUL_MAT", 4 * u * n_exp, w, cur)
+        # soft-max over all experts, or the router bias (gpt-oss): in place either way
+        op = "SOFT_MAX" if g.gating == "softmax" else "ADD"
+        probs = node(f"ffn_moe_probs-{il}", op, 4 * u * n_exp, logits)
         probs_r = view(f"ffn_moe_probs-{il} (reshaped)", "RESHAPE", probs)
         argsort = node(f"ffn_moe_argsort-{il}", "ARGSORT", 4 * u * n_exp, probs)
         topk = view(f"ffn_moe_topk-{il}", "VIEW", argsort)
         weights = node(f"ffn_moe_weights-{il}", "GET_ROWS", 4 * u * n_used, probs_r, topk)
         weights_r = view(f"ffn_moe_weights-{il} (reshaped)", "RESHAPE", weights)
-        total = node(f"ffn_moe_weights_sum-{il}", "SUM_ROWS", 4 * u, weights_r)
-        total = node(f"ffn_moe_weights_sum_clamped-{il}", "CLAMP", 4 * u, total)
-        normed = node(f"ffn_moe_weights_norm-{il}", "DIV", 4 * u * n_used, weights_r, total)
+        if g.gating == "softmax":
+            total = node(f"ffn_moe_weights_sum-{il}", "SUM_ROWS", 4 * u, weights_r)
+            total = node(f"ffn_moe_weights_sum_clamped-{il}", "CLAMP", 4 * u, total)
+            normed = node(f"ffn_moe_weights_norm-{il}", "DIV", 4 * u * n_used, weights_r, total)
+        else:  # soft-max over the selected logits: a new tensor (its parent is a view)
+            normed = node(f"ffn_moe_weights_softmax-{il}", "SOFT_MAX", 4 * u * n_used, weights_r)
         normed_r = view(f"ffn_moe_weights_norm-{il} (reshaped)", "RESHAPE", normed)
         cur_r = view(f"ffn_norm-{il} (reshaped)", "RESHAPE", cur)
         gate = node(f"ffn_moe_gate-{il}", "MUL_MAT_ID", 4 * u * n_used * ff_e, w, cur_r, topk)
@@ -200,7 +214,7 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
             att = node(f"kqv_out-{il}", "CONT", 4 * u * q, view(f"kqv-{il} (permuted)", "PERMUTE", kqv))
         cur = node(f"attn_out-{il}", "MUL_MAT", row, w, att)
         res = x
-        if il == last:  # the output rows only (all of them in the reserve graph)
+        if il == last and not g.gather_after:  # the output rows only (all of them in the reserve graph)
             out_ids = leaf("out_ids", 4 * u)
             cur = node(f"attn_out_rows-{il}", "GET_ROWS", row, cur, out_ids)
             res = node(f"inp_rows-{il}", "GET_ROWS", row, res, out_ids)
@@ -219,6 +233,9 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
             down = node(f"ffn_out-{il}", "MUL_MAT", row, w, act)
         # the ADD runs in place on its first operand: the FFN output (llama) or the residual (phi3)
         x = node(f"l_out-{il}", "ADD", row, *((ffn_inp, down) if g.fused else (down, ffn_inp)))
+    if g.gather_after:  # the last layer's output is a graph output; its output rows are gathered from it
+        x.is_output = True
+        x = node("out_rows", "GET_ROWS", row, x, leaf("out_ids", 4 * u))
     norm = node("norm", "RMS_NORM", row, x)
     result = node("result_norm", "MUL", row, norm, ext("output_norm"), out=True)
     node("result_output", "MUL_MAT", 4 * u * g.vocab, ext("output"), result, out=True)
@@ -442,6 +459,8 @@ def cpu_compute_bytes(
         flash_attn=bool(flash_attn),
         moe=None if moe is None else (moe.n_experts, moe.n_experts_used, moe.expert_ff),
         fused=model.architecture in FUSED_ARCHS,
+        gating=MOE_ARCHS.get(model.architecture, "softmax"),
+        gather_after=model.architecture in GATHER_AFTER_ARCHS,
     )
     return _replayed(shape)
 
