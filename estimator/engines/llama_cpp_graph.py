@@ -6,7 +6,8 @@ llama.cpp reserves the compute buffer with a graph of u = n_ubatch tokens (at mo
 token an output, attending to the cells of one cache stream (n_kv in a full-attention layer, the window's in
 a sliding one).  For the llama graph (src/models/llama.cpp and llm_graph_context's build_attn / build_ffn /
 build_moe_ffn, llama-cpp-python 0.3.36; the Qwen2 / Qwen3 / Mistral / Ministral 3 / Mixtral / Qwen3-MoE /
-gpt-oss, Gemma 2 / Gemma 3 and Phi-3 graphs hold the same allocations: biases, Q / K norms, attention sinks,
+gpt-oss / GLM-4.5 / dots.llm1 / MiniMax-M2 / ERNIE-4.5-MoE / Hunyuan-A13B, Gemma 2 / Gemma 3 and Phi-3 graphs
+hold the same allocations: biases, Q / K norms, attention sinks,
 Gemma's embedding scale, query scale and post-norms run in place; gpt-oss weighs its experts by a soft-max
 over the selected logits and gathers the output rows after its last layer, whose output stays a graph
 output; Phi-3 projects Q, K and V, and gate and up, through one matrix each), F32 tensors of u rows:
@@ -27,7 +28,10 @@ output; Phi-3 projects Q, K and V, and gate and up, through one matrix each), F3
                  MoE:    router logits and soft-max (u x experts, in place), argsort (int32) and its top-k
                          view, the selected weights (u x k), their sum (clamped in place) and the renormalised
                          weights, gate and up (MUL_MAT_ID, u x k x ff_e), SWIGLU, down (u x k x hidden),
-                         weighted in place, the k views summed (the first ADD new, the rest in place)
+                         weighted in place, the k views summed (the first ADD new, the rest in place);
+                         sigmoid routers (MOE_ARCHS) pick by a biased copy and may skip the renormalising;
+                         shared experts run a gated FFN after and add onto the sum in place; leading dense
+                         layers run the dense FFN
                the residual add in place; the last layer first gathers its attention output and residual
                rows (GET_ROWS by out_ids)
     head       RMS norm and its weight in place on the last layer's output (graph output), the logits
@@ -37,15 +41,18 @@ Gemma 4 (src/models/gemma4.cpp) has a builder of its own (``_gemma4_graph``): pe
 layers, wide global heads, K == V layers, V normed, and without flash attention a narrower V padded to the
 widest before the transposed cache takes it.
 
-Replayed, this gives llama.cpp's own CPU compute buffer for every measured configuration of these
-architectures (481 of 481 distinct configurations with an unquantized cache: 1K-131K cells, u = 128-2,048,
-flash attention on and off, 1-4 sequences, unified or not, windows full or not, one layer to full depth;
-within the log's 0.01 MiB rounding; results/runs/cpu-memory-fit--*.jsonl, tests/test_llama_cpp_graph.py), the
-layouts the fitted formula of ``estimator.physics.runtime`` misses included (SmolLM2-360M without flash
-attention at 1K cells, Ministral-3-14B with it at 4K, Gemma-3-1B without it at 32K, Gemma 4 E2B / E4B at
-131K, gpt-oss at u = 2,048).  With a quantized KV
-cache one configuration of three is 2.5 % over the replay (Qwen3-8B, q8_0, 32K cells): those stay with the
-formula.
+Checked twice.  Every allocation (size and offset) of the replay equals the allocator's own trace
+(tools/alloc_trace.py's tracing build) in 16 traces of 13 of these architectures (331-1,488 allocations
+each; Qwen2, Qwen3, Mistral and Gemma 2 share builders traced through Llama-3.1-8B, SmolLM2, Qwen3-30B-A3B
+and Gemma 3; 2026-12-05).  And the replay gives llama.cpp's own CPU compute buffer for every measured
+configuration of these architectures (531 of 531 distinct configurations with an unquantized cache: 1K-131K
+cells, u = 128-2,048, flash attention on and off, 1-4 sequences, unified or not, windows full or not, one
+layer to full depth; within the log's 0.01 MiB rounding; results/runs/cpu-memory-fit--*.jsonl,
+tests/test_llama_cpp_graph.py), the layouts the fitted formula of ``estimator.physics.runtime`` misses
+included (SmolLM2-360M without flash attention at 1K cells, Ministral-3-14B with it at 4K, Gemma-3-1B without
+it at 32K, Gemma 4 E2B / E4B at 131K, gpt-oss at u = 2,048, GLM-4.5 without flash attention at 4K).  With a
+quantized KV cache one configuration of three is 2.5 % over the replay (Qwen3-8B, q8_0, 32K cells): those
+stay with the formula.
 """
 
 from __future__ import annotations
@@ -61,15 +68,22 @@ from estimator.specs import FULL, SLIDING, ModelSpec
 GRAPH_ARCHS = {
     "llama": "QVK", "mistral": "QVK", "ministral3": "QVK", "qwen2": "QVK", "qwen3": "QVK",
     "gemma2": "QKV", "gemma3_text": "QKV", "qwen3_moe": "QVK", "mixtral": "QVK", "phi3": "QVK",
-    "gpt_oss": "QKV",
+    "gpt_oss": "QKV", "glm4_moe": "QVK", "dots1": "QVK", "minimax_m2": "QVK", "ernie4_5_moe": "QVK",
+    "hunyuan": "QVK",
 }  # fmt: skip
 # of those, the ones with one fused attn_qkv projection (Q, V, K its views), a fused gate+up FFN projection
 # (SWIGLU of its two halves) and the layer's output added onto the residual rather than the residual onto it
 FUSED_ARCHS = frozenset({"phi3"})
-# of those, the MoE ones (no shared expert, every layer MoE) and how their router weighs the selected experts:
-# "softmax" = soft-max over all experts, the top-k weights renormalised; "softmax_weight" = soft-max over the
-# top-k logits (gpt-oss)
-MOE_ARCHS = {"qwen3_moe": "softmax", "mixtral": "softmax", "gpt_oss": "softmax_weight"}
+# of those, the MoE ones and how their router weighs the selected experts: "softmax" = soft-max over all
+# experts, the top-k weights renormalised; "softmax_weight" = soft-max over the top-k logits (gpt-oss);
+# "sigmoid_bias" = sigmoids, the experts picked by sigmoid + a selection bias (a new tensor), weighed by the
+# sigmoids unnormalised (GLM-4.5, dots.llm1); "sigmoid_bias_norm" = the same, renormalised (MiniMax-M2); a
+# shared expert runs after the routed ones, leading dense layers run a dense FFN
+MOE_ARCHS = {
+    "qwen3_moe": "softmax", "mixtral": "softmax", "gpt_oss": "softmax_weight", "glm4_moe": "sigmoid_bias",
+    "dots1": "sigmoid_bias", "minimax_m2": "sigmoid_bias_norm", "ernie4_5_moe": "softmax",
+    "hunyuan": "softmax",
+}  # fmt: skip
 # the ones that gather the output rows after the last layer, whose output stays a graph output (gpt-oss)
 GATHER_AFTER_ARCHS = frozenset({"gpt_oss"})
 GEMMA4 = "gemma4_text"  # its own graph builder (_gemma4_graph)
@@ -95,8 +109,10 @@ class GraphShape:
     n_kv: int
     n_kv_swa: int
     flash_attn: bool
-    # (experts, experts per token, expert FFN width) of a MOE_ARCHS model's layers; None: dense FFNs
-    moe: tuple[int, int, int] | None = None
+    # (experts, experts per token, expert FFN width, shared experts' FFN width) of a MOE_ARCHS model;
+    # None: dense FFNs
+    moe: tuple[int, int, int, int] | None = None
+    dense: tuple[bool, ...] = ()  # a MoE model's layers that run a dense FFN
     fused: bool = False  # a FUSED_ARCHS graph
     gating: str = "softmax"  # MOE_ARCHS' value
     gather_after: bool = False  # a GATHER_AFTER_ARCHS graph
@@ -140,23 +156,30 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
         (clamped in place) and the weights divided by it, the selected experts' gate and up (MUL_MAT_ID,
         n_used x ff_e per token), SWIGLU, down (n_used x hidden), weighted in place, and the n_used views
         summed (the first ADD new, the rest in place)."""
-        n_exp, n_used, ff_e = g.moe  # type: ignore[misc]
+        n_exp, n_used, ff_e, ff_shared = g.moe  # type: ignore[misc]
         logits = node(f"ffn_moe_logits-{il}", "MUL_MAT", 4 * u * n_exp, w, cur)
-        # soft-max over all experts, or the router bias (gpt-oss): in place either way
-        op = "SOFT_MAX" if g.gating == "softmax" else "ADD"
+        # soft-max over all experts, sigmoids, or the router bias (gpt-oss): in place either way
+        op = "SOFT_MAX" if g.gating == "softmax" else "UNARY" if g.gating.startswith("sigmoid") else "ADD"
         probs = node(f"ffn_moe_probs-{il}", op, 4 * u * n_exp, logits)
         probs_r = view(f"ffn_moe_probs-{il} (reshaped)", "RESHAPE", probs)
-        argsort = node(f"ffn_moe_argsort-{il}", "ARGSORT", 4 * u * n_exp, probs)
+        pick = probs
+        if g.gating.startswith("sigmoid_bias"):  # probs has a view by now: the biased copy is a new tensor
+            pick = node(f"ffn_moe_probs_biased-{il}", "ADD", 4 * u * n_exp, probs, w)
+        argsort = node(f"ffn_moe_argsort-{il}", "ARGSORT", 4 * u * n_exp, pick)
         topk = view(f"ffn_moe_topk-{il}", "VIEW", argsort)
         weights = node(f"ffn_moe_weights-{il}", "GET_ROWS", 4 * u * n_used, probs_r, topk)
-        weights_r = view(f"ffn_moe_weights-{il} (reshaped)", "RESHAPE", weights)
-        if g.gating == "softmax":
+        weights_r = weights if g.gating == "sigmoid_bias" else view(f"ffn_moe_weights-{il} (reshaped)",
+                                                                    "RESHAPE", weights)  # fmt: skip
+        if g.gating in ("softmax", "sigmoid_bias_norm"):
             total = node(f"ffn_moe_weights_sum-{il}", "SUM_ROWS", 4 * u, weights_r)
             total = node(f"ffn_moe_weights_sum_clamped-{il}", "CLAMP", 4 * u, total)
             normed = node(f"ffn_moe_weights_norm-{il}", "DIV", 4 * u * n_used, weights_r, total)
-        else:  # soft-max over the selected logits: a new tensor (its parent is a view)
+            normed_r = view(f"ffn_moe_weights_norm-{il} (reshaped)", "RESHAPE", normed)
+        elif g.gating == "softmax_weight":  # soft-max over the selected logits: a new tensor (parent a view)
             normed = node(f"ffn_moe_weights_softmax-{il}", "SOFT_MAX", 4 * u * n_used, weights_r)
-        normed_r = view(f"ffn_moe_weights_norm-{il} (reshaped)", "RESHAPE", normed)
+            normed_r = view(f"ffn_moe_weights_norm-{il} (reshaped)", "RESHAPE", normed)
+        else:
+            normed_r = weights
         cur_r = view(f"ffn_norm-{il} (reshaped)", "RESHAPE", cur)
         gate = node(f"ffn_moe_gate-{il}", "MUL_MAT_ID", 4 * u * n_used * ff_e, w, cur_r, topk)
         up = node(f"ffn_moe_up-{il}", "MUL_MAT_ID", 4 * u * n_used * ff_e, w, cur_r, topk)
@@ -169,6 +192,12 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
         out = parts[0]
         for part in parts[1:]:
             out = node(f"ffn_moe_out-{il}", "ADD", row, out, part)
+        if ff_shared:  # the shared expert, added in place onto the routed experts' sum
+            gate = node(f"ffn_gate_shexp-{il}", "MUL_MAT", 4 * u * ff_shared, w, cur)
+            up = node(f"ffn_up_shexp-{il}", "MUL_MAT", 4 * u * ff_shared, w, cur)
+            act = node(f"ffn_swiglu_shexp-{il}", "GLU", 4 * u * ff_shared, gate, up)
+            shared = node(f"ffn_shexp_out-{il}", "MUL_MAT", row, w, act)
+            out = node(f"ffn_out-{il}", "ADD", row, out, shared)
         return out
 
     row = 4 * u * g.hidden
@@ -221,7 +250,7 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
         ffn_inp = node(f"ffn_inp-{il}", "ADD", row, cur, res)
         norm = node(f"norm-{il}", "RMS_NORM", row, ffn_inp)
         cur = node(f"ffn_norm-{il}", "MUL", row, norm, w)
-        if g.moe is not None:
+        if g.moe is not None and not g.dense[il]:
             down = moe_ffn(il, cur, w)
         elif g.fused:  # gate and up in one projection: SWIGLU of its halves
             up = node(f"ffn_up-{il}", "MUL_MAT", 8 * u * ff, w, cur)
@@ -422,8 +451,7 @@ def replayable(model: ModelSpec, kinds: set[str], kv_dtype: str) -> bool:
     return (
         model.architecture in GRAPH_ARCHS
         and (moe is None) == (model.architecture not in MOE_ARCHS)
-        and (moe is None or (moe.n_experts_used > 1 and not moe.n_shared_experts and not moe.dense_layers
-                             and not moe.latent_size))  # fmt: skip
+        and (moe is None or (moe.n_experts_used > 1 and not moe.latent_size))
         and model.mla is None
         and model.state is None
         and model.ffn_gated
@@ -457,7 +485,9 @@ def cpu_compute_bytes(
         n_kv=int(n_kv),
         n_kv_swa=int(n_kv_swa),
         flash_attn=bool(flash_attn),
-        moe=None if moe is None else (moe.n_experts, moe.n_experts_used, moe.expert_ff),
+        moe=None if moe is None else (moe.n_experts, moe.n_experts_used, moe.expert_ff,
+                                      moe.n_shared_experts * moe.shared_ff),  # fmt: skip
+        dense=tuple(moe is not None and i in moe.dense_layers for i in range(model.n_layers)),
         fused=model.architecture in FUSED_ARCHS,
         gating=MOE_ARCHS.get(model.architecture, "softmax"),
         gather_after=model.architecture in GATHER_AFTER_ARCHS,
