@@ -4,13 +4,13 @@ this module builds, and that buffer (bytes) by replaying ggml's allocator over i
 
 llama.cpp reserves the compute buffer with a graph of u = n_ubatch tokens (at most the cache's cells), every
 token an output, attending to the cells of one cache stream (n_kv in a full-attention layer, the window's in
-a sliding one).  For the llama graph (src/models/llama.cpp and llm_graph_context's build_attn / build_ffn /
-build_moe_ffn, llama-cpp-python 0.3.36; the Qwen2 / Qwen3 / Mistral / Ministral 3 / Mixtral / Qwen3-MoE /
-gpt-oss / GLM-4.5 / dots.llm1 / MiniMax-M2 / ERNIE-4.5-MoE / Hunyuan-A13B, Gemma 2 / Gemma 3 and Phi-3 graphs
-hold the same allocations: biases, Q / K norms, attention sinks,
-Gemma's embedding scale, query scale and post-norms run in place; gpt-oss weighs its experts by a soft-max
-over the selected logits and gathers the output rows after its last layer, whose output stays a graph
-output; Phi-3 projects Q, K and V, and gate and up, through one matrix each), F32 tensors of u rows:
+a sliding or chunked one).  For the llama graph (src/models/llama.cpp and llm_graph_context's build_attn /
+build_ffn / build_moe_ffn, llama-cpp-python 0.3.36; the Qwen2 / Qwen3 / Mistral / Ministral 3 / Mixtral /
+Qwen3-MoE / gpt-oss / GLM-4.5 / dots.llm1 / MiniMax-M2 / ERNIE-4.5-MoE / Hunyuan-A13B / Llama 4, Gemma 2 /
+Gemma 3 and Phi-3 graphs hold the same allocations: biases, Q / K norms, attention sinks, Gemma's embedding
+scale, query scale and post-norms run in place; gpt-oss weighs its experts by a soft-max over the selected
+logits and gathers the output rows after its last layer, whose output stays a graph output; Phi-3 projects
+Q, K and V, and gate and up, through one matrix each), F32 tensors of u rows:
 
     inputs     inp_tokens (int32 u), inp_embd (u x hidden: allocated, never read), inp_pos (int32 u), per
                attention kind the K / V row indices (int64 u; without flash attention V is cached transposed:
@@ -18,8 +18,9 @@ output; Phi-3 projects Q, K and V, and gate and up, through one matrix each), F3
                without), out_ids (int32 u); each where the graph first uses it, the order ggml allocates them
     embd       GET_ROWS of the token table (u x hidden)
     per layer  RMS norm (x weight in place), Q (u x heads x head_dim), V and K (u x kv_heads x head_dim) in
-               that order (Gemma: Q, K, V), Q and K through RoPE into tensors of their own, SET_ROWS into the
-               cache (a view), then
+               that order (Gemma, gpt-oss, Llama 4: Q, K, V), Q and K through RoPE into tensors of their own
+               (Llama 4's NoPE layers: Q times the attn_scale input, a new tensor; K as projected), SET_ROWS
+               into the cache (a view), then
                  flash attention: FLASH_ATTN_EXT -> u x heads x head_dim
                  without:         KQ = cells x u x heads (soft-max in place), KQV = u x heads x head_dim,
                                   permuted and copied (CONT) to a new tensor
@@ -42,15 +43,16 @@ layers, wide global heads, K == V layers, V normed, and without flash attention 
 widest before the transposed cache takes it.
 
 Checked twice.  Every allocation (size and offset) of the replay equals the allocator's own trace
-(tools/alloc_trace.py's tracing build) in 16 traces of 13 of these architectures (331-1,488 allocations
+(tools/alloc_trace.py's tracing build) in 17 traces of 14 of these architectures (331-1,488 allocations
 each; Qwen2, Qwen3, Mistral and Gemma 2 share builders traced through Llama-3.1-8B, SmolLM2, Qwen3-30B-A3B
 and Gemma 3; 2026-12-05).  And the replay gives llama.cpp's own CPU compute buffer for every measured
-configuration of these architectures (531 of 531 distinct configurations with an unquantized cache: 1K-131K
+configuration of these architectures (547 of 547 distinct configurations with an unquantized cache: 1K-131K
 cells, u = 128-2,048, flash attention on and off, 1-4 sequences, unified or not, windows full or not, one
 layer to full depth; within the log's 0.01 MiB rounding; results/runs/cpu-memory-fit--*.jsonl,
 tests/test_llama_cpp_graph.py), the layouts the fitted formula of ``estimator.physics.runtime`` misses
 included (SmolLM2-360M without flash attention at 1K cells, Ministral-3-14B with it at 4K, Gemma-3-1B without
-it at 32K, Gemma 4 E2B / E4B at 131K, gpt-oss at u = 2,048, GLM-4.5 without flash attention at 4K).  With a
+it at 32K, Gemma 4 E2B / E4B at 131K, gpt-oss at u = 2,048, GLM-4.5 without flash attention at 4K, Llama 4
+Maverick).  With a
 quantized KV cache one configuration of three is 2.5 % over the replay (Qwen3-8B, q8_0, 32K cells): those
 stay with the formula.
 """
@@ -61,7 +63,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from estimator.engines.ggml_alloc import GgmlTensor, high_water_bytes
-from estimator.specs import FULL, SLIDING, ModelSpec
+from estimator.specs import CHUNKED, FULL, SLIDING, ModelSpec
 
 # HF model types whose llama.cpp graph is built here, and the order its layers project Q, K and V in (llama's
 # build_attn expands Q, then V, then K; Gemma's graphs run Q, K, V)
@@ -69,7 +71,7 @@ GRAPH_ARCHS = {
     "llama": "QVK", "mistral": "QVK", "ministral3": "QVK", "qwen2": "QVK", "qwen3": "QVK",
     "gemma2": "QKV", "gemma3_text": "QKV", "qwen3_moe": "QVK", "mixtral": "QVK", "phi3": "QVK",
     "gpt_oss": "QKV", "glm4_moe": "QVK", "dots1": "QVK", "minimax_m2": "QVK", "ernie4_5_moe": "QVK",
-    "hunyuan": "QVK",
+    "hunyuan": "QVK", "llama4_text": "QKV",
 }  # fmt: skip
 # of those, the ones with one fused attn_qkv projection (Q, V, K its views), a fused gate+up FFN projection
 # (SWIGLU of its two halves) and the layer's output added onto the residual rather than the residual onto it
@@ -78,12 +80,16 @@ FUSED_ARCHS = frozenset({"phi3"})
 # experts, the top-k weights renormalised; "softmax_weight" = soft-max over the top-k logits (gpt-oss);
 # "sigmoid_bias" = sigmoids, the experts picked by sigmoid + a selection bias (a new tensor), weighed by the
 # sigmoids unnormalised (GLM-4.5, dots.llm1); "sigmoid_bias_norm" = the same, renormalised (MiniMax-M2); a
-# shared expert runs after the routed ones, leading dense layers run a dense FFN
+# shared expert runs after the routed ones, leading dense layers run a dense FFN; "sigmoid_input" = experts
+# picked by their logits and weighed by sigmoids applied to the input before the experts, whose output is
+# copied out of its view (Llama 4, one expert per token)
 MOE_ARCHS = {
     "qwen3_moe": "softmax", "mixtral": "softmax", "gpt_oss": "softmax_weight", "glm4_moe": "sigmoid_bias",
     "dots1": "sigmoid_bias", "minimax_m2": "sigmoid_bias_norm", "ernie4_5_moe": "softmax",
-    "hunyuan": "softmax",
+    "hunyuan": "softmax", "llama4_text": "sigmoid_input",
 }  # fmt: skip
+# the ones whose full-attention layers run without RoPE, the query scaled by the attn_scale input (Llama 4)
+NOPE_ARCHS = frozenset({"llama4_text"})
 # the ones that gather the output rows after the last layer, whose output stays a graph output (gpt-oss)
 GATHER_AFTER_ARCHS = frozenset({"gpt_oss"})
 GEMMA4 = "gemma4_text"  # its own graph builder (_gemma4_graph)
@@ -115,6 +121,8 @@ class GraphShape:
     dense: tuple[bool, ...] = ()  # a MoE model's layers that run a dense FFN
     fused: bool = False  # a FUSED_ARCHS graph
     gating: str = "softmax"  # MOE_ARCHS' value
+    # layers without RoPE whose query is scaled by the attn_scale input instead (Llama 4's NoPE layers)
+    nope: tuple[bool, ...] = ()
     gather_after: bool = False  # a GATHER_AFTER_ARCHS graph
 
 
@@ -158,6 +166,8 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
         summed (the first ADD new, the rest in place)."""
         n_exp, n_used, ff_e, ff_shared = g.moe  # type: ignore[misc]
         logits = node(f"ffn_moe_logits-{il}", "MUL_MAT", 4 * u * n_exp, w, cur)
+        if g.gating == "sigmoid_input":
+            return moe_ffn_weighted_input(il, cur, w, logits)
         # soft-max over all experts, sigmoids, or the router bias (gpt-oss): in place either way
         op = "SOFT_MAX" if g.gating == "softmax" else "UNARY" if g.gating.startswith("sigmoid") else "ADD"
         probs = node(f"ffn_moe_probs-{il}", op, 4 * u * n_exp, logits)
@@ -200,6 +210,29 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
             out = node(f"ffn_out-{il}", "ADD", row, out, shared)
         return out
 
+    def moe_ffn_weighted_input(il: int, cur: GgmlTensor, w: GgmlTensor, logits: GgmlTensor) -> GgmlTensor:
+        """Llama 4's routed experts: sigmoids of the logits (a new tensor: the argsort reads the logits too),
+        the selected sigmoids weighing a repeated copy of the input (in place), the experts, their output
+        copied out of its view; then the shared expert, added in place."""
+        n_exp, n_used, ff_e, ff_shared = g.moe  # type: ignore[misc]
+        probs = node(f"ffn_moe_probs-{il}", "UNARY", 4 * u * n_exp, logits)
+        probs_r = view(f"ffn_moe_probs-{il} (reshaped)", "RESHAPE", probs)
+        argsort = node(f"ffn_moe_argsort-{il}", "ARGSORT", 4 * u * n_exp, logits)
+        topk = view(f"ffn_moe_topk-{il}", "VIEW", argsort)
+        weights = node(f"ffn_moe_weights-{il}", "GET_ROWS", 4 * u * n_used, probs_r, topk)
+        shaped = view(f"ffn_in-{il} (reshaped)", "RESHAPE", cur)
+        rep = node(f"ffn_moe_repeat-{il}", "REPEAT", row * n_used, shaped)
+        weighted = node(f"ffn_moe_weighted-{il}", "MUL", row * n_used, rep, weights)
+        gate = node(f"ffn_moe_gate-{il}", "MUL_MAT_ID", 4 * u * n_used * ff_e, w, weighted, topk)
+        up = node(f"ffn_moe_up-{il}", "MUL_MAT_ID", 4 * u * n_used * ff_e, w, weighted, topk)
+        act = node(f"ffn_moe_swiglu-{il}", "GLU", 4 * u * n_used * ff_e, gate, up)
+        down = node(f"ffn_moe_down-{il}", "MUL_MAT_ID", row * n_used, w, act, topk)
+        out = node(f"ffn_moe_out-{il}", "CONT", row, view(f"ffn_moe_down-{il} (view)", "VIEW", down))
+        gate = node(f"ffn_gate_shexp-{il}", "MUL_MAT", 4 * u * ff_shared, w, cur)
+        up = node(f"ffn_up_shexp-{il}", "MUL_MAT", 4 * u * ff_shared, w, cur)
+        act = node(f"ffn_swiglu_shexp-{il}", "GLU", 4 * u * ff_shared, gate, up)
+        return node(f"ffn_out-{il}", "ADD", row, out, node(f"ffn_shexp_out-{il}", "MUL_MAT", row, w, act))
+
     row = 4 * u * g.hidden
     tokens = leaf("inp_tokens", 4 * u)
     leaf("inp_embd", row)
@@ -219,9 +252,12 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
             else:
                 mm = node(f"{which}cur-{il}", "MUL_MAT", 4 * u * width, w, cur)
                 shaped = view(f"{which}cur-{il} (reshaped)", "RESHAPE", mm)
-            proj[which] = shaped if which == "V" else node(
-                f"{which}cur-{il}", "ROPE", 4 * u * width, shaped, leaf("inp_pos", 4 * u)
-            )
+            if which == "V" or (g.nope and g.nope[il] and which == "K"):
+                proj[which] = shaped
+            elif g.nope and g.nope[il]:  # Q scaled by the attention-temperature input: a new tensor
+                proj[which] = node(f"Qcur-{il}", "MUL", 4 * u * width, shaped, leaf("inp_attn_scale", 4 * u))
+            else:
+                proj[which] = node(f"{which}cur-{il}", "ROPE", 4 * u * width, shaped, leaf("inp_pos", 4 * u))
         cache_k, cache_v = ext(f"cache_k_l{il}"), ext(f"cache_v_l{il}")
         k_idxs = leaf(f"k_idxs-{kind}", 8 * u)
         store(f"cache_k_l{il} (view)", view(f"Kcur-{il} (view)", "VIEW", proj["K"]), k_idxs, cache_k)
@@ -443,7 +479,7 @@ def replayable(model: ModelSpec, kinds: set[str], kv_dtype: str) -> bool:
     """Whether this module builds ``model``'s graph: a model of GRAPH_ARCHS whose layers run full or
     sliding-window attention in llama.cpp (``kinds``: the engine's layer kinds), dense or a MOE_ARCHS MoE,
     or a dense Gemma 4, with a GRAPH_KV_DTYPES cache."""
-    if kv_dtype not in GRAPH_KV_DTYPES or not kinds <= {FULL, SLIDING}:
+    if kv_dtype not in GRAPH_KV_DTYPES or not kinds <= {FULL, SLIDING, CHUNKED}:
         return False
     if model.architecture == GEMMA4:
         return model.moe is None
@@ -451,7 +487,8 @@ def replayable(model: ModelSpec, kinds: set[str], kv_dtype: str) -> bool:
     return (
         model.architecture in GRAPH_ARCHS
         and (moe is None) == (model.architecture not in MOE_ARCHS)
-        and (moe is None or (moe.n_experts_used > 1 and not moe.latent_size))
+        and (moe is None or (not moe.latent_size and (moe.n_experts_used > 1) != (
+            MOE_ARCHS.get(model.architecture) == "sigmoid_input")))
         and model.mla is None
         and model.state is None
         and model.ffn_gated
@@ -478,7 +515,7 @@ def cpu_compute_bytes(
         kv_heads=model.n_kv_heads,
         head_dim=model.head_dim,
         ffs=tuple(model.ffn_width(i) for i in range(model.n_layers)),
-        kinds=tuple("swa" if k == SLIDING else "full" for k in layer_kinds),
+        kinds=tuple("full" if k == FULL else "swa" for k in layer_kinds),  # windowed: sliding or chunked
         vocab=model.vocab_size,
         qkv_order=GRAPH_ARCHS[model.architecture],
         u=int(u),
@@ -491,6 +528,7 @@ def cpu_compute_bytes(
         fused=model.architecture in FUSED_ARCHS,
         gating=MOE_ARCHS.get(model.architecture, "softmax"),
         gather_after=model.architecture in GATHER_AFTER_ARCHS,
+        nope=tuple(k == FULL for k in layer_kinds) if model.architecture in NOPE_ARCHS else (),
     )
     return _replayed(shape)
 
