@@ -121,7 +121,11 @@ def _table(tmp_path, bands=None):
     return load_coefficients(path)
 
 
-def _memory(table, model="gemma-4-e2b", hw="ryzen-7-8840u-cpu", quant="Q4_K_M", **wl):
+# a model whose CPU buffers come from the formula (MLA: not replayed, tests/test_llama_cpp_graph.py)
+FORMULA_MODEL = "deepseek-v2-lite-16b"
+
+
+def _memory(table, model=FORMULA_MODEL, hw="ryzen-7-8840u-cpu", quant="Q4_K_M", **wl):
     opts = ReportOptions(hardware_catalog=tuple(all_hardware()))
     rep = build_report(get_model(model), get_hardware(hw), get_quant(quant), Workload(**wl), table, opts)
     return report_to_dict(rep)
@@ -135,7 +139,7 @@ def test_report_states_the_band_and_the_exact_command(tmp_path):
     assert band["ratio_hi"] == 1.05 and band["n"] == 700
     assert band["compute_hi_bytes"] == int(band["compute_bytes"] * 1.05)
     assert band["exact_command"] == (
-        "python -m harness memory-fit --model gemma-4-e2b --ctx 131072 --ubatch 1024 --fa off"
+        f"python -m harness memory-fit --model {FORMULA_MODEL} --ctx 131072 --ubatch 1024 --fa off"
     )
     assert not band["tight"]
     text = " ".join(to_text(d).split())  # the terminal wraps lines
@@ -154,7 +158,7 @@ def test_a_fit_inside_the_band_is_called_tight(tmp_path):
     ram = int((mem["total_bytes"] + excess // 2) / 0.9)
     hw = replace(get_hardware("ryzen-7-8840u-cpu"), memory_bytes=ram)
     opts = ReportOptions(hardware_catalog=tuple(all_hardware()))
-    rep = build_report(get_model("gemma-4-e2b"), hw, get_quant("Q4_K_M"), Workload(n_ctx=4096), table, opts)
+    rep = build_report(get_model(FORMULA_MODEL), hw, get_quant("Q4_K_M"), Workload(n_ctx=4096), table, opts)
     d = report_to_dict(rep)
     assert d["memory"]["verdict"] == "fits" and d["memory"]["compute_band"]["tight"]
     text = " ".join(to_text(d).split())
@@ -170,7 +174,7 @@ def test_predict_writes_the_banded_compute_buffers(tmp_path):
     """predict: compute_bytes always; compute_bytes_hi, total_bytes_hi and tight with a band, else empty."""
     from estimator.app.predict import predict_one
 
-    row = {"model": "gemma-4-e2b", "hardware": "ryzen-7-8840u-cpu", "n_prompt": "512", "n_gen": "0",
+    row = {"model": FORMULA_MODEL, "hardware": "ryzen-7-8840u-cpu", "n_prompt": "512", "n_gen": "0",
            "n_ctx": "131072"}  # fmt: skip
     out = predict_one(row, _table(tmp_path, {"llama.cpp": {"compute_bytes": {**BAND, "ratio_p95": 1.2}}}))
     compute, total = int(out["compute_bytes"]), int(out["total_bytes"])

@@ -237,7 +237,8 @@ class LlamaCpp(EngineProfile):
         if not replayable(model, set(kinds), workload.kv_dtype.lower()):
             return None
         return cpu_compute_bytes(
-            model, kinds, n_tokens, layout.full_per_stream, layout.windowed_per_stream, workload.flash_attn
+            model, kinds, n_tokens, layout.full_per_stream, layout.windowed_per_stream, workload.flash_attn,
+            workload.n_seq,
         )
 
     def launch(

@@ -38,21 +38,30 @@ Q, K and V, and gate and up, through one matrix each), F32 tensors of u rows:
     head       RMS norm and its weight in place on the last layer's output (graph output), the logits
                (u x vocab, graph output)
 
+The Gated DeltaNet hybrids (Qwen3.5 / Qwen3.5-MoE / Qwen3-Next: src/models/qwen35*.cpp, qwen3next.cpp) run in
+their "linear" layers the conv and recurrent states gathered from the cache (and a 0-byte gather of the other
+sequences'), the mixed QKV projection concatenated after the conv state, SSM_CONV and SiLU, Q and K normed
+(Qwen3-Next: repeated to the value heads; alpha and beta from one projection), the decay and beta gates,
+GATED_DELTA_NET (output and new state in one tensor), the output normed and gated by SiLU(z), the output
+projection; their full layers project Q with its output gate (a copy of that half, sigmoid and product in
+place after the attention); a shared expert is scaled by a sigmoid gate of its own; the head gathers the
+output rows after the final norm, whose result stays a graph output; Qwen3.5 positions carry 4 sections.
+
 Gemma 4 (src/models/gemma4.cpp) has a builder of its own (``_gemma4_graph``): per-layer inputs, KV-shared
 layers, wide global heads, K == V layers, V normed, and without flash attention a narrower V padded to the
 widest before the transposed cache takes it.
 
 Checked twice.  Every allocation (size and offset) of the replay equals the allocator's own trace
-(tools/alloc_trace.py's tracing build) in 17 traces of 14 of these architectures (331-1,488 allocations
+(tools/alloc_trace.py's tracing build) in 20 traces of 17 of these architectures (331-1,607 allocations
 each; Qwen2, Qwen3, Mistral and Gemma 2 share builders traced through Llama-3.1-8B, SmolLM2, Qwen3-30B-A3B
 and Gemma 3; 2026-12-05).  And the replay gives llama.cpp's own CPU compute buffer for every measured
-configuration of these architectures (547 of 547 distinct configurations with an unquantized cache: 1K-131K
+configuration of these architectures (591 of 591 distinct configurations with an unquantized cache: 1K-131K
 cells, u = 128-2,048, flash attention on and off, 1-4 sequences, unified or not, windows full or not, one
 layer to full depth; within the log's 0.01 MiB rounding; results/runs/cpu-memory-fit--*.jsonl,
 tests/test_llama_cpp_graph.py), the layouts the fitted formula of ``estimator.physics.runtime`` misses
 included (SmolLM2-360M without flash attention at 1K cells, Ministral-3-14B with it at 4K, Gemma-3-1B without
 it at 32K, Gemma 4 E2B / E4B at 131K, gpt-oss at u = 2,048, GLM-4.5 without flash attention at 4K, Llama 4
-Maverick).  With a
+Maverick, Qwen3.5-27B at 131K, Qwen3-Next at 8K-32K).  With a
 quantized KV cache one configuration of three is 2.5 % over the replay (Qwen3-8B, q8_0, 32K cells): those
 stay with the formula.
 """
@@ -63,7 +72,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from estimator.engines.ggml_alloc import GgmlTensor, high_water_bytes
-from estimator.specs import CHUNKED, FULL, SLIDING, ModelSpec
+from estimator.specs import CHUNKED, FULL, LINEAR, SLIDING, ModelSpec
 
 # HF model types whose llama.cpp graph is built here, and the order its layers project Q, K and V in (llama's
 # build_attn expands Q, then V, then K; Gemma's graphs run Q, K, V)
@@ -71,7 +80,8 @@ GRAPH_ARCHS = {
     "llama": "QVK", "mistral": "QVK", "ministral3": "QVK", "qwen2": "QVK", "qwen3": "QVK",
     "gemma2": "QKV", "gemma3_text": "QKV", "qwen3_moe": "QVK", "mixtral": "QVK", "phi3": "QVK",
     "gpt_oss": "QKV", "glm4_moe": "QVK", "dots1": "QVK", "minimax_m2": "QVK", "ernie4_5_moe": "QVK",
-    "hunyuan": "QVK", "llama4_text": "QKV",
+    "hunyuan": "QVK", "llama4_text": "QKV", "qwen3_5_text": "QVK", "qwen3_5_moe_text": "QVK",
+    "qwen3_next": "QVK",
 }  # fmt: skip
 # of those, the ones with one fused attn_qkv projection (Q, V, K its views), a fused gate+up FFN projection
 # (SWIGLU of its two halves) and the layer's output added onto the residual rather than the residual onto it
@@ -86,12 +96,19 @@ FUSED_ARCHS = frozenset({"phi3"})
 MOE_ARCHS = {
     "qwen3_moe": "softmax", "mixtral": "softmax", "gpt_oss": "softmax_weight", "glm4_moe": "sigmoid_bias",
     "dots1": "sigmoid_bias", "minimax_m2": "sigmoid_bias_norm", "ernie4_5_moe": "softmax",
-    "hunyuan": "softmax", "llama4_text": "sigmoid_input",
+    "hunyuan": "softmax", "llama4_text": "sigmoid_input", "qwen3_5_moe_text": "softmax",
+    "qwen3_next": "softmax",
 }  # fmt: skip
+# of those, the ones whose shared expert is scaled by a sigmoid gate of its own (Qwen3.5-MoE, Qwen3-Next)
+SHARED_GATE_ARCHS = frozenset({"qwen3_5_moe_text", "qwen3_next"})
 # the ones whose full-attention layers run without RoPE, the query scaled by the attn_scale input (Llama 4)
 NOPE_ARCHS = frozenset({"llama4_text"})
 # the ones that gather the output rows after the last layer, whose output stays a graph output (gpt-oss)
 GATHER_AFTER_ARCHS = frozenset({"gpt_oss"})
+# the hybrids of Gated DeltaNet (linear attention) and gated full attention (Qwen3.5): the output rows are
+# gathered after the final norm, whose result stays a graph output (the MTP head's input), and positions
+# carry 4 sections (M-RoPE)
+DELTANET_ARCHS = frozenset({"qwen3_5_text", "qwen3_5_moe_text", "qwen3_next"})
 GEMMA4 = "gemma4_text"  # its own graph builder (_gemma4_graph)
 # KV cache types replayed: the graphs were checked with these (a quantized cache adds what is not built here)
 GRAPH_KV_DTYPES = frozenset({"f16", "bf16", "f32"})
@@ -123,6 +140,11 @@ class GraphShape:
     gating: str = "softmax"  # MOE_ARCHS' value
     # layers without RoPE whose query is scaled by the attn_scale input instead (Llama 4's NoPE layers)
     nope: tuple[bool, ...] = ()
+    shared_gate: bool = False  # a SHARED_GATE_ARCHS graph
+    deltanet_repeat: bool = False  # Qwen3-Next's DeltaNet: Q / K repeated to the value heads, one alpha-beta
+    # a DELTANET_ARCHS graph: (key heads, value heads, key head width, value head width, conv kernel,
+    # sequences); its "linear" layers run Gated DeltaNet, its full ones a gated query
+    deltanet: tuple[int, int, int, int, int, int] | None = None
     gather_after: bool = False  # a GATHER_AFTER_ARCHS graph
 
 
@@ -207,6 +229,10 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
             up = node(f"ffn_up_shexp-{il}", "MUL_MAT", 4 * u * ff_shared, w, cur)
             act = node(f"ffn_swiglu_shexp-{il}", "GLU", 4 * u * ff_shared, gate, up)
             shared = node(f"ffn_shexp_out-{il}", "MUL_MAT", row, w, act)
+            if g.shared_gate:  # its gate: a one-column projection, sigmoid and product in place
+                sg = node(f"shared_expert_gate-{il}", "UNARY", 4 * u,
+                          node(f"shared_expert_gate-{il}", "MUL_MAT", 4 * u, w, cur))  # fmt: skip
+                shared = node(f"ffn_shexp_gated-{il}", "MUL", row, shared, sg)
             out = node(f"ffn_out-{il}", "ADD", row, out, shared)
         return out
 
@@ -233,53 +259,145 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
         act = node(f"ffn_swiglu_shexp-{il}", "GLU", 4 * u * ff_shared, gate, up)
         return node(f"ffn_out-{il}", "ADD", row, out, node(f"ffn_shexp_out-{il}", "MUL_MAT", row, w, act))
 
+    def deltanet(il: int, cur: GgmlTensor, w: GgmlTensor) -> GgmlTensor:
+        """A Gated DeltaNet layer (llama.cpp's qwen35 build of it): the conv and recurrent states gathered
+        from the cache (and a 0-byte gather of the other sequences'), the mixed QKV projection concatenated
+        after the conv state, the short convolution and SiLU (in place), Q and K normed (new, their parent a
+        view) and scaled in place, the decay (a new tensor, softplus and scale in place) and beta (sigmoid,
+        new), GATED_DELTA_NET (its output and the new state in one tensor), the output normed (new) and gated
+        by SiLU of the z projection (new, multiplied in place), the output projection."""
+        kh, vh, kd, vd, ck, ns = g.deltanet  # type: ignore[misc]
+        k_dim, v_dim = kh * kd, vh * vd
+        channels = 2 * k_dim + v_dim
+        rs = leaf("rs_s_copy", 4 * ns)
+        cache_r, cache_s = ext(f"cache_r_l{il}"), ext(f"cache_s_l{il}")
+
+        def copy_into(src: GgmlTensor, cache: GgmlTensor) -> None:
+            nodes.append(GgmlTensor(f"{cache.name} (copy)", "CPY", 0, (src, cache), view_of=cache))
+
+        conv_states = node(f"conv_states-{il}", "GET_ROWS", 4 * (ck - 1) * channels * ns, cache_r, rs)
+        copy_into(node(f"conv_states_other-{il}", "GET_ROWS", 0, cache_r, rs), cache_r)
+        conv_states = view(f"conv_states_reshaped-{il}", "RESHAPE", conv_states)
+        mixed = node(f"qkv_mixed-{il}", "MUL_MAT", 4 * u * channels, w, cur)
+        mixed = view(f"qkv_mixed_transposed-{il}", "TRANSPOSE", view(f"qkv_mixed-{il} (r)", "RESHAPE", mixed))
+        conv_in = node(f"conv_input-{il}", "CONCAT", 4 * (u + (ck - 1) * ns) * channels, conv_states, mixed)
+        copy_into(view(f"conv_state_last-{il}", "VIEW", conv_in), cache_r)
+        state = node(f"state-{il}", "GET_ROWS", 4 * vh * vd * kd * ns, cache_s, rs)
+        copy_into(node(f"state_other-{il}", "GET_ROWS", 0, cache_s, rs), cache_s)
+        conv = node(f"conv_output-{il}", "UNARY", 4 * u * channels,
+                    node(f"conv_output_raw-{il}", "SSM_CONV", 4 * u * channels, conv_in, w))  # fmt: skip
+        qk = []
+        for which in "qk":  # normed (new: the parent is a view) and scaled in place; Qwen3-Next repeats them
+            t = node(
+                f"{which}_norm-{il}", "RMS_NORM", 4 * u * k_dim, view(f"{which}_conv-{il}", "VIEW", conv)
+            )
+            t = node(f"{which}_conv-{il}", "SCALE", 4 * u * k_dim, t)
+            if g.deltanet_repeat:  # to the value heads
+                t = node(
+                    f"{which}_rep-{il}", "REPEAT", 4 * u * vh * kd, view(f"{which}_r-{il}", "RESHAPE", t)
+                )
+            qk.append(view(f"{which}_predelta-{il}", "RESHAPE", t) if g.deltanet_repeat else t)
+        qn, kn = qk
+        vv = view(f"v_conv-{il}", "VIEW", conv)
+        if g.deltanet_repeat:  # alpha and beta from one projection, each copied out of its view
+            ba = view(f"mixed_ba-{il} (r)", "RESHAPE", node(f"mixed_ba-{il}", "MUL_MAT", 8 * u * vh, w, cur))
+            alpha = node(f"a-{il} (cont)", "CONT", 4 * u * vh, view(f"a-{il}", "VIEW", ba))
+            biased = node(f"alpha_biased-{il}", "ADD", 4 * u * vh, alpha, w)
+            decay = node(f"a_softplus-{il}", "UNARY", 4 * u * vh, biased)
+            decay = view(f"gate-{il} (r)", "RESHAPE", node(f"gate-{il}", "MUL", 4 * u * vh, decay, w))
+            beta = node(f"b-{il} (cont)", "CONT", 4 * u * vh, view(f"b-{il}", "VIEW", ba))
+            beta = view(f"beta-{il} (r)", "RESHAPE", node(f"beta_sigmoid-{il}", "UNARY", 4 * u * vh, beta))
+        else:
+            alpha = view(f"alpha-{il}", "RESHAPE", node(f"alpha-{il}", "MUL_MAT", 4 * u * vh, w, cur))
+            biased = node(f"alpha_biased-{il}", "ADD", 4 * u * vh, alpha, w)
+            decay = node(f"a_softplus-{il}", "UNARY", 4 * u * vh, biased)
+            decay = view(f"gate-{il} (r)", "RESHAPE", node(f"gate-{il}", "MUL", 4 * u * vh, decay, w))
+            beta = view(f"beta-{il}", "RESHAPE", node(f"beta-{il}", "MUL_MAT", 4 * u * vh, w, cur))
+            beta = node(f"beta_sigmoid-{il}", "UNARY", 4 * u * vh, beta)
+        state = view(f"state_predelta-{il}", "RESHAPE", state)
+        nbytes = 4 * (u * v_dim + vh * vd * kd * ns)  # the output and the new state
+        out = node(f"gdn-{il}", "GATED_DELTA_NET", nbytes, qn, kn, vv, decay, beta, state)
+        copy_into(view(f"new_state-{il}", "VIEW", out), cache_s)
+        attn = node(f"ssm_norm-{il}", "RMS_NORM", 4 * u * v_dim, view(f"attn_output-{il}", "VIEW", out))
+        normed = node(f"ssm_norm-{il}", "MUL", 4 * u * v_dim, attn, w)
+        z = view(f"z-{il} (r)", "RESHAPE", node(f"z-{il}", "MUL_MAT", 4 * u * v_dim, w, cur))
+        gated = node(
+            f"gated-{il}", "MUL", 4 * u * v_dim, normed, node(f"z_silu-{il}", "UNARY", 4 * u * v_dim, z)
+        )
+        out = node(f"linear_attn_out-{il}", "MUL_MAT", row, w, view(f"final_output-{il}", "RESHAPE", gated))
+        return view(f"linear_attn_out-{il} (r)", "RESHAPE", out)
+
     row = 4 * u * g.hidden
     tokens = leaf("inp_tokens", 4 * u)
     leaf("inp_embd", row)
     x = node("embd", "GET_ROWS", row, ext("token_embd"), tokens)
     last = len(g.ffs) - 1
+    pos_bytes = 16 * u if g.deltanet is not None and not g.deltanet_repeat else 4 * u  # M-RoPE: 4 per token
     for il, (ff, kind) in enumerate(zip(g.ffs, g.kinds, strict=True)):
         n_kv = g.n_kv_swa if kind == "swa" else g.n_kv
         w = ext(f"blk.{il}")
         norm = node(f"norm-{il}", "RMS_NORM", row, x)
         cur = node(f"attn_norm-{il}", "MUL", row, norm, w)
-        proj: dict[str, GgmlTensor] = {}
-        qkv = node(f"wqkv-{il}", "MUL_MAT", 4 * u * (q + 2 * kv), w, cur) if g.fused else None
-        for which in g.qkv_order:  # the projection, then RoPE into a tensor of its own (Q and K)
-            width = q if which == "Q" else kv
-            if qkv is not None:
-                shaped = view(f"{which}cur-{il}", "VIEW", qkv)
-            else:
-                mm = node(f"{which}cur-{il}", "MUL_MAT", 4 * u * width, w, cur)
-                shaped = view(f"{which}cur-{il} (reshaped)", "RESHAPE", mm)
-            if which == "V" or (g.nope and g.nope[il] and which == "K"):
-                proj[which] = shaped
-            elif g.nope and g.nope[il]:  # Q scaled by the attention-temperature input: a new tensor
-                proj[which] = node(f"Qcur-{il}", "MUL", 4 * u * width, shaped, leaf("inp_attn_scale", 4 * u))
-            else:
-                proj[which] = node(f"{which}cur-{il}", "ROPE", 4 * u * width, shaped, leaf("inp_pos", 4 * u))
-        cache_k, cache_v = ext(f"cache_k_l{il}"), ext(f"cache_v_l{il}")
-        k_idxs = leaf(f"k_idxs-{kind}", 8 * u)
-        store(f"cache_k_l{il} (view)", view(f"Kcur-{il} (view)", "VIEW", proj["K"]), k_idxs, cache_k)
-        v_idxs = leaf(f"v_idxs-{kind}", 8 * u if fa else 8 * u * kv)  # without FA V is cached transposed
-        if fa:
-            store(f"cache_v_l{il} (view)", view(f"Vcur-{il} (view)", "VIEW", proj["V"]), v_idxs, cache_v)
+        if kind == "linear":
+            cur = deltanet(il, cur, w)
         else:
-            vt = view(f"Vcur-{il} (reshaped)", "RESHAPE", view(f"Vcur-{il} (reshaped)", "RESHAPE", proj["V"]))
-            store(f"cache_v_l{il} (view)", vt, v_idxs, cache_v)
-        qp = view(f"Qcur-{il} (permuted)", "PERMUTE", view(f"Qcur-{il} (view)", "VIEW", proj["Q"]))
-        mask = leaf(f"kq_mask-{kind}", (2 if fa else 4) * n_kv * u)  # F16 with flash attention, else F32
-        if fa:
-            att = node(f"fattn-{il}", "FLASH_ATTN_EXT", 4 * u * q, qp, cache_k, cache_v, mask)
-            att = view(f"kqv_out-{il}", "RESHAPE", att)
-        else:
-            kq = node(f"kq-{il}", "MUL_MAT", 4 * n_kv * u * g.heads, cache_k, qp)
-            kq = node(f"kq_soft_max-{il}", "SOFT_MAX", 4 * n_kv * u * g.heads, kq, mask)
-            kqv = node(f"kqv-{il}", "MUL_MAT", 4 * u * q, cache_v, kq)
-            att = node(f"kqv_out-{il}", "CONT", 4 * u * q, view(f"kqv-{il} (permuted)", "PERMUTE", kqv))
-        cur = node(f"attn_out-{il}", "MUL_MAT", row, w, att)
+            proj: dict[str, GgmlTensor] = {}
+            mms: dict[str, GgmlTensor] = {}
+            qkv = node(f"wqkv-{il}", "MUL_MAT", 4 * u * (q + 2 * kv), w, cur) if g.fused else None
+            for which in g.qkv_order:  # the projection, then RoPE into a tensor of its own (Q and K)
+                width = q if which == "Q" else kv
+                if qkv is not None:
+                    shaped = view(f"{which}cur-{il}", "VIEW", qkv)
+                else:
+                    gated_q = (
+                        g.deltanet is not None and which == "Q"
+                    )  # Q and its output gate in one projection
+                    mm = node(f"{which}cur-{il}", "MUL_MAT", 4 * u * width * (2 if gated_q else 1), w, cur)
+                    mms[which] = mm
+                    shaped = view(f"{which}cur-{il} (reshaped)", "VIEW" if gated_q else "RESHAPE", mm)
+                if which == "V" or (g.nope and g.nope[il] and which == "K"):
+                    proj[which] = shaped
+                elif g.nope and g.nope[il]:  # Q scaled by the attention-temperature input: a new tensor
+                    proj[which] = node(
+                        f"Qcur-{il}", "MUL", 4 * u * width, shaped, leaf("inp_attn_scale", 4 * u)
+                    )
+                else:
+                    # (a Q / K norm first: the same one new tensor, RoPE then in place)
+                    proj[which] = node(
+                        f"{which}cur-{il}", "ROPE", 4 * u * width, shaped, leaf("inp_pos", pos_bytes)
+                    )
+            cache_k, cache_v = ext(f"cache_k_l{il}"), ext(f"cache_v_l{il}")
+            k_idxs = leaf(f"k_idxs-{kind}", 8 * u)
+            store(f"cache_k_l{il} (view)", view(f"Kcur-{il} (view)", "VIEW", proj["K"]), k_idxs, cache_k)
+            v_idxs = leaf(f"v_idxs-{kind}", 8 * u if fa else 8 * u * kv)  # without FA V is cached transposed
+            if fa:
+                store(f"cache_v_l{il} (view)", view(f"Vcur-{il} (view)", "VIEW", proj["V"]), v_idxs, cache_v)
+            else:
+                vt = view(
+                    f"Vcur-{il} (reshaped)", "RESHAPE", view(f"Vcur-{il} (reshaped)", "RESHAPE", proj["V"])
+                )
+                store(f"cache_v_l{il} (view)", vt, v_idxs, cache_v)
+            qp = view(f"Qcur-{il} (permuted)", "PERMUTE", view(f"Qcur-{il} (view)", "VIEW", proj["Q"]))
+            mask = leaf(f"kq_mask-{kind}", (2 if fa else 4) * n_kv * u)  # F16 with flash attention, else F32
+            if fa:
+                att = node(f"fattn-{il}", "FLASH_ATTN_EXT", 4 * u * q, qp, cache_k, cache_v, mask)
+                att = view(f"kqv_out-{il}", "RESHAPE", att)
+            else:
+                kq = node(f"kq-{il}", "MUL_MAT", 4 * n_kv * u * g.heads, cache_k, qp)
+                kq = node(f"kq_soft_max-{il}", "SOFT_MAX", 4 * n_kv * u * g.heads, kq, mask)
+                kqv = node(f"kqv-{il}", "MUL_MAT", 4 * u * q, cache_v, kq)
+                att = node(f"kqv_out-{il}", "CONT", 4 * u * q, view(f"kqv-{il} (permuted)", "PERMUTE", kqv))
+            if (
+                g.deltanet is not None
+            ):  # the output gate: a copy of Q's gate half, sigmoid and product in place
+                gate = view(f"Qcur_full-{il} (view)", "VIEW", mms["Q"])
+                gate = node(
+                    f"gate_sigmoid-{il}", "UNARY", 4 * u * q, node(f"gate-{il}", "CONT", 4 * u * q, gate)
+                )
+                att = node(f"attn_gated-{il}", "MUL", 4 * u * q, att, gate)
+            cur = node(f"attn_out-{il}", "MUL_MAT", row, w, att)
         res = x
-        if il == last and not g.gather_after:  # the output rows only (all of them in the reserve graph)
+        if il == last and not g.gather_after and g.deltanet is None:  # the output rows only (all of them)
             out_ids = leaf("out_ids", 4 * u)
             cur = node(f"attn_out_rows-{il}", "GET_ROWS", row, cur, out_ids)
             res = node(f"inp_rows-{il}", "GET_ROWS", row, res, out_ids)
@@ -303,6 +421,8 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
         x = node("out_rows", "GET_ROWS", row, x, leaf("out_ids", 4 * u))
     norm = node("norm", "RMS_NORM", row, x)
     result = node("result_norm", "MUL", row, norm, ext("output_norm"), out=True)
+    if g.deltanet is not None:  # the normed output is the MTP head's input: the output rows gathered from it
+        result = node("result_rows", "GET_ROWS", row, result, leaf("out_ids", 4 * u), out=True)
     node("result_output", "MUL_MAT", 4 * u * g.vocab, ext("output"), result, out=True)
     return leafs, nodes
 
@@ -479,17 +599,32 @@ def replayable(model: ModelSpec, kinds: set[str], kv_dtype: str) -> bool:
     """Whether this module builds ``model``'s graph: a model of GRAPH_ARCHS whose layers run full or
     sliding-window attention in llama.cpp (``kinds``: the engine's layer kinds), dense or a MOE_ARCHS MoE,
     or a dense Gemma 4, with a GRAPH_KV_DTYPES cache."""
-    if kv_dtype not in GRAPH_KV_DTYPES or not kinds <= {FULL, SLIDING, CHUNKED}:
+    if kv_dtype not in GRAPH_KV_DTYPES or not kinds <= {FULL, SLIDING, CHUNKED, LINEAR}:
         return False
     if model.architecture == GEMMA4:
         return model.moe is None
+    if model.architecture in DELTANET_ARCHS:
+        st = model.state
+        moe = model.moe
+        return (
+            (moe is None) == (model.architecture not in MOE_ARCHS)
+            and (moe is None or (moe.n_experts_used > 1 and not moe.latent_size))
+            and st is not None and model.attn_output_gate and kinds <= {FULL, LINEAR}
+            and bool(st.n_key_heads and st.n_value_heads and st.key_head_dim and st.value_head_dim)
+        )  # fmt: skip
     moe = model.moe
     return (
         model.architecture in GRAPH_ARCHS
         and (moe is None) == (model.architecture not in MOE_ARCHS)
-        and (moe is None or (not moe.latent_size and (moe.n_experts_used > 1) != (
-            MOE_ARCHS.get(model.architecture) == "sigmoid_input")))
+        and (
+            moe is None
+            or (
+                not moe.latent_size
+                and (moe.n_experts_used > 1) != (MOE_ARCHS.get(model.architecture) == "sigmoid_input")
+            )
+        )
         and model.mla is None
+        and LINEAR not in kinds
         and model.state is None
         and model.ffn_gated
         and not model.attn_output_gate
@@ -500,7 +635,13 @@ def replayable(model: ModelSpec, kinds: set[str], kv_dtype: str) -> bool:
 
 
 def cpu_compute_bytes(
-    model: ModelSpec, layer_kinds: tuple[str, ...], u: int, n_kv: int, n_kv_swa: int, flash_attn: bool
+    model: ModelSpec,
+    layer_kinds: tuple[str, ...],
+    u: int,
+    n_kv: int,
+    n_kv_swa: int,
+    flash_attn: bool,
+    n_seq: int = 1,
 ) -> int:
     """llama.cpp's CPU compute buffer (bytes) for ``model`` (``replayable``; ``layer_kinds`` the engine's kind
     of each layer) with micro-batches of ``u`` tokens attending to ``n_kv`` cells of one stream in a
@@ -515,20 +656,38 @@ def cpu_compute_bytes(
         kv_heads=model.n_kv_heads,
         head_dim=model.head_dim,
         ffs=tuple(model.ffn_width(i) for i in range(model.n_layers)),
-        kinds=tuple("full" if k == FULL else "swa" for k in layer_kinds),  # windowed: sliding or chunked
+        kinds=tuple({FULL: "full", LINEAR: "linear"}.get(k, "swa") for k in layer_kinds),  # swa: windowed
         vocab=model.vocab_size,
         qkv_order=GRAPH_ARCHS[model.architecture],
         u=int(u),
         n_kv=int(n_kv),
         n_kv_swa=int(n_kv_swa),
         flash_attn=bool(flash_attn),
-        moe=None if moe is None else (moe.n_experts, moe.n_experts_used, moe.expert_ff,
-                                      moe.n_shared_experts * moe.shared_ff),  # fmt: skip
+        moe=None
+        if moe is None
+        else (
+            moe.n_experts,
+            moe.n_experts_used,
+            moe.expert_ff,
+            moe.n_shared_experts * moe.shared_ff,
+        ),  # fmt: skip
         dense=tuple(moe is not None and i in moe.dense_layers for i in range(model.n_layers)),
         fused=model.architecture in FUSED_ARCHS,
         gating=MOE_ARCHS.get(model.architecture, "softmax"),
         gather_after=model.architecture in GATHER_AFTER_ARCHS,
         nope=tuple(k == FULL for k in layer_kinds) if model.architecture in NOPE_ARCHS else (),
+        shared_gate=model.architecture in SHARED_GATE_ARCHS,
+        deltanet_repeat=model.architecture == "qwen3_next",
+        deltanet=None
+        if model.architecture not in DELTANET_ARCHS or model.state is None
+        else (
+            model.state.n_key_heads,
+            model.state.n_value_heads,
+            model.state.key_head_dim,
+            model.state.value_head_dim,
+            model.state.conv_kernel,
+            int(n_seq),
+        ),  # fmt: skip
     )
     return _replayed(shape)
 
