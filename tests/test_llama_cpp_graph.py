@@ -3,8 +3,10 @@
 
 * The allocator's rules on small graphs whose layout is worked out by hand (best fit, the open end, merging,
   in-place reuse, views, outputs).
-* Known answers from llama.cpp itself: its CPU compute buffers as its log printed them (results/runs/, the
-  memory-fit pass and the speed sweep of this VM), among them the layouts the formula misses.
+* Known answers from llama.cpp itself: every allocation of four reserve graphs as ggml-alloc's debug trace
+  printed it (tests/alloc_traces/, llama / Gemma 4 / Qwen3.5-MoE / Llama 4), and its CPU compute buffers as
+  its log printed them (results/runs/, the memory-fit pass and the speed sweep of this VM), among them the
+  layouts the formula misses.
 * Every own CPU record of the replayed architectures with an F16 cache: the estimator's compute buffer
   (``python -m harness consistency``'s row) equals llama.cpp's to the log's 0.01 MiB rounding.
 * Where it applies (a CPU; dense full-attention graphs; non-quantized caches) and where not, in the report,
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,7 +27,7 @@ from estimator_cli import run
 from estimator.catalog.data import get_hardware, get_model
 from estimator.engines import get_engine
 from estimator.engines.ggml_alloc import GgmlTensor, high_water_bytes
-from estimator.engines.llama_cpp_graph import GRAPH_ARCHS, GRAPH_KV_DTYPES
+from estimator.engines.llama_cpp_graph import GRAPH_ARCHS, GRAPH_KV_DTYPES, graph_shape, reserve_graph
 from estimator.physics.runtime import runtime_buffers
 from estimator.specs import Workload
 from harness import consistency as cons
@@ -136,6 +139,27 @@ def test_replay_gives_llama_cpps_own_buffer(model_id, layers, cells, fa, u, meas
     model = get_model(model_id).depth_proxy(layers)
     rt = runtime_buffers(model, None, CPU, Workload(n_ctx=cells, flash_attn=fa, n_ubatch=u))
     assert rt.compute_replayed and abs(rt.compute_bytes - measured) <= LOG_ROUNDING_BYTES
+
+
+TRACES = ROOT / "tests" / "alloc_traces" / "cpu_reserve_allocations.json"
+
+
+@pytest.mark.parametrize("key", sorted(json.loads(TRACES.read_text())["traces"]))
+def test_every_allocation_equals_the_allocators_own_trace(key):
+    """Each allocation of the replay (aligned size, offset), in order, against ggml-alloc's debug trace of
+    llama.cpp's memory-fit pass (the fixture's ``source``): the graph built op for op, not only its peak."""
+    model_id, ctx, fa, u = key.split(":")
+    expected = [tuple(a) for a in json.loads(TRACES.read_text())["traces"][key]]
+    model = get_model(model_id)
+    engine = get_engine("llama.cpp")
+    layout = engine.kv_layout(model, int(ctx), 1, int(u))
+    kinds = tuple(engine.layer_kind(model, k) for k in model.layer_types)
+    shape = graph_shape(model, kinds, int(u), layout.full_per_stream, layout.windowed_per_stream, fa == "on")
+    got: list[tuple[int, int]] = []
+    high_water_bytes(*reserve_graph(shape), trace=got)
+    assert len(got) == len(expected)
+    first = next((i for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b), None)
+    assert first is None, f"allocation {first}: replay {got[first]}, llama.cpp {expected[first]}"
 
 
 def test_the_formula_misses_what_the_replay_gets():

@@ -67,10 +67,11 @@ class _Blocks:
     """The free blocks of one buffer (``ggml_dyn_tallocr``): [offset, size] in offset order, the last one the
     open end of the buffer."""
 
-    def __init__(self, alignment: int) -> None:
+    def __init__(self, alignment: int, trace: list[tuple[int, int]] | None = None) -> None:
         self.alignment = alignment
         self.free: list[list[int]] = [[0, 1 << 62]]
         self.high_water = 0
+        self.trace = trace
 
     def _aligned(self, nbytes: int) -> int:
         return -(-nbytes // self.alignment) * self.alignment
@@ -88,6 +89,8 @@ class _Blocks:
         if block[1] == 0:
             del self.free[best]
         self.high_water = max(self.high_water, offset + size)
+        if self.trace is not None:
+            self.trace.append((size, offset))
         return offset
 
     def release(self, offset: int, nbytes: int) -> None:
@@ -130,11 +133,17 @@ def _free(blocks: _Blocks, t: GgmlTensor) -> None:
         t.owned = False
 
 
-def high_water_bytes(leafs: list[GgmlTensor], nodes: list[GgmlTensor], alignment: int = CPU_ALIGNMENT) -> int:
+def high_water_bytes(
+    leafs: list[GgmlTensor],
+    nodes: list[GgmlTensor],
+    alignment: int = CPU_ALIGNMENT,
+    trace: list[tuple[int, int]] | None = None,
+) -> int:
     """The compute buffer (bytes) ggml's graph allocator reserves for the graph: its high-water mark over the
-    walk the module docstring describes.  The tensors carry the walk's state afterwards: build a graph anew
-    for every replay."""
-    blocks = _Blocks(alignment)
+    walk the module docstring describes.  ``trace``, when given, receives every allocation as (aligned size,
+    offset) in order, as ggml-alloc's debug trace prints them.  The tensors carry the walk's state afterwards:
+    build a graph anew for every replay."""
+    blocks = _Blocks(alignment, trace)
     for leaf in leafs:
         _allocate(blocks, leaf)
     for n in nodes:  # count consumers and views; explicit inputs first

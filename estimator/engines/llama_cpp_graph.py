@@ -114,6 +114,43 @@ GEMMA4 = "gemma4_text"  # its own graph builder (_gemma4_graph)
 GRAPH_KV_DTYPES = frozenset({"f16", "bf16", "f32"})
 
 
+class GraphBuilder:
+    """A graph under construction, in ggml's execution order: ``leafs`` (the graph inputs, in the order the
+    graph first uses them: ggml lists and allocates its leafs that way) and ``nodes``."""
+
+    def __init__(self) -> None:
+        self.leafs: list[GgmlTensor] = []
+        self.nodes: list[GgmlTensor] = []
+        self._inputs: dict[str, GgmlTensor] = {}
+
+    @staticmethod
+    def ext(name: str) -> GgmlTensor:
+        """A tensor with storage of its own elsewhere (a weight, a cache)."""
+        return GgmlTensor(name, "NONE", external=True)
+
+    def leaf(self, name: str, nbytes: int) -> GgmlTensor:
+        """The graph input ``name``, created at its first use."""
+        if name not in self._inputs:
+            self._inputs[name] = GgmlTensor(name, "NONE", nbytes, is_input=True)
+            self.leafs.append(self._inputs[name])
+        return self._inputs[name]
+
+    def node(self, name: str, op: str, nbytes: int, *srcs: GgmlTensor, out: bool = False) -> GgmlTensor:
+        t = GgmlTensor(name, op, nbytes, srcs, is_output=out)
+        self.nodes.append(t)
+        return t
+
+    def view(self, name: str, op: str, src: GgmlTensor) -> GgmlTensor:
+        """A view of ``src``'s memory (RESHAPE, VIEW, PERMUTE, TRANSPOSE)."""
+        t = GgmlTensor(name, op, src.nbytes, (src,), view_of=src.view_of or src)
+        self.nodes.append(t)
+        return t
+
+    def store(self, name: str, op: str, *srcs: GgmlTensor) -> None:
+        """SET_ROWS / CPY of ``srcs[0]`` into the cache ``srcs[-1]``: a view of the cache, no memory here."""
+        self.nodes.append(GgmlTensor(name, op, 0, srcs, view_of=srcs[-1]))
+
+
 @dataclass(frozen=True)
 class GraphShape:
     """What the reserve graph's tensor sizes depend on: widths, the FFN width and attention kind ("full" |
@@ -153,32 +190,8 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
     uses them: ggml lists its leafs in that order and allocates them first, in that order."""
     u, fa = g.u, g.flash_attn
     q, kv = g.heads * g.head_dim, g.kv_heads * g.head_dim
-    leafs: list[GgmlTensor] = []
-    nodes: list[GgmlTensor] = []
-    inputs: dict[str, GgmlTensor] = {}
-
-    def ext(name: str) -> GgmlTensor:
-        return GgmlTensor(name, "NONE", external=True)
-
-    def leaf(name: str, nbytes: int) -> GgmlTensor:
-        if name not in inputs:
-            inputs[name] = GgmlTensor(name, "NONE", nbytes, is_input=True)
-            leafs.append(inputs[name])
-        return inputs[name]
-
-    def node(name: str, op: str, nbytes: int, *srcs: GgmlTensor, out: bool = False) -> GgmlTensor:
-        t = GgmlTensor(name, op, nbytes, srcs, is_output=out)
-        nodes.append(t)
-        return t
-
-    def view(name: str, op: str, src: GgmlTensor) -> GgmlTensor:
-        t = GgmlTensor(name, op, src.nbytes, (src,), view_of=src.view_of or src)
-        nodes.append(t)
-        return t
-
-    def store(name: str, rows: GgmlTensor, idxs: GgmlTensor, cache: GgmlTensor) -> None:
-        """SET_ROWS of ``rows`` into the cache: a view of the cache, no memory here."""
-        nodes.append(GgmlTensor(name, "SET_ROWS", 0, (rows, idxs, cache), view_of=cache))
+    b = GraphBuilder()
+    ext, leaf, node, view = b.ext, b.leaf, b.node, b.view
 
     def moe_ffn(il: int, cur: GgmlTensor, w: GgmlTensor) -> GgmlTensor:
         """llama.cpp's build_moe_ffn with soft-max gating and renormalised top-k weights: router logits and
@@ -220,7 +233,7 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
         weighted = node(f"ffn_moe_weighted-{il}", "MUL", 4 * u * n_used * g.hidden, down, normed_r)
         parts = [GgmlTensor(f"ffn_moe_weighted-{il} (view)", "VIEW", row, (weighted,), view_of=weighted)
                  for _ in range(n_used)]  # fmt: skip
-        nodes.extend(parts)
+        b.nodes.extend(parts)
         out = parts[0]
         for part in parts[1:]:
             out = node(f"ffn_moe_out-{il}", "ADD", row, out, part)
@@ -273,7 +286,7 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
         cache_r, cache_s = ext(f"cache_r_l{il}"), ext(f"cache_s_l{il}")
 
         def copy_into(src: GgmlTensor, cache: GgmlTensor) -> None:
-            nodes.append(GgmlTensor(f"{cache.name} (copy)", "CPY", 0, (src, cache), view_of=cache))
+            b.store(f"{cache.name} (copy)", "CPY", src, cache)
 
         conv_states = node(f"conv_states-{il}", "GET_ROWS", 4 * (ck - 1) * channels * ns, cache_r, rs)
         copy_into(node(f"conv_states_other-{il}", "GET_ROWS", 0, cache_r, rs), cache_r)
@@ -368,15 +381,27 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
                     )
             cache_k, cache_v = ext(f"cache_k_l{il}"), ext(f"cache_v_l{il}")
             k_idxs = leaf(f"k_idxs-{kind}", 8 * u)
-            store(f"cache_k_l{il} (view)", view(f"Kcur-{il} (view)", "VIEW", proj["K"]), k_idxs, cache_k)
+            b.store(
+                f"cache_k_l{il} (view)",
+                "SET_ROWS",
+                view(f"Kcur-{il} (view)", "VIEW", proj["K"]),
+                k_idxs,
+                cache_k,
+            )
             v_idxs = leaf(f"v_idxs-{kind}", 8 * u if fa else 8 * u * kv)  # without FA V is cached transposed
             if fa:
-                store(f"cache_v_l{il} (view)", view(f"Vcur-{il} (view)", "VIEW", proj["V"]), v_idxs, cache_v)
+                b.store(
+                    f"cache_v_l{il} (view)",
+                    "SET_ROWS",
+                    view(f"Vcur-{il} (view)", "VIEW", proj["V"]),
+                    v_idxs,
+                    cache_v,
+                )
             else:
                 vt = view(
                     f"Vcur-{il} (reshaped)", "RESHAPE", view(f"Vcur-{il} (reshaped)", "RESHAPE", proj["V"])
                 )
-                store(f"cache_v_l{il} (view)", vt, v_idxs, cache_v)
+                b.store(f"cache_v_l{il} (view)", "SET_ROWS", vt, v_idxs, cache_v)
             qp = view(f"Qcur-{il} (permuted)", "PERMUTE", view(f"Qcur-{il} (view)", "VIEW", proj["Q"]))
             mask = leaf(f"kq_mask-{kind}", (2 if fa else 4) * n_kv * u)  # F16 with flash attention, else F32
             if fa:
@@ -424,7 +449,7 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
     if g.deltanet is not None:  # the normed output is the MTP head's input: the output rows gathered from it
         result = node("result_rows", "GET_ROWS", row, result, leaf("out_ids", 4 * u), out=True)
     node("result_output", "MUL_MAT", 4 * u * g.vocab, ext("output"), result, out=True)
-    return leafs, nodes
+    return b.leafs, b.nodes
 
 
 @dataclass(frozen=True)
@@ -470,31 +495,8 @@ def _gemma4_graph(g: Gemma4Shape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
     output (a graph output), gathers the output rows (another) and computes the logits, soft-capped in
     place."""
     u, L = g.u, len(g.layers)
-    leafs: list[GgmlTensor] = []
-    nodes: list[GgmlTensor] = []
-    inputs: dict[str, GgmlTensor] = {}
-
-    def ext(name: str) -> GgmlTensor:
-        return GgmlTensor(name, "NONE", external=True)
-
-    def leaf(name: str, nbytes: int) -> GgmlTensor:
-        if name not in inputs:
-            inputs[name] = GgmlTensor(name, "NONE", nbytes, is_input=True)
-            leafs.append(inputs[name])
-        return inputs[name]
-
-    def node(name: str, op: str, nbytes: int, *srcs: GgmlTensor, out: bool = False) -> GgmlTensor:
-        t = GgmlTensor(name, op, nbytes, srcs, is_output=out)
-        nodes.append(t)
-        return t
-
-    def view(name: str, op: str, src: GgmlTensor) -> GgmlTensor:
-        t = GgmlTensor(name, op, src.nbytes, (src,), view_of=src.view_of or src)
-        nodes.append(t)
-        return t
-
-    def store(name: str, rows: GgmlTensor, idxs: GgmlTensor, cache: GgmlTensor) -> None:
-        nodes.append(GgmlTensor(name, "SET_ROWS", 0, (rows, idxs, cache), view_of=cache))
+    b = GraphBuilder()
+    ext, leaf, node, view = b.ext, b.leaf, b.node, b.view
 
     row = 4 * u * g.hidden
     per_all = 4 * u * g.per_layer * L
@@ -531,17 +533,23 @@ def _gemma4_graph(g: Gemma4Shape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
             kr = node(f"Kcur_pos-{il}", "ROPE", 4 * u * kv, normed(f"Kcur-{il}", km, 4 * u * kv, w), pos)
             vm = km if ly.k_eq_v else node(f"Vcur-{il}", "MUL_MAT", 4 * u * kv, w, cur)
             vn = normed(f"Vcur_normed-{il}", vm, 4 * u * kv, None)
-            store(f"cache_k_l{il} (view)", view(f"Kcur_pos-{il} (view)", "VIEW", kr),
-                  leaf(f"k_idxs-{ly.kind}", 8 * u), cache_k)  # fmt: skip
+            kview = view(f"Kcur_pos-{il} (view)", "VIEW", kr)
+            b.store(f"cache_k_l{il} (view)", "SET_ROWS", kview, leaf(f"k_idxs-{ly.kind}", 8 * u), cache_k)
             if g.flash_attn:
-                store(f"cache_v_l{il} (view)", view(f"Vcur_normed-{il} (view)", "VIEW", vn),
-                      leaf(f"v_idxs-{ly.kind}", 8 * u), cache_v)  # fmt: skip
+                vview = view(f"Vcur_normed-{il} (view)", "VIEW", vn)
+                b.store(f"cache_v_l{il} (view)", "SET_ROWS", vview, leaf(f"v_idxs-{ly.kind}", 8 * u), cache_v)
             else:  # V cached transposed at the widest layer's width: a narrower V is padded (a new tensor)
                 vt = view(f"Vcur_normed-{il} (reshaped)", "RESHAPE", vn)
                 if kv < g.v_width:
                     vt = node(f"Vcur_padded-{il}", "PAD", 4 * u * g.v_width, vt)
-                store(f"cache_v_l{il} (view)", view(f"Vcur-{il} (reshaped)", "RESHAPE", vt),
-                      leaf(f"v_idxs-{ly.kind}", 8 * u * g.v_width), cache_v)  # fmt: skip
+                vt = view(f"Vcur-{il} (reshaped)", "RESHAPE", vt)
+                b.store(
+                    f"cache_v_l{il} (view)",
+                    "SET_ROWS",
+                    vt,
+                    leaf(f"v_idxs-{ly.kind}", 8 * u * g.v_width),
+                    cache_v,
+                )
         qp = view(f"Qcur_pos-{il} (permuted)", "PERMUTE", view(f"Qcur_pos-{il} (view)", "VIEW", qr))
         n_kv = g.n_kv_swa if ly.kind == "swa" else g.n_kv
         mask = leaf(f"kq_mask-{ly.kind}", (2 if g.flash_attn else 4) * n_kv * u)
@@ -587,12 +595,17 @@ def _gemma4_graph(g: Gemma4Shape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
     logits = node("logits_scaled", "SCALE", 4 * u * g.vocab, logits)
     logits = node("logits_tanh", "UNARY", 4 * u * g.vocab, logits)
     node("result_output", "SCALE", 4 * u * g.vocab, logits, out=True)
-    return leafs, nodes
+    return b.leafs, b.nodes
+
+
+def reserve_graph(shape: GraphShape | Gemma4Shape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
+    """(leafs, nodes) of the reserve graph of ``shape`` (a fresh graph: a replay leaves state in it)."""
+    return _gemma4_graph(shape) if isinstance(shape, Gemma4Shape) else _graph(shape)
 
 
 @lru_cache(maxsize=4096)
 def _replayed(shape: GraphShape | Gemma4Shape) -> int:
-    return high_water_bytes(*(_gemma4_graph(shape) if isinstance(shape, Gemma4Shape) else _graph(shape)))
+    return high_water_bytes(*reserve_graph(shape))
 
 
 def replayable(model: ModelSpec, kinds: set[str], kv_dtype: str) -> bool:
@@ -645,10 +658,24 @@ def cpu_compute_bytes(
 ) -> int:
     """llama.cpp's CPU compute buffer (bytes) for ``model`` (``replayable``; ``layer_kinds`` the engine's kind
     of each layer) with micro-batches of ``u`` tokens attending to ``n_kv`` cells of one stream in a
-    full-attention layer and ``n_kv_swa`` in a sliding-window one: the allocator's high-water mark over the
-    reserve graph."""
+    full-attention layer and ``n_kv_swa`` in a windowed one, ``n_seq`` sequences: the allocator's high-water
+    mark over the reserve graph (cached per shape)."""
+    return _replayed(graph_shape(model, layer_kinds, u, n_kv, n_kv_swa, flash_attn, n_seq))
+
+
+def graph_shape(
+    model: ModelSpec,
+    layer_kinds: tuple[str, ...],
+    u: int,
+    n_kv: int,
+    n_kv_swa: int,
+    flash_attn: bool,
+    n_seq: int = 1,
+) -> GraphShape | Gemma4Shape:
+    """What llama.cpp's CPU reserve graph for ``model`` depends on, for the arguments of
+    ``cpu_compute_bytes``: the shape ``reserve_graph`` builds."""
     if model.architecture == GEMMA4:
-        return _replayed(_gemma4_shape(model, layer_kinds, u, n_kv, n_kv_swa, flash_attn))
+        return _gemma4_shape(model, layer_kinds, u, n_kv, n_kv_swa, flash_attn)
     moe = model.moe
     shape = GraphShape(
         hidden=model.hidden_size,
@@ -689,7 +716,7 @@ def cpu_compute_bytes(
             int(n_seq),
         ),  # fmt: skip
     )
-    return _replayed(shape)
+    return shape
 
 
 def _gemma4_shape(
