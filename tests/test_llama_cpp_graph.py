@@ -131,6 +131,11 @@ KNOWN = [
     ("qwen3.5-27b", 64, 131072, True, 512, 663769580, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:280"),
     ("qwen3-next-80b-a3b", 48, 32768, True, 2048, 1429261517, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:288"),
     ("qwen3.5-35b-a3b", 40, 32768, False, 2048, 4739626435, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:289"),
+    # absorbed MLA with shared experts (the formula: +14 % on the two-layer proxy at u = 128), the q LoRA and
+    # a sigmoid router (DeepSeek-V3, Kimi-K2)
+    ("deepseek-v2-lite-16b", 2, 1024, False, 128, 55574528, "cpu-memory--cpu-x86-avx512--vm.jsonl:113"),
+    ("deepseek-v3", 61, 131072, True, 512, 562047222, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:460"),
+    ("kimi-k2", 61, 32768, True, 2048, 1577068790, "cpu-memory-fit--cpu-x86-avx512--vm.jsonl:458"),
 ]
 
 
@@ -184,7 +189,7 @@ def _replayed_rows() -> list[cons.Comparison]:
 
 def test_every_own_cpu_record_of_the_replayed_graphs_is_exact():
     rows = _replayed_rows()
-    assert len(rows) >= 560, "the committed CPU memory records of the graphs built (llama.cpp_graph)"
+    assert len(rows) >= 640, "the committed CPU memory records of the graphs built (llama.cpp_graph)"
     off = [
         f"{r.where} {r.model_id} L{r.n_layers_measured} {r.n_ctx} fa={r.flash_attn} u={r.n_ubatch}: "
         f"{r.engine_compute_bytes} vs {r.est_compute_bytes}"
@@ -208,7 +213,8 @@ def test_replay_only_on_a_cpu_for_the_graphs_built_with_an_unquantized_cache():
     assert not runtime_buffers(get_model("gemma-4-26b-a4b"), None, CPU, wl).compute_replayed  # Gemma 4 MoE
     assert runtime_buffers(get_model("qwen3-30b-a3b"), None, CPU, wl).compute_replayed  # soft-max MoE
     assert runtime_buffers(get_model("glm-4.5"), None, CPU, wl).compute_replayed  # sigmoid, a shared expert
-    assert not runtime_buffers(get_model("deepseek-v2-lite-16b"), None, CPU, wl).compute_replayed  # MLA
+    assert runtime_buffers(get_model("deepseek-v2-lite-16b"), None, CPU, wl).compute_replayed  # MLA
+    assert not runtime_buffers(get_model("deepseek-v3.2"), None, CPU, wl).compute_replayed  # sparse attention
     assert runtime_buffers(get_model("qwen3-next-80b-a3b"), None, CPU, wl).compute_replayed  # DeltaNet hybrid
     nemotron = get_model("nemotron-3-super-120b-a12b")  # Mamba-2 layers: not built
     assert not runtime_buffers(nemotron, None, CPU, wl).compute_replayed

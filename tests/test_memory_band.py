@@ -121,8 +121,8 @@ def _table(tmp_path, bands=None):
     return load_coefficients(path)
 
 
-# a model whose CPU buffers come from the formula (MLA: not replayed, tests/test_llama_cpp_graph.py)
-FORMULA_MODEL = "deepseek-v2-lite-16b"
+# a model whose CPU buffers come from the formula (Cohere 2: not built, tests/test_llama_cpp_graph.py)
+FORMULA_MODEL = "cohere-command-a-111b"
 
 
 def _memory(table, model=FORMULA_MODEL, hw="ryzen-7-8840u-cpu", quant="Q4_K_M", **wl):

@@ -236,9 +236,10 @@ class LlamaCpp(EngineProfile):
         kinds = tuple(self.layer_kind(model, k) for k in model.layer_types)
         if not replayable(model, set(kinds), workload.kv_dtype.lower()):
             return None
+        kv_bytes = 4 if workload.kv_dtype.lower() == "f32" else 2  # GRAPH_KV_DTYPES: f16 / bf16 / f32
         return cpu_compute_bytes(
             model, kinds, n_tokens, layout.full_per_stream, layout.windowed_per_stream, workload.flash_attn,
-            workload.n_seq,
+            workload.n_seq, kv_bytes,
         )
 
     def launch(

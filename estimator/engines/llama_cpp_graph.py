@@ -47,21 +47,27 @@ projection; their full layers project Q with its output gate (a copy of that hal
 place after the attention); a shared expert is scaled by a sigmoid gate of its own; the head gathers the
 output rows after the final norm, whose result stays a graph output; Qwen3.5 positions carry 4 sections.
 
+The MLA models (DeepSeek-V2 / V3, Kimi-K2: src/models/deepseek2.cpp, not DeepSeek Sparse Attention) run
+llama.cpp's absorbed form: Q (through the q LoRA and its norm when there is one), its no-RoPE part absorbed
+by wk_b, its RoPE part roped, both concatenated; the compressed KV normed and concatenated with the roped
+K part into the cache row; flash attention over the latent or KQ / soft-max / KQV against a copy of the
+cache's latent part transposed; wv_b and a copy out of the permuted result.
+
 Gemma 4 (src/models/gemma4.cpp) has a builder of its own (``_gemma4_graph``): per-layer inputs, KV-shared
 layers, wide global heads, K == V layers, V normed, and without flash attention a narrower V padded to the
 widest before the transposed cache takes it.
 
 Checked twice.  Every allocation (size and offset) of the replay equals the allocator's own trace
-(tools/alloc_trace.py's tracing build) in 20 traces of 17 of these architectures (331-1,607 allocations
+(tools/alloc_trace.py's tracing build) in 22 traces of 18 of these architectures (331-1,607 allocations
 each; Qwen2, Qwen3, Mistral and Gemma 2 share builders traced through Llama-3.1-8B, SmolLM2, Qwen3-30B-A3B
 and Gemma 3; 2026-12-05).  And the replay gives llama.cpp's own CPU compute buffer for every measured
-configuration of these architectures (591 of 591 distinct configurations with an unquantized cache: 1K-131K
+configuration of these architectures (661 of 661 distinct configurations with an unquantized cache: 1K-131K
 cells, u = 128-2,048, flash attention on and off, 1-4 sequences, unified or not, windows full or not, one
 layer to full depth; within the log's 0.01 MiB rounding; results/runs/cpu-memory-fit--*.jsonl,
 tests/test_llama_cpp_graph.py), the layouts the fitted formula of ``estimator.physics.runtime`` misses
 included (SmolLM2-360M without flash attention at 1K cells, Ministral-3-14B with it at 4K, Gemma-3-1B without
 it at 32K, Gemma 4 E2B / E4B at 131K, gpt-oss at u = 2,048, GLM-4.5 without flash attention at 4K, Llama 4
-Maverick, Qwen3.5-27B at 131K, Qwen3-Next at 8K-32K).  With a
+Maverick, Qwen3.5-27B at 131K, Qwen3-Next at 8K-32K, a two-layer DeepSeek-V2-Lite at u = 128).  With a
 quantized KV cache one configuration of three is 2.5 % over the replay (Qwen3-8B, q8_0, 32K cells): those
 stay with the formula.
 """
@@ -81,15 +87,19 @@ GRAPH_ARCHS = {
     "gemma2": "QKV", "gemma3_text": "QKV", "qwen3_moe": "QVK", "mixtral": "QVK", "phi3": "QVK",
     "gpt_oss": "QKV", "glm4_moe": "QVK", "dots1": "QVK", "minimax_m2": "QVK", "ernie4_5_moe": "QVK",
     "hunyuan": "QVK", "llama4_text": "QKV", "qwen3_5_text": "QVK", "qwen3_5_moe_text": "QVK",
-    "qwen3_next": "QVK",
+    "qwen3_next": "QVK", "deepseek_v2": "QVK", "deepseek_v3": "QVK", "kimi_k2": "QVK",
 }  # fmt: skip
+# of those, the MLA ones (llama.cpp's deepseek2 build, absorbed; not DeepSeek Sparse Attention)
+MLA_ARCHS = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2"})
 # of those, the ones with one fused attn_qkv projection (Q, V, K its views), a fused gate+up FFN projection
 # (SWIGLU of its two halves) and the layer's output added onto the residual rather than the residual onto it
 FUSED_ARCHS = frozenset({"phi3"})
 # of those, the MoE ones and how their router weighs the selected experts: "softmax" = soft-max over all
-# experts, the top-k weights renormalised; "softmax_weight" = soft-max over the top-k logits (gpt-oss);
+# experts, the top-k weights renormalised ("softmax_nonorm": not renormalised, DeepSeek-V2); "softmax_weight"
+# = soft-max over the top-k logits (gpt-oss);
 # "sigmoid_bias" = sigmoids, the experts picked by sigmoid + a selection bias (a new tensor), weighed by the
-# sigmoids unnormalised (GLM-4.5, dots.llm1); "sigmoid_bias_norm" = the same, renormalised (MiniMax-M2); a
+# sigmoids unnormalised (GLM-4.5, dots.llm1); "sigmoid_bias_norm" = the same, renormalised (MiniMax-M2,
+# DeepSeek-V3, Kimi-K2); a
 # shared expert runs after the routed ones, leading dense layers run a dense FFN; "sigmoid_input" = experts
 # picked by their logits and weighed by sigmoids applied to the input before the experts, whose output is
 # copied out of its view (Llama 4, one expert per token)
@@ -97,7 +107,8 @@ MOE_ARCHS = {
     "qwen3_moe": "softmax", "mixtral": "softmax", "gpt_oss": "softmax_weight", "glm4_moe": "sigmoid_bias",
     "dots1": "sigmoid_bias", "minimax_m2": "sigmoid_bias_norm", "ernie4_5_moe": "softmax",
     "hunyuan": "softmax", "llama4_text": "sigmoid_input", "qwen3_5_moe_text": "softmax",
-    "qwen3_next": "softmax",
+    "qwen3_next": "softmax", "deepseek_v2": "softmax_nonorm", "deepseek_v3": "sigmoid_bias_norm",
+    "kimi_k2": "sigmoid_bias_norm",
 }  # fmt: skip
 # of those, the ones whose shared expert is scaled by a sigmoid gate of its own (Qwen3.5-MoE, Qwen3-Next)
 SHARED_GATE_ARCHS = frozenset({"qwen3_5_moe_text", "qwen3_next"})
@@ -179,6 +190,9 @@ class GraphShape:
     nope: tuple[bool, ...] = ()
     shared_gate: bool = False  # a SHARED_GATE_ARCHS graph
     deltanet_repeat: bool = False  # Qwen3-Next's DeltaNet: Q / K repeated to the value heads, one alpha-beta
+    # an MLA_ARCHS graph: (kv_lora_rank, rope width, nope width, V head width, q_lora_rank or 0, cache element
+    # bytes); its attention is llama.cpp's absorbed form
+    mla: tuple[int, int, int, int, int, int] | None = None
     # a DELTANET_ARCHS graph: (key heads, value heads, key head width, value head width, conv kernel,
     # sequences); its "linear" layers run Gated DeltaNet, its full ones a gated query
     deltanet: tuple[int, int, int, int, int, int] | None = None
@@ -204,7 +218,8 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
         if g.gating == "sigmoid_input":
             return moe_ffn_weighted_input(il, cur, w, logits)
         # soft-max over all experts, sigmoids, or the router bias (gpt-oss): in place either way
-        op = "SOFT_MAX" if g.gating == "softmax" else "UNARY" if g.gating.startswith("sigmoid") else "ADD"
+        op = "SOFT_MAX" if g.gating.startswith("softmax_n") or g.gating == "softmax" else (
+            "UNARY" if g.gating.startswith("sigmoid") else "ADD")  # fmt: skip
         probs = node(f"ffn_moe_probs-{il}", op, 4 * u * n_exp, logits)
         probs_r = view(f"ffn_moe_probs-{il} (reshaped)", "RESHAPE", probs)
         pick = probs
@@ -213,8 +228,8 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
         argsort = node(f"ffn_moe_argsort-{il}", "ARGSORT", 4 * u * n_exp, pick)
         topk = view(f"ffn_moe_topk-{il}", "VIEW", argsort)
         weights = node(f"ffn_moe_weights-{il}", "GET_ROWS", 4 * u * n_used, probs_r, topk)
-        weights_r = weights if g.gating == "sigmoid_bias" else view(f"ffn_moe_weights-{il} (reshaped)",
-                                                                    "RESHAPE", weights)  # fmt: skip
+        unnormed = g.gating in ("sigmoid_bias", "softmax_nonorm")  # the selected weights used as they are
+        weights_r = weights if unnormed else view(f"ffn_moe_weights-{il} (reshaped)", "RESHAPE", weights)
         if g.gating in ("softmax", "sigmoid_bias_norm"):
             total = node(f"ffn_moe_weights_sum-{il}", "SUM_ROWS", 4 * u, weights_r)
             total = node(f"ffn_moe_weights_sum_clamped-{il}", "CLAMP", 4 * u, total)
@@ -271,6 +286,71 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
         up = node(f"ffn_up_shexp-{il}", "MUL_MAT", 4 * u * ff_shared, w, cur)
         act = node(f"ffn_swiglu_shexp-{il}", "GLU", 4 * u * ff_shared, gate, up)
         return node(f"ffn_out-{il}", "ADD", row, out, node(f"ffn_shexp_out-{il}", "MUL_MAT", row, w, act))
+
+    def mla_attention(il: int, kind: str, n_kv: int, cur: GgmlTensor, w: GgmlTensor) -> GgmlTensor:
+        """llama.cpp's absorbed MLA (deepseek2 build): Q (through the q LoRA and its norm in place when there
+        is one), its no-RoPE part absorbed by wk_b (a new tensor), its RoPE part roped (new) and both
+        concatenated (new); the compressed KV (its norm new, weight in place) and the roped K part
+        concatenated into the cache row; flash attention over the latent (heads x rank), or KQ / soft-max in
+        place / KQV against a copy of the cache's latent part transposed; wv_b and a copy out of the
+        permuted result; the output projection."""
+        r, rope, nope, vd, q_lora, kv_bytes = g.mla  # type: ignore[misc]
+        h = g.heads
+        if q_lora:
+            qa = node(f"q_a-{il}", "MUL_MAT", 4 * u * q_lora, w, cur)
+            qa = node(
+                f"q_a_norm-{il}",
+                "MUL",
+                4 * u * q_lora,
+                node(f"q_a_norm-{il}", "RMS_NORM", 4 * u * q_lora, qa),
+                w,
+            )
+            qm = node(f"q-{il}", "MUL_MAT", 4 * u * h * (nope + rope), w, qa)
+        else:
+            qm = node(f"q-{il}", "MUL_MAT", 4 * u * h * (nope + rope), w, cur)
+        qv = view(f"q-{il} (r)", "RESHAPE", qm)
+        q_nope = view(f"q_nope_perm-{il}", "PERMUTE", view(f"q_nope-{il}", "VIEW", qv))
+        absorbed = node(f"q_nope_absorbed-{il}", "MUL_MAT", 4 * u * h * r, w, q_nope)
+        q_pe = node(
+            f"q_pe-{il}", "ROPE", 4 * u * h * rope, view(f"q_pe-{il}", "VIEW", qv), leaf("inp_pos", 4 * u)
+        )
+        q = node(
+            f"Qcur-{il}",
+            "CONCAT",
+            4 * u * h * (r + rope),
+            view(f"q_abs_perm-{il}", "PERMUTE", absorbed),
+            q_pe,
+        )
+        kv = node(f"kv_cmpr_pe-{il}", "MUL_MAT", 4 * u * (r + rope), w, cur)
+        cmpr = node(f"kv_cmpr_norm-{il}", "RMS_NORM", 4 * u * r, view(f"kv_cmpr-{il}", "VIEW", kv))
+        cmpr = view(f"Vcur-{il}", "RESHAPE", node(f"kv_cmpr-{il}", "MUL", 4 * u * r, cmpr, w))
+        k_pe = node(
+            f"k_pe-{il}", "ROPE", 4 * u * rope, view(f"k_pe-{il}", "VIEW", kv), leaf("inp_pos", 4 * u)
+        )
+        k = node(f"Kcur-{il}", "CONCAT", 4 * u * (r + rope), cmpr, k_pe)
+        cache = ext(f"cache_k_l{il}")
+        b.store(
+            f"cache_k_l{il} (view)",
+            "SET_ROWS",
+            view(f"Kcur-{il} (view)", "VIEW", k),
+            leaf(f"k_idxs-{kind}", 8 * u),
+            cache,
+        )
+        qp = view(f"Qcur-{il} (permuted)", "PERMUTE", view(f"Qcur-{il} (view)", "VIEW", q))
+        mask = leaf(f"kq_mask-{kind}", (2 if fa else 4) * n_kv * u)
+        if fa:
+            att = node(f"fattn-{il}", "FLASH_ATTN_EXT", 4 * u * h * r, qp, cache, cache, mask)
+            att = node(
+                f"fattn_mla-{il}", "MUL_MAT", 4 * u * h * vd, w, view(f"fattn-{il} (p)", "PERMUTE", att)
+            )
+        else:
+            v = node(f"v_cont-{il}", "CONT", n_kv * r * kv_bytes, view(f"cache_v-{il}", "TRANSPOSE", cache))
+            kq = node(f"kq-{il}", "MUL_MAT", 4 * n_kv * u * h, cache, qp)
+            kq = node(f"kq_soft_max-{il}", "SOFT_MAX", 4 * n_kv * u * h, kq, mask)
+            att = node(f"kqv-{il}", "MUL_MAT", 4 * u * h * r, v, kq)
+            att = node(f"kqv_mla-{il}", "MUL_MAT", 4 * u * h * vd, w, att)
+        att = node(f"kqv_out-{il}", "CONT", 4 * u * h * vd, view(f"kqv_mla-{il} (p)", "PERMUTE", att))
+        return node(f"attn_out-{il}", "MUL_MAT", row, w, view(f"kqv_out-{il} (r)", "RESHAPE", att))
 
     def deltanet(il: int, cur: GgmlTensor, w: GgmlTensor) -> GgmlTensor:
         """A Gated DeltaNet layer (llama.cpp's qwen35 build of it): the conv and recurrent states gathered
@@ -353,6 +433,8 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
         cur = node(f"attn_norm-{il}", "MUL", row, norm, w)
         if kind == "linear":
             cur = deltanet(il, cur, w)
+        elif g.mla is not None:
+            cur = mla_attention(il, kind, n_kv, cur, w)
         else:
             proj: dict[str, GgmlTensor] = {}
             mms: dict[str, GgmlTensor] = {}
@@ -636,7 +718,8 @@ def replayable(model: ModelSpec, kinds: set[str], kv_dtype: str) -> bool:
                 and (moe.n_experts_used > 1) != (MOE_ARCHS.get(model.architecture) == "sigmoid_input")
             )
         )
-        and model.mla is None
+        and (model.mla is None) == (model.architecture not in MLA_ARCHS)
+        and (model.mla is None or not model.mla.index_n_heads)
         and LINEAR not in kinds
         and model.state is None
         and model.ffn_gated
@@ -655,12 +738,13 @@ def cpu_compute_bytes(
     n_kv_swa: int,
     flash_attn: bool,
     n_seq: int = 1,
+    kv_bytes: int = 2,
 ) -> int:
     """llama.cpp's CPU compute buffer (bytes) for ``model`` (``replayable``; ``layer_kinds`` the engine's kind
     of each layer) with micro-batches of ``u`` tokens attending to ``n_kv`` cells of one stream in a
-    full-attention layer and ``n_kv_swa`` in a windowed one, ``n_seq`` sequences: the allocator's high-water
-    mark over the reserve graph (cached per shape)."""
-    return _replayed(graph_shape(model, layer_kinds, u, n_kv, n_kv_swa, flash_attn, n_seq))
+    full-attention layer and ``n_kv_swa`` in a windowed one, ``n_seq`` sequences, a cache of ``kv_bytes`` per
+    element: the allocator's high-water mark over the reserve graph (cached per shape)."""
+    return _replayed(graph_shape(model, layer_kinds, u, n_kv, n_kv_swa, flash_attn, n_seq, kv_bytes))
 
 
 def graph_shape(
@@ -671,6 +755,7 @@ def graph_shape(
     n_kv_swa: int,
     flash_attn: bool,
     n_seq: int = 1,
+    kv_bytes: int = 2,
 ) -> GraphShape | Gemma4Shape:
     """What llama.cpp's CPU reserve graph for ``model`` depends on, for the arguments of
     ``cpu_compute_bytes``: the shape ``reserve_graph`` builds."""
@@ -705,6 +790,16 @@ def graph_shape(
         nope=tuple(k == FULL for k in layer_kinds) if model.architecture in NOPE_ARCHS else (),
         shared_gate=model.architecture in SHARED_GATE_ARCHS,
         deltanet_repeat=model.architecture == "qwen3_next",
+        mla=None
+        if model.mla is None
+        else (
+            model.mla.kv_lora_rank,
+            model.mla.qk_rope_head_dim,
+            model.mla.qk_nope_head_dim,
+            model.mla.v_head_dim,
+            model.mla.q_lora_rank or 0,
+            int(kv_bytes),
+        ),  # fmt: skip
         deltanet=None
         if model.architecture not in DELTANET_ARCHS or model.state is None
         else (

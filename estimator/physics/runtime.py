@@ -8,8 +8,8 @@ through ``results/coefficients.json`` -> ``"memory"`` -> engine (a flat dict of 
 Two runtime models; an engine profile names its own (``EngineProfile.runtime_model``).
 
 "ggml" — ggml's graph allocator (llama.cpp; per device holding layers).  Where the engine's profile replays
-its own graph through the allocator (``EngineProfile.replayed_compute_bytes``: llama.cpp's dense
-full-attention graphs on a CPU, estimator.engines.llama_cpp_graph) that figure is the compute buffer, exact to
+its own graph through the allocator (``EngineProfile.replayed_compute_bytes``: llama.cpp's graphs on a CPU,
+for the architectures estimator.engines.llama_cpp_graph builds) that figure is the compute buffer, exact to
 the log's rounding on every measured configuration; everywhere else the formula below applies.  The buffer
 holds the live tensors of the worst-case graph at its fullest moment, which is the output head or one layer
 (the allocator reuses memory between layers); the attention mask is a graph input that lives through every

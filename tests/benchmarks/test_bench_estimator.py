@@ -116,9 +116,10 @@ def test_bench_cpu_compute_replay(benchmark):
     from estimator.engines import llama_cpp_graph
 
     model = get_model("llama-3.1-405b")
+    kinds = tuple(model.layer_types)  # all full attention
 
     def replay():
         llama_cpp_graph._replayed.cache_clear()
-        return llama_cpp_graph.cpu_compute_bytes(model, 512, 131072, True)
+        return llama_cpp_graph.cpu_compute_bytes(model, kinds, 512, 131072, 131072, True)
 
     assert benchmark(replay) > 0
