@@ -35,9 +35,9 @@ Output adds OUTPUT_COLUMNS:
   has one): compute_bytes_hi and total_bytes_hi, the compute buffers and the total with them at the band's
   95th percentile of measured / estimated, and tight (``true`` when it fits but a device's headroom is under
   that excess); empty without a band.  compute_replayed: ``true`` when the compute buffers are the engine's
-  own graph replayed through its allocator (llama.cpp's dense full-attention graphs on a CPU:
-  estimator.engines.llama_cpp_graph), not the formula; then there is no spread to band: compute_bytes_hi and
-  total_bytes_hi equal compute_bytes and total_bytes, and tight is ``false``.
+  own graph replayed through its allocator (llama.cpp on a CPU, for the architectures
+  estimator.engines.llama_cpp_graph builds), not the formula; then there is no spread to band:
+  compute_bytes_hi and total_bytes_hi equal compute_bytes and total_bytes, and tight is ``false``.
 * prefill_tok_s (n_prompt > 0): batch x n_prompt / prefill time, prompt on top of n_depth (pp{n_prompt}).
 * decode_tok_s (n_gen > 0): batch / mean step time over n_gen tokens from depth n_depth + n_prompt
   (tg{n_gen}; with batch > 1 this is the aggregate over all sequences).

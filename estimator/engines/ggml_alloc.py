@@ -15,7 +15,8 @@ replayed, as ggml/src/ggml-alloc.c of the llama.cpp that llama-cpp-python 0.3.36
   TRANSPOSE, SET_ROWS into the cache) takes no memory of its own;
 * an op that may run in place (``INPLACE_OPS``: ggml_op_can_inplace) reuses a parent the allocator owns
   when the parent has the node's size, no views, is not a graph output and has this node as its last
-  consumer (the first such parent in source order);
+  consumer (the first such parent in source order; ggml compares type, shape and strides, where sizes
+  suffice for the graphs built here: the allocator's own traces agree, tests/alloc_traces);
 * after a node runs, each parent whose consumers and views are all done is freed; a view's last consumer
   releases one view of its source, and a source whose views and consumers are all done is freed; graph outputs
   are never freed;

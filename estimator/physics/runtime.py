@@ -383,8 +383,9 @@ def runtime_buffers(
     """Runtime buffers of one device (formulas in the module docstring).  ``quant`` does not change them in
     this model (kept for the contract: a future term may depend on dequantization buffers).  With ``replay``
     the compute buffers come from the engine's own graph where its profile replays one
-    (``EngineProfile.replayed_compute_bytes``: llama.cpp's dense full-attention graphs on a CPU); without it,
-    always from the formula (calibration fits the formula's coefficients)."""
+    (``EngineProfile.replayed_compute_bytes``: llama.cpp on a CPU, for the architectures
+    estimator.engines.llama_cpp_graph builds); without it, always from the formula (calibration fits the
+    formula's coefficients)."""
     engine = workload.engine
     profile = get_engine(engine)
     c = coerce(mem_coeffs, engine)
