@@ -57,19 +57,19 @@ Gemma 4 (src/models/gemma4.cpp) has a builder of its own (``_gemma4_graph``): pe
 layers, wide global heads, K == V layers, V normed, and without flash attention a narrower V padded to the
 widest before the transposed cache takes it.
 
-Checked twice.  Every allocation (size and offset) of the replay equals the allocator's own trace
-(tools/alloc_trace.py's tracing build) in 22 traces of 18 of these architectures (331-1,607 allocations
-each; Qwen2, Qwen3, Mistral and Gemma 2 share builders traced through Llama-3.1-8B, SmolLM2, Qwen3-30B-A3B
-and Gemma 3; 2026-12-05).  And the replay gives llama.cpp's own CPU compute buffer for every measured
-configuration of these architectures (661 of 661 distinct configurations with an unquantized cache: 1K-131K
-cells, u = 128-2,048, flash attention on and off, 1-4 sequences, unified or not, windows full or not, one
-layer to full depth; within the log's 0.01 MiB rounding; results/runs/cpu-memory-fit--*.jsonl,
-tests/test_llama_cpp_graph.py), the layouts the fitted formula of ``estimator.physics.runtime`` misses
-included (SmolLM2-360M without flash attention at 1K cells, Ministral-3-14B with it at 4K, Gemma-3-1B without
-it at 32K, Gemma 4 E2B / E4B at 131K, gpt-oss at u = 2,048, GLM-4.5 without flash attention at 4K, Llama 4
-Maverick, Qwen3.5-27B at 131K, Qwen3-Next at 8K-32K, a two-layer DeepSeek-V2-Lite at u = 128).  With a
-quantized KV cache one configuration of three is 2.5 % over the replay (Qwen3-8B, q8_0, 32K cells): those
-stay with the formula.
+Checked twice. Every allocation (size and offset) of the replay equals the allocator's own trace
+(tools/alloc_trace.py's tracing build) in 22 traces of 17 of these architectures (331-1,607 allocations each;
+the other seven, Mistral, Qwen2, Qwen3, Gemma 2, Mixtral, DeepSeek-V3 and Kimi-K2, share builders traced
+through Llama-3.1-8B, Qwen3-30B-A3B, Gemma 3 and DeepSeek-V2-Lite; 2026-12-05). And the replay gives
+llama.cpp's own CPU compute buffer for every measured configuration of these architectures (661 of 661
+distinct configurations with an unquantized cache: 1K-131K cells, u = 128-2,048, flash attention on and off,
+1-4 sequences, unified or not, windows full or not, one layer to full depth; within the log's 0.01 MiB
+rounding; results/runs/cpu-memory-fit--*.jsonl, tests/test_llama_cpp_graph.py), the layouts the fitted formula
+of ``estimator.physics.runtime`` misses included (SmolLM2-360M without flash attention at 1K cells,
+Ministral-3-14B with it at 4K, Gemma-3-1B without it at 32K, Gemma 4 E2B / E4B at 131K, gpt-oss at u = 2,048,
+GLM-4.5 without flash attention at 4K, Llama 4 Maverick, Qwen3.5-27B at 131K, Qwen3-Next at 8K-32K, a
+two-layer DeepSeek-V2-Lite at u = 128). With a quantized KV cache one configuration of three is 2.5 % over the
+replay (Qwen3-8B, q8_0, 32K cells): those stay with the formula.
 """
 
 from __future__ import annotations
