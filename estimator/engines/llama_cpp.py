@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from estimator.engines.base import EngineProfile, KVLayout, LaunchCommand, SchedulerSpec, gpu_layers, slug
 from estimator.engines.base import pad as round_up
-from estimator.engines.llama_cpp_graph import cpu_compute_bytes, replayable
+from estimator.engines.llama_cpp_graph import graph_shape, replayable, replayed_bytes
 from estimator.specs import FULL, SLIDING, HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
 
 PAD = 256  # KV cells are padded to 256 (shared/reference/methods.md A4; current builds, see above)
@@ -237,10 +237,11 @@ class LlamaCpp(EngineProfile):
         if not replayable(model, set(kinds), workload.kv_dtype.lower()):
             return None
         kv_bytes = 4 if workload.kv_dtype.lower() == "f32" else 2  # GRAPH_KV_DTYPES: f16 / bf16 / f32
-        return cpu_compute_bytes(
+        shape = graph_shape(
             model, kinds, n_tokens, layout.full_per_stream, layout.windowed_per_stream, workload.flash_attn,
             workload.n_seq, kv_bytes,
         )
+        return replayed_bytes(shape)
 
     def launch(
         self, model: ModelSpec, quant: QuantSpec, workload: Workload, weights_bytes: int

@@ -686,7 +686,9 @@ def reserve_graph(shape: GraphShape | Gemma4Shape) -> tuple[list[GgmlTensor], li
 
 
 @lru_cache(maxsize=4096)
-def _replayed(shape: GraphShape | Gemma4Shape) -> int:
+def replayed_bytes(shape: GraphShape | Gemma4Shape) -> int:
+    """llama.cpp's CPU compute buffer (bytes) for ``shape`` (``graph_shape``): the allocator's high-water
+    mark over the reserve graph, cached per shape."""
     return high_water_bytes(*reserve_graph(shape))
 
 
@@ -730,23 +732,6 @@ def replayable(model: ModelSpec, kinds: set[str], kv_dtype: str) -> bool:
     )
 
 
-def cpu_compute_bytes(
-    model: ModelSpec,
-    layer_kinds: tuple[str, ...],
-    u: int,
-    n_kv: int,
-    n_kv_swa: int,
-    flash_attn: bool,
-    n_seq: int = 1,
-    kv_bytes: int = 2,
-) -> int:
-    """llama.cpp's CPU compute buffer (bytes) for ``model`` (``replayable``; ``layer_kinds`` the engine's kind
-    of each layer) with micro-batches of ``u`` tokens attending to ``n_kv`` cells of one stream in a
-    full-attention layer and ``n_kv_swa`` in a windowed one, ``n_seq`` sequences, a cache of ``kv_bytes`` per
-    element: the allocator's high-water mark over the reserve graph (cached per shape)."""
-    return _replayed(graph_shape(model, layer_kinds, u, n_kv, n_kv_swa, flash_attn, n_seq, kv_bytes))
-
-
 def graph_shape(
     model: ModelSpec,
     layer_kinds: tuple[str, ...],
@@ -757,8 +742,10 @@ def graph_shape(
     n_seq: int = 1,
     kv_bytes: int = 2,
 ) -> GraphShape | Gemma4Shape:
-    """What llama.cpp's CPU reserve graph for ``model`` depends on, for the arguments of
-    ``cpu_compute_bytes``: the shape ``reserve_graph`` builds."""
+    """What llama.cpp's CPU reserve graph depends on, the shape ``reserve_graph`` builds and
+    ``replayed_bytes`` replays: ``model`` (``replayable``; ``layer_kinds`` the engine's kind of each layer)
+    with micro-batches of ``u`` tokens attending to ``n_kv`` cells of one stream in a full-attention layer and
+    ``n_kv_swa`` in a windowed one, ``n_seq`` sequences, a cache of ``kv_bytes`` per element."""
     if model.architecture == GEMMA4:
         return _gemma4_shape(model, layer_kinds, u, n_kv, n_kv_swa, flash_attn)
     moe = model.moe

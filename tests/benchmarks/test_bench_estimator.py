@@ -118,8 +118,10 @@ def test_bench_cpu_compute_replay(benchmark):
     model = get_model("llama-3.1-405b")
     kinds = tuple(model.layer_types)  # all full attention
 
+    shape = llama_cpp_graph.graph_shape(model, kinds, 512, 131072, 131072, True)
+
     def replay():
-        llama_cpp_graph._replayed.cache_clear()
-        return llama_cpp_graph.cpu_compute_bytes(model, kinds, 512, 131072, 131072, True)
+        llama_cpp_graph.replayed_bytes.cache_clear()
+        return llama_cpp_graph.replayed_bytes(shape)
 
     assert benchmark(replay) > 0
