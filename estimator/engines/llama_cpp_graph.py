@@ -157,6 +157,31 @@ class GraphBuilder:
         self.nodes.append(t)
         return t
 
+    def attend(
+        self,
+        il: int,
+        qp: GgmlTensor,
+        cache_k: GgmlTensor,
+        cache_v: GgmlTensor,
+        mask: GgmlTensor,
+        u: int,
+        heads: int,
+        q: int,
+        n_kv: int,
+        flash_attn: bool,
+    ) -> GgmlTensor:
+        """Attention over the cache (q = heads x V head width, F32 rows of u tokens): FLASH_ATTN_EXT and a
+        reshape, or KQ (n_kv x u x heads), soft-max in place, KQV and a copy out of its permutation."""
+        if flash_attn:
+            att = self.node(f"fattn-{il}", "FLASH_ATTN_EXT", 4 * u * q, qp, cache_k, cache_v, mask)
+            return self.view(f"kqv_out-{il}", "RESHAPE", att)
+        kq = self.node(f"kq-{il}", "MUL_MAT", 4 * n_kv * u * heads, cache_k, qp)
+        kq = self.node(f"kq_soft_max-{il}", "SOFT_MAX", 4 * n_kv * u * heads, kq, mask)
+        kqv = self.node(f"kqv-{il}", "MUL_MAT", 4 * u * q, cache_v, kq)
+        return self.node(
+            f"kqv_out-{il}", "CONT", 4 * u * q, self.view(f"kqv-{il} (permuted)", "PERMUTE", kqv)
+        )
+
     def store(self, name: str, op: str, *srcs: GgmlTensor) -> None:
         """SET_ROWS / CPY of ``srcs[0]`` into the cache ``srcs[-1]``: a view of the cache, no memory here."""
         self.nodes.append(GgmlTensor(name, op, 0, srcs, view_of=srcs[-1]))
@@ -486,14 +511,7 @@ def _graph(g: GraphShape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
                 b.store(f"cache_v_l{il} (view)", "SET_ROWS", vt, v_idxs, cache_v)
             qp = view(f"Qcur-{il} (permuted)", "PERMUTE", view(f"Qcur-{il} (view)", "VIEW", proj["Q"]))
             mask = leaf(f"kq_mask-{kind}", (2 if fa else 4) * n_kv * u)  # F16 with flash attention, else F32
-            if fa:
-                att = node(f"fattn-{il}", "FLASH_ATTN_EXT", 4 * u * q, qp, cache_k, cache_v, mask)
-                att = view(f"kqv_out-{il}", "RESHAPE", att)
-            else:
-                kq = node(f"kq-{il}", "MUL_MAT", 4 * n_kv * u * g.heads, cache_k, qp)
-                kq = node(f"kq_soft_max-{il}", "SOFT_MAX", 4 * n_kv * u * g.heads, kq, mask)
-                kqv = node(f"kqv-{il}", "MUL_MAT", 4 * u * q, cache_v, kq)
-                att = node(f"kqv_out-{il}", "CONT", 4 * u * q, view(f"kqv-{il} (permuted)", "PERMUTE", kqv))
+            att = b.attend(il, qp, cache_k, cache_v, mask, u, g.heads, q, n_kv, fa)
             if (
                 g.deltanet is not None
             ):  # the output gate: a copy of Q's gate half, sigmoid and product in place
@@ -635,14 +653,7 @@ def _gemma4_graph(g: Gemma4Shape) -> tuple[list[GgmlTensor], list[GgmlTensor]]:
         qp = view(f"Qcur_pos-{il} (permuted)", "PERMUTE", view(f"Qcur_pos-{il} (view)", "VIEW", qr))
         n_kv = g.n_kv_swa if ly.kind == "swa" else g.n_kv
         mask = leaf(f"kq_mask-{ly.kind}", (2 if g.flash_attn else 4) * n_kv * u)
-        if g.flash_attn:
-            att = node(f"fattn-{il}", "FLASH_ATTN_EXT", 4 * u * q, qp, cache_k, cache_v, mask)
-            att = view(f"kqv_out-{il}", "RESHAPE", att)
-        else:
-            kq = node(f"kq-{il}", "MUL_MAT", 4 * n_kv * u * g.heads, cache_k, qp)
-            kq = node(f"kq_soft_max-{il}", "SOFT_MAX", 4 * n_kv * u * g.heads, kq, mask)
-            kqv = node(f"kqv-{il}", "MUL_MAT", 4 * u * q, cache_v, kq)
-            att = node(f"kqv_out-{il}", "CONT", 4 * u * q, view(f"kqv-{il} (permuted)", "PERMUTE", kqv))
+        att = b.attend(il, qp, cache_k, cache_v, mask, u, g.heads, q, n_kv, g.flash_attn)
         att = node(f"attn_out-{il}", "MUL_MAT", row, w, att)
         att = node(f"attn_post_norm-{il}", "MUL", row, node(f"norm-{il}", "RMS_NORM", row, att), w)
         attn_out = node(f"attn_out-{il}", "ADD", row, att, x)
