@@ -140,6 +140,28 @@ def test_graph_padding_and_scheduler_facts():
     assert sv.step_features(f, 600, 0, PARAMS).batch == 600
 
 
+def test_a_prompt_over_the_budget_is_full_chunks_and_a_remainder():
+    """A prompt of isl tokens under a budget of B tokens, n_d decoding beside it, takes floor(isl / room)
+    steps of room = B - n_d prompt tokens and one step with the rest: an 8,192-token prompt on the H100
+    (vLLM's budget 8,192) with requests decoding is one step of ~8,190 tokens and one of ~2, not two full
+    steps."""
+    f = feats(c=4, isl=8192, osl=1024)
+    assert f.max_batched_tokens == 8192
+    room, n_d = 8190.0, 2.0
+    full, tail = sv.mixed_step_s(f, n_d, room, PARAMS), sv.mixed_step_s(f, n_d, 2.0, PARAMS)
+    assert sv._chunks_s(f, n_d, 8192.0, room, PARAMS, sv.rates(f, PARAMS)) == pytest.approx(full + tail)
+    assert tail < 0.1 * full  # the remainder is a decode-sized step
+    # a prompt that divides the room: no remainder step; arrays give the same numbers
+    assert sv._chunks_s(f, n_d, 2 * room, room, PARAMS, sv.rates(f, PARAMS)) == pytest.approx(2 * full)
+    a = sv._chunks_s(f, n_d, np.array([8192.0, 2 * room]), room, PARAMS, sv.rates(f, PARAMS))
+    assert a == pytest.approx([full + tail, 2 * full])
+    # a batch of 17 x 512 tokens under the 8,192 budget: one full step and one of 512
+    b = feats(c=17, isl=512, osl=128, mode=sv.BATCH)
+    s = sv.solve(b, PARAMS)
+    pre = sv.mixed_step_s(b, 0.0, 8192.0, PARAMS) + sv.mixed_step_s(b, 0.0, 512.0, PARAMS)
+    assert s["ttft_s"] == pytest.approx(PARAMS["ttft_fixed_s"] + pre)
+
+
 def test_batch_mode_is_prefill_then_decode():
     f = feats(c=16, isl=512, osl=128, mode=sv.BATCH)
     s = sv.solve(f, PARAMS)

@@ -46,7 +46,11 @@ t(0, isl))::
     u      = min(max(p, min(isl, room)), room)         prompt tokens of a step that carries prompt
     f      = min(p / u, 1)                             share of steps that carry prompt
     TPOT   = (1 - f) t(n_d, 0) + f t(n_d, u)           mean step a decoding request sees
-    TTFT_s = ttft_fixed_s + min(n_run - 1, 1) TPOT / 2 + ceil(isl / room) t((n_run - 1) share, min(isl, room))
+    TTFT_s = ttft_fixed_s + min(n_run - 1, 1) TPOT / 2 + chunks(isl, room)
+    chunks(x, room) = floor(x / room) t(n_o, room) + [rem > 0] t(n_o, rem),  rem = x - floor(x / room) room,
+             n_o = (n_run - 1) share: the prompt's full chunks and one step with the rest (an 8,192-token
+             prompt under an 8,192-token budget with two requests decoding is one step of 8,190 prompt
+             tokens and one of 2, not two full steps)
 
 Queueing (TTFT = TTFT_s + wait_slot + wait_prompts)::
 
@@ -84,7 +88,7 @@ Outputs: ``output_tok_s`` = lam x osl (all clients together), ``per_user_tok_s``
 one client sees), ``e2e_s`` = TTFT + (osl - 1) TPOT.
 
 **Batch mode**: n_run as above, waves = ceil(C / n_run); each wave prefills n_run x isl tokens in
-ceil(n_run isl / B) steps of t(0, c), c = min(B, n_run isl), then decodes osl - 1 steps of t(n_run, 0);
+steps of at most B (chunks(n_run isl, B) with nothing decoding), then decodes osl - 1 steps of t(n_run, 0);
 e2e = ttft_fixed_s + waves x (prefill + decode); TTFT = ttft_fixed_s + the first wave's prefill;
 output_tok_s = C x osl / e2e.
 
@@ -408,6 +412,23 @@ def _prompt_step_s(f: ServingFeatures, n_decode, n_prompt, params, r):
     return mixed_step_s(f, n_decode, 0.0, params, r) + mixed_step_s(f, 0.0, n_prompt, params, r)
 
 
+def _chunks_s(f: ServingFeatures, n_decode, tokens, room, params, r):
+    """Seconds of the steps that carry ``tokens`` prompt tokens in chunks of at most ``room`` each:
+    floor(tokens / room) full chunks and one step with the remainder (none when it divides), each step
+    with ``n_decode`` decode tokens beside it (``step`` = mixed_step_s for a mixing engine, a decode step
+    then a prefill step otherwise)::
+
+        t = floor(tokens / room) x step(n_decode, room) + [rem > 0] x step(n_decode, rem),
+        rem = tokens - floor(tokens / room) x room
+
+    (an 8,192-token prompt under vLLM's 8,192-token budget with three requests decoding takes one step of
+    8,189 prompt tokens and one of 3, not two of 8,189)."""
+    full = _floor(tokens / room)
+    rem = tokens - full * room
+    tail = _prompt_step_s(f, n_decode, rem, params, r)
+    return full * _prompt_step_s(f, n_decode, room, params, r) + (rem > 0) * tail
+
+
 # -------------------------------------------------------------------------------------------- results
 @dataclass(frozen=True)
 class ServingPoint:
@@ -460,8 +481,7 @@ def solve(f: ServingFeatures, params: dict) -> dict:
     isl, osl, budget = f.isl, f.osl, f.max_batched_tokens
     fixed = params.get("ttft_fixed_s", 0.0)
     if f.batch_mode:
-        chunk = _min(budget, n_run * isl)
-        prefill = _ceil(n_run * isl / budget) * mixed_step_s(f, 0.0, chunk, params, r)
+        prefill = _chunks_s(replace(f, mixes_prefill=True), 0.0, n_run * isl, budget, params, r)
         tpot = mixed_step_s(f, n_run, 0.0, params, r)
         waves = _ceil(f.concurrency / n_run)
         e2e = fixed + waves * (prefill + (osl - 1) * tpot)
@@ -491,9 +511,7 @@ def solve(f: ServingFeatures, params: dict) -> dict:
         tpot = (1.0 - frac) * mixed_step_s(f, n_d, 0.0, params, r) + frac * _prompt_step_s(
             f, n_d, u, params, r
         )
-        own = _min(isl, room)
-        chunk_s = _prompt_step_s(f, others * share, own, params, r)
-        ttft_s = fixed + _min(others, 1.0) * tpot / 2.0 + _ceil(isl / room) * chunk_s
+        ttft_s = fixed + _min(others, 1.0) * tpot / 2.0 + _chunks_s(f, others * share, isl, room, params, r)
     life = ttft_s + (osl - 1.0) * tpot
     lam = n_run / life
     wait_slot = _max(f.concurrency - n_run, 0.0) / lam
