@@ -149,11 +149,11 @@ def test_a_prompt_over_the_budget_is_full_chunks_and_a_remainder():
     assert f.max_batched_tokens == 8192
     room, n_d = 8190.0, 2.0
     full, tail = sv.mixed_step_s(f, n_d, room, PARAMS), sv.mixed_step_s(f, n_d, 2.0, PARAMS)
-    assert sv._chunks_s(f, n_d, 8192.0, room, PARAMS, sv.rates(f, PARAMS)) == pytest.approx(full + tail)
+    assert sv.chunks_s(f, n_d, 8192.0, room, PARAMS, sv.rates(f, PARAMS)) == pytest.approx(full + tail)
     assert tail < 0.1 * full  # the remainder is a decode-sized step
     # a prompt that divides the room: no remainder step; arrays give the same numbers
-    assert sv._chunks_s(f, n_d, 2 * room, room, PARAMS, sv.rates(f, PARAMS)) == pytest.approx(2 * full)
-    a = sv._chunks_s(f, n_d, np.array([8192.0, 2 * room]), room, PARAMS, sv.rates(f, PARAMS))
+    assert sv.chunks_s(f, n_d, 2 * room, room, PARAMS, sv.rates(f, PARAMS)) == pytest.approx(2 * full)
+    a = sv.chunks_s(f, n_d, np.array([8192.0, 2 * room]), room, PARAMS, sv.rates(f, PARAMS))
     assert a == pytest.approx([full + tail, 2 * full])
     # a batch of 17 x 512 tokens under the 8,192 budget: one full step and one of 512
     b = feats(c=17, isl=512, osl=128, mode=sv.BATCH)

@@ -67,8 +67,15 @@ def test_a_long_prompt_is_prefilled_in_chunks_of_the_token_budget():
     one = speed.prefill_features(M, Q, replace(WL, n_prompt=budget, n_ctx=4 * budget))
     three = speed.prefill_features(M, Q, replace(WL, n_prompt=3 * budget, n_ctx=4 * budget))
     t_one, t_three = sets.stream.prefill_s(one), sets.stream.prefill_s(three)
-    # three full chunks: three steps of the full budget (attention per token grows with the prompt)
-    assert 3 * t_one < t_three < 3 * t_one * 1.5
+    # three full chunks: three steps of the full budget, each with the attention per token of the whole prompt
+    base = sets.stream.base
+    step3 = sv.mixed_step_s(replace(base, attn_prompt=three.attn_flops / (3 * budget)), 0.0, budget,
+                            sets.stream.params)  # fmt: skip
+    assert t_three == pytest.approx(3 * step3, rel=1e-12) and t_three > 3 * t_one
+    # one token over the budget: one full step and a one-token step, not two full steps
+    over = speed.prefill_features(M, Q, replace(WL, n_prompt=budget + 1, n_ctx=4 * budget))
+    t_over = sets.stream.prefill_s(over)
+    assert t_one < t_over < 1.2 * t_one
 
 
 def test_predict_rows_use_the_same_path():

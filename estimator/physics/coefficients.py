@@ -247,9 +247,13 @@ PARAMS: tuple[Param, ...] = (
     # learnt from its B200 MoE rows alone (docs/calibration.md, "Serving at concurrency").
     Param("bw_eff", "serving", EFF, 0.75, 1e-3, 1.0, fit="all", doc="weights streamed per step, as decode",
           covariates=_SERVE_EFF, effects=_FD),
+    # no engine term either (2026-12-05): the decode attention kernels that read the cache are shared
+    # libraries too (FlashInfer, FlashAttention, FlashMLA), and with an engine term SGLang's KV rate was
+    # learnt from its B200 MLA / DSA / hybrid models alone and read a dense model's GQA cache at a third of
+    # the bandwidth
     Param("kv_bw_eff", "serving", EFF, 0.75, 1e-3, 1.0, fit="all",
           doc="fraction of datasheet bandwidth reached reading the decoding requests' KV cache",
-          covariates=_SERVE, effects=("family",)),
+          covariates=("vendor",), effects=("family",)),
     Param("flops_eff", "serving", EFF, 0.5, 1e-3, 1.0, fit="all",
           doc="fraction of the datasheet GEMM rate (FP8 for 8- and 4-bit float formats) in a step",
           covariates=("vendor",), effects=_FD),
@@ -281,6 +285,12 @@ PARAMS: tuple[Param, ...] = (
     Param("queue_share", "serving", EFF, 0.5, 1e-3, 1.0, True, "all",
           "share of the other running requests' prompts a new one waits behind (1: every request of a "
           "benchmark's equal-length cohort arrives together; small: arrivals spread out)",
+          covariates=_SERVE, effects=("family",)),
+    # < 1: a tensor-parallel all-reduce of a prompt chunk (tens of MB) reaches less than the link's one-way
+    # rate (NCCL / the engines' own all-reduce kernels); per engine: vLLM and SGLang ship different all-reduce
+    # paths.  Without it the B200's vLLM TTFT was predicted too slow at TP 1 and too fast at TP 8 (2026-12-05)
+    Param("link_eff", "serving", EFF, 0.999, 1e-3, 1.0, fit="all",
+          doc="fraction of the one-way interconnect bandwidth a tensor-parallel all-reduce reaches",
           covariates=_SERVE, effects=("family",)),
     Param("flops_abs_tflops", "serving", RATE, 0.5, 1e-4, 1e4, doc="effective TFLOPS (from prefill, CPUs)"),
     Param("host_bw_eff", "serving", EFF, 0.6, 1e-3, 1.0, doc="as decode"),

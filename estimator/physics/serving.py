@@ -27,6 +27,9 @@ decode step formula of estimator.physics.speed (``speed.step_s``) applied to the
               (x flops_rel_fp4 for 4-bit float weights)
     t(n_d,u)= step_s(...)          [t_fixed + t_layer L + moe_route L_moe + max(t_mem, t_comp) + all-reduces]
               + t_seq_s x n_d + (n_d attn_decode + u attn_prompt) / (N x bf16 peak x attn_eff)
+    all-reduces = 2 L x (t_allreduce_s + 2 (N - 1) / N x T x hidden x 2 B / (link one way x link_eff))
+              (link_eff <= 1, fitted per engine: the share of the link's rate the engine's all-reduce reaches;
+              a set that does not carry it, the decode step's, uses the whole link)
 
 depth = isl + osl / 2, the mean depth of a decoding request; N devices (tensor / expert parallel; ``replicas``
 counts copies of the dense weights under attention data parallelism).  An engine that does not mix runs the
@@ -126,6 +129,7 @@ FP4_FORMATS = ("NVFP4", "MXFP4")  # 4-bit float weights: GEMM rate = FP8 peak x 
 # Step efficiencies and overheads a serving set may carry; absent ones come from the decode / prefill sets.
 STEP_PARAMS = (
     "bw_eff", "bw_rel_moe", "flops_eff", "attn_eff", "t_fixed_s", "t_layer_s", "t_allreduce_s", "moe_route_s",
+    "link_eff",
 )  # fmt: skip
 
 
@@ -352,7 +356,8 @@ def serving_features(
 def rates(f: ServingFeatures, params: dict) -> speed.DecodeRates:
     """The DecodeRates of ``speed.step_s`` from the features' device figures and a serving set's params
     (as ``speed.decode_rates`` builds them from a HardwareSpec; the GEMM rate x flops_rel_fp4 for 4-bit float
-    weights; a device without a datasheet rate uses flops_abs_tflops)."""
+    weights; a device without a datasheet rate uses flops_abs_tflops; the link x link_eff, 1 when the set
+    does not carry it)."""
     gemm = f.gemm_flops_s
     if not _arr(gemm) and not gemm:
         gemm = params.get("flops_abs_tflops", 0.5) * 1e12
@@ -362,7 +367,7 @@ def rates(f: ServingFeatures, params: dict) -> speed.DecodeRates:
         bw_bs=f.bandwidth_bs * params["bw_eff"],
         host_bw_bs=1.0,  # serving steps read no host weights
         flops_s=gemm * params["flops_eff"] * fp4_factor,
-        link_bs=f.link_bs,
+        link_bs=f.link_bs * params.get("link_eff", 1.0),
         t_fixed_s=params["t_fixed_s"],
         t_layer_s=params["t_layer_s"],
         moe_route_s=params.get("moe_route_s", 0.0),
@@ -412,7 +417,7 @@ def _prompt_step_s(f: ServingFeatures, n_decode, n_prompt, params, r):
     return mixed_step_s(f, n_decode, 0.0, params, r) + mixed_step_s(f, 0.0, n_prompt, params, r)
 
 
-def _chunks_s(f: ServingFeatures, n_decode, tokens, room, params, r):
+def chunks_s(f: ServingFeatures, n_decode, tokens, room, params, r):
     """Seconds of the steps that carry ``tokens`` prompt tokens in chunks of at most ``room`` each:
     floor(tokens / room) full chunks and one step with the remainder (none when it divides), each step
     with ``n_decode`` decode tokens beside it (``step`` = mixed_step_s for a mixing engine, a decode step
@@ -481,7 +486,7 @@ def solve(f: ServingFeatures, params: dict) -> dict:
     isl, osl, budget = f.isl, f.osl, f.max_batched_tokens
     fixed = params.get("ttft_fixed_s", 0.0)
     if f.batch_mode:
-        prefill = _chunks_s(replace(f, mixes_prefill=True), 0.0, n_run * isl, budget, params, r)
+        prefill = chunks_s(replace(f, mixes_prefill=True), 0.0, n_run * isl, budget, params, r)
         tpot = mixed_step_s(f, n_run, 0.0, params, r)
         waves = _ceil(f.concurrency / n_run)
         e2e = fixed + waves * (prefill + (osl - 1) * tpot)
@@ -511,7 +516,7 @@ def solve(f: ServingFeatures, params: dict) -> dict:
         tpot = (1.0 - frac) * mixed_step_s(f, n_d, 0.0, params, r) + frac * _prompt_step_s(
             f, n_d, u, params, r
         )
-        ttft_s = fixed + _min(others, 1.0) * tpot / 2.0 + _chunks_s(f, others * share, isl, room, params, r)
+        ttft_s = fixed + _min(others, 1.0) * tpot / 2.0 + chunks_s(f, others * share, isl, room, params, r)
     life = ttft_s + (osl - 1.0) * tpot
     lam = n_run / life
     wait_slot = _max(f.concurrency - n_run, 0.0) / lam

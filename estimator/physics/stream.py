@@ -20,7 +20,8 @@ Formulas (t(n_d, u) = ``serving.mixed_step_s``, a step of n_d decode and u promp
 estimator.physics.serving)::
 
     decode step of B sequences at depth d = t(B, 0)            (B = 1: the TPOT of one client)
-    prefill of T prompt tokens            = ceil(T / budget) x t(0, min(T, budget))
+    prefill of T prompt tokens            = floor(T / budget) x t(0, budget) + [rem > 0] x t(0, rem),
+                                            rem = T - floor(T / budget) x budget
     time to first token                   = ttft_fixed_s + prefill
 
 budget = the scheduler's ``max_batched_tokens`` (the prompt chunks of the serving model's TTFT and batch
@@ -37,7 +38,6 @@ say that the figures come from the serving fit.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from estimator.engines import get_engine
@@ -76,14 +76,15 @@ class ServingStep:
         return float(serving.mixed_step_s(sf, b, 0.0, self.params))
 
     def prefill_s(self, f: speed.PrefillFeatures) -> float:
-        """Seconds to prefill ``f.tokens`` prompt tokens: ceil(T / budget) steps of t(0, min(T, budget))."""
+        """Seconds to prefill ``f.tokens`` prompt tokens: floor(T / budget) full steps and one step with the
+        rest (``serving.chunks_s``, nothing decoding beside them)."""
         tokens = int(f.tokens)
         if tokens <= 0:
             return 0.0
         budget = max(self.base.max_batched_tokens, 1.0)
-        chunk = min(float(tokens), budget)
-        sf = replace(self.base, attn_prompt=f.attn_flops / tokens)
-        return math.ceil(tokens / budget) * float(serving.mixed_step_s(sf, 0.0, chunk, self.params))
+        sf = replace(self.base, attn_prompt=f.attn_flops / tokens, mixes_prefill=True)
+        r = serving.rates(sf, self.params)
+        return float(serving.chunks_s(sf, 0.0, float(tokens), budget, self.params, r))
 
     def first_token_s(self, prefill_s: float, step_s: float) -> float:  # noqa: ARG002 - the protocol's
         """The serving model's TTFT of one request: ttft_fixed_s + the prefill (its last chunk samples the
