@@ -164,6 +164,9 @@ _FD = ("family", "device")
 IQ_PRIOR = {"intercept_sd": 0.1, "covariate_sd": 1.0}
 _SERVE = ("engine_vendor",)  # serving rows: vLLM / SGLang per vendor (covariates: engine=<e>@<vendor>)
 _SERVE_EFF = ("engine_vendor", "vendor")
+# an engine's MoE path (routing, token dispatch, its grouped-GEMM kernels) is its own software on every
+# vendor: an engine-wide term (engine=<e>@accel) and a per-vendor one (docs/calibration.md, 2026-12-05)
+_SERVE_MOE = ("engine", "engine_vendor")
 PARAMS: tuple[Param, ...] = (
     # decode (estimator.physics.speed: t_step = t_fixed_s + t_layer_s L + moe_route_s L_moe + max(...) + comm)
     Param("bw_eff", "decode", EFF, 0.7, 1e-3, 1.0, True, "all", "fraction of datasheet bandwidth reached",
@@ -266,7 +269,7 @@ PARAMS: tuple[Param, ...] = (
     Param("bw_rel_moe", "serving", RATE, 0.999, 0.05, 1.0, fit="all",
           doc="bandwidth reached reading routed-expert weights relative to dense weights (grouped GEMMs over "
           "few rows per expert stream weights less efficiently than one dense GEMM)",
-          covariates=_SERVE, effects=("family",)),
+          covariates=_SERVE_MOE, effects=("family",)),
     Param("attn_eff", "serving", EFF, 0.3, 1e-3, 1.0, fit="all",
           doc="fraction of the bf16 rate reached by prompt attention",
           covariates=_SERVE, effects=("family",)),
@@ -274,8 +277,10 @@ PARAMS: tuple[Param, ...] = (
           covariates=_SERVE, effects=_FD),
     Param("t_layer_s", "serving", TIME, 1e-5, 0.0, 1e-2, fit="all", doc="per layer of one step, s",
           covariates=_SERVE, effects=("family",)),
+    # a vendor term, no engine term (2026-12-05): a small all-reduce's latency is the interconnect's and the
+    # collective kernel's, not the scheduler's (each engine's share of the link's rate is link_eff)
     Param("t_allreduce_s", "serving", TIME, 2e-5, 0.0, 1e-2, fit="all",
-          doc="latency of one tensor-parallel all-reduce, s", covariates=_SERVE, effects=("family",)),
+          doc="latency of one tensor-parallel all-reduce, s", covariates=("vendor",), effects=("family",)),
     # a vendor term, no engine term (2026-12-05): SGLang's per-request term was learnt from its B200 MoE rows
     # when the H100 was held out (60 us against 26 us in the full fit) and made its dense H100 rows 1.3x too
     # slow; one term for both engines transfers better both ways (docs/calibration.md)
@@ -299,7 +304,7 @@ PARAMS: tuple[Param, ...] = (
     Param("host_bw_eff", "serving", EFF, 0.6, 1e-3, 1.0, doc="as decode"),
     Param("moe_route_s", "serving", TIME, 0.0, 0.0, 1e-2, fit="all",
           doc="per MoE layer of one step (router, token dispatch and combine, grouped-GEMM launches), s",
-          covariates=_SERVE, effects=("family",)),
+          covariates=_SERVE_MOE, effects=("family",)),
 )  # fmt: skip
 
 # Transformed space of the schema-2 model (calibration.hierarchy fits eta, the estimator turns it back):
