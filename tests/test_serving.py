@@ -63,8 +63,11 @@ def test_routed_experts_stream_at_bw_rel_moe():
     assert "bw_rel_moe" in sv.STEP_PARAMS  # an uncalibrated step (decode sets) keeps it at 1
 
 
-def test_single_client_ttft_is_its_own_prefill_and_tpot_one_decode_step():
-    f = feats(c=1, isl=1024, osl=256)
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_single_client_ttft_is_its_own_prefill_and_tpot_one_decode_step(engine):
+    """One client: TTFT is the request's own prefill, with no decode step beside it even on an engine that
+    runs prefill as a step of its own (SGLang, spread lengths: not the lock-step cohort)."""
+    f = dataclasses.replace(feats(c=1, isl=1024, osl=256, engine=engine), equal_lengths=False)
     s = sv.solve(f, PARAMS)
     assert s["running"] == 1 and not s["kv_limited"]
     assert s["tpot_s"] == pytest.approx(sv.mixed_step_s(f, 1.0, 0.0, PARAMS))

@@ -33,7 +33,8 @@ decode step formula of estimator.physics.speed (``speed.step_s``) applied to the
 
 depth = isl + osl / 2, the mean depth of a decoding request; N devices (tensor / expert parallel; ``replicas``
 counts copies of the dense weights under attention data parallelism).  An engine that does not mix runs the
-prompt chunk as a step of its own: t(n_d, 0) + t(0, u) in place of t(n_d, u).
+prompt chunk as a step of its own: t(n_d, 0) + t(0, u) in place of t(n_d, u) (t(0, u) alone when nothing
+decodes: a lone request's prefill is not charged an empty decode step).
 
 **Steady state of the closed loop** (``FIXED_POINT_ROUNDS`` rounds from TPOT = t(n_run, 0), TTFT_s =
 t(0, isl))::
@@ -411,10 +412,12 @@ def mixed_step_s(f: ServingFeatures, n_decode, n_prompt, params: dict, r: speed.
 
 
 def _prompt_step_s(f: ServingFeatures, n_decode, n_prompt, params, r):
-    """A step that carries prompt: mixed, or a prefill step of its own after the decode step (no mixing)."""
+    """A step that carries prompt: mixed, or a prefill step of its own after the decode step (no mixing;
+    no decode step when nothing decodes: a lone request, an offline batch's prefill)."""
     if f.mixes_prefill:
         return mixed_step_s(f, n_decode, n_prompt, params, r)
-    return mixed_step_s(f, n_decode, 0.0, params, r) + mixed_step_s(f, 0.0, n_prompt, params, r)
+    decode = (n_decode > 0) * mixed_step_s(f, n_decode, 0.0, params, r)
+    return decode + mixed_step_s(f, 0.0, n_prompt, params, r)
 
 
 def chunks_s(f: ServingFeatures, n_decode, tokens, room, params, r):
@@ -486,7 +489,7 @@ def solve(f: ServingFeatures, params: dict) -> dict:
     isl, osl, budget = f.isl, f.osl, f.max_batched_tokens
     fixed = params.get("ttft_fixed_s", 0.0)
     if f.batch_mode:
-        prefill = chunks_s(replace(f, mixes_prefill=True), 0.0, n_run * isl, budget, params, r)
+        prefill = chunks_s(f, 0.0, n_run * isl, budget, params, r)
         tpot = mixed_step_s(f, n_run, 0.0, params, r)
         waves = _ceil(f.concurrency / n_run)
         e2e = fixed + waves * (prefill + (osl - 1) * tpot)

@@ -82,7 +82,7 @@ class ServingStep:
         if tokens <= 0:
             return 0.0
         budget = max(self.base.max_batched_tokens, 1.0)
-        sf = replace(self.base, attn_prompt=f.attn_flops / tokens, mixes_prefill=True)
+        sf = replace(self.base, attn_prompt=f.attn_flops / tokens)
         r = serving.rates(sf, self.params)
         return float(serving.chunks_s(sf, 0.0, float(tokens), budget, self.params, r))
 
