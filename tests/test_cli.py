@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -242,6 +243,28 @@ def test_default_context_is_clamped_for_a_4k_model():
     assert any("default 8,192 tokens is above llama-2-7b's maximum" in n for n in d["notes"])
     line = one_line_error(run("report", "--model", "llama-2-7b", "--hardware", "rtx-4090", "--ctx", "8192"))
     assert "maximum of 4096" in line  # a context the user typed is never changed
+
+
+def test_default_context_holds_one_serving_request():
+    """Without --ctx the context is the larger of 8,192 and --isl + --osl (an engine's max_model_len must hold
+    a whole request): 8,192-token prompts used to be capped to 4,096 in the serving section.  Clamped to the
+    model's maximum with its own note; a context the user typed is kept (the serving section caps the
+    requests then)."""
+    from estimator.catalog.data import get_model
+    from estimator.render.translate import tr
+    from estimator.report.request import DEFAULT_CTX, ReportRequest
+
+    qwen, llama2 = get_model("qwen3-30b-a3b"), get_model("llama-2-7b")
+    base = ReportRequest(model="qwen3-30b-a3b", hardware="h100-sxm", engine="vllm")
+    assert base.context(qwen) == (DEFAULT_CTX, ())
+    ctx, (note,) = replace(base, isl=8192, osl=1024).context(qwen)
+    assert ctx == 9216
+    assert "one serving request of --isl 8192 + --osl 1024" in note and "default 8,192 tokens" in note
+    assert tr(note).startswith("contexto: se dimensiona a 9,216 tokens, una petición de servicio")
+    ctx, (note,) = replace(base, isl=8192, osl=1024).context(llama2)
+    assert ctx == 4096 and note.startswith("context: one serving request is above llama-2-7b's maximum")
+    assert tr(note).startswith("contexto: una petición de servicio supera el máximo de llama-2-7b")
+    assert replace(base, isl=8192, ctx=4096).context(qwen) == (4096, ())
 
 
 def test_sglang_users_spell_the_memory_fraction_as_sglang_does():

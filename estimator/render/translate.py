@@ -857,6 +857,22 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
         "tokens (--ctx elige otro)",
     ),
     (
+        re.compile(
+            r"context: one serving request is above (?P<m>.+)'s maximum, so it is sized at its maximum of "
+            r"(?P<x>[\d,]+) tokens \(--ctx chooses another\)"
+        ),
+        "contexto: una petición de servicio supera el máximo de {m}, así que se dimensiona a su máximo de "
+        "{x} tokens (--ctx elige otro)",
+    ),
+    (
+        re.compile(
+            r"context: sized at (?P<c>[\d,]+) tokens, one serving request of --isl (?P<i>\d+) \+ --osl "
+            r"(?P<o>\d+) \(the default (?P<d>[\d,]+) tokens would not hold it; --ctx chooses another\)"
+        ),
+        "contexto: se dimensiona a {c} tokens, una petición de servicio de --isl {i} + --osl {o} (los {d} "
+        "tokens por defecto no la contienen; --ctx elige otro)",
+    ),
+    (
         re.compile(r"hardware '(?P<t>.+)' is catalog device (?P<id>\S+) \((?P<n>.+)\)"),
         "hardware '{t}' es el dispositivo {id} del catálogo ({n})",
     ),

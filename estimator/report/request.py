@@ -205,18 +205,30 @@ class ReportRequest:
     slo_tpot_ms: float = DEFAULT_SLO_TPOT_MS
 
     def context(self, model: ModelSpec) -> tuple[int, tuple[str, ...]]:
-        """(context tokens, notes): the requested context, or by default DEFAULT_CTX clamped to the model's
-        maximum (a 4K model, or a GGUF trained at 2,048 tokens, is sized at its maximum with a note, not
-        refused); a context the user typed is never changed (above the maximum it is refused unless
+        """(context tokens, notes): the requested context, or by default the larger of DEFAULT_CTX and one
+        serving request (``isl`` + ``osl``: an engine's max_model_len must hold a whole request, so asking for
+        8,192-token prompts sizes at least 8,192 + osl tokens, with a note), clamped to the model's maximum (a
+        4K model, or a GGUF trained at 2,048 tokens, is sized at its maximum with a note, not refused); a
+        context the user typed is never changed (above the maximum it is refused unless
         ``allow_overlong``)."""
         if self.ctx is not None:
             return self.ctx, ()
-        if 0 < model.max_context < DEFAULT_CTX:
-            return model.max_context, (
-                f"context: the default {DEFAULT_CTX:,} tokens is above {model.id}'s maximum, so it is sized "
-                f"at its maximum of {model.max_context:,} tokens (--ctx chooses another)",
+        request = int(self.isl) + int(self.osl)
+        want, notes = DEFAULT_CTX, ()
+        if request > DEFAULT_CTX:
+            want = request
+            notes = (
+                f"context: sized at {request:,} tokens, one serving request of --isl {int(self.isl)} + "
+                f"--osl {int(self.osl)} (the default {DEFAULT_CTX:,} tokens would not hold it; --ctx chooses "
+                "another)",
             )
-        return DEFAULT_CTX, ()
+        if 0 < model.max_context < want:
+            which = "one serving request" if want > DEFAULT_CTX else f"the default {DEFAULT_CTX:,} tokens"
+            return model.max_context, (
+                f"context: {which} is above {model.id}'s maximum, so it is sized at its maximum of "
+                f"{model.max_context:,} tokens (--ctx chooses another)",
+            )
+        return want, notes
 
     def check(self) -> None:
         """SpecError naming the option for a number that is not finite or outside its range (the CLI's parser
