@@ -35,7 +35,8 @@ from calibration.validate import ape_stats
 # when each measurement came to count once (calibration.dataset.Republished: 17.6 % / 27.4 %), to 17 % / 28 %
 # with a prompt's remainder chunk, the engine-free KV rate and the all-reduce's link efficiency (16.1 % /
 # 26.5 %), and TPOT to 15 % with the engine-free per-request and all-reduce terms and the engine-wide MoE
-# terms (13.4 % / 26.9 %); the targets are 12 % / 25 % (held out by device).
+# terms (13.4 % / 26.9 %), TPOT to 14 % with the decode attention's own efficiency (12.9 % / 26.9 %); the
+# issue's targets are 12 % / 25 % (held out by device: 11.6 % / 24.1 % now).
 THRESHOLDS: dict[str, float] = {
     "decode": 0.10,
     "prefill": 0.15,
@@ -43,7 +44,7 @@ THRESHOLDS: dict[str, float] = {
     "prefill lofo": 0.25,
     "weights+kv": 0.01,
     "total": 0.05,
-    "tpot": 0.15,
+    "tpot": 0.14,
     "ttft": 0.28,
 }
 # Out-of-sample coverage of the nominal 90 % speed intervals must lie in this band under these schemes.

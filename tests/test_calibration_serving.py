@@ -121,10 +121,10 @@ def test_serving_design_is_units_with_covariates_and_effects(points):
         gemm = design.names[keys.index(f"serving.{name}")]
         assert not [c for c in gemm if c.startswith("cov:engine=")], name
     assert "cov:vendor=AMD" in design.names[keys.index("serving.flops_eff")]
-    # the KV read runs in shared attention kernels too, the per-request term was confounded with SGLang's MoE
-    # rows, a small all-reduce's latency is the interconnect's: a vendor term, no engine term; the link
-    # efficiency is each engine's own all-reduce path: an engine term per vendor
-    for name in ("kv_bw_eff", "t_seq_s", "t_allreduce_s"):
+    # the KV read and the decode attention run in shared attention kernels too, the per-request term was
+    # confounded with SGLang's MoE rows, a small all-reduce's latency is the interconnect's: a vendor term,
+    # no engine term; the link efficiency is each engine's own all-reduce path: an engine term per vendor
+    for name in ("kv_bw_eff", "attn_decode_eff", "t_seq_s", "t_allreduce_s"):
         cols = design.names[keys.index(f"serving.{name}")]
         assert "cov:vendor=AMD" in cols and not [c for c in cols if c.startswith("cov:engine=")], name
     link = design.names[keys.index("serving.link_eff")]

@@ -63,6 +63,22 @@ def test_routed_experts_stream_at_bw_rel_moe():
     assert "bw_rel_moe" in sv.STEP_PARAMS  # an uncalibrated step (decode sets) keeps it at 1
 
 
+def test_decode_attention_runs_at_its_own_efficiency():
+    """The decoding requests' attention FLOPs are charged at attn_decode_eff, the prompt's at attn_eff (other
+    kernels: an MLA decode's absorbed form on a few heads per device against a prefill's dense attention);
+    a set without attn_decode_eff (the uncalibrated step of the decode / prefill sets) charges both at
+    attn_eff.  Known answer: the difference of two steps is the attention term alone."""
+    f = feats("deepseek-v3", hw="b200", quant="FP8", c=64, isl=8192, n=8)
+    peak = f.n_devices * f.attn_flops_s
+    old = dict(PARAMS)
+    new = dict(PARAMS, attn_decode_eff=0.1)
+    assert sv.mixed_step_s(f, 64, 0, new) - sv.mixed_step_s(f, 64, 0, old) == pytest.approx(
+        64 * f.attn_decode / peak * (1 / 0.1 - 1 / PARAMS["attn_eff"]), rel=1e-9
+    )
+    assert sv.mixed_step_s(f, 0, 512, new) == sv.mixed_step_s(f, 0, 512, old)  # prompt attention: attn_eff
+    assert "attn_decode_eff" in sv.STEP_PARAMS
+
+
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_single_client_ttft_is_its_own_prefill_and_tpot_one_decode_step(engine):
     """One client: TTFT is the request's own prefill, with no decode step beside it even on an engine that

@@ -273,6 +273,14 @@ PARAMS: tuple[Param, ...] = (
     Param("attn_eff", "serving", EFF, 0.3, 1e-3, 1.0, fit="all",
           doc="fraction of the bf16 rate reached by prompt attention",
           covariates=_SERVE, effects=("family",)),
+    # the decoding requests' attention is other kernels than a prompt's (one query per request against the
+    # cache; MLA's absorbed form on the few heads one device holds under tensor parallelism): its own
+    # efficiency, default that of attn_eff, a vendor term like the KV read's (shared libraries).  With one
+    # attn_eff for both, DeepSeek's decode at 8K-token prompts was 1.3-1.5x too fast on the B200 in sample
+    # (docs/calibration.md, 2026-12-05 evening)
+    Param("attn_decode_eff", "serving", EFF, 0.3, 1e-3, 1.0, fit="all",
+          doc="fraction of the bf16 rate reached by the decoding requests' attention",
+          covariates=("vendor",), effects=("family",)),
     Param("t_fixed_s", "serving", TIME, 3e-4, 0.0, 1.0, fit="all", doc="fixed overhead of one step, s",
           covariates=_SERVE, effects=_FD),
     Param("t_layer_s", "serving", TIME, 1e-5, 0.0, 1e-2, fit="all", doc="per layer of one step, s",

@@ -26,7 +26,11 @@ decode step formula of estimator.physics.speed (``speed.step_s``) applied to the
     FLOPs   = pad(T) x (dense + expert / flops_rel_moe) FLOPs per token,  GEMM rate = peak(format) x flops_eff
               (x flops_rel_fp4 for 4-bit float weights)
     t(n_d,u)= step_s(...)          [t_fixed + t_layer L + moe_route L_moe + max(t_mem, t_comp) + all-reduces]
-              + t_seq_s x n_d + (n_d attn_decode + u attn_prompt) / (N x bf16 peak x attn_eff)
+              + t_seq_s x n_d + (n_d attn_decode / attn_decode_eff + u attn_prompt / attn_eff) / (N x peak)
+              (peak: the bf16 rate)
+              (two attention efficiencies: a decode kernel reads one query per request against the cache,
+              an MLA decode multiplies its absorbed form on the few heads one device holds; a prompt chunk is
+              a dense attention; a set without attn_decode_eff, the decode step's, charges both at attn_eff)
     all-reduces = 2 L x (t_allreduce_s + 2 (N - 1) / N x T x hidden x 2 B / (link one way x link_eff))
               (link_eff <= 1, fitted per engine: the share of the link's rate the engine's all-reduce reaches;
               a set that does not carry it, the decode step's, uses the whole link)
@@ -130,7 +134,7 @@ FP4_FORMATS = ("NVFP4", "MXFP4")  # 4-bit float weights: GEMM rate = FP8 peak x 
 # Step efficiencies and overheads a serving set may carry; absent ones come from the decode / prefill sets.
 STEP_PARAMS = (
     "bw_eff", "bw_rel_moe", "flops_eff", "attn_eff", "t_fixed_s", "t_layer_s", "t_allreduce_s", "moe_route_s",
-    "link_eff",
+    "link_eff", "attn_decode_eff",
 )  # fmt: skip
 
 
@@ -405,9 +409,10 @@ def mixed_step_s(f: ServingFeatures, n_decode, n_prompt, params: dict, r: speed.
     attn_rate = f.attn_flops_s
     if not _arr(attn_rate) and not attn_rate:  # no datasheet rate (CPUs): the set's effective TFLOPS
         attn_rate = params.get("flops_abs_tflops", 0.5) * 1e12
-    attn = (n_decode * f.attn_decode + n_prompt * f.attn_prompt) / (
-        f.n_devices * attn_rate * params.get("attn_eff", 0.3)
-    )
+    attn_eff = params.get("attn_eff", 0.3)
+    decode_eff = params.get("attn_decode_eff", attn_eff)
+    flops = n_decode * f.attn_decode / decode_eff + n_prompt * f.attn_prompt / attn_eff
+    attn = flops / (f.n_devices * attn_rate)
     return t + params.get("t_seq_s", 0.0) * n_decode + attn
 
 
