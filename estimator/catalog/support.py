@@ -172,11 +172,20 @@ def support_facts() -> tuple[SupportFact, ...]:
     return read_support()
 
 
+@lru_cache(maxsize=1)
+def _by_topic() -> dict[tuple[str, str], tuple[SupportFact, ...]]:
+    """The support table's rows by (engine, subject), in table order (what ``find`` scans)."""
+    out: dict[tuple[str, str], list[SupportFact]] = {}
+    for f in support_facts():
+        out.setdefault((f.engine, f.subject), []).append(f)
+    return {k: tuple(v) for k, v in out.items()}
+
+
 @lru_cache(maxsize=8192)
 def find(engine: str, backend: str, family: str, subject: str, item: str = "*") -> SupportFact | None:
     """The most specific fact about (engine, backend, family, subject, item), or None (see module doc)."""
     best, best_key = None, None
-    for f in support_facts():
+    for f in _by_topic().get((engine, subject), ()):
         if not f.matches(engine, backend, family, subject, item):
             continue
         key = f.specificity(backend, family, item)

@@ -136,12 +136,11 @@ def attention_flops(
     top_k, idx = sparse_keys(model, sparse), indexer_flops_per_key(model)
     dense_prompt = n > 1 and depth + n <= dense_upto
     per_key = attn_flops_per_key(model, not dense_prompt and (absorbed or top_k is not None))
-    total = 0
-    for kind in model.layer_types:
-        if kind == FULL:
-            total += per_key * sum_keys(depth, n, top_k) + idx * sum_keys(depth, n, None)
-        elif kind in (SLIDING, CHUNKED):
-            total += per_key * sum_keys(depth, n, model.window)
+    kinds = model.layer_types  # every full layer costs the same, and so does every windowed one
+    n_full, n_window = kinds.count(FULL), kinds.count(SLIDING) + kinds.count(CHUNKED)
+    total = n_full * (per_key * sum_keys(depth, n, top_k) + idx * sum_keys(depth, n, None))
+    if n_window:
+        total += n_window * per_key * sum_keys(depth, n, model.window)
     return total + n * state_flops_per_token(model)
 
 
