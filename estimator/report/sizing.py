@@ -12,6 +12,7 @@ from estimator.physics import speed as speed_mod
 from estimator.physics import stream as stream_mod
 from estimator.physics import support as support_mod
 from estimator.physics.memory import estimate_memory
+from estimator.physics.runtime import coerce as memory_coefficients
 from estimator.specs import HardwareSpec, ModelSpec, QuantSpec, SpecError, Workload
 
 # what the physics raises for a configuration it cannot size (missing figures, impossible sizes)
@@ -46,6 +47,7 @@ class Sizing:
         self._feats: dict = {}
         self._decode: dict = {}
         self._sets: dict = {}
+        self._coeffs: dict = {}  # engine -> its MemoryCoefficients, parsed once
 
     def memory(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload):
         """Memory with the KV cache of ``memory_sequences(wl)`` sequences (what the launch commands
@@ -53,7 +55,9 @@ class Sizing:
         wl = replace(wl, n_seq=memory_sequences(wl))
         key = (quant.name, hw, wl)
         if key not in self._mem:
-            self._mem[key] = estimate_memory(self.model, quant, hw, wl, self.table.memory_for(wl.engine))
+            if wl.engine not in self._coeffs:
+                self._coeffs[wl.engine] = memory_coefficients(self.table.memory_for(wl.engine), wl.engine)
+            self._mem[key] = estimate_memory(self.model, quant, hw, wl, self._coeffs[wl.engine])
         return self._mem[key]
 
     def sets(self, quant: QuantSpec, hw: HardwareSpec, wl: Workload):
