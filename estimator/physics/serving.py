@@ -27,10 +27,10 @@ decode step formula of estimator.physics.speed (``speed.step_s``) applied to the
               (x flops_rel_fp4 for 4-bit float weights)
     t(n_d,u)= step_s(...)          [t_fixed + t_layer L + moe_route L_moe + max(t_mem, t_comp) + all-reduces]
               + t_seq_s x n_d + (n_d attn_decode / attn_decode_eff + u attn_prompt / attn_eff) / (N x peak)
-              (peak: the bf16 rate)
-              (two attention efficiencies: a decode kernel reads one query per request against the cache,
-              an MLA decode multiplies its absorbed form on the few heads one device holds; a prompt chunk is
-              a dense attention; a set without attn_decode_eff, the decode step's, charges both at attn_eff)
+              (peak: the bf16 rate; two attention efficiencies, since a decode kernel reads one query per
+              request against the cache, an MLA decode multiplying its absorbed form on the few heads one
+              device holds, and a prompt chunk is a dense attention; a set without attn_decode_eff, the
+              decode step's, charges both at attn_eff)
     all-reduces = 2 L x (t_allreduce_s + 2 (N - 1) / N x T x hidden x 2 B / (link one way x link_eff))
               (link_eff <= 1, fitted per engine: the share of the link's rate the engine's all-reduce reaches;
               a set that does not carry it, the decode step's, uses the whole link)
