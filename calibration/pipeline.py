@@ -16,6 +16,7 @@ evidence is fitted too, as the decode steps it is (calibration.features.one_toke
 from __future__ import annotations
 
 import datetime as dt
+import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 
@@ -166,7 +167,22 @@ def counts(points) -> tuple[dict, dict]:
         add(d["units"].setdefault(unit, {"decode": 0, "prefill": 0}), p.phase)
     for f in fams.values():
         f["devices"], f["engines"] = sorted(f["devices"]), sorted(f["engines"])
+    for dev, basis in detected_bandwidth_basis(points).items():
+        devs[dev]["bandwidth_gbs"] = basis
     return fams, devs
+
+
+def detected_bandwidth_basis(points) -> dict[str, float]:
+    """{device: GB/s} for every host outside the catalog (a detected spec: its bandwidth is the probe its
+    records carried, not a datasheet figure): the median of its points' probes, the bandwidth its fitted
+    effects are relative to.  The estimator holds a fresh probe of the same host to it
+    (``coefficients.model_params``: a probe measured another way or at another moment must not move the
+    calibrated speed)."""
+    probes: dict[str, list[float]] = {}
+    for p in points:
+        if str(p.hardware.id).startswith("detected") and p.hardware.bandwidth_gbs:
+            probes.setdefault(p.device, []).append(float(p.hardware.bandwidth_gbs))
+    return {dev: _r(float(statistics.median(v)), 4) for dev, v in probes.items()}
 
 
 def model_section(state: FitState, points, intervals: dict | None = None, cv: dict | None = None) -> dict:

@@ -17,10 +17,11 @@ Families (the ``family`` column of the hardware catalog, reference/hardware_extr
         10.x/12.x nvidia-blackwell (10.3 nvidia-blackwell-ultra).
 A catalog match overrides the computed family for GPUs (the catalog is the calibration's grouping).
 
-Bandwidth probe: a copy of a ``probe_bytes`` buffer (default 256 MiB) into another (stdlib memoryview;
-within a few percent of a numpy copy); one copy moves 2 x probe_bytes (read + write); best of ``repeats``;
-reported in GB/s = 10^9 B/s.  It is a measured lower bound of what a streaming kernel sees, not the datasheet
-peak.
+Bandwidth probe (``estimator.catalog.detect.bandwidth_probe_gbs``): a copy of a 256 MiB buffer into another on
+every logical CPU the process may use at once, each thread its own slice; one pass moves 2 x 256 MiB (read +
+write); best of 5; GB/s = 10^9 B/s.  It is a measured lower bound of what a streaming kernel sees, not the
+datasheet peak.  Records store how it was measured (``bandwidth_probe``, ``bandwidth_probe_threads``): before
+2026-12-05 it was one thread's copy.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ from dataclasses import dataclass, field
 
 from estimator.catalog.detect import (  # noqa: F401 - the detection core, re-exported for the harness
     NVML_NAME_TO_ID,
-    PROBE_DESCRIPTION,
     CpuInfo,
     GpuInfo,
     bandwidth_probe_gbs,
@@ -47,6 +47,8 @@ from estimator.catalog.detect import (  # noqa: F401 - the detection core, re-ex
     host_device_key,
     isa_features,
     parse_cpuinfo,
+    probe_description,
+    probe_threads,
 )
 from estimator.catalog.detect import detect_gpus as _detect_gpus
 from estimator.specs import HardwareSpec, SpecError
@@ -111,7 +113,8 @@ def detect_host(
     resolver = resolver if resolver is not None else default_hardware_resolver()
     cpu = detect_cpu()
     gpus = detect_gpus() if use_gpus else ()
-    bw = bandwidth_probe_gbs() if probe_bandwidth else None
+    threads = probe_threads()
+    bw = bandwidth_probe_gbs(threads=threads) if probe_bandwidth else None
     host = socket.gethostname()
     detected = {
         "cpu_model": cpu.model_name,
@@ -123,7 +126,8 @@ def detect_host(
         "isa": list(cpu.isa),
         "cpu_family": cpu.family,
         "host_bandwidth_probe_gbs": round(bw, 2) if bw else None,
-        "bandwidth_probe": PROBE_DESCRIPTION,
+        "bandwidth_probe": probe_description(threads),
+        "bandwidth_probe_threads": threads,
         "os": platform.platform(),
     }
     if gpus:
@@ -187,7 +191,8 @@ def hardware_spec_for(info: HostInfo, resolver: HardwareResolver | None = None) 
         spec = _try_resolve(resolver, [info.hardware_id])
         if spec is not None:
             return spec
-    source = f"detected on {info.host} by fitbench harness.hwdetect (bandwidth = {PROBE_DESCRIPTION})"
+    probe = info.detected.get("bandwidth_probe") or probe_description()
+    source = f"detected on {info.host} by fitbench harness.hwdetect (bandwidth = {probe})"
     own = host_device_key(info.host, info.device_name)  # the key this host's records carry (device_key)
     if info.gpus:
         return detected_gpu_spec(

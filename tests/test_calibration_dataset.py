@@ -165,6 +165,23 @@ def test_a_detected_host_spec_carries_its_probe_as_an_achieved_bandwidth():
     assert covariates(resolve_hardware("threadripper-3970x"), "llama.cpp", "CPU", ("bw_measured",)) == {}
 
 
+def test_the_model_section_keeps_each_detected_host_s_probe_basis():
+    """A detected host's device entry records the median probe its points carried (the basis of its
+    effects, which the estimator holds a fresh probe to); catalogued devices have none."""
+    from types import SimpleNamespace as NS
+
+    from calibration.pipeline import counts
+
+    def pt(dev, hw_id, bw, phase="decode"):
+        hw = NS(id=hw_id, bandwidth_gbs=bw)
+        return NS(device=dev, hardware=hw, family="f", engine="llama.cpp", backend="CPU", phase=phase)
+
+    pts = [pt("vm:AMD EPYC", "detected-cpu", b) for b in (27.3, 27.8, 41.9)]
+    pts += [pt("rtx-4090", "rtx-4090", 1008.0, "prefill")]
+    _, devs = counts(pts)
+    assert devs["vm:AMD EPYC"]["bandwidth_gbs"] == 27.8 and "bandwidth_gbs" not in devs["rtx-4090"]
+
+
 def test_record_build_reads_the_record_its_notes_then_its_source():
     """A record's engine build: its engine_version; else what its build_info / published notes say after the
     engine's name; else what its source states for such rows, per engine (Argonne's vLLM runs, not its

@@ -322,6 +322,49 @@ def test_a_detected_host_answers_with_its_own_calibrated_runs(tmp_path):
     assert other.basis == "family" and other.params["bw_eff"] == pytest.approx(_eta_value(bw, base - 0.6))
 
 
+def test_a_detected_host_is_held_to_the_probe_its_calibrated_runs_carried(tmp_path):
+    """A detected host's effects are relative to the bandwidth its own records carried (the model's
+    ``devices[...]["bandwidth_gbs"]``): a fresh probe of another figure (a multi-threaded probe, a busy
+    moment) evaluates the covariates at that basis and scales bw_eff by basis / probe, so bandwidth x bw_eff
+    is the calibrated rate.  A file without the basis (written before it) and another host are not
+    rescaled."""
+    from estimator.physics.coefficients import detected_family, param, prior_eta
+
+    own = "vm:AMD EPYC"
+    vm_family = detected_family("cpu-x86-avx512", own)
+    doc = _model_doc()
+    doc["model"]["params"][0]["beta"]["ln_bw"] = -0.2
+    doc["model"]["params"][0]["family"][vm_family] = 0.4
+    doc["model"]["params"][0]["device"][own] = 0.1
+    doc["model"]["families"][vm_family] = {"decode": 7}
+    doc["model"]["devices"][own] = {"family": vm_family, "decode": 7, "prefill": 0, "bandwidth_gbs": 25.0}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(doc))
+    old = copy.deepcopy(doc)
+    del old["model"]["devices"][own]["bandwidth_gbs"]
+    old_path = tmp_path / "old.json"
+    old_path.write_text(json.dumps(old))
+    bw = param("decode", "bw_eff")
+    base = prior_eta(bw, "cpu") + 0.5 + 0.4 + 0.1
+    cpu = dict(family="cpu-x86-avx512", vendor="AMD", kind="cpu", id="detected-cpu", bf16=None)
+    probe = _hw(measured_as=own, bandwidth_gbs=50.0, bandwidth_measured_gbs=50.0, **cpu)
+    at_basis = _eta_value(bw, base - 0.2 * math.log(25.0 / 500.0))
+    got = load_coefficients(path).lookup(probe, "llama.cpp", "decode").params["bw_eff"]
+    assert got == pytest.approx(at_basis * 25.0 / 50.0)
+    assert got * 50.0 == pytest.approx(at_basis * 25.0)  # the calibrated streaming rate
+    label = load_coefficients(path).lookup(probe, "llama.cpp", "decode").label
+    assert "(this host's own runs, at the 25.0 GB/s probe they carried)" in label
+    same = _hw(measured_as=own, bandwidth_gbs=25.0, bandwidth_measured_gbs=25.0, **cpu)
+    got_same = load_coefficients(path).lookup(same, "llama.cpp", "decode").params["bw_eff"]
+    assert got_same == pytest.approx(at_basis)
+    unscaled = _eta_value(bw, base - 0.2 * math.log(50.0 / 500.0))
+    got_old = load_coefficients(old_path).lookup(probe, "llama.cpp", "decode").params["bw_eff"]
+    assert got_old == pytest.approx(unscaled)
+    other = _hw(measured_as="other:AMD EPYC", bandwidth_gbs=50.0, bandwidth_measured_gbs=50.0, **cpu)
+    got_other = load_coefficients(path).lookup(other, "llama.cpp", "decode").params["bw_eff"]
+    assert got_other == pytest.approx(_eta_value(bw, prior_eta(bw, "cpu") + 0.5 - 0.2 * math.log(0.1)))
+
+
 def test_schema2_speed_report_says_the_interval_basis(tmp_path):
     from estimator.catalog.resolve import resolve_model
     from estimator.physics.quant import get_quant

@@ -103,6 +103,32 @@ def test_report_and_fit_start_from_this_machine():
 def test_bandwidth_probe_is_stdlib_and_measures_something():
     gbs = detect.bandwidth_probe_gbs(probe_bytes=16 * 2**20, repeats=2)
     assert 0.1 < gbs < 10_000
+    assert detect.bandwidth_probe_gbs(probe_bytes=1000, repeats=1, threads=7) > 0  # more threads than pages
+
+
+def test_bandwidth_probe_copies_on_every_thread_at_once(monkeypatch):
+    """The probe's slices are copied concurrently, one per thread, and together cover the buffer once: a
+    barrier of ``threads`` parties inside the copy only opens when all of them run at the same time (a probe
+    that copied on one thread would time out there)."""
+    import threading
+
+    real = detect.ctypes.memmove
+    threads, n = 3, 3 * 4096 + 5
+    barrier = threading.Barrier(threads, timeout=10)
+    seen: list[tuple[int, int, int]] = []
+
+    def memmove(dst, src, size):
+        barrier.wait()
+        seen.append((threading.get_ident(), int(dst) - int(src), size))
+        return real(dst, src, size)
+
+    monkeypatch.setattr(detect.ctypes, "memmove", memmove)
+    assert detect.bandwidth_probe_gbs(probe_bytes=n, repeats=2, threads=threads) > 0
+    assert len(seen) == 2 * threads and len({t for t, _, _ in seen}) == threads
+    assert sum(size for _, _, size in seen) == 2 * n
+    assert "on 3 threads at once" in detect.probe_description(3)
+    assert "on 1 thread at once" in detect.probe_description(1)
+    assert 1 <= detect.probe_threads()
 
 
 def test_report_start_up_imports_no_detection_or_numpy():

@@ -12,10 +12,12 @@ The detection core the harness also records (``harness.hwdetect`` builds its Hos
 * **the CPU** through /proc/cpuinfo and psutil: model, cores, RAM, ISA features and the calibration family
   (cpu-x86-avx512 / -avx2 / -sse4, cpu-arm-neon, cpu-riscv, cpu-unknown), plus a bandwidth probe.
 
-Bandwidth probe: a ``memoryview`` copy of a ``probe_bytes`` buffer (default 256 MiB, filled first so no page
-is the shared zero page) into another; one copy moves 2 x probe_bytes (read + write); best of ``repeats``; in
-GB/s = 10^9 B/s.  A measured lower bound of what a streaming kernel sees, not the datasheet peak (stdlib only:
-within a few percent of a numpy copy).
+Bandwidth probe: a copy of a ``probe_bytes`` buffer (default 256 MiB, filled first so no page is the shared
+zero page) into another on every logical CPU the process may use at once (``ctypes.memmove`` slices, one per
+thread: the standard library, GIL released); one pass moves 2 x probe_bytes (read + write); best of
+``repeats``; in GB/s = 10^9 B/s.  A measured lower bound of what a streaming kernel sees, not the datasheet
+peak.  One thread's copy, the probe before 2026-12-05, stays far below the bandwidth of a many-core,
+many-channel host (``bandwidth_probe_gbs``).
 
 ``detect_hardware()`` maps what it finds to the catalog (an NVML name through ``NVML_NAME_TO_ID`` or a slug of
 it; an Apple chip through its name, with the machine's own memory and wired limit; a CPU model through
@@ -25,12 +27,15 @@ has no bandwidth or TFLOPS: the report says so and ``--bandwidth-gbs`` / ``--tfl
 
 from __future__ import annotations
 
+import ctypes
+import os
 import platform
 import re
 import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -70,7 +75,26 @@ _CC_FAMILY = {
     (12,): "nvidia-blackwell",
 }
 
-PROBE_DESCRIPTION = "memoryview copy, best of 5, 2 x 256 MiB moved per copy, GB = 1e9 B"
+PROBE_BYTES = 256 * 2**20  # bytes of each of the probe's two buffers
+PROBE_REPEATS = 5
+
+
+def probe_threads() -> int:
+    """The threads the bandwidth probe copies on: every logical CPU this process may run on (its affinity
+    mask where the OS has one, else ``os.cpu_count()``), as llama.cpp's CPU backend streams a decode step's
+    weights on every core."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def probe_description(threads: int | None = None) -> str:
+    """How ``bandwidth_probe_gbs`` measured (stored with every detected record as ``bandwidth_probe``)."""
+    n = threads or probe_threads()
+    return (f"memmove copy on {n} thread{'s' if n != 1 else ''} at once, best of {PROBE_REPEATS}, "
+            f"2 x {PROBE_BYTES // 2**20} MiB moved per pass, GB = 1e9 B")  # fmt: skip
+
 
 
 @dataclass(frozen=True)
@@ -205,18 +229,47 @@ def cpu_clock_ghz() -> float | None:
     return round(mhz / 1e3, 3) if mhz and mhz > 0 else None
 
 
-def bandwidth_probe_gbs(probe_bytes: int = 256 * 2**20, repeats: int = 5) -> float:
-    """Host memory copy bandwidth in GB/s (10^9 B/s): best of ``repeats`` copies of 2 x probe_bytes."""
+def bandwidth_probe_gbs(
+    probe_bytes: int = PROBE_BYTES, repeats: int = PROBE_REPEATS, threads: int | None = None
+) -> float:
+    """Host memory copy bandwidth in GB/s (10^9 B/s): the best of ``repeats`` passes, each copying one buffer
+    of ``probe_bytes`` into another on ``threads`` threads at once (default ``probe_threads()``: every
+    logical CPU the process may use), each thread its own contiguous slice; one pass moves 2 x probe_bytes
+    (read + write).
+
+    All cores, because one core cannot draw a server's memory bandwidth: a one-thread copy on a many-channel
+    DDR5 host reaches a small share of what llama.cpp's decode, which streams its weights on every core,
+    reads.  ``ctypes.memmove`` releases the GIL, so the slices copy concurrently with the standard library
+    only.  Each thread writes its own slices once before the timed passes (page faults are not bandwidth).
+
+    Limits: the buffers are 2 x 256 MiB whatever the host, so a part whose last-level cache nears that size
+    (AMD's stacked-cache server parts) reads partly from cache and the figure is high (``--bandwidth-gbs``
+    gives the datasheet's), and with dozens of threads the dispatch of the slices is a few percent of a pass.
+    Until 2026-12-05 the probe was one thread's copy; records keep the description of the probe they ran
+    (``bandwidth_probe``), and a host's calibrated speed stays relative to the probe its own runs carried
+    (``estimator.physics.coefficients.bandwidth_basis``)."""
     n = max(1, int(probe_bytes))
-    src = bytearray(b"\x01") * n  # written, so no page is the shared zero page
-    dst = bytearray(n)
-    view = memoryview(dst)
-    view[:] = src  # touch both buffers once (page faults are not bandwidth)
+    t = max(1, min(int(threads or probe_threads()), n))
+    src = (ctypes.c_char * n)()
+    dst = (ctypes.c_char * n)()
+    base_src, base_dst = ctypes.addressof(src), ctypes.addressof(dst)
+    edges = [n * k // t for k in range(t + 1)]
+    slices = [(edges[k], edges[k + 1] - edges[k]) for k in range(t)]
+
+    def fill(piece: tuple[int, int]) -> None:  # written, so no page is the shared zero page
+        ctypes.memset(base_src + piece[0], 1, piece[1])
+        ctypes.memset(base_dst + piece[0], 0, piece[1])
+
+    def copy(piece: tuple[int, int]) -> None:
+        ctypes.memmove(base_dst + piece[0], base_src + piece[0], piece[1])
+
     best = float("inf")
-    for _ in range(max(1, repeats)):
-        t0 = time.perf_counter()
-        view[:] = src
-        best = min(best, time.perf_counter() - t0)
+    with ThreadPoolExecutor(max_workers=t) as pool:
+        list(pool.map(fill, slices))
+        for _ in range(max(1, repeats)):
+            t0 = time.perf_counter()
+            list(pool.map(copy, slices))
+            best = min(best, time.perf_counter() - t0)
     return 2 * n / best / 1e9
 
 
@@ -466,7 +519,7 @@ def gpu_spec(gpus: tuple[GpuInfo, ...]) -> tuple[HardwareSpec, tuple[str, ...]]:
 def cpu_spec(cpu: CpuInfo, bandwidth_gbs: float | None) -> tuple[HardwareSpec, tuple[str, ...]]:
     """The catalog entry of this CPU, else a spec from detection: memory = RAM, bandwidth = the probe."""
     spec = _catalog(cpu_catalog_candidates(cpu.model_name))
-    probe = f"{bandwidth_gbs:.1f} GB/s measured ({PROBE_DESCRIPTION})" if bandwidth_gbs else "not measured"
+    probe = f"{bandwidth_gbs:.1f} GB/s measured ({probe_description()})" if bandwidth_gbs else "not measured"
     if spec is not None:
         return spec, (f"detected CPU {cpu.model_name} (catalog {spec.id}); copy bandwidth {probe}",)
     ram = (cpu.ram_bytes or 0) / GIB

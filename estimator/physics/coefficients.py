@@ -82,7 +82,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -658,6 +658,8 @@ def model_params(model: dict, hardware: HardwareSpec, engine: str, phase: str, b
     from estimator.physics import covariates as cov
 
     (dev, fam), kind = calibration_keys(model, hardware), hardware.kind or "gpu"
+    basis = bandwidth_basis(model, hardware)
+    spec = replace(hardware, bandwidth_gbs=basis, bandwidth_measured_gbs=basis) if basis else hardware
     out = {}
     for entry in model["params"]:
         p = param(*entry["key"].split(".", 1))
@@ -665,11 +667,33 @@ def model_params(model: dict, hardware: HardwareSpec, engine: str, phase: str, b
             continue
         beta = entry.get("beta", {})
         eta = prior_eta(p, kind) + beta.get("1", 0.0)
-        for c, x in cov.covariates(hardware, engine, backend, p.covariates).items():
+        for c, x in cov.covariates(spec, engine, backend, p.covariates).items():
             eta += beta.get(c, 0.0) * x
         eta += entry.get("family", {}).get(fam, 0.0) + entry.get("device", {}).get(dev, 0.0)
         out[p.name] = float(from_eta(p, eta))
+    if basis and "bw_eff" in out:  # bandwidth x bw_eff stays what the host's own runs were fitted at
+        out["bw_eff"] *= basis / float(hardware.bandwidth_gbs)
     return out
+
+
+def bandwidth_basis(model: dict, hardware: HardwareSpec) -> float | None:
+    """GB/s: the bandwidth a detected host's own calibrated runs carried (``devices[...]["bandwidth_gbs"]``,
+    calibration.pipeline.detected_bandwidth_basis) when the model answers ``hardware`` with that host's
+    effects and the spec's bandwidth (a fresh probe) differs from it; None otherwise.
+
+    The host's effects are relative to that figure, so ``model_params`` evaluates the covariates at it and
+    scales ``bw_eff`` by basis / probe: the streaming rate bandwidth x bw_eff is the calibrated one whatever
+    the new probe says (a copy probe varies by tens of percent between runs on a shared host, and the probe
+    itself became multi-threaded on 2026-12-05: estimator.catalog.detect.bandwidth_probe_gbs)."""
+    if not hardware.measured_as or not hardware.bandwidth_gbs:
+        return None
+    dev_key, _ = calibration_keys(model, hardware)
+    if dev_key != hardware.measured_as:
+        return None
+    basis = (model.get("devices") or {}).get(dev_key, {}).get("bandwidth_gbs")
+    if not basis or abs(float(basis) - float(hardware.bandwidth_gbs)) < 1e-9:
+        return None
+    return float(basis)
 
 
 def unit_name(engine: str, backend: str | None) -> str:
@@ -752,6 +776,9 @@ def model_set(
         intervals, notes = {}, {}
     dev_key, fam_key = calibration_keys(model, hardware)
     own = " (this host's own runs)" if dev_key != device_key(hardware) else ""
+    held_to = bandwidth_basis(model, hardware)
+    if own and held_to:
+        own = f" (this host's own runs, at the {held_to:.1f} GB/s probe they carried)"
     where = {
         "device": f"{dev_key} measured{own}, {fam_key}/{engine}",
         "family": f"family {hardware.family}/{engine}",
