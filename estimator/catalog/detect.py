@@ -96,7 +96,6 @@ def probe_description(threads: int | None = None) -> str:
             f"2 x {PROBE_BYTES // 2**20} MiB moved per pass, GB = 1e9 B")  # fmt: skip
 
 
-
 @dataclass(frozen=True)
 class CpuInfo:
     model_name: str
