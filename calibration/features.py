@@ -368,10 +368,28 @@ def e2e_specs(resolver: Resolver, rec):
     B = ``batch`` sequences and the n_batch it states (``stated_n_batch``: llama-bench -b, which caps
     n_ubatch)."""
     model, quant, hw, wl = record_specs(resolver, rec)
+    check_context(model, rec)
     n_batch = stated_n_batch(rec)
     if n_batch:
         wl = dataclasses.replace(wl, n_batch=n_batch)
     return model, quant, hw, dataclasses.replace(wl, n_seq=max(int(rec.batch), 1), n_depth=0)
+
+
+def check_context(model: ModelSpec, rec) -> None:
+    """SpecError when the record's engine stops a sequence at the model's context length
+    (``EngineProfile.stops_at_model_context``: vLLM, SGLang) and the run asked for more tokens than that
+    (n_depth + n_prompt + n_gen > max_context): it generated fewer tokens than it states, so its time does not
+    measure its stated workload."""
+    if rec.engine not in ENGINES or not get_engine(rec.engine).stops_at_model_context:
+        return
+    asked = int(rec.n_depth or 0) + int(rec.n_prompt or 0) + int(rec.n_gen or 0)
+    if asked > model.max_context:
+        depth = f"{rec.n_depth} + " if rec.n_depth else ""
+        raise SpecError(
+            f"{depth}{rec.n_prompt} + {rec.n_gen} tokens exceed {model.id}'s context of {model.max_context}: "
+            f"{get_engine(rec.engine).label} stops a sequence there, so the run generated fewer tokens than "
+            "it states"
+        )
 
 
 def record_specs(resolver: Resolver, rec):

@@ -25,7 +25,9 @@ mode with the shipped fit moved the median 50.3 % -> 53.3 % (GH200 29 % -> 20 %,
 Which records: ``e2e_latency_s`` of ``llama.cpp`` rows built by ``llama-bench -pg`` and ``vllm`` rows of an
 offline batch-latency benchmark (``build_info``); the throughput rows of the same tests (total_tok_s) are
 the same measurement and are not counted twice.  llama-bench's ``-b`` (n_batch, which caps n_ubatch) is the
-published ``batch_raw`` ``n_batch N`` where the record has no n_batch.
+published ``batch_raw`` ``n_batch N`` where the record has no n_batch.  A run that asked an engine which
+stops a sequence at the model's context for more tokens than that context is not predicted
+(``calibration.features.check_context``): it generated fewer tokens than it states.
 
 Error per record: ape = |t_pred / t_meas - 1| of the latency (the ratio of times, as for speeds).
 """

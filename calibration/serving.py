@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from calibration.dataset import Dataset, LoadedRecord, Rejection, record_build
-from calibration.features import Resolver, SpeedPoint, _point, workload_for
+from calibration.features import Resolver, SpeedPoint, _point, check_context, workload_for
 from calibration.fit import TimeModel
 from calibration.validate import HeldOut, ape_stats
 from estimator.engines import engine_names, get_engine
@@ -176,11 +176,7 @@ def serving_points(
         engine = record_engine(r, engines)
         try:
             model, quant, hw = resolver.spec_for(dataclasses.replace(r, engine=engine))
-            if r.n_prompt + r.n_gen > model.max_context:
-                raise SpecError(
-                    f"requests of {r.n_prompt} + {r.n_gen} tokens exceed the model's context "
-                    f"{model.max_context}"
-                )
+            check_context(model, dataclasses.replace(r, engine=engine))
             if not hw.bandwidth_gbs or not hw.bf16_tflops:
                 raise SpecError(f"device {hw.id!r} has no datasheet bandwidth / TFLOPS")
             rec = dataclasses.replace(r, engine=engine, kv_dtype=_kv_dtype(r))

@@ -178,3 +178,36 @@ def test_a_record_of_a_model_the_catalog_lacks_names_it():
     assert "model not stated: the source names 'BAAI/Aquila-7B', which the catalog does not hold" in (
         rejected[0].reason
     )
+
+
+def test_a_vllm_run_past_the_model_context_is_left_out_and_llama_bench_s_is_kept():
+    """vLLM stops a sequence once prompt + output reach the model's context (Llama-2-7B: 4,096 tokens), so a
+    batch of 2,048 + 2,049 tokens generated fewer tokens than it states (Argonne's llama-7b 2,048 + 2,048 runs
+    took 0.05-3 s on the GH200): left out with why.  llama-bench sizes its context to the test, so its run of
+    the same lengths is predicted; a vLLM run of exactly 4,096 tokens is too."""
+    vllm = _e2e("a100-80gb-pcie", "vLLM (offline LLM.generate batch latency)", 1, None, "v", engine="vllm")
+    over = replace(vllm, record_id="over", n_prompt=2048, n_gen=2049)
+    exact = replace(vllm, record_id="exact", n_prompt=2048, n_gen=2048)
+    cpp = _e2e("rtx-3090", "llama.cpp (llama-bench -pg)", 1, "n_batch 16", "cpp")
+    cpp = replace(cpp, n_prompt=2048, n_gen=2049)
+    points, rejected = latency.latency_points(build_from([over, exact, cpp]))
+    assert sorted((p.engine, p.workload.n_gen) for p in points) == [("llama.cpp", 2049), ("vllm", 2048)]
+    assert [r.line for r in rejected] == [0]
+    assert rejected[0].reason == (
+        "e2e features: 2048 + 2049 tokens exceed llama-2-7b's context of 4096: vLLM stops a sequence there, "
+        "so the run generated fewer tokens than it states"
+    )
+
+
+def test_the_context_check_is_the_engine_profile_s_and_counts_the_depth():
+    """check_context (the serving points' too): SGLang caps like vLLM, a depth counts toward the context, an
+    engine that sizes its own context (llama.cpp) is never capped."""
+    from calibration.features import check_context
+    from estimator.specs import SpecError
+
+    model = resolve_model("llama-2-7b")
+    rec = base_record(model_id="llama-2-7b", n_prompt=2048, n_gen=1024, n_depth=1024)
+    check_context(model, replace(rec, engine="sglang"))  # 4,096 tokens: within
+    with pytest.raises(SpecError, match=r"^1025 \+ 2048 \+ 1024 tokens exceed .*SGLang stops a sequence"):
+        check_context(model, replace(rec, engine="sglang", n_depth=1025))
+    check_context(model, replace(rec, engine="llama.cpp", n_depth=1025))

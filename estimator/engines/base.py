@@ -287,6 +287,10 @@ class EngineProfile:
     # issue, with why: their quantized prefill is not a point of the speed fit (calibration.features)
     unmodelled_quant_gemm: tuple[tuple[str, str], ...] = ()
     materializes_kq_without_fa: bool = False
+    # a sequence stops once its prompt + output tokens reach the model's context length (the engine's maximum
+    # request length defaults to the length the model config allows), so a run that asked for more generated
+    # fewer tokens than it states; llama-bench sizes its context to the test instead (n_ctx = prompt + gen)
+    stops_at_model_context: bool = False
     # prefill: the last layer's FFN runs only for the rows that return logits (llama.cpp gathers the output
     # rows, ``inp_out_ids``, after the last layer's attention), not for every prompt token
     last_layer_ffn_outputs_only: bool = False

@@ -96,6 +96,9 @@ class SGLang(EngineProfile):
     stream_on_serving_step = True
     bench_client = "python -m sglang.bench_serving --max-concurrency C"
     fits_serving = True
+    # python/sglang/srt/managers/scheduler.py clips a request's max_new_tokens to max_req_len - prompt - 1,
+    # max_req_len from the context length of the model config
+    stops_at_model_context = True
     offload_flag = "--cpu-offload-gb"
     # python/sglang/srt/utils/offloader.py (OffloaderV1): offloaded parameters live in pinned host memory, and
     # the wrapped forward copies every parameter of the module to the GPU (``v.to(device)`` over its

@@ -119,6 +119,10 @@ class VLLM(EngineProfile):
     bench_client = "vllm bench serve --max-concurrency C"
     stream_on_serving_step = True
     fits_serving = True
+    # max_model_len defaults to the length derived from the model config; vllm/v1/core/sched/utils.py
+    # check_stop ends a request with FINISHED_LENGTH_CAPPED once num_tokens >= max_model_len (V0: the
+    # engine's StopChecker, the same cap)
+    stops_at_model_context = True
     offload_flag = "--cpu-offload-gb"
     # the offloader keeps offloaded parameters in pinned host memory and reads them from the GPU at every
     # forward pass (vllm/model_executor/offloader: UVA / prefetch; the --cpu-offload-gb help: "part of the
