@@ -121,6 +121,7 @@ def detect_host(
         "machine": cpu.machine,
         "physical_cores": cpu.physical_cores,
         "cpu_clock_ghz": cpu.clock_ghz,
+        "cpu_clock_source": cpu.clock_source,
         "logical_cpus": cpu.logical_cpus,
         "ram_bytes": cpu.ram_bytes,
         "isa": list(cpu.isa),

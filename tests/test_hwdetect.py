@@ -98,6 +98,10 @@ def test_local_cpu_detection_and_detected_spec(monkeypatch):
     threads = info.detected["bandwidth_probe_threads"]
     assert threads >= 1 and f"on {threads} thread" in info.detected["bandwidth_probe"]
     assert info.detected["ram_bytes"] > 0 and info.detected["isa"] == list(info.cpu.isa)
+    # the clock and how it was found (cpufreq, the probe on a VM, or the reported nominal clock)
+    assert info.detected["cpu_clock_ghz"] == info.cpu.clock_ghz
+    assert info.detected["cpu_clock_source"] == info.cpu.clock_source
+    assert (info.cpu.clock_ghz is None) == (info.cpu.clock_source == "")
     spec = hardware_spec_for(info)
     assert spec.kind == "cpu" if not info.hardware_id else spec.id == info.hardware_id
     if not info.hardware_id:
