@@ -169,6 +169,8 @@ def counts(points) -> tuple[dict, dict]:
         f["devices"], f["engines"] = sorted(f["devices"]), sorted(f["engines"])
     for dev, basis in detected_bandwidth_basis(points).items():
         devs[dev]["bandwidth_gbs"] = basis
+    for dev, clock in detected_clock_basis(points).items():
+        devs[dev]["cpu_clock_ghz"] = clock
     return fams, devs
 
 
@@ -183,6 +185,23 @@ def detected_bandwidth_basis(points) -> dict[str, float]:
         if str(p.hardware.id).startswith("detected") and p.hardware.bandwidth_gbs:
             probes.setdefault(p.device, []).append(float(p.hardware.bandwidth_gbs))
     return {dev: _r(float(statistics.median(v)), 4) for dev, v in probes.items()}
+
+
+def detected_clock_basis(points) -> dict[str, float]:
+    """{device: GHz} for every CPU host outside the catalog: the median clock its points' ``cpu_size``
+    covariate was evaluated at (the clock its records state; ``CPU_DEFAULT_CLOCK_GHZ`` for records that state
+    none, as the covariate takes it).  The estimator evaluates the same host's covariates at it
+    (``coefficients.clock_basis``): the host's effects are relative to that clock, and a clock found another
+    way (measured on a virtual machine since 2026-12-05, ``estimator.catalog.clockprobe``) must not move the
+    calibrated speed."""
+    from estimator.physics.covariates import CPU_DEFAULT_CLOCK_GHZ
+
+    clocks: dict[str, list[float]] = {}
+    for p in points:
+        hw = p.hardware
+        if str(hw.id).startswith("detected") and hw.kind == "cpu" and hw.cpu_cores:
+            clocks.setdefault(p.device, []).append(float(hw.cpu_clock_ghz or CPU_DEFAULT_CLOCK_GHZ))
+    return {dev: _r(float(statistics.median(v)), 4) for dev, v in clocks.items()}
 
 
 def model_section(state: FitState, points, intervals: dict | None = None, cv: dict | None = None) -> dict:

@@ -172,14 +172,19 @@ def test_the_model_section_keeps_each_detected_host_s_probe_basis():
 
     from calibration.pipeline import counts
 
-    def pt(dev, hw_id, bw, phase="decode"):
-        hw = NS(id=hw_id, bandwidth_gbs=bw)
+    def pt(dev, hw_id, bw, phase="decode", clock=None, kind="cpu"):
+        cores = 2 if kind == "cpu" else None
+        hw = NS(id=hw_id, bandwidth_gbs=bw, kind=kind, cpu_cores=cores, cpu_clock_ghz=clock)
         return NS(device=dev, hardware=hw, family="f", engine="llama.cpp", backend="CPU", phase=phase)
 
     pts = [pt("vm:AMD EPYC", "detected-cpu", b) for b in (27.3, 27.8, 41.9)]
-    pts += [pt("rtx-4090", "rtx-4090", 1008.0, "prefill")]
+    pts += [pt("rtx-4090", "rtx-4090", 1008.0, "prefill", kind="gpu")]
     _, devs = counts(pts)
     assert devs["vm:AMD EPYC"]["bandwidth_gbs"] == 27.8 and "bandwidth_gbs" not in devs["rtx-4090"]
+    # and the clock its cpu_size covariate was evaluated at: 3 GHz for records that state none
+    assert devs["vm:AMD EPYC"]["cpu_clock_ghz"] == 3.0 and "cpu_clock_ghz" not in devs["rtx-4090"]
+    pts += [pt("vm:AMD EPYC", "detected-cpu", 28.0, clock=c) for c in (3.62, 3.66, 3.65, 3.64)]
+    assert counts(pts)[1]["vm:AMD EPYC"]["cpu_clock_ghz"] == 3.62
 
 
 def test_record_build_reads_the_record_its_notes_then_its_source():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -363,6 +364,46 @@ def test_a_detected_host_is_held_to_the_probe_its_calibrated_runs_carried(tmp_pa
     other = _hw(measured_as="other:AMD EPYC", bandwidth_gbs=50.0, bandwidth_measured_gbs=50.0, **cpu)
     got_other = load_coefficients(path).lookup(other, "llama.cpp", "decode").params["bw_eff"]
     assert got_other == pytest.approx(_eta_value(bw, prior_eta(bw, "cpu") + 0.5 - 0.2 * math.log(0.1)))
+
+
+def test_a_detected_host_is_held_to_the_clock_its_calibrated_runs_were_fitted_at(tmp_path):
+    """A detected CPU host's effects absorbed the clock its records stated (none: the covariate took 3 GHz):
+    a clock found another way today (the VM's measured 3.66 GHz) evaluates ``cpu_size`` at the calibrated
+    clock, so the host's prefill rate is the calibrated one; a host without the basis in the file, or another
+    host, takes its own clock."""
+    from estimator.physics.coefficients import detected_family, param, prior_eta
+
+    own = "vm:AMD EPYC"
+    vm_family = detected_family("cpu-x86-avx512", own)
+    doc = _model_doc()
+    doc["model"]["params"].append({"key": "prefill.flops_abs_tflops", "beta": {"1": 0.1, "ln_cpu_size": 0.9},
+                                   "family": {}, "device": {own: 0.3}})  # fmt: skip
+    doc["model"]["families"][vm_family] = {"decode": 7, "prefill": 7}
+    doc["model"]["devices"][own] = {"family": vm_family, "decode": 7, "prefill": 7, "cpu_clock_ghz": 3.0}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(doc))
+    old = copy.deepcopy(doc)
+    del old["model"]["devices"][own]["cpu_clock_ghz"]
+    old_path = tmp_path / "old.json"
+    old_path.write_text(json.dumps(old))
+    flops = param("prefill", "flops_abs_tflops")
+    cpu = dict(family="cpu-x86-avx512", vendor="AMD", kind="cpu", id="detected-cpu", bf16=None, cpu_cores=2)
+    vm = _hw(measured_as=own, cpu_clock_ghz=3.66, **cpu)
+
+    def rate(table_path, hw):
+        return load_coefficients(table_path).lookup(hw, "llama.cpp", "prefill").params["flops_abs_tflops"]
+
+    def expected(clock, device=0.3):
+        return _eta_value(flops, prior_eta(flops, "cpu") + 0.1 + 0.9 * math.log(2 * clock / 24) + device)
+
+    assert rate(path, vm) == pytest.approx(expected(3.0))
+    assert "(this host's own runs, at the 3.00 GHz clock they carried)" in (
+        load_coefficients(path).lookup(vm, "llama.cpp", "prefill").label
+    )
+    assert rate(path, replace(vm, cpu_clock_ghz=None)) == pytest.approx(expected(3.0))
+    assert rate(old_path, vm) == pytest.approx(expected(3.66))
+    other = replace(vm, measured_as="other:AMD EPYC")
+    assert rate(path, other) == pytest.approx(expected(3.66, device=0.0))
 
 
 def test_schema2_speed_report_says_the_interval_basis(tmp_path):

@@ -50,12 +50,14 @@ def test_cpu_size_covariate():
 def test_detected_clock_from_psutil(monkeypatch):
     import psutil
 
+    # the order of the sources (cpufreq, the probe, the reported clock): tests/test_clockprobe.py
     monkeypatch.setattr(psutil, "cpu_freq", lambda: SimpleNamespace(current=2596.1, min=0.0, max=0.0))
-    assert detect.cpu_clock_ghz() == pytest.approx(2.596)  # a VM: no cpufreq maximum, the nominal clock
+    assert detect.cpu_clock(lambda: None) == (2.596, detect.CLOCK_NOMINAL)  # a VM without the probe
     monkeypatch.setattr(psutil, "cpu_freq", lambda: SimpleNamespace(current=1200.0, min=800.0, max=5100.0))
-    assert detect.cpu_clock_ghz() == pytest.approx(5.1)
+    assert detect.cpu_clock(lambda: None)[0] == pytest.approx(5.1)
     monkeypatch.setattr(psutil, "cpu_freq", lambda: None)
-    assert detect.cpu_clock_ghz() is None
+    assert detect.cpu_clock(lambda: None) == (None, "")
+    assert detect.cpu_clock(lambda: 3.66)[0] == 3.66  # psutil knows nothing: the probe still answers
 
 
 def test_detected_cpu_spec_and_record_carry_cores():

@@ -660,6 +660,8 @@ def model_params(model: dict, hardware: HardwareSpec, engine: str, phase: str, b
     (dev, fam), kind = calibration_keys(model, hardware), hardware.kind or "gpu"
     basis = bandwidth_basis(model, hardware)
     spec = replace(hardware, bandwidth_gbs=basis, bandwidth_measured_gbs=basis) if basis else hardware
+    clock = clock_basis(model, hardware)
+    spec = replace(spec, cpu_clock_ghz=clock) if clock else spec
     out = {}
     for entry in model["params"]:
         p = param(*entry["key"].split(".", 1))
@@ -692,6 +694,24 @@ def bandwidth_basis(model: dict, hardware: HardwareSpec) -> float | None:
         return None
     basis = (model.get("devices") or {}).get(dev_key, {}).get("bandwidth_gbs")
     if not basis or abs(float(basis) - float(hardware.bandwidth_gbs)) < 1e-9:
+        return None
+    return float(basis)
+
+
+def clock_basis(model: dict, hardware: HardwareSpec) -> float | None:
+    """GHz: the clock a detected CPU host's own calibrated runs were fitted at
+    (``devices[...]["cpu_clock_ghz"]``, calibration.pipeline.detected_clock_basis) when the model answers
+    ``hardware`` with that host's effects and the spec's clock differs from it; None otherwise.
+    ``model_params`` evaluates the covariates (``cpu_size``) at it: the host's effects absorbed whatever clock
+    its records stated (none, 3 GHz assumed, before the clock was measured on virtual machines:
+    estimator.catalog.clockprobe), so a clock found another way today keeps the calibrated speed."""
+    if not hardware.measured_as or hardware.kind != "cpu":
+        return None
+    dev_key, _ = calibration_keys(model, hardware)
+    if dev_key != hardware.measured_as:
+        return None
+    basis = (model.get("devices") or {}).get(dev_key, {}).get("cpu_clock_ghz")
+    if not basis or (hardware.cpu_clock_ghz and abs(float(basis) - float(hardware.cpu_clock_ghz)) < 1e-9):
         return None
     return float(basis)
 
@@ -776,9 +796,13 @@ def model_set(
         intervals, notes = {}, {}
     dev_key, fam_key = calibration_keys(model, hardware)
     own = " (this host's own runs)" if dev_key != device_key(hardware) else ""
-    held_to = bandwidth_basis(model, hardware)
-    if own and held_to:
-        own = f" (this host's own runs, at the {held_to:.1f} GB/s probe they carried)"
+    held_to, clock = bandwidth_basis(model, hardware), clock_basis(model, hardware)
+    if own and (held_to or clock):
+        carried = " and ".join(
+            x for x in (f"the {held_to:.1f} GB/s probe" if held_to else "",
+                        f"the {clock:.2f} GHz clock" if clock else "") if x
+        )  # fmt: skip
+        own = f" (this host's own runs, at {carried} they carried)"
     where = {
         "device": f"{dev_key} measured{own}, {fam_key}/{engine}",
         "family": f"family {hardware.family}/{engine}",
