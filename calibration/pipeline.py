@@ -178,30 +178,34 @@ def detected_bandwidth_basis(points) -> dict[str, float]:
     """{device: GB/s} for every host outside the catalog (a detected spec: its bandwidth is the probe its
     records carried, not a datasheet figure): the median of its points' probes, the bandwidth its fitted
     effects are relative to.  The estimator holds a fresh probe of the same host to it
-    (``coefficients.model_params``: a probe measured another way or at another moment must not move the
+    (``coefficients.bandwidth_basis``: a probe measured another way or at another moment must not move the
     calibrated speed)."""
-    probes: dict[str, list[float]] = {}
-    for p in points:
-        if str(p.hardware.id).startswith("detected") and p.hardware.bandwidth_gbs:
-            probes.setdefault(p.device, []).append(float(p.hardware.bandwidth_gbs))
-    return {dev: _r(float(statistics.median(v)), 4) for dev, v in probes.items()}
+    return _detected_median(points, lambda hw: hw.bandwidth_gbs)
 
 
 def detected_clock_basis(points) -> dict[str, float]:
     """{device: GHz} for every CPU host outside the catalog: the median clock its points' ``cpu_size``
     covariate was evaluated at (the clock its records state; ``CPU_DEFAULT_CLOCK_GHZ`` for records that state
     none, as the covariate takes it).  The estimator evaluates the same host's covariates at it
-    (``coefficients.clock_basis``): the host's effects are relative to that clock, and a clock found another
-    way (measured on a virtual machine since 2026-12-05, ``estimator.catalog.clockprobe``) must not move the
-    calibrated speed."""
+    (``coefficients.clock_basis``): a clock found another way (measured on a virtual machine since 2026-12-05,
+    ``estimator.catalog.clockprobe``) must not move the calibrated speed."""
     from estimator.physics.covariates import CPU_DEFAULT_CLOCK_GHZ
 
-    clocks: dict[str, list[float]] = {}
+    def clock(hw):
+        return (hw.cpu_clock_ghz or CPU_DEFAULT_CLOCK_GHZ) if hw.kind == "cpu" and hw.cpu_cores else None
+
+    return _detected_median(points, clock)
+
+
+def _detected_median(points, value) -> dict[str, float]:
+    """{device: median of ``value(hardware)``} over the points of hosts outside the catalog (detected specs),
+    leaving out points whose value is None or 0."""
+    found: dict[str, list[float]] = {}
     for p in points:
-        hw = p.hardware
-        if str(hw.id).startswith("detected") and hw.kind == "cpu" and hw.cpu_cores:
-            clocks.setdefault(p.device, []).append(float(hw.cpu_clock_ghz or CPU_DEFAULT_CLOCK_GHZ))
-    return {dev: _r(float(statistics.median(v)), 4) for dev, v in clocks.items()}
+        x = value(p.hardware) if str(p.hardware.id).startswith("detected") else None
+        if x:
+            found.setdefault(p.device, []).append(float(x))
+    return {dev: _r(float(statistics.median(v)), 4) for dev, v in found.items()}
 
 
 def model_section(state: FitState, points, intervals: dict | None = None, cv: dict | None = None) -> dict:

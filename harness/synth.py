@@ -58,6 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
+from estimator.catalog.files import cache_root
 from estimator.physics.quant import LlamaRecipe, llama_recipe
 from estimator.specs import CHUNKED, FULL, LINEAR, MAMBA, NONE, SLIDING, ModelSpec, QuantSpec, SpecError
 from harness.hfconfig_writer import (  # noqa: F401  (re-exported: harness.synth.hf_config etc.)
@@ -148,8 +149,7 @@ def cache_dir(base: str | os.PathLike | None = None) -> Path:
     ~/.cache/fitbench/models."""
     if base is not None:
         return Path(base)
-    root = os.environ.get("FITBENCH_CACHE")
-    return Path(root) / "models" if root else Path.home() / ".cache" / "fitbench" / "models"
+    return cache_root() / "models"
 
 
 def gguf_arch(model: ModelSpec) -> str:

@@ -323,6 +323,16 @@ def test_a_detected_host_answers_with_its_own_calibrated_runs(tmp_path):
     assert other.basis == "family" and other.params["bw_eff"] == pytest.approx(_eta_value(bw, base - 0.6))
 
 
+def _with_and_without(tmp_path, doc: dict, device: str, field: str):
+    """(path, old_path): ``doc`` written as it is, and as a file written before ``device`` kept ``field``."""
+    path, old_path = tmp_path / "c.json", tmp_path / "old.json"
+    path.write_text(json.dumps(doc))
+    old = copy.deepcopy(doc)
+    del old["model"]["devices"][device][field]
+    old_path.write_text(json.dumps(old))
+    return path, old_path
+
+
 def test_a_detected_host_is_held_to_the_probe_its_calibrated_runs_carried(tmp_path):
     """A detected host's effects are relative to the bandwidth its own records carried (the model's
     ``devices[...]["bandwidth_gbs"]``): a fresh probe of another figure (a multi-threaded probe, a busy
@@ -339,12 +349,7 @@ def test_a_detected_host_is_held_to_the_probe_its_calibrated_runs_carried(tmp_pa
     doc["model"]["params"][0]["device"][own] = 0.1
     doc["model"]["families"][vm_family] = {"decode": 7}
     doc["model"]["devices"][own] = {"family": vm_family, "decode": 7, "prefill": 0, "bandwidth_gbs": 25.0}
-    path = tmp_path / "c.json"
-    path.write_text(json.dumps(doc))
-    old = copy.deepcopy(doc)
-    del old["model"]["devices"][own]["bandwidth_gbs"]
-    old_path = tmp_path / "old.json"
-    old_path.write_text(json.dumps(old))
+    path, old_path = _with_and_without(tmp_path, doc, own, "bandwidth_gbs")
     bw = param("decode", "bw_eff")
     base = prior_eta(bw, "cpu") + 0.5 + 0.4 + 0.1
     cpu = dict(family="cpu-x86-avx512", vendor="AMD", kind="cpu", id="detected-cpu", bf16=None)
@@ -380,12 +385,7 @@ def test_a_detected_host_is_held_to_the_clock_its_calibrated_runs_were_fitted_at
                                    "family": {}, "device": {own: 0.3}})  # fmt: skip
     doc["model"]["families"][vm_family] = {"decode": 7, "prefill": 7}
     doc["model"]["devices"][own] = {"family": vm_family, "decode": 7, "prefill": 7, "cpu_clock_ghz": 3.0}
-    path = tmp_path / "c.json"
-    path.write_text(json.dumps(doc))
-    old = copy.deepcopy(doc)
-    del old["model"]["devices"][own]["cpu_clock_ghz"]
-    old_path = tmp_path / "old.json"
-    old_path.write_text(json.dumps(old))
+    path, old_path = _with_and_without(tmp_path, doc, own, "cpu_clock_ghz")
     flops = param("prefill", "flops_abs_tflops")
     cpu = dict(family="cpu-x86-avx512", vendor="AMD", kind="cpu", id="detected-cpu", bf16=None, cpu_cores=2)
     vm = _hw(measured_as=own, cpu_clock_ghz=3.66, **cpu)

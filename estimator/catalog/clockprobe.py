@@ -31,6 +31,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from estimator.catalog.files import cache_root
+
 ADDS_PER_LOOP = 8
 ITERATIONS = 20_000_000  # 1.6e8 additions: ~45 ms at 3.5 GHz per timed run
 REPEATS = 5
@@ -89,17 +91,12 @@ def probe_source(machine: str | None = None) -> str | None:
     return f'#define ADDS {ADDS_PER_LOOP}\n#define CHAIN "{chain}"\n{_SOURCE}'
 
 
-def cache_dir() -> Path:
-    """Where the compiled probe lives: $FITBENCH_CACHE, else ~/.cache/fitbench."""
-    root = os.environ.get("FITBENCH_CACHE")
-    return Path(root) if root else Path.home() / ".cache" / "fitbench"
-
-
 def compiler() -> str | None:
     """The system C compiler: $CC, else cc, gcc or clang on PATH; None when there is none."""
     for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if name and shutil.which(name):
-            return shutil.which(name)
+        path = shutil.which(name) if name else None
+        if path:
+            return path
     return None
 
 
@@ -111,7 +108,7 @@ def probe_binary() -> Path | None:
     if source is None or cc is None:
         return None
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
-    exe = cache_dir() / f"clock-probe-{platform.machine().lower()}-{digest}"
+    exe = cache_root() / f"clock-probe-{platform.machine().lower()}-{digest}"
     if exe.is_file() and os.access(exe, os.X_OK):
         return exe
     try:

@@ -10,6 +10,9 @@ cannot import the harness (it imports nothing of ours), so these few lines exist
   memory.
 * A file larger than the reader's limit is refused before it is read (the limit is in the message).
 * Every failure is a one-line ``SpecError`` naming the file.
+
+``cache_root`` names the one folder fitbench writes outside the repository (synthetic models, the compiled
+clock probe); the harness takes it from here.
 """
 
 from __future__ import annotations
@@ -17,10 +20,18 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
+from pathlib import Path
 
 from estimator.specs import SpecError
 
 MIB = 2**20
+
+
+def cache_root() -> Path:
+    """fitbench's cache folder: ``$FITBENCH_CACHE`` when set, else ~/.cache/fitbench (synthetic models under
+    ``models/``, the compiled clock probe, ...)."""
+    root = os.environ.get("FITBENCH_CACHE")
+    return Path(root) if root else Path.home() / ".cache" / "fitbench"
 
 
 def describe_kind(mode: int) -> str:

@@ -687,15 +687,9 @@ def bandwidth_basis(model: dict, hardware: HardwareSpec) -> float | None:
     scales ``bw_eff`` by basis / probe: the streaming rate bandwidth x bw_eff is the calibrated one whatever
     the new probe says (a copy probe varies by tens of percent between runs on a shared host, and the probe
     itself became multi-threaded on 2026-12-05: estimator.catalog.detect.bandwidth_probe_gbs)."""
-    if not hardware.measured_as or not hardware.bandwidth_gbs:
+    if not hardware.bandwidth_gbs:
         return None
-    dev_key, _ = calibration_keys(model, hardware)
-    if dev_key != hardware.measured_as:
-        return None
-    basis = (model.get("devices") or {}).get(dev_key, {}).get("bandwidth_gbs")
-    if not basis or abs(float(basis) - float(hardware.bandwidth_gbs)) < 1e-9:
-        return None
-    return float(basis)
+    return _host_basis(model, hardware, "bandwidth_gbs", hardware.bandwidth_gbs)
 
 
 def clock_basis(model: dict, hardware: HardwareSpec) -> float | None:
@@ -705,13 +699,22 @@ def clock_basis(model: dict, hardware: HardwareSpec) -> float | None:
     ``model_params`` evaluates the covariates (``cpu_size``) at it: the host's effects absorbed whatever clock
     its records stated (none, 3 GHz assumed, before the clock was measured on virtual machines:
     estimator.catalog.clockprobe), so a clock found another way today keeps the calibrated speed."""
-    if not hardware.measured_as or hardware.kind != "cpu":
+    if hardware.kind != "cpu":
+        return None
+    return _host_basis(model, hardware, "cpu_clock_ghz", hardware.cpu_clock_ghz)
+
+
+def _host_basis(model: dict, hardware: HardwareSpec, field: str, current) -> float | None:
+    """``model.devices[<host>][field]`` when ``hardware`` is a detected host the model answers with its own
+    effects (``measured_as`` = its device key) and ``current`` (the spec's figure, None when unknown) differs
+    from it; None otherwise."""
+    if not hardware.measured_as:
         return None
     dev_key, _ = calibration_keys(model, hardware)
     if dev_key != hardware.measured_as:
         return None
-    basis = (model.get("devices") or {}).get(dev_key, {}).get("cpu_clock_ghz")
-    if not basis or (hardware.cpu_clock_ghz and abs(float(basis) - float(hardware.cpu_clock_ghz)) < 1e-9):
+    basis = (model.get("devices") or {}).get(dev_key, {}).get(field)
+    if not basis or (current and abs(float(basis) - float(current)) < 1e-9):
         return None
     return float(basis)
 
