@@ -303,7 +303,7 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
                     why = f"{unmodelled}; not fitted (its error is reported out of sample)"
                     rejected.append(Rejection(lr.file, lr.line, r.record_id, why))
                     continue
-                if hw.kind != "cpu" and not has_datasheet_peak(hw, r.engine):
+                if hw.kind != "cpu" and not has_datasheet_peak(hw, r.engine, f.backend):
                     raise SpecError(f"device {hw.id!r} has no datasheet TFLOPS; its prefill cannot be fitted")
                 p = _point(lr, "prefill", f, hw, r.batch * r.n_prompt / r.prefill_tok_s)
                 p.extra["model_bytes"] = f.weight_bytes
@@ -401,10 +401,11 @@ def record_specs(resolver: Resolver, rec):
     return model, quant, hw, workload_for(rec)
 
 
-def has_datasheet_peak(hw: HardwareSpec, engine: str) -> bool:
-    """True when ``estimator.physics.speed.peak_tflops`` has a datasheet rate for this device and engine."""
+def has_datasheet_peak(hw: HardwareSpec, engine: str, backend: str | None = "") -> bool:
+    """True when ``estimator.physics.speed.peak_tflops`` has a datasheet rate for this device, engine and
+    backend ('' = the engine's default)."""
     try:
-        _speed().peak_tflops(hw, {}, False, engine)
+        _speed().peak_tflops(hw, {}, False, engine, backend)
     except ValueError:
         return False
     return True
@@ -513,7 +514,7 @@ def stack_phase(points, phase: str, unit_of) -> PhaseArrays | None:
         p = points[i]
         feats = p.features if isinstance(p.features, list) else [p.features]
         f0 = feats[0]
-        d = sp.device_rates(p.hardware, f0.engine, f0.fp8)
+        d = sp.device_rates(p.hardware, f0.engine, f0.fp8, f0.backend)
         rows += feats
         dev += [d] * len(feats)
         owner += [k] * len(feats)
@@ -563,4 +564,4 @@ def is_absolute_device(p: SpeedPoint) -> bool:
     """True when the point's device has no datasheet GEMM peak for its engine (CPUs): its prefill (and the
     compute roof of batched decode) runs at the fitted flops_abs_tflops (a CPU's scales with its cores x
     clock: covariate ``cpu_size``) with flops_eff 1."""
-    return p.kind == "cpu" or not has_datasheet_peak(p.hardware, p.engine)
+    return p.kind == "cpu" or not has_datasheet_peak(p.hardware, p.engine, p.backend)

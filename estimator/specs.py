@@ -203,6 +203,9 @@ class HardwareSpec:
     bandwidth_measured_gbs: achievable memory bandwidth where a measurement is published (None: unknown).
     cpu_cores / cpu_clock_ghz (kind "cpu"): physical cores and their maximum clock, 10^9 Hz (None: unknown);
     a CPU's GEMM rate scales with them (covariate ``cpu_size``, ``estimator.physics.covariates``).
+    vector_fp16_tflops: the shader (vector ALU) FP16 rate of a GPU whose bf16_tflops is a matrix-engine rate,
+    10^12 FLOP/s, where catalogued: what an engine backend that cannot issue the matrix instructions on the
+    device reaches (``EngineProfile.vector_gemm``); None: not catalogued.
     measured_as: for a detected host outside the catalog, the device key its own runs carry in the
     calibration data (``"<host>:<device name>"``, calibration.dataset.device_key); when the coefficients hold
     that device, its calibrated effects answer instead of the catalog family's level
@@ -229,6 +232,7 @@ class HardwareSpec:
     bandwidth_measured_gbs: float | None = None
     cpu_cores: int | None = None
     cpu_clock_ghz: float | None = None
+    vector_fp16_tflops: float | None = None
     measured_as: str = ""
     status: str = "unverified"  # verified | derived | partial | unverified (from the catalog's notes)
     source: str = ""

@@ -182,6 +182,31 @@ def test_kernel_class_and_relative_efficiency():
     assert speed.prefill_s(fg, hw(), dict(ZERO, flops_rel_iq4=4.0)) == pytest.approx(base)
 
 
+def test_kernel_class_ratios_are_llama_cpp_s_kernels_only():
+    """ggml runs one kernel per weight type, whose efficiencies the class ratios carry; vLLM's / SGLang's
+    linear layers are torch / cuBLAS / oneDNN: their BF16 runs take no f16 ratio (class ``engine``), so a
+    set's bw_rel_f16 / flops_rel_f16 scale llama.cpp's F16 steps and leave vLLM's alone (and vLLM's runs
+    cannot move them in a fit)."""
+    from estimator.physics.quant import get_quant
+
+    m, bf16 = _tiny(), get_quant("BF16")
+    steps = {}
+    for engine in ("llama.cpp", "vllm", "sglang"):
+        wl = Workload(engine=engine)
+        d, p = speed.decode_features(m, bf16, wl, 64), speed.prefill_features(m, bf16, wl)
+        want = "f16" if engine == "llama.cpp" else "engine"
+        assert (d.kernel_class, p.kernel_class) == (want, want)
+        plain = speed.decode_step_s(d, hw(), P)
+        half = speed.decode_step_s(d, hw(), dict(P, bw_rel_f16=0.5))
+        steps[engine] = (plain, half)
+        gemm = replace(p, weight_bytes=0.0, attn_flops=0.0)
+        pre = speed.prefill_s(gemm, hw(), ZERO)
+        pre2 = speed.prefill_s(gemm, hw(), dict(ZERO, flops_rel_f16=2.0))
+        assert (pre2 < pre) == (engine == "llama.cpp")
+    assert steps["llama.cpp"][1] > steps["llama.cpp"][0]
+    assert steps["vllm"][1] == steps["vllm"][0] and steps["sglang"][1] == steps["sglang"][0]
+
+
 def test_moe_expert_flops_use_their_own_efficiency():
     from estimator.catalog.data import get_model
     from estimator.physics.quant import get_quant
@@ -292,6 +317,44 @@ def test_peak_tflops_llama_cpp_uses_fp16_accumulate_rate_on_nvidia():
     assert speed.peak_tflops(amd, {}, engine="llama.cpp") == pytest.approx(26.8)
     assert speed.peak_tflops(hw(tflops=None, int8_tops=47.0), {}, engine="llama.cpp") == pytest.approx(23.5)
 
+
+def test_vulkan_on_intel_alchemist_runs_gemms_at_the_shader_rate():
+    """llama.cpp's Vulkan backend uses no XMX on Arc A-series (EngineProfile.vector_gemm): its GEMMs run at
+    the catalog's vector FP16 rate; SYCL, an Xe2 card and a device without that figure keep the matrix
+    rate."""
+    a770 = replace(hw(tflops=137.6, int8_tops=275.2), vendor="Intel", family="intel-xe-hpg",
+                   vector_fp16_tflops=39.32)  # fmt: skip
+    assert speed.peak_tflops(a770, {}, engine="llama.cpp") == pytest.approx(39.32)  # Vulkan: the default
+    assert speed.peak_tflops(a770, {}, engine="llama.cpp", backend="vulkan") == pytest.approx(39.32)
+    assert speed.peak_tflops(a770, {}, engine="llama.cpp", backend="SYCL") == pytest.approx(137.6)
+    xe2 = replace(a770, family="intel-xe2")
+    assert speed.peak_tflops(xe2, {}, engine="llama.cpp") == pytest.approx(137.6)
+    assert speed.peak_tflops(replace(a770, vector_fp16_tflops=None), {}, engine="llama.cpp") == 137.6
+    assert "39.32 TFLOPS, not the matrix engines' 137.6" in speed.vector_gemm_note(a770, "llama.cpp")
+    assert speed.vector_gemm_note(a770, "llama.cpp", "SYCL") == speed.vector_gemm_note(xe2, "llama.cpp") == ""
+    # the prefill formula takes the rate of the features' backend
+    sycl = speed.prefill_s(pfeat(backend="SYCL"), a770, P)
+    vulkan = speed.prefill_s(pfeat(backend="Vulkan"), a770, P)
+    compute = 512 * 1.6e10 / 0.5  # FLOP / flops_eff: the matmuls' compute roof dominates at these rates
+    per_flops_s = compute + 1e11 / 0.3  # GEMMs and attention, FLOP / efficiency
+    assert vulkan - sycl == pytest.approx(per_flops_s / 39.32e12 - per_flops_s / 137.6e12)
+
+
+
+def test_catalogued_shader_rates_are_sourced_and_below_the_matrix_rate():
+    """Every device with a vector FP16 rate (tools/catalog/hardware_covariates.csv) is a GPU whose bf16
+    column, a matrix-engine rate, is higher, and names its source; each vector_gemm family of a profile has
+    such a device."""
+    from estimator.catalog.data import get_hardware, hardware_entry, hardware_ids
+    from estimator.engines import ENGINES, get_engine
+
+    rated = [get_hardware(i) for i in hardware_ids() if get_hardware(i).vector_fp16_tflops]
+    for h in rated:
+        assert h.kind != "cpu" and h.bf16_tflops and h.vector_fp16_tflops < h.bf16_tflops, h.id
+        assert "techpowerup.com" in (hardware_entry(h.id)["covariate_source"] or ""), h.id
+    for engine in ENGINES:
+        for _, family, why in get_engine(engine).vector_gemm:
+            assert why and any(h.family == family for h in rated), family
 
 # -------------------------------------------------------------- llama.cpp pipeline parallelism (layer split)
 def _simulated_makespan(m: int, p: int, copies: int) -> int:

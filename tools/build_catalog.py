@@ -43,9 +43,11 @@ Additions kept in this repository (tools/catalog/, each row or entry with its so
 * ``hardware_covariates.csv``: device facts the speed model uses as covariates that the reference's columns
   lack, each row with its source: ``n_dies`` (compute dies presented as one device: Apple Ultra, Blackwell,
   MI300-series), ``bandwidth_measured_gbs`` (achievable bandwidth where a measurement is published) and, for
-  CPUs, ``cpu_cores`` / ``cpu_clock_ghz`` (physical cores, maximum clock in GHz: the ``cpu_size`` covariate);
-  stored on the device as ``n_dies`` (default 1), ``bandwidth_measured_gbs``, ``cpu_cores``,
-  ``cpu_clock_ghz`` and ``covariate_source``.
+  CPUs, ``cpu_cores`` / ``cpu_clock_ghz`` (physical cores, maximum clock in GHz: the ``cpu_size`` covariate)
+  and, for GPUs whose bf16 column is a matrix-engine rate, ``vector_fp16_tflops`` (the shader FP16 rate an
+  engine backend without the matrix instructions runs its GEMMs at: ``EngineProfile.vector_gemm``); stored
+  on the device as ``n_dies`` (default 1), ``bandwidth_measured_gbs``, ``cpu_cores``, ``cpu_clock_ghz``,
+  ``vector_fp16_tflops`` and ``covariate_source``.
 """
 
 from __future__ import annotations
@@ -601,10 +603,11 @@ def build_hardware(ref: Path) -> list[dict]:
 
 def attach_hardware_covariates(devices: list[dict]) -> None:
     """tools/catalog/hardware_covariates.csv -> n_dies, bandwidth_measured_gbs, cpu_cores, cpu_clock_ghz
-    (CPUs only), covariate_source."""
+    (CPUs only), vector_fp16_tflops (GPUs only), covariate_source."""
     by_id = {d["id"]: d for d in devices}
     for d in devices:
         d.update(n_dies=1, bandwidth_measured_gbs=None, cpu_cores=None, cpu_clock_ghz=None)
+        d["vector_fp16_tflops"] = None
         d["covariate_source"] = None
     with open(ADDED / "hardware_covariates.csv", newline="") as fh:
         for row in csv.DictReader(fh):
@@ -619,6 +622,9 @@ def attach_hardware_covariates(devices: list[dict]) -> None:
                 raise SystemExit(f"cpu cores of {row['hardware_id']!r}: a {dev['kind']} device, not a CPU")
             dev["cpu_cores"] = int(row["cpu_cores"]) if row["cpu_cores"] else None
             dev["cpu_clock_ghz"] = _num(row["cpu_clock_ghz"])
+            if row["vector_fp16_tflops"] and dev["kind"] == "cpu":
+                raise SystemExit(f"vector FP16 rate of {row['hardware_id']!r}: a CPU, not a GPU")
+            dev["vector_fp16_tflops"] = _num(row["vector_fp16_tflops"])
             dev["covariate_source"] = f"{row['source']} ({row['note']})"
 
 

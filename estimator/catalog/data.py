@@ -257,6 +257,7 @@ def get_hardware(hw_id: str) -> HardwareSpec:
         bandwidth_measured_gbs=d.get("bandwidth_measured_gbs"),
         cpu_cores=d.get("cpu_cores"),
         cpu_clock_ghz=d.get("cpu_clock_ghz"),
+        vector_fp16_tflops=d.get("vector_fp16_tflops"),
         status=d.get("status") or "unverified",
         source=d.get("source") or "",
         gpu_working_set_bytes=apple_working_set_bytes(mem_bytes) if apple else None,

@@ -18,8 +18,10 @@ report and app code ask the profile and never compare engine names.  A profile h
   estimator.physics.runtime) with its token budget (``max_batched_tokens``); ``memory_prior`` names its entry
   of the runtime-memory prior;
 * **speed**: whether its quantized GEMMs run on the int8 / fp16-accumulate path on NVIDIA (``int8_gemm``),
-  the device families whose datasheet rate those GEMMs cannot reach (``unmodelled_quant_gemm``: their
-  quantized prefill is not fitted and is reported NOT MODELLED), whether prefill materialises the KQ score
+  the (backend, family) pairs whose GEMMs run on the shader ALUs because the backend does not issue the
+  device's matrix instructions (``vector_gemm``), the device families whose datasheet rate those GEMMs
+  cannot reach (``unmodelled_quant_gemm``: their quantized prefill is not fitted and is reported NOT
+  MODELLED), whether prefill materialises the KQ score
   matrix without flash attention, whether a layer split over several devices pipelines micro-batches (see
   estimator.physics.counts.pipeline_factor);
 * **requests**: ``check`` refuses a configuration the engine cannot run (one-line SpecError) and
@@ -286,7 +288,16 @@ class EngineProfile:
     # device families whose datasheet tensor rate needs instructions this engine's quantized GEMMs do not
     # issue, with why: their quantized prefill is not a point of the speed fit (calibration.features)
     unmodelled_quant_gemm: tuple[tuple[str, str], ...] = ()
+    # (backend, device family, why): the backend does not issue the family's matrix-engine instructions, so
+    # its GEMMs run on the shader ALUs at the catalog's vector FP16 rate (HardwareSpec.vector_fp16_tflops)
+    # instead of the datasheet matrix rate (estimator.physics.covariates.datasheet_tflops)
+    vector_gemm: tuple[tuple[str, str, str], ...] = ()
     materializes_kq_without_fa: bool = False
+    # its weights run through one kernel per weight type (ggml's mul_mat / mul_mat_vec per type), whose
+    # relative efficiencies the speed sets' kernel-class ratios carry (bw_rel_* / flops_rel_*,
+    # estimator.physics.counts); an engine whose linear layers are another library's (torch, cuBLAS, oneDNN)
+    # takes no class ratio, so its runs do not move ggml's (estimator.physics.speed.engine_class)
+    quant_kernel_classes: bool = False
     # a sequence stops once its prompt + output tokens reach the model's context length (the engine's maximum
     # request length defaults to the length the model config allows), so a run that asked for more generated
     # fewer tokens than it states; llama-bench sizes its context to the test instead (n_ctx = prompt + gen)
@@ -339,6 +350,14 @@ class EngineProfile:
         return self.container in quant.containers
 
     # ------------------------------------------------------------------------------------------ backends
+    def vector_gemm_reason(self, backend: str, family: str) -> str:
+        """Why ``backend`` runs its GEMMs on the shader ALUs of a ``family`` device (``vector_gemm``), ""
+        when it uses the device's matrix engines."""
+        for b, fam, why in self.vector_gemm:
+            if b.lower() == (backend or "").lower() and fam == family:
+                return why
+        return ""
+
     def backend_names(self) -> tuple[str, ...]:
         """Every backend name this engine knows (its device map and ``other_backends``), in order."""
         names = [b for _, _, b in self.backends + self.backend_options if b != "none"]

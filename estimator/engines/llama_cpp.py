@@ -103,7 +103,19 @@ class LlamaCpp(EngineProfile):
             "the prefill model has no term for that rate yet",
         ),
     )
+    # ggml-vulkan turns VK_KHR_cooperative_matrix on for Intel only on Xe2 (llama.cpp PR #14001, 2025-06:
+    # coopmat regressed Arc A770 prefill; PR #24404, 2026-06, still finds A770 regressions): an Alchemist
+    # card's device line reads "matrix cores: none" (issue #17628) and its GEMMs run in shaders
+    vector_gemm = (
+        (
+            "Vulkan",
+            "intel-xe-hpg",
+            "llama.cpp's Vulkan backend enables cooperative matrices on Intel Xe2 only (PR #14001); on "
+            "Alchemist (Arc A-series) its GEMMs run in shaders, not on the XMX engines",
+        ),
+    )
     materializes_kq_without_fa = True
+    quant_kernel_classes = True
     last_layer_ffn_outputs_only = True
     # src/models/{gemma4,openai-moe,qwen3next,qwen35,qwen35moe,nemotron-h}.cpp mark h_nextn (the final hidden
     # state of every row, before or after the final norm) as a graph output and, unless the context asks for

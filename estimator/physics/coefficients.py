@@ -774,7 +774,7 @@ def model_set(
 ) -> CoefficientSet:
     """The CoefficientSet of one phase on one device under the schema-2 model (module doc)."""
     params = {**prior_params, **model_params(model, hardware, engine, phase, backend)}
-    if phase == "prefill" and datasheet_tflops(hardware, False, engine) is None:
+    if phase == "prefill" and datasheet_tflops(hardware, False, engine, backend) is None:
         params["flops_eff"] = 1.0  # no datasheet peak: the fitted absolute rate is the effective one
     basis, n = model_basis(model, hardware, phase, engine, backend)
     unit_text = f"{engine} {backend or default_backend(hardware, engine)}".strip()

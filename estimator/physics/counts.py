@@ -48,6 +48,10 @@ _LEGACY_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "mxfp4")
 _IQ4_TYPES = ("iq4_nl", "iq4_xs")
 # A class split off another: a coefficient set without the class's own ratio uses its parent's.
 CLASS_PARENT = {"iq4": "iquant"}
+# The class of every weight of an engine whose GEMMs are not ggml's kernels per weight type
+# (``EngineProfile.quant_kernel_classes`` False: vLLM's torch / cuBLAS / oneDNN linear layers): no class
+# ratio applies (1); the engine's covariate carries its level.
+ENGINE_KERNELS = "engine"
 
 
 def _iq_class(t: str) -> str:

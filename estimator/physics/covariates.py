@@ -169,9 +169,14 @@ def covariates(hardware: HardwareSpec, engine: str, backend: str | None, groups)
     return x
 
 
-def datasheet_tflops(hardware: HardwareSpec, fp8: bool = False, engine: str = "") -> float | None:
+def datasheet_tflops(
+    hardware: HardwareSpec, fp8: bool = False, engine: str = "", backend: str | None = ""
+) -> float | None:
     """Dense TFLOPS the engine's GEMMs run at on this device (10^12 FLOP/s), None when not catalogued.
 
+    * a backend that does not issue the device's matrix instructions (the engine profile's ``vector_gemm``:
+      llama.cpp's Vulkan on Intel Arc A-series) with a catalogued shader rate: ``vector_fp16_tflops``
+      (``backend`` '' or None: the engine profile's default for the device);
     * FP8 weights: the FP8 rate where the device has one.
     * an engine whose quantized GEMMs run on the int8 / fp16-accumulate path (profile ``int8_gemm``:
       llama.cpp) on NVIDIA with a catalogued INT8 rate: int8_tops / 2.  llama.cpp's CUDA GEMMs are cuBLAS with
@@ -181,6 +186,10 @@ def datasheet_tflops(hardware: HardwareSpec, fp8: bool = False, engine: str = ""
       cards 2x; on data-centre / workstation parts int8 / 2 equals the bf16 column.
     * otherwise the datasheet BF16 rate.
     """
+    if engine and hardware.vector_fp16_tflops:
+        used = effective_backend(hardware, engine, backend)
+        if get_engine(engine).vector_gemm_reason(used, hardware.family):
+            return float(hardware.vector_fp16_tflops)
     if fp8 and hardware.fp8_tflops:
         return float(hardware.fp8_tflops)
     nvidia = (hardware.vendor or "").lower() == "nvidia"

@@ -272,7 +272,7 @@ def _decode_tok_s(models, hardware, quants, contexts, table, wl, decode_at_conte
 
     for k, q in enumerate(quants):
         # the decode kernel class of each model's weights in this quant ([M, 1, 1] ratios of the sets)
-        classes = [speed.decode_kernel_class(m, q) for m in models]
+        classes = [speed.engine_class(speed.decode_kernel_class(m, q), wl.engine) for m in models]
         by_class = {c: _stacked_rates(hardware, table, wl.engine, speed.is_fp8(q), c) for c in set(classes)}
         rates = by_class[classes[0]]
         if len(by_class) > 1:

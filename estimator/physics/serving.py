@@ -311,7 +311,7 @@ def serving_features(
         replicas = dp_ranks(workload)
     fp8 = speed.is_fp8(quant) or quant.name.upper() in FP4_FORMATS
     try:
-        gemm = speed.peak_tflops(hardware, {}, fp8, workload.engine) * 1e12
+        gemm = speed.peak_tflops(hardware, {}, fp8, workload.engine, workload.backend) * 1e12
     except ValueError:
         gemm = 0.0
     attn = (hardware.bf16_tflops or 0.0) * 1e12 or gemm

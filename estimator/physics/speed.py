@@ -81,6 +81,7 @@ from estimator.physics import weights as weights_mod
 from estimator.physics.coefficients import CoefficientSet, CoefficientTable, param
 from estimator.physics.counts import (  # noqa: F401 - re-exported: the speed physics' public helpers
     DECODE_CLASS_PARAMS,
+    ENGINE_KERNELS,
     GEMM_K_HALF_PARAM,
     KERNEL_CLASS_PARAMS,
     KQ_SCORE_BYTES,
@@ -200,6 +201,7 @@ class DecodeFeatures:
     fp8: bool
     engine: str
     kernel_class: str = "kquant"  # decode kernel class of the weights (counts.decode_kernel_class)
+    backend: str = ""  # the engine's backend (Workload.backend; '' = the profile's default for the device)
 
     @property
     def bytes_per_token(self) -> float:
@@ -249,6 +251,7 @@ class PrefillFeatures:
     engine: str
     expert_union_bytes: float = 0.0
     decode_steps: tuple = ()
+    backend: str = ""  # as DecodeFeatures
 
 
 _AVERAGED = ("weight_bytes", "kv_bytes", "host_bytes", "expert_union_bytes", "flops_per_token")
@@ -328,6 +331,13 @@ def attn_flops_at(model: ModelSpec, depth: float, engine: str = "llama.cpp") -> 
     return _lerp(lambda d: attention_flops(model, d, 1, absorbed=True, sparse=sparse), depth)
 
 
+def engine_class(cls: str, engine: str) -> str:
+    """The kernel class ``cls`` of the weights (counts.kernel_class / decode_kernel_class) as ``engine`` runs
+    them: ``cls`` on an engine of ggml's per-type kernels (``EngineProfile.quant_kernel_classes``), else
+    ``counts.ENGINE_KERNELS``, which no class ratio scales."""
+    return cls if get_engine(engine).quant_kernel_classes else ENGINE_KERNELS
+
+
 def decode_features(model: ModelSpec, quant: QuantSpec, workload: Workload, depth: float) -> DecodeFeatures:
     """Features of one decode step of workload.n_seq sequences, each with ``depth`` cached tokens.
 
@@ -355,7 +365,8 @@ def decode_features(model: ModelSpec, quant: QuantSpec, workload: Workload, dept
         split=workload.split,
         fp8=is_fp8(quant),
         engine=workload.engine,
-        kernel_class=decode_kernel_class(model, quant),
+        kernel_class=engine_class(decode_kernel_class(model, quant), workload.engine),
+        backend=workload.backend,
     )
 
 
@@ -418,7 +429,7 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
         host_bytes=host,
         n_passes=n_passes,
         ubatch_tokens=per_pass,
-        kernel_class=kernel_class(model, quant),
+        kernel_class=engine_class(kernel_class(model, quant), workload.engine),
         pipeline_factor=pipeline_factor(workload, tokens, ubatch),
         n_layers=model.n_layers,
         n_moe_layers=n_moe_layers(model),
@@ -429,6 +440,7 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
         engine=workload.engine,
         expert_union_bytes=union,
         decode_steps=one_token_steps(model, quant, workload) if per_pass == 1 else (),
+        backend=workload.backend,
     )
 
 
@@ -441,10 +453,13 @@ def one_token_steps(model: ModelSpec, quant: QuantSpec, workload: Workload) -> t
 
 
 # ------------------------------------------------------------------------------------------------ times
-def peak_tflops(hardware: HardwareSpec, params: dict, fp8: bool = False, engine: str = "") -> float:
-    """Dense TFLOPS of the GEMMs: ``datasheet_tflops``, else ``flops_abs_tflops`` of the coefficient set (a
-    device without a datasheet figure: CPUs); ValueError when neither is known."""
-    peak = datasheet_tflops(hardware, fp8, engine)
+def peak_tflops(
+    hardware: HardwareSpec, params: dict, fp8: bool = False, engine: str = "", backend: str | None = ""
+) -> float:
+    """Dense TFLOPS of the GEMMs: ``datasheet_tflops`` (of the engine's ``backend``, '' = its default), else
+    ``flops_abs_tflops`` of the coefficient set (a device without a datasheet figure: CPUs); ValueError when
+    neither is known."""
+    peak = datasheet_tflops(hardware, fp8, engine, backend)
     if peak is not None:
         return peak
     if "flops_abs_tflops" in params:
@@ -495,9 +510,12 @@ class DeviceRates:
     decode_link_cap_bs: float = math.inf
 
 
-def device_rates(hardware: HardwareSpec, engine: str = "", fp8: bool = False) -> DeviceRates:
-    """The DeviceRates of a device (raises ValueError when its bandwidth is unknown)."""
-    peak = datasheet_tflops(hardware, fp8, engine)
+def device_rates(
+    hardware: HardwareSpec, engine: str = "", fp8: bool = False, backend: str | None = ""
+) -> DeviceRates:
+    """The DeviceRates of a device under the engine's ``backend`` ('' = its default; raises ValueError when
+    the device's bandwidth is unknown)."""
+    peak = datasheet_tflops(hardware, fp8, engine, backend)
     cap = host_link_cap_bs(hardware)
     return DeviceRates(
         bandwidth_bs=_bandwidth_gbs(hardware) * 1e9,
@@ -571,15 +589,20 @@ def rates_for_decode(
 
 
 def decode_rates(
-    hardware: HardwareSpec, params: dict, engine: str = "", fp8: bool = False, kernel_class: str = "kquant"
+    hardware: HardwareSpec,
+    params: dict,
+    engine: str = "",
+    fp8: bool = False,
+    kernel_class: str = "kquant",
+    backend: str | None = "",
 ) -> DecodeRates:
     """The DecodeRates of a device (raises ValueError when its bandwidth is unknown)."""
     try:
-        peak_tflops(hardware, params, fp8, engine)
+        peak_tflops(hardware, params, fp8, engine, backend)
         error = ""
     except ValueError as exc:
         error = str(exc)
-    return rates_for_decode(device_rates(hardware, engine, fp8), params, kernel_class, error)
+    return rates_for_decode(device_rates(hardware, engine, fp8, backend), params, kernel_class, error)
 
 
 def _is_array(x) -> bool:
@@ -683,7 +706,7 @@ def decode_step_s(features: DecodeFeatures | Sequence[DecodeFeatures], hardware:
     """
     feats = [features] if isinstance(features, DecodeFeatures) else list(features)
     f0 = feats[0]
-    rates = decode_rates(hardware, params, f0.engine, f0.fp8, f0.kernel_class)
+    rates = decode_rates(hardware, params, f0.engine, f0.fp8, f0.kernel_class, f0.backend)
     return sum(step_s(f, rates) for f in feats) / len(feats)
 
 
@@ -755,9 +778,9 @@ def prefill_s(f: PrefillFeatures, hardware: HardwareSpec, params: dict) -> float
     """Seconds to prefill ``f.tokens`` tokens; see the module doc.  0 when there are no tokens."""
     if not f.tokens:
         return 0.0
-    d = device_rates(hardware, f.engine, f.fp8)
+    d = device_rates(hardware, f.engine, f.fp8, f.backend)
     if d.peak_flops_s is None:
-        peak_tflops(hardware, params, f.fp8, f.engine)  # the error names the device
+        peak_tflops(hardware, params, f.fp8, f.engine, f.backend)  # the error names the device
     return prefill_time(f, rates_for_prefill(d, params, f.kernel_class))
 
 
@@ -885,6 +908,21 @@ class SpeedSets:
 # tests/test_cuda_records.py checks that every one lies inside); 0.3 leaves room below the lowest for the
 # other Hopper parts, which nobody measured
 UNMODELLED_LOG_LO = math.log(0.3)
+
+
+def vector_gemm_note(hardware: HardwareSpec, engine: str, backend: str = "") -> str:
+    """The report's note when the engine's backend runs its GEMMs on the shader ALUs of this device at the
+    catalog's vector FP16 rate (``EngineProfile.vector_gemm``), "" otherwise."""
+    if engine not in ENGINES or not hardware.vector_fp16_tflops:
+        return ""
+    used = get_engine(engine).backend_for(hardware, backend)
+    why = get_engine(engine).vector_gemm_reason(used, hardware.family)
+    if not why:
+        return ""
+    return (
+        f"prefill GEMMs at the shader FP16 rate, {hardware.vector_fp16_tflops:g} TFLOPS, not the matrix "
+        f"engines' {hardware.bf16_tflops or 0:g}: {why}"
+    )
 
 
 def unmodelled_prefill(model: ModelSpec, quant, hardware: HardwareSpec, engine: str) -> str:
@@ -1091,6 +1129,9 @@ def estimate_speed(
         notes.append(fallback_note(sets))
     if sets.unmodelled:
         notes.append(f"{sets.unmodelled}: not calibrated, wide interval")
+    shader = vector_gemm_note(hardware, workload.engine, workload.backend)
+    if shader:
+        notes.append(shader)
     if not sets.dec.calibrated or (not sets.pre.calibrated and not sets.unmodelled):
         notes.append(
             "speed from devices like this one (family not calibrated): wide interval"
