@@ -341,6 +341,25 @@ def test_vulkan_on_intel_alchemist_runs_gemms_at_the_shader_rate():
 
 
 
+
+def test_power_covariate_is_board_watts_per_tflops_of_the_rate_the_engine_runs_at():
+    """``ln_w_per_tflops`` = ln(tdp_w / peak / 1.75) of a discrete GPU, peak the engine's GEMM rate: a
+    GeForce card at its FP16-accumulate rate (int8 / 2), a workstation card at its datasheet rate, an Arc
+    A-series under Vulkan at its shader rate; nothing for unified memory or an unknown board power."""
+    from estimator.physics.covariates import POWER_SCALE_W_PER_TFLOPS, covariates
+
+    def x(h, engine="llama.cpp", backend=""):
+        return covariates(h, engine, backend, ("power",)).get("ln_w_per_tflops")
+
+    geforce = hw(tflops=165.2, int8_tops=660.6, tdp_w=450.0)
+    assert x(geforce) == pytest.approx(math.log(450.0 / 330.3 / POWER_SCALE_W_PER_TFLOPS))
+    assert x(geforce, "vllm") == pytest.approx(math.log(450.0 / 165.2 / POWER_SCALE_W_PER_TFLOPS))
+    a770 = replace(hw(tflops=137.6, tdp_w=225.0), vendor="Intel", family="intel-xe-hpg")
+    a770 = replace(a770, vector_fp16_tflops=39.32)
+    assert x(a770, backend="Vulkan") - x(a770, backend="SYCL") == pytest.approx(math.log(137.6 / 39.32))
+    assert x(replace(geforce, kind="unified")) is None
+    assert x(replace(geforce, tdp_w=None)) is None
+
 def test_catalogued_shader_rates_are_sourced_and_below_the_matrix_rate():
     """Every device with a vector FP16 rate (tools/catalog/hardware_covariates.csv) is a GPU whose bf16
     column, a matrix-engine rate, is higher, and names its source; each vector_gemm family of a profile has

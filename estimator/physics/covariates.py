@@ -43,7 +43,12 @@ Groups and the covariates they give (name: value; reference level in brackets ha
   published, else 0 (0.85: the typical streaming fraction of shared/reference/hardware.md);
 * ``year``: (release year - 2020) / 4 from the catalog (0 when unknown): llama.cpp's kernels are written for
   recent architectures (tensor cores, dp4a, int8 MMQ), so a 2014 Kepler reaches a smaller share of its
-  datasheet than a 2022 Ada.
+  datasheet than a 2022 Ada;
+* ``power``: ``ln_w_per_tflops`` = ln(tdp_w / peak TFLOPS / 1.75) of a discrete GPU (kind gpu) whose board
+  power is catalogued, peak = ``datasheet_tflops`` of the engine's backend: a datasheet rate is quoted at the
+  boost clock, which a part with little power per TFLOPS (L40S 0.95 W, RTX 5000 Ada 0.96 W, against an RTX
+  4090's 1.36 W at its FP16-accumulate rate) cannot hold through a long GEMM; unified chips (board power
+  shared with the CPU) and CPUs take 0.
 
 Units: GB/s = 10^9 B/s, TFLOPS = 10^12 FLOP/s.  Pure functions of the specs; no numpy.
 """
@@ -69,6 +74,7 @@ GROUPS = (
     "bw_measured",
     "flops_per_byte",
     "year",
+    "power",
 )
 REFERENCE_ENGINE = "llama.cpp"
 REFERENCE_BACKEND = "CUDA"
@@ -76,6 +82,9 @@ REFERENCE_VENDOR = "nvidia"
 TYPICAL_STREAM_FRACTION = 0.85
 BW_SCALE_GBS = 500.0
 YEAR_CENTRE, YEAR_SCALE = 2020, 4.0
+# W of board power per dense TFLOPS at which ``ln_w_per_tflops`` = 0: about the median of the catalogued
+# discrete GPUs at llama.cpp's GEMM rate (98 of them, 2026-12-06), so a GPU of unknown board power sits there
+POWER_SCALE_W_PER_TFLOPS = 1.75
 MATURE = "mature"
 
 # Backend names as records spell them -> one name per backend.
@@ -164,6 +173,10 @@ def covariates(hardware: HardwareSpec, engine: str, backend: str | None, groups)
         elif g == "bw_measured" and hardware.bandwidth_measured_gbs and hardware.bandwidth_gbs:
             frac = float(hardware.bandwidth_measured_gbs) / float(hardware.bandwidth_gbs)
             x["bw_measured"] = math.log(frac / TYPICAL_STREAM_FRACTION)
+        elif g == "power" and kind == "gpu" and hardware.tdp_w:
+            peak = datasheet_tflops(hardware, False, engine, backend)
+            if peak:
+                x["ln_w_per_tflops"] = math.log(float(hardware.tdp_w) / peak / POWER_SCALE_W_PER_TFLOPS)
         elif g == "year" and hardware.year:
             x["year"] = (int(hardware.year) - YEAR_CENTRE) / YEAR_SCALE
     return x
