@@ -182,6 +182,15 @@ def covariates(hardware: HardwareSpec, engine: str, backend: str | None, groups)
     return x
 
 
+def shader_gemm_reason(hardware: HardwareSpec, engine: str, backend: str | None = "") -> str:
+    """Why the engine's backend (any spelling; '' or None: the profile's default for the device) runs its
+    GEMMs on this device's shader ALUs (the profile's ``vector_gemm``), "" when it uses the matrix engines."""
+    if engine not in ENGINES:
+        return ""
+    used = effective_backend(hardware, engine, backend)
+    return get_engine(engine).vector_gemm_reason(used, hardware.family)
+
+
 def datasheet_tflops(
     hardware: HardwareSpec, fp8: bool = False, engine: str = "", backend: str | None = ""
 ) -> float | None:
@@ -199,10 +208,8 @@ def datasheet_tflops(
       cards 2x; on data-centre / workstation parts int8 / 2 equals the bf16 column.
     * otherwise the datasheet BF16 rate.
     """
-    if engine and hardware.vector_fp16_tflops:
-        used = effective_backend(hardware, engine, backend)
-        if get_engine(engine).vector_gemm_reason(used, hardware.family):
-            return float(hardware.vector_fp16_tflops)
+    if hardware.vector_fp16_tflops and shader_gemm_reason(hardware, engine, backend):
+        return float(hardware.vector_fp16_tflops)
     if fp8 and hardware.fp8_tflops:
         return float(hardware.fp8_tflops)
     nvidia = (hardware.vendor or "").lower() == "nvidia"

@@ -106,7 +106,10 @@ from estimator.physics.counts import (  # noqa: F401 - re-exported: the speed ph
     state_flops_per_token,
     sum_keys,
 )
-from estimator.physics.covariates import datasheet_tflops  # noqa: F401 - re-exported (speed's public helper)
+from estimator.physics.covariates import (  # noqa: F401 - datasheet_tflops re-exported (speed's public helper)
+    datasheet_tflops,
+    shader_gemm_reason,
+)
 from estimator.specs import (
     GB,
     HardwareSpec,
@@ -910,19 +913,15 @@ class SpeedSets:
 UNMODELLED_LOG_LO = math.log(0.3)
 
 
-def vector_gemm_note(hardware: HardwareSpec, engine: str, backend: str = "") -> str:
+def vector_gemm_note(hardware: HardwareSpec, engine: str, backend: str | None = "") -> str:
     """The report's note when the engine's backend runs its GEMMs on the shader ALUs of this device at the
-    catalog's vector FP16 rate (``EngineProfile.vector_gemm``), "" otherwise."""
-    if engine not in ENGINES or not hardware.vector_fp16_tflops:
-        return ""
-    used = get_engine(engine).backend_for(hardware, backend)
-    why = get_engine(engine).vector_gemm_reason(used, hardware.family)
+    catalog's vector FP16 rate (``covariates.shader_gemm_reason``, the rate ``datasheet_tflops`` takes), ""
+    otherwise."""
+    why = shader_gemm_reason(hardware, engine, backend) if hardware.vector_fp16_tflops else ""
     if not why:
         return ""
-    return (
-        f"prefill GEMMs at the shader FP16 rate, {hardware.vector_fp16_tflops:g} TFLOPS, not the matrix "
-        f"engines' {hardware.bf16_tflops or 0:g}: {why}"
-    )
+    matrix = f", not the matrix engines' {hardware.bf16_tflops:g}" if hardware.bf16_tflops else ""
+    return f"prefill GEMMs at the shader FP16 rate, {hardware.vector_fp16_tflops:g} TFLOPS{matrix}: {why}"
 
 
 def unmodelled_prefill(model: ModelSpec, quant, hardware: HardwareSpec, engine: str) -> str:
