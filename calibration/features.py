@@ -20,7 +20,8 @@ Measured times (seconds):
            prompt's depths (``extra["one_token_prefill"]``), as the estimator predicts it.
 A record whose features cannot be computed (unknown model, quant or device, no bandwidth) is a Rejection, and
 so is a phase whose repetition samples disagree by more than MAX_SAMPLE_SPREAD x (max / min): the speed of
-that phase is left out (its memory figures are still used).
+that phase is left out (its memory figures are still used), and so is a point faster than the device's
+datasheet roof allows by more than ROOF_FACTOR x (``beyond_roof``: a run that did not do the work it states).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from calibration.dataset import Dataset, LoadedRecord, Rejection, is_e2e, stated_n_batch
+from calibration.dataset import Dataset, LoadedRecord, Rejection, is_e2e, record_era, stated_n_batch
 from estimator.engines import ENGINES, get_engine
 from estimator.physics.coefficients import detected_family
 from estimator.specs import HardwareSpec, ModelSpec, SpecError, Workload
@@ -38,6 +39,13 @@ from estimator.specs import HardwareSpec, ModelSpec, SpecError, Workload
 # shared/reference/methods.md A5).  A point whose fastest repetition is more than this many times its slowest
 # measured interference (other processes on the cores), not the device: its speed is left out (and listed).
 MAX_SAMPLE_SPREAD = 2.0
+# No cache, boost clock or rounding takes a run past twice its device's datasheet roof: a decode step of one
+# device streams its weights and KV at most at the datasheet bandwidth (measured points reach <= 0.9 of it;
+# a detected host's copy probe <= 1.15), a prefill runs its FLOPs at most at the datasheet GEMM rate
+# (<= 0.95 of it).  A point beyond ROOF_FACTOR x that roof measured something else than the work its record
+# states (e.g. llama-bench at a context the device could not hold, which returns without generating): its
+# speed is left out with the reason (``beyond_roof``).
+ROOF_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,7 @@ class SpeedPoint:
     kind: str = ""
     n_devices: int = 1
     extra: dict = field(default_factory=dict)
+    era: str = ""  # calibration.dataset.record_era: "2024" for a build of 2024, "" for a current one
 
     @property
     def stratum(self) -> str:
@@ -233,6 +242,7 @@ def _point(lr: LoadedRecord, phase: str, features, hw: HardwareSpec, measured_s:
             "batch": r.batch,
             "model_bytes": None,
         },
+        era=record_era(r),
     )
 
 
@@ -288,7 +298,7 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
                 f = [sp.mean_features(feats)] if r.batch == 1 else feats
                 p = _point(lr, "decode", f, hw, r.batch / r.decode_tok_s)
                 p.extra["model_bytes"] = feats[0].weight_bytes
-                points.append(p)
+                _keep(p, points, rejected, lr)
             if r.prefill_tok_s is not None and _stable(r.prefill_samples_tok_s):
                 f = sp.prefill_features(model, quant, wl)
                 if f.decode_steps:  # one token per pass (-b 1): decode steps, a decode point
@@ -296,7 +306,7 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
                         raise SpecError("one token per pass for several sequences is not modelled")
                     p = _point(lr, "decode", [sp.mean_features(f.decode_steps)], hw, 1.0 / r.prefill_tok_s)
                     p.extra.update(model_bytes=f.decode_steps[0].weight_bytes, one_token_prefill=True)
-                    points.append(p)
+                    _keep(p, points, rejected, lr)
                     continue
                 unmodelled = sp.unmodelled_prefill(model, quant, hw, r.engine)
                 if unmodelled:  # the decode of such a record stays fitted
@@ -307,7 +317,7 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
                     raise SpecError(f"device {hw.id!r} has no datasheet TFLOPS; its prefill cannot be fitted")
                 p = _point(lr, "prefill", f, hw, r.batch * r.n_prompt / r.prefill_tok_s)
                 p.extra["model_bytes"] = f.weight_bytes
-                points.append(p)
+                _keep(p, points, rejected, lr)
         except (SpecError, KeyError, ValueError, ZeroDivisionError) as exc:
             rejected.append(Rejection(lr.file, lr.line, r.record_id, f"features: {exc}"))
     measured = {decode_unit(p) for p in points if p.phase == "decode"}
@@ -319,8 +329,62 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
         if isinstance(p, str):
             rejected.append(Rejection(lr.file, lr.line, lr.record.record_id, p))
         elif p is not None and decode_unit(p) not in measured:
-            points.append(p)
+            _keep(p, points, rejected, lr)
     return points, rejected
+
+
+def beyond_roof(p: SpeedPoint) -> str:
+    """Why a point's measured time is too short for the work its features state ("" when it is not).
+
+    decode (one device, nothing read from the host): (weight_bytes + kv_bytes) of the mean step / measured
+    step > ROOF_FACTOR x bandwidth_gbs x ``speed.stream_roof`` x 1e9 B/s (a detected host's copy probe,
+    which moves by tens of percent between runs on a shared host, counts as the datasheet it stands ~0.85
+    of).  prefill (one device with a datasheet GEMM rate): (GEMM + attention FLOPs) / measured time >
+    ROOF_FACTOR x the datasheet TFLOPS its engine and backend run at (``covariates.datasheet_tflops``) x
+    1e12.  Several devices and host reads are not checked (their roofs add up in ways the check would have
+    to model)."""
+    from estimator.physics.covariates import datasheet_tflops
+
+    hw = p.hardware
+    if p.n_devices != 1 or p.measured_s <= 0:
+        return ""
+    if p.phase == "decode":
+        feats = list(p.features)
+        if any(f.host_bytes for f in feats) or not hw.bandwidth_gbs:
+            return ""
+        moved = sum(f.weight_bytes + f.kv_bytes for f in feats) / len(feats) / p.measured_s
+        stream = _speed().stream_roof(hw)
+        roof, unit = float(hw.bandwidth_gbs) * 1e9 * stream, 1e9
+        what = "GB/s of its datasheet bandwidth" if stream == 1.0 else "GB/s (its copy probe / 0.85)"
+    else:
+        f = p.features
+        peak = datasheet_tflops(hw, f.fp8, p.engine, p.backend)
+        if f.host_bytes or not peak:
+            return ""
+        moved = (f.flops + f.attn_flops) / p.measured_s
+        roof, unit, what = float(peak) * 1e12, 1e12, "TFLOPS of its datasheet GEMM rate"
+    if moved <= ROOF_FACTOR * roof:
+        return ""
+    ratio, moved_s, roof_s = moved / roof, _fig(moved / unit), _fig(roof / unit)
+    return (
+        f"{p.phase} at {ratio:.1f}x the device's roof ({moved_s} against {roof_s} {what}): faster than the "
+        "hardware can do the work the record states (e.g. a run at a context the device could not hold); "
+        "speed left out"
+    )
+
+
+def _fig(x: float) -> str:
+    """A figure in three significant digits, with thousands separators from 100 up."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
+
+
+def _keep(p: SpeedPoint, points: list[SpeedPoint], rejected: list[Rejection], lr: LoadedRecord) -> None:
+    """Append ``p`` to ``points``, or its record to ``rejected`` when ``beyond_roof`` says why not."""
+    why = beyond_roof(p)
+    if why:
+        rejected.append(Rejection(lr.file, lr.line, lr.record.record_id, why))
+    else:
+        points.append(p)
 
 
 def decode_unit(p: SpeedPoint) -> tuple[str, str, str]:

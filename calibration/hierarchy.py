@@ -10,7 +10,8 @@ decode and prefill together) is modelled per *unit* u = (device, engine, backend
   prior;
 * x: the device covariates of the parameter's groups (``estimator.physics.covariates``: engine, backend,
   backend maturity, vendor, kind, year, memory technology, ln bandwidth, die count, published achievable
-  bandwidth);
+  bandwidth), and the record-level ``build`` (``build_covariates``: a llama.cpp build of 2024, prefill
+  ``flops_eff`` only);
   prior beta ~ N(0, PRIOR_INTERCEPT) for the intercept "1", N(mean, PRIOR_COVARIATE x PRIOR_COVARIATE_PHASE)
   for the others (a parameter may set its own: ``Param.intercept_sd`` / ``covariate_sd``, the i-quant ratios;
   mean 1 for ``bw_measured``: the published fraction moves bw_eff one for one, 0 otherwise;
@@ -78,22 +79,30 @@ def fitted_params(phases: Sequence[str] = SPEED_PHASES) -> tuple[Param, ...]:
     return tuple(p for p in PARAMS if p.fit and p.phase in phases)
 
 
-def unit_key(p: SpeedPoint) -> tuple[str, str, str]:
-    """(device, engine, backend) of a point: one row of the covariate table."""
-    return (p.device, p.engine, cov.normalise_backend(p.backend))
+def unit_key(p: SpeedPoint) -> tuple[str, str, str, str]:
+    """(device, engine, backend, build era) of a point: one row of the covariate table.  The era
+    (``SpeedPoint.era``, calibration.dataset.record_era) is a record's, not a device's: the rows of one
+    device from builds of 2024 and from current ones are two units sharing the device's effects."""
+    return (p.device, p.engine, cov.normalise_backend(p.backend), p.era)
+
+
+def build_covariates(era: str, groups) -> dict[str, float]:
+    """The record-level covariate of group ``build``: ``build=<era>`` = 1 for a unit of an older build (a
+    current build, era "", is the reference level, which the estimator predicts)."""
+    return {f"build={era}": 1.0} if era and "build" in groups else {}
 
 
 @dataclass
 class Design:
     """The linear predictors of every fitted parameter over the units of a point set.
 
-    units: (device, engine, backend) rows with their hardware and family; ``names[j]``: the columns of
-    parameter j's block of z (``"cov:<name>"``, ``"family:<f>"``, ``"device:<d>"``); ``A[j]``: units x block
-    (sparse); ``offset[:, j]``; prior means and kinds per column.
+    units: (device, engine, backend, build era) rows with their hardware and family; ``names[j]``: the
+    columns of parameter j's block of z (``"cov:<name>"``, ``"family:<f>"``, ``"device:<d>"``); ``A[j]``:
+    units x block (sparse); ``offset[:, j]``; prior means and kinds per column.
     """
 
     params: tuple[Param, ...]
-    units: list[tuple[str, str, str]]
+    units: list[tuple[str, str, str, str]]
     hardware: list
     family: list[str]
     kind: list[str]
@@ -143,7 +152,8 @@ def build_design(points: Sequence[SpeedPoint], params: Sequence[Param] | None = 
     names, mats, blocks, means, kinds, cparam, cgroup = [], [], [], [], [], [], []
     start = 0
     for j, par in enumerate(params):
-        xs = [cov.covariates(hw, u[1], u[2], par.covariates) for u, hw in zip(units, hardware, strict=True)]
+        xs = [cov.covariates(hw, u[1], u[2], par.covariates) | build_covariates(u[3], par.covariates)
+              for u, hw in zip(units, hardware, strict=True)]  # fmt: skip
         cov_names = ["1"] + sorted({k for x in xs for k in x})
         cols = [f"cov:{c}" for c in cov_names]
         rows, cidx, vals = [], [], []

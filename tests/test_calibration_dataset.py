@@ -141,6 +141,44 @@ def test_disturbed_repetitions_leave_the_speed_out_but_keep_the_record(tmp_path)
     assert MAX_SAMPLE_SPREAD == 2.0
 
 
+def test_a_speed_beyond_the_device_roof_is_left_out_with_its_reason(tmp_path):
+    """A decode of Llama-2-7B Q4_0 (3.75 GB read per token) on an RTX 3090 (936 GB/s) cannot run at 600
+    tok/s (2.4x the bandwidth), nor its pp512 at 30,000 tok/s (2.7x its 142 TFLOPS GEMM rate at 13.6 GFLOP a
+    token): such a run did not do the work its record states, and its speed is left out with the figures;
+    the real 3090 figures (~150 tok/s decode, ~5,000 tok/s prefill) stay points."""
+    from calibration.features import ROOF_FACTOR, speed_points
+
+    real = base_record(record_id="real", decode_tok_s=150.0)
+    real_pp = base_record(record_id="real_pp", n_prompt=512, n_gen=0, decode_tok_s=None, prefill_tok_s=5000.0)
+    fast = base_record(record_id="fast", decode_tok_s=600.0)
+    fast_pp = base_record(record_id="fast_pp", n_prompt=512, n_gen=0, decode_tok_s=None, prefill_tok_s=3e4)
+    ds, _ = _ds(tmp_path, [real, real_pp, fast, fast_pp])
+    points, rejected = speed_points(ds)
+    assert sorted(p.record_id for p in points) == ["real", "real_pp"]
+    why = {r.record_id: r.reason for r in rejected}
+    assert set(why) == {"fast", "fast_pp"}
+    assert "decode at 2.4x the device's roof" in why["fast"] and "936 GB/s" in why["fast"]
+    assert "prefill at 2.7x" in why["fast_pp"] and "TFLOPS of its datasheet GEMM rate" in why["fast_pp"]
+    assert ROOF_FACTOR == 2.0
+
+
+def test_a_detected_host_s_roof_is_its_copy_probe_over_0_85(tmp_path):
+    """A detected host's only bandwidth figure is its copy probe (here 10 GB/s), which stands ~0.85 of the
+    datasheet a read-only stream is bounded by: a decode streaming Llama-2-7B Q4_0 at 2.1x the probe (5.6
+    tok/s) is kept, at 2.5x (6.7 tok/s, over 2 x 10 / 0.85) it is left out, the reason naming the probe."""
+    from calibration.features import speed_points
+
+    detected = {"cpu_model": "AMD EPYC 9R14", "host_bandwidth_probe_gbs": 10.0}
+    host = dict(hardware_id="", host="h", backend="CPU", extra={"detected": detected})
+    kept = base_record(record_id="kept", decode_tok_s=5.6, **host)
+    left = base_record(record_id="left", decode_tok_s=6.7, **host)
+    ds, _ = _ds(tmp_path, [kept, left])
+    points, rejected = speed_points(ds)
+    assert [p.record_id for p in points] == ["kept"]
+    (rej,) = rejected
+    assert rej.record_id == "left" and "copy probe / 0.85" in rej.reason and "against 11.8" in rej.reason
+
+
 def test_a_detected_host_spec_carries_its_probe_as_an_achieved_bandwidth():
     """A host outside the catalog is specced from its copy probe: that figure is an achieved bandwidth, so
     it is also ``bandwidth_measured_gbs`` and the ``bw_measured`` covariate says so (ln(1 / 0.85)), in

@@ -308,3 +308,39 @@ def test_one_backends_i_quant_rows_stay_in_that_backends_term():
             if kind == "cov" and jj == j]  # fmt: skip
     by_group = {st.design.col_group[i]: scale[i] for i in cols}
     assert by_group["1"] == pytest.approx(0.1) and by_group["backend=ROCm"] == pytest.approx(1.0)
+
+
+def test_a_2024_build_s_slower_prompts_stay_in_the_build_term(tmp_path):
+    """Rows of a source that dates its llama.cpp build to 2024 (``record_era``) prefill 25 % slower than the
+    same devices' current rows (a known ln ratio of -0.25 on three Ampere cards, generated through the
+    estimator's physics): the fit puts that in the record-level covariate ``build=2024`` of prefill
+    flops_eff, not in the devices' effects, so the devices' current rate stays what their current rows say,
+    which the estimator predicts (it never sets ``build``).  Decode carries no build term."""
+    from calibration.dataset import LEGACY_ERA, record_era
+    from calibration.hierarchy import build_covariates
+    from estimator.physics import covariates as cov
+
+    slow = math.log(1.25)
+    recs = generate(AMPERE, TRUE_DEC, TRUE_PRE, noise=0.02, seed=3)
+    old = [replace(r, record_id=f"old-{r.record_id}", extra={"source_group": "xiongjiedai"},
+                   prefill_tok_s=r.prefill_tok_s / math.exp(slow) if r.prefill_tok_s else None)
+           for r in recs]  # fmt: skip
+    assert {record_era(r) for r in old} == {LEGACY_ERA} and {record_era(r) for r in recs} == {""}
+    assert record_era(replace(old[0], engine="vllm")) == ""
+    write_records(tmp_path / "runs" / "gen.jsonl", recs + old)
+    cal = pipeline.calibrate(load_dataset(tmp_path), cv=False, memory=False, e2e=False)
+    st = cal.speed.state
+    d = st.design
+    assert {u[3] for u in d.units} == {"", LEGACY_ERA}
+    j = [p.key for p in d.params].index("prefill.flops_eff")
+    beta = dict(zip(d.names[j], st.z[d.block[j]], strict=True))
+    # eta of an efficiency far below its cap is ~ln(value): the term is the ln ratio of the rates
+    assert beta["cov:build=2024"] == pytest.approx(-slow, abs=0.08)
+    jd = [p.key for p in d.params].index("decode.bw_eff")
+    assert not any(n.startswith("cov:build") for n in d.names[jd])
+    for dev in AMPERE:  # the current rate, within the noise
+        assert _theta(st, dev, "prefill.flops_eff") == pytest.approx(TRUE_PRE["nvidia-ampere"]["flops_eff"],
+                                                                     rel=0.08)  # fmt: skip
+    assert build_covariates("", ("build",)) == {} and build_covariates(LEGACY_ERA, ("year",)) == {}
+    hw = resolve_hardware("rtx-3090")
+    assert cov.covariates(hw, "llama.cpp", "CUDA", cov.GROUPS).keys().isdisjoint({"build=2024"})

@@ -852,3 +852,50 @@ def test_sglang_copies_whole_offloaded_modules_vllm_reads_what_a_step_touches():
     d = get_model("llama-3.1-8b")
     dense = {e: speed.decode_features(d, q, replace(wl, engine=e), 0).host_bytes for e in ("sglang", "vllm")}
     assert dense["sglang"] == pytest.approx(dense["vllm"], rel=1e-9)
+
+
+def test_no_kernel_class_streams_weights_faster_than_the_memory_allows():
+    """A kernel class's ratio (``bw_rel_q4_0`` 1.5 here) times bw_eff (0.9) would stream Q4_0 weights at 1.35x
+    an RTX 3090's datasheet bandwidth: the weight stream stops at the datasheet (``stream_roof`` 1), and at
+    1 / 0.85 of a detected host's copy probe (its only figure, ~0.85 of a datasheet a read-only stream may
+    reach); a ratio under the roof is kept, and so is the set's bw_eff for the KV cache."""
+    from estimator.catalog.resolve import resolve_hardware
+    from estimator.physics.covariates import TYPICAL_STREAM_FRACTION
+
+    params = {"bw_eff": 0.9, "t_fixed_s": 0.0, "t_layer_s": 0.0, "bw_rel_q4_0": 1.5, "bw_rel_q8_0": 1.05}
+    gpu = resolve_hardware("rtx-3090")
+    q4 = speed.decode_rates(gpu, params, "llama.cpp", kernel_class="q4_0")
+    assert q4.bw_bs * q4.weight_rel == pytest.approx(gpu.bandwidth_gbs * 1e9)
+    assert q4.bw_bs == pytest.approx(0.9 * gpu.bandwidth_gbs * 1e9)
+    q8 = speed.decode_rates(gpu, params, "llama.cpp", kernel_class="q8_0")
+    assert q8.weight_rel == pytest.approx(1.05)
+    host = HardwareSpec(id="h", name="host", vendor="AMD", family="cpu-x86-avx512", kind="cpu",
+                        memory_bytes=2**34, bandwidth_gbs=28.6, bf16_tflops=None,
+                        bandwidth_measured_gbs=28.6)  # fmt: skip
+    assert speed.stream_roof(host) == pytest.approx(1 / TYPICAL_STREAM_FRACTION)
+    hq4 = speed.decode_rates(host, params, "llama.cpp", kernel_class="q4_0", backend="CPU")
+    assert hq4.bw_bs * hq4.weight_rel == pytest.approx(28.6e9 / TYPICAL_STREAM_FRACTION)
+    assert speed.stream_roof(gpu) == 1.0
+
+
+def test_a_decode_interval_stops_at_the_memory_roof():
+    """The upper end of a decode interval is at most the speed of streaming the step's bytes at the datasheet
+    bandwidth (``roof_step_s``): an RTX A400 (96 GB/s) reads Llama-2-7B Q4_0's ~3.8 GB per token at most
+    ~25 times a second, whatever width the conformal band has around its estimate; the estimate itself
+    stays inside [lo, hi]."""
+    from estimator.catalog.data import get_model
+    from estimator.catalog.resolve import resolve_hardware
+    from estimator.physics.coefficients import load_coefficients
+    from estimator.physics.quant import get_quant
+
+    model, quant, hw = get_model("llama-2-7b"), get_quant("Q4_0"), resolve_hardware("rtx-a400")
+    wl = Workload(n_ctx=4096, n_prompt=512, n_gen=128, flash_attn=False)
+    table = load_coefficients()
+    sets = speed.speed_sets(table, model, quant, hw, wl)
+    feats = speed.tg_features(model, quant, wl, 0, 128)
+    e = speed.decode_estimate(feats, hw, sets)
+    roof_tok_s = 1.0 / speed.roof_step_s(feats, hw)
+    assert 20 < roof_tok_s < 30
+    assert e.lo_tok_s <= e.tok_s <= e.hi_tok_s <= roof_tok_s * (1 + 1e-9)
+    assert sets.dec.interval(e.tok_s)[1] > roof_tok_s  # the band alone would reach past the roof
+    assert e.hi_tok_s == pytest.approx(roof_tok_s)

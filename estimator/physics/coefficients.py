@@ -210,7 +210,7 @@ PARAMS: tuple[Param, ...] = (
     # board power per TFLOPS (covariate ``power``) on the GEMM efficiency only: chosen on the cross-validation
     # folds (docs/calibration.md, "Power per TFLOPS")
     Param("flops_eff", "prefill", EFF, 0.5, 1e-3, 1.0, True, "peak", "fraction of datasheet GEMM TFLOPS",
-          covariates=_LEVEL + ("power",), effects=_FD),
+          covariates=_LEVEL + ("power", "build"), effects=_FD),
     Param("attn_eff", "prefill", EFF, 0.3, 1e-3, 1.0, True, "all", "fraction of peak reached by attention",
           covariates=_LEVEL, effects=_FD),
     Param("t_layer_s", "prefill", TIME, 5e-5, 0.0, 1e-1, True, "all", "per layer and ubatch pass, s",

@@ -49,6 +49,10 @@ Groups and the covariates they give (name: value; reference level in brackets ha
   boost clock, which a part with little power per TFLOPS (L40S 0.95 W, RTX 5000 Ada 0.96 W, against an RTX
   4090's 1.36 W at its FP16-accumulate rate) cannot hold through a long GEMM; unified chips (board power
   shared with the CPU) and CPUs take 0.
+* ``build``: ``build=2024`` = 1 for a record of a llama.cpp build of 2024 (calibration.dataset.record_era),
+  on prefill ``flops_eff``: a covariate of the record, not of the device, which calibration sets
+  (calibration.hierarchy.build_covariates) and this module never does: the estimator predicts current
+  builds, the reference level.
 
 Units: GB/s = 10^9 B/s, TFLOPS = 10^12 FLOP/s.  Pure functions of the specs; no numpy.
 """
@@ -75,6 +79,7 @@ GROUPS = (
     "flops_per_byte",
     "year",
     "power",
+    "build",
 )
 REFERENCE_ENGINE = "llama.cpp"
 REFERENCE_BACKEND = "CUDA"

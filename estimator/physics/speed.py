@@ -107,6 +107,7 @@ from estimator.physics.counts import (  # noqa: F401 - re-exported: the speed ph
     sum_keys,
 )
 from estimator.physics.covariates import (  # noqa: F401 - datasheet_tflops re-exported (speed's public helper)
+    TYPICAL_STREAM_FRACTION,
     datasheet_tflops,
     shader_gemm_reason,
 )
@@ -501,7 +502,7 @@ class DeviceRates:
     link_cap_bs: ``host_link_cap_bs``; link_bs: one direction of the interconnect; decode_link_cap_bs: the cap
     on offloaded weights in decode, ``link_cap_bs`` for an engine that copies them to the device at every
     forward pass (``EngineProfile.offload_over_link``: vLLM, SGLang), infinite where the host CPU computes
-    the offloaded layers (llama.cpp).  Fields may be numpy arrays
+    the offloaded layers (llama.cpp); stream_roof: ``stream_roof`` of the device.  Fields may be numpy arrays
     over points (calibration) or devices (estimator.physics.matrix).
     """
 
@@ -511,6 +512,19 @@ class DeviceRates:
     link_cap_bs: float
     link_bs: float
     decode_link_cap_bs: float = math.inf
+    stream_roof: float = 1.0
+
+
+def stream_roof(hardware: HardwareSpec) -> float:
+    """The largest fraction of ``bandwidth_gbs`` a decode step streams its weights at, whatever the kernel
+    class: 1 for a datasheet bandwidth (no kernel reads memory faster than its interface); 1 /
+    TYPICAL_STREAM_FRACTION when the only figure is a measured streaming rate (``bandwidth_measured_gbs`` =
+    ``bandwidth_gbs``: a detected host's copy probe), which stands ~0.85 of the datasheet that bounds a
+    read-only stream (estimator.physics.covariates ``bw_measured``)."""
+    bw, measured = hardware.bandwidth_gbs, hardware.bandwidth_measured_gbs
+    if bw and measured and abs(float(measured) - float(bw)) <= 1e-9 * float(bw):
+        return 1.0 / TYPICAL_STREAM_FRACTION
+    return 1.0
 
 
 def device_rates(
@@ -527,6 +541,7 @@ def device_rates(
         link_cap_bs=cap,
         link_bs=link_bs(hardware),
         decode_link_cap_bs=cap if engine and get_engine(engine).offload_over_link else math.inf,
+        stream_roof=stream_roof(hardware),
     )
 
 
@@ -587,7 +602,8 @@ def rates_for_decode(
         moe_route_s=params.get("moe_route_s", 0.0),
         t_allreduce_s=params.get("t_allreduce_s", DEFAULT_T_ALLREDUCE_S),
         flops_error=flops_error if peak is None else "",
-        weight_rel=class_rel(params, kernel_class, DECODE_CLASS_PARAMS),
+        weight_rel=_minimum(class_rel(params, kernel_class, DECODE_CLASS_PARAMS),
+                            d.stream_roof / params["bw_eff"]),  # fmt: skip
     )
 
 
@@ -697,6 +713,21 @@ def step_s(f: DecodeFeatures, r: DecodeRates):
     overhead = r.t_fixed_s + r.t_layer_s * f.n_layers + r.moe_route_s * f.n_moe_layers
     comm = comm_s(f.n_devices, f.split, f.n_layers, f.hidden_size, f.batch, r.link_bs, r.t_allreduce_s)
     return overhead + _maximum(t_mem, t_comp) + comm
+
+
+def roof_step_s(features: DecodeFeatures | Sequence[DecodeFeatures], hardware: HardwareSpec) -> float:
+    """The least seconds a decode step can take (the mean over a tg list): ``step_s`` with the device's
+    bytes streamed at ``stream_roof`` x its datasheet bandwidth whatever the kernel class, host bytes at the
+    host's datasheet bandwidth, no overhead and no compute.  The upper end of a decode interval stops at
+    this speed (``decode_estimate``): a conformal band around an estimate near the roof would otherwise
+    reach past what the memory can deliver (an RTX A400's 96 GB/s, say)."""
+    feats = [features] if isinstance(features, DecodeFeatures) else list(features)
+    f0 = feats[0]
+    d = device_rates(hardware, f0.engine, f0.fp8, f0.backend)
+    roof = DecodeRates(bw_bs=d.bandwidth_bs * d.stream_roof, host_bw_bs=d.host_bandwidth_bs, flops_s=math.inf,
+                       link_bs=d.link_bs, t_fixed_s=0.0, t_layer_s=0.0, moe_route_s=0.0, t_allreduce_s=0.0,
+                       host_link_bs=d.decode_link_cap_bs)  # fmt: skip
+    return sum(step_s(f, roof) for f in feats) / len(feats)
 
 
 def decode_step_s(features: DecodeFeatures | Sequence[DecodeFeatures], hardware: HardwareSpec, params: dict):
@@ -1016,7 +1047,9 @@ def decode_estimate(feats, hardware: HardwareSpec, sets: SpeedSets, n_seq: int =
     if path is None or (path.host is None and path.device_part):
         if path is not None:
             feats = [fallback_mod.split_decode(f, path)[0] for f in feats]
-        return _native("decode", n_seq, decode_step_s(feats, hardware, sets.dparams), sets.dec, sets)
+        e = _native("decode", n_seq, decode_step_s(feats, hardware, sets.dparams), sets.dec, sets)
+        cap = n_seq / roof_step_s(feats, hardware)
+        return replace(e, hi_tok_s=max(min(e.hi_tok_s, cap), e.tok_s))
     pairs = [fallback_mod.split_decode(f, path) for f in feats]
     t_dev = decode_step_s([d for d, _ in pairs], hardware, sets.dparams) if path.device_part else 0.0
     t_host = decode_step_s([h for _, h in pairs], path.host, sets.host_dparams)
