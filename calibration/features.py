@@ -68,6 +68,7 @@ class SpeedPoint:
     n_devices: int = 1
     extra: dict = field(default_factory=dict)
     era: str = ""  # calibration.dataset.record_era: "2024" for a build of 2024, "" for a current one
+    origin: str = ""  # the record's: "measured" (a fitbench run) | "imported" (published)
 
     @property
     def stratum(self) -> str:
@@ -243,6 +244,7 @@ def _point(lr: LoadedRecord, phase: str, features, hw: HardwareSpec, measured_s:
             "model_bytes": None,
         },
         era=record_era(r),
+        origin=r.origin,
     )
 
 

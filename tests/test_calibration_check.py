@@ -67,6 +67,26 @@ def test_fit_writes_a_versioned_document(results):
     assert pooled.basis == "pooled" and not pooled.calibrated and "interval" in pooled.interval_note
 
 
+def test_cv_splits_the_headline_by_origin(results):
+    """Every scheme's held-out errors are also given per record origin, and the origins add up to the whole;
+    the report renders them (imported published rows apart from fitbench's own runs)."""
+    from calibration import report
+
+    cv = json.loads((results / "coefficients.json").read_text())["model"]["cv"]
+    for phase in ("decode", "prefill"):
+        for scheme in ("lodo", "lomo", "lofo", "gate"):
+            by = cv[phase][scheme]["by_origin"]
+            assert set(by) == {"imported"}  # tests.calibration_gen writes imported records
+            assert by["imported"]["n"] == cv[phase][scheme]["n"]
+            assert by["imported"]["median_ape"] == cv[phase][scheme]["median_ape"]
+    two = {"decode": {"lodo": {"by_origin": {"imported": {"n": 3, "median_ape": 0.08, "p90_ape": 0.2},
+                                             "measured": {"n": 2, "median_ape": 0.3, "p90_ape": 0.5}}}}}
+    lines = report._origin_lines(two)
+    assert "| decode | lodo | imported | 3 | 8.0% | 20.0% |" in lines
+    assert "| decode | lodo | measured | 2 | 30.0% | 50.0% |" in lines
+    assert report._origin_lines({"decode": {"lodo": {}}}) == []
+
+
 def test_check_passes_on_consistent_data(results):
     res = check.run_check(results)
     assert res.ok, res.failures
