@@ -330,10 +330,9 @@ def coverage_block(sf: SpeedFit) -> dict:
 
 def cv_block(sf: SpeedFit) -> dict:
     """Per stratum: n, median and p90 APE of each scheme, overall, by basis and by origin; and the gate's,
-    overall and by origin.  ``by_origin``: the points of fitbench's own runs ("measured": the build VM, the
-    lent GPU) apart from the imported published ones ("imported"), which are what an independent check of
-    published devices compares with (the build VM, a detected host in a family of its own, holds many
-    points and is predicted from covariates when held out)."""
+    overall and by origin.  ``by_origin``: the points of fitbench's own runs ("measured") apart from the
+    imported published ones ("imported"), which are what an independent check of published devices compares
+    with (a detected host is a family of its own: held out, it is predicted from covariates alone)."""
     out: dict = {}
     for phase in sf.strata:
         out[phase] = {}

@@ -244,10 +244,10 @@ def _origin_lines(cv: dict) -> list[str]:
         return []
     return [
         "",
-        "By origin: *imported* are the published measurements, *measured* fitbench's own runs (the build VM, "
-        "a detected host that is a family of its own, so held out by device or family it is predicted from "
-        "covariates alone; the lent H200).  An independent check on published devices compares with the "
-        "imported rows; the headline above counts both.",
+        "By origin: *imported* are the published measurements, *measured* fitbench's own runs (a detected "
+        "host is a family of its own, so held out by device or family it is predicted from covariates "
+        "alone).  An independent check on published devices compares with the imported rows; the headline "
+        "above counts both.",
         "",
         "| phase | scheme | origin | n | median | p90 |",
         "|---|---|---|---:|---:|---:|",
