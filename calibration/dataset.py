@@ -28,6 +28,7 @@ import hashlib
 import json
 import math
 import re
+import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -278,6 +279,23 @@ def record_era(rec: RunRecord) -> str:
     if rec.engine == "llama.cpp" and extra.get("source_group", "") in LEGACY_BUILD_SOURCES:
         return LEGACY_ERA
     return ""
+
+
+def record_source(rec: RunRecord) -> str:
+    """The published source an imported record came from: its ``extra["source_group"]``
+    (harness.import_published: one name per source of shared/reference/published/sources.md, e.g.
+    "xiongjiedai", "llama.cpp-15013"), else its ``source`` (a URL as host/owner/repository: the serving
+    imports name their file); "" for a fitbench run (origin "measured")."""
+    if rec.origin == "measured":
+        return ""
+    extra = rec.extra if isinstance(rec.extra, dict) else {}
+    group = str(extra.get("source_group") or "")
+    if group or not rec.source:
+        return group
+    url = urllib.parse.urlparse(rec.source)
+    if url.scheme in ("http", "https") and url.netloc:
+        return "/".join([url.netloc, *[part for part in url.path.split("/") if part][:2]])
+    return rec.source
 
 
 def record_build(rec: RunRecord, engine: str | None = None) -> str:

@@ -30,7 +30,15 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from calibration.dataset import Dataset, LoadedRecord, Rejection, is_e2e, record_era, stated_n_batch
+from calibration.dataset import (
+    Dataset,
+    LoadedRecord,
+    Rejection,
+    is_e2e,
+    record_era,
+    record_source,
+    stated_n_batch,
+)
 from estimator.engines import ENGINES, get_engine
 from estimator.physics.coefficients import detected_family
 from estimator.specs import HardwareSpec, ModelSpec, SpecError, Workload
@@ -69,6 +77,7 @@ class SpeedPoint:
     extra: dict = field(default_factory=dict)
     era: str = ""  # calibration.dataset.record_era: "2024" for a build of 2024, "" for a current one
     origin: str = ""  # the record's: "measured" (a fitbench run) | "imported" (published)
+    source: str = ""  # calibration.dataset.record_source: the published source group, "" for a fitbench run
 
     @property
     def stratum(self) -> str:
@@ -245,6 +254,7 @@ def _point(lr: LoadedRecord, phase: str, features, hw: HardwareSpec, measured_s:
         },
         era=record_era(r),
         origin=r.origin,
+        source=record_source(r),
     )
 
 

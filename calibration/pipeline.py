@@ -41,6 +41,7 @@ from calibration.validate import (
 from estimator.physics.coefficients import unit_name
 
 FITBENCH_VERSION = "0.1.0"
+OWN_RUNS = "fitbench runs"  # the by-source name of the records fitbench measured itself
 SCHEMES = ("lodo", "lomo", "lofo")
 DEFAULT_INTERVAL = {"log_lo": -0.7, "log_hi": 0.5}
 
@@ -329,10 +330,11 @@ def coverage_block(sf: SpeedFit) -> dict:
 
 
 def cv_block(sf: SpeedFit) -> dict:
-    """Per stratum: n, median and p90 APE of each scheme, overall, by basis and by origin; and the gate's,
-    overall and by origin.  ``by_origin``: the points of fitbench's own runs ("measured") apart from the
-    imported published ones ("imported"), which are what an independent check of published devices compares
-    with (a detected host is a family of its own: held out, it is predicted from covariates alone)."""
+    """Per stratum: n, median and p90 APE of each scheme, overall, by basis, by origin and by source
+    (``_by_source``); and the gate's, overall and by origin.  ``by_origin``: the points of fitbench's own
+    runs ("measured") apart from the imported published ones ("imported"), which are what an independent
+    check of published devices compares with (a detected host is a family of its own: held out, it is
+    predicted from covariates alone)."""
     out: dict = {}
     for phase in sf.strata:
         out[phase] = {}
@@ -340,7 +342,8 @@ def cv_block(sf: SpeedFit) -> dict:
             hs = sf.phase_held(s, phase)
             if not hs:
                 continue
-            entry = _ape_entry(hs) | {"by_basis": {}, "by_origin": _by_origin(hs)}
+            entry = _ape_entry(hs) | {"by_basis": {}, "by_origin": _by_origin(hs),
+                                      "by_source": _by_source(hs)}  # fmt: skip
             for basis in BASIS_SCHEME:
                 bh = [h for h in hs if h.basis == basis]
                 if bh:
@@ -364,6 +367,21 @@ def _by_origin(held: list[HeldOut]) -> dict:
     for h in held:
         groups[h.point.origin or "unknown"].append(h)
     return {o: _ape_entry(hs) for o, hs in sorted(groups.items())}
+
+
+def _by_source(held: list[HeldOut]) -> dict:
+    """``_ape_entry`` per published source (``SpeedPoint.source``; fitbench's own runs as OWN_RUNS), with the
+    source's devices and its median ln(predicted / measured time) (> 0: predicted too slow): a source whose
+    rows sit on one side of the predictions at a small error spread (a build, a setting or a method of its
+    own) is a bias an independent check of that source's held-back rows would see as well."""
+    groups: dict[str, list[HeldOut]] = defaultdict(list)
+    for h in held:
+        groups[h.point.source or (OWN_RUNS if h.point.origin == "measured" else "unknown")].append(h)
+    return {
+        s: _ape_entry(hs) | {"devices": len({h.point.device for h in hs}),
+                             "median_log_ratio": _r(statistics.median(h.log_ratio for h in hs), 4)}
+        for s, hs in sorted(groups.items())
+    }  # fmt: skip
 
 
 def family_cv(sf: SpeedFit) -> list[dict]:

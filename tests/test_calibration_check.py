@@ -11,7 +11,7 @@ pytest.importorskip("estimator.physics.speed")
 
 from calibration import check  # noqa: E402
 from calibration.__main__ import main  # noqa: E402
-from tests.calibration_gen import generate, write_records  # noqa: E402
+from tests.calibration_gen import base_record, generate, write_records  # noqa: E402
 
 DEVICES = {
     "rtx-3090": "nvidia-ampere",
@@ -85,6 +85,40 @@ def test_cv_splits_the_headline_by_origin(results):
     assert "| decode | lodo | imported | 3 | 8.0% | 20.0% |" in lines
     assert "| decode | lodo | measured | 2 | 30.0% | 50.0% |" in lines
     assert report._origin_lines({"decode": {"lodo": {}}}) == []
+
+
+def test_cv_splits_the_headline_by_source(results):
+    """Every scheme's held-out errors per published source add up to the whole, with the source's devices and
+    median log ratio; the report renders them with the sign of the offset."""
+    from calibration import report
+
+    cv = json.loads((results / "coefficients.json").read_text())["model"]["cv"]
+    for phase in ("decode", "prefill"):
+        for scheme in ("lodo", "lomo", "lofo"):
+            by = cv[phase][scheme]["by_source"]
+            assert set(by) == {"generated"}  # the generated records' source (no source group)
+            assert by["generated"]["n"] == cv[phase][scheme]["n"]
+            assert by["generated"]["devices"] == len(DEVICES)
+            assert isinstance(by["generated"]["median_log_ratio"], float)
+        assert abs(cv[phase]["lodo"]["by_source"]["generated"]["median_log_ratio"]) < 0.1  # no offset
+    board = {"n": 27, "median_ape": 0.092, "p90_ape": 0.2, "devices": 23, "median_log_ratio": 0.095}
+    own = {"n": 87, "median_ape": 0.3, "p90_ape": 0.4, "devices": 2, "median_log_ratio": -0.25}
+    two = {"decode": {"lodo": {"by_source": {"llama.cpp-15013": board, "fitbench runs": own}}}}
+    lines = report._source_lines(two)
+    assert "| decode | llama.cpp-15013 | 23 | 27 | 9.2% | +0.095 |" in lines
+    assert "| decode | fitbench runs | 2 | 87 | 30.0% | -0.250 |" in lines
+    assert report._source_lines({"decode": {"lodo": {"by_source": {}}}}) == []
+
+
+def test_record_source_names_the_published_group(results):
+    from calibration.dataset import record_source
+
+    rec = base_record()
+    assert record_source(rec) == "generated"
+    assert record_source(replace(rec, extra={"source_group": "xiongjiedai"})) == "xiongjiedai"
+    assert record_source(replace(rec, origin="measured", source="plans/cpu.toml")) == ""
+    url = "https://github.com/ai-dynamo/aiconfigurator/blob/095f58a/aic-core/silicon_sample.csv"
+    assert record_source(replace(rec, source=url)) == "github.com/ai-dynamo/aiconfigurator"
 
 
 def test_check_passes_on_consistent_data(results):
