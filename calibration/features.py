@@ -77,7 +77,7 @@ class SpeedPoint:
     extra: dict = field(default_factory=dict)
     era: str = ""  # calibration.dataset.record_era: "2024" for a build of 2024, "" for a current one
     origin: str = ""  # the record's: "measured" (a fitbench run) | "imported" (published)
-    source: str = ""  # calibration.dataset.record_source: the published source group, "" for a fitbench run
+    source: str = ""  # calibration.dataset.record_source: the published source, "" for a fitbench run
 
     @property
     def stratum(self) -> str:
