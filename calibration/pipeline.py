@@ -361,12 +361,17 @@ def _ape_entry(held: list[HeldOut]) -> dict:
     return {"n": len(held), "median_ape": _r(med, 4), "p90_ape": _r(p90, 4)}
 
 
-def _by_origin(held: list[HeldOut]) -> dict:
-    """``_ape_entry`` per record origin (``SpeedPoint.origin``; "unknown" when a point has none)."""
+def _grouped(held: list[HeldOut], key) -> dict[str, list[HeldOut]]:
+    """Held-out predictions by ``key(point)`` ("unknown" where it is empty), in key order."""
     groups: dict[str, list[HeldOut]] = defaultdict(list)
     for h in held:
-        groups[h.point.origin or "unknown"].append(h)
-    return {o: _ape_entry(hs) for o, hs in sorted(groups.items())}
+        groups[key(h.point) or "unknown"].append(h)
+    return dict(sorted(groups.items()))
+
+
+def _by_origin(held: list[HeldOut]) -> dict:
+    """``_ape_entry`` per record origin (``SpeedPoint.origin``)."""
+    return {o: _ape_entry(hs) for o, hs in _grouped(held, lambda p: p.origin).items()}
 
 
 def _by_source(held: list[HeldOut]) -> dict:
@@ -374,13 +379,11 @@ def _by_source(held: list[HeldOut]) -> dict:
     source's devices and its median ln(predicted / measured time) (> 0: predicted too slow): a source whose
     rows sit on one side of the predictions at a small error spread (a build, a setting or a method of its
     own) is a bias an independent check of that source's held-back rows would see as well."""
-    groups: dict[str, list[HeldOut]] = defaultdict(list)
-    for h in held:
-        groups[h.point.source or (OWN_RUNS if h.point.origin == "measured" else "unknown")].append(h)
+    groups = _grouped(held, lambda p: p.source or (OWN_RUNS if p.origin == "measured" else ""))
     return {
         s: _ape_entry(hs) | {"devices": len({h.point.device for h in hs}),
                              "median_log_ratio": _r(statistics.median(h.log_ratio for h in hs), 4)}
-        for s, hs in sorted(groups.items())
+        for s, hs in groups.items()
     }  # fmt: skip
 
 

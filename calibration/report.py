@@ -260,11 +260,10 @@ def _source_lines(cv: dict, scheme: str = "lodo") -> list[str]:
     """Held-out errors per published source under ``scheme`` (``cv[phase][scheme]["by_source"]``), with the
     median ln(predicted / measured time): the sources whose rows the predictions miss to one side."""
     rows = [
-        f"| {phase} | {source} | {e.get('devices', '-')} | {e['n']} | {_pct(e['median_ape'])} | "
+        f"| {phase} | {source} | {e['devices']} | {e['n']} | {_pct(e['median_ape'])} | "
         f"{e['median_log_ratio']:+.3f} |"
         for phase, by in cv.items()
         for source, e in by.get(scheme, {}).get("by_source", {}).items()
-        if e.get("median_log_ratio") is not None
     ]
     if not rows:
         return []
@@ -272,9 +271,9 @@ def _source_lines(cv: dict, scheme: str = "lodo") -> list[str]:
         "",
         f"By source ({scheme.upper()}): each published source (sources.md's groups) and fitbench's own "
         "runs.  Median ln(predicted / measured time) > 0: predicted too slow.  A source far to one side "
-        "with a small error spread has a build, a setting or a method of its own, "
-        "which the estimate (a current build with llama-bench defaults) does not carry; an independent check "
-        "of that source's held-back rows sees the same offset.",
+        "with a small error spread has a build, a setting or a method of its own, which the estimate (a "
+        "current build with llama-bench defaults) does not carry; an independent check of that source's "
+        "held-back rows sees the same offset.",
         "",
         "| phase | source | devices | n | median error | median ln(pred / meas) |",
         "|---|---|---:|---:|---:|---:|",

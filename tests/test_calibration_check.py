@@ -110,7 +110,7 @@ def test_cv_splits_the_headline_by_source(results):
     assert report._source_lines({"decode": {"lodo": {"by_source": {}}}}) == []
 
 
-def test_record_source_names_the_published_group(results):
+def test_record_source_names_the_published_group():
     from calibration.dataset import record_source
 
     rec = base_record()
