@@ -505,17 +505,23 @@ def _stable(samples) -> bool:
 # numpy arrays, and the same estimator formulas (speed.step_s / speed.prefill_time on speed.rates_for_decode
 # / rates_for_prefill) applied to them.  Tests check point for point against decode_step_s / prefill_s.
 
+BUILD_SCALE = "decode.build_scale"
+
+
 # Parameters each phase's time needs, by the name the formulas read -> the parameter table key that supplies
 # it (the other phase's parameters are borrowed as estimator.physics.speed.merged_params borrows them).
 def phase_inputs(phase: str, keys) -> dict[str, str]:
-    """{param name the phase's formula reads: table key ``phase.name``} for the fitted keys ``keys``."""
+    """{param name the phase's formula reads: table key ``phase.name``} for the fitted keys ``keys``.  Prefill
+    also reads ``decode.build_scale``: the decode bw_eff it borrows is a current build's, and a record of an
+    older build streams its weights at bw_eff / build_scale (the estimator, which predicts current builds,
+    borrows bw_eff alone)."""
     sp = _speed()
     other = "prefill" if phase == "decode" else "decode"
     borrow = sp.BORROW_FROM_PREFILL if phase == "decode" else sp.BORROW_FROM_DECODE
     out = {}
     for key in keys:
         ph, name = key.split(".", 1)
-        if ph == phase or (ph == other and name in borrow):
+        if ph == phase or (ph == other and name in borrow) or (phase == "prefill" and key == BUILD_SCALE):
             out[name] = key
     return out
 
@@ -631,7 +637,11 @@ def phase_seconds(arr: PhaseArrays, params: dict) -> object:
             rows = {k: v[arr.owner] for k, v in params.items()}
             rates = sp.rates_for_decode(arr.device, rows, arr.features.kernel_class)
             t = sp.step_s(arr.features, rates)
+            if "build_scale" in rows:  # a record of an older build (its build covariate), 1 otherwise
+                t = t * rows["build_scale"]
             return np.bincount(arr.owner, weights=t, minlength=len(arr.index)) / arr.count
+        if "build_scale" in params and "bw_eff" in params:  # an older build streams its weights slower
+            params["bw_eff"] = params["bw_eff"] / params["build_scale"]
         rates = sp.rates_for_prefill(arr.device, params, arr.features.kernel_class)
         return sp.prefill_time(arr.features, rates)
 

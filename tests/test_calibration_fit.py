@@ -44,7 +44,9 @@ def ampere_cal(tmp_path_factory):
 
 
 def test_vectorised_times_are_the_estimator_functions(ampere_cal):
-    """phase_seconds on stacked arrays equals decode_step_s / prefill_s point for point."""
+    """phase_seconds on stacked arrays equals decode_step_s / prefill_s point for point, with the unit's
+    ``build_scale`` (1 for a current build, up to the intercept's round-off) on the decode step and on the
+    bandwidth prefill borrows, which the estimator never applies."""
     pts = ampere_cal.points
     st = ampere_cal.speed.state
     prob = F.Problem(pts, st.design)
@@ -56,7 +58,12 @@ def test_vectorised_times_are_the_estimator_functions(ampere_cal):
         p = pts[i]
         th = st.theta[units[H.unit_key(p)]]
         par = {n: float(th[keys.index(key)]) for n, key in feat.phase_inputs(p.phase, keys).items()}
+        build = par.pop("build_scale")
+        assert build == pytest.approx(1.0, abs=1e-4)  # no build=2024 record here
+        if p.phase == "prefill":
+            par["bw_eff"] /= build
         t = (speed.decode_step_s if p.phase == "decode" else speed.prefill_s)(p.features, p.hardware, par)
+        t *= build if p.phase == "decode" else 1.0
         assert math.log(t) == pytest.approx(lt[k], abs=1e-9)
 
 
@@ -145,7 +152,8 @@ def test_param_defs_have_physical_bounds():
             assert 0 < d.lower and d.upper == 1.0
         if d.kind == TIME:
             assert d.lower == 0.0
-        assert d.covariates and d.effects, d.key
+        # a record-level factor (the build era's) has no device or family of its own
+        assert d.covariates and (d.effects or d.covariates == ("build",)), d.key
 
 
 def test_batched_decode_borrows_the_prefill_compute_roof():
@@ -157,6 +165,9 @@ def test_batched_decode_borrows_the_prefill_compute_roof():
     assert dec["flops_eff"] == "prefill.flops_eff" and dec["flops_abs_tflops"] == "prefill.flops_abs_tflops"
     assert dec["t_layer_s"] == "decode.t_layer_s" and pre["t_layer_s"] == "prefill.t_layer_s"
     assert pre["bw_eff"] == "decode.bw_eff" and "attn_eff" not in dec
+    # an older build's prefill streams at bw_eff / build_scale; the estimator (current builds) borrows bw_eff
+    assert pre["build_scale"] == dec["build_scale"] == "decode.build_scale"
+    assert "build_scale" not in speed.BORROW_FROM_DECODE
 
 
 def test_batched_cpu_decode_uses_the_fitted_absolute_rate(tmp_path):
@@ -182,7 +193,7 @@ def test_batched_cpu_decode_uses_the_fitted_absolute_rate(tmp_path):
     th = st.theta[st.design.units.index(H.unit_key(b))]
     par = {n: float(th[keys.index(k)]) for n, k in feat.phase_inputs("decode", keys).items()}
     par["flops_eff"] = 1.0
-    t = speed.decode_step_s(b.features, b.hardware, par)
+    t = speed.decode_step_s(b.features, b.hardware, par) * par.pop("build_scale")  # ~1: a current build
     (lr,) = F.predict_log_ratio(st, [b])
     assert math.log(t / b.measured_s) == pytest.approx(lr, abs=1e-9)
 
@@ -315,7 +326,8 @@ def test_a_2024_build_s_slower_prompts_stay_in_the_build_term(tmp_path):
     same devices' current rows (a known ln ratio of -0.25 on three Ampere cards, generated through the
     estimator's physics): the fit puts that in the record-level covariate ``build=2024`` of prefill
     flops_eff, not in the devices' effects, so the devices' current rate stays what their current rows say,
-    which the estimator predicts (it never sets ``build``).  Decode carries no build term."""
+    which the estimator predicts (it never sets ``build``).  Their decode rows are as fast as the current
+    ones: decode bw_eff carries no build term, and the decode step factor ``build_scale`` stays ~1."""
     from calibration.dataset import LEGACY_ERA, record_era
     from calibration.hierarchy import build_covariates
     from estimator.physics import covariates as cov
@@ -338,9 +350,40 @@ def test_a_2024_build_s_slower_prompts_stay_in_the_build_term(tmp_path):
     assert beta["cov:build=2024"] == pytest.approx(-slow, abs=0.08)
     jd = [p.key for p in d.params].index("decode.bw_eff")
     assert not any(n.startswith("cov:build") for n in d.names[jd])
+    js = [p.key for p in d.params].index("decode.build_scale")
+    step = dict(zip(d.names[js], st.z[d.block[js]], strict=True))
+    assert step["cov:build=2024"] == pytest.approx(0, abs=0.05)
     for dev in AMPERE:  # the current rate, within the noise
         assert _theta(st, dev, "prefill.flops_eff") == pytest.approx(TRUE_PRE["nvidia-ampere"]["flops_eff"],
                                                                      rel=0.08)  # fmt: skip
     assert build_covariates("", ("build",)) == {} and build_covariates(LEGACY_ERA, ("year",)) == {}
     hw = resolve_hardware("rtx-3090")
     assert cov.covariates(hw, "llama.cpp", "CUDA", cov.GROUPS).keys().isdisjoint({"build=2024"})
+
+
+def test_a_2024_build_s_slower_steps_stay_in_the_step_factor(tmp_path):
+    """Decode rows of a source that dates its llama.cpp build to 2024 take 12 % longer per step than the same
+    devices' current rows: the fit puts the ln ratio in ``build_scale``'s covariate ``build=2024`` (a factor
+    on the whole step: bandwidth and overheads alike), its intercept stays 1 (the current build, which the
+    estimator predicts without the parameter), and the devices' decode terms stay what their current rows
+    say."""
+    from calibration.dataset import LEGACY_ERA, record_era
+
+    slow = math.log(1.12)
+    recs = generate(AMPERE, TRUE_DEC, TRUE_PRE, noise=0.02, seed=5)
+    old = [replace(r, record_id=f"old-{r.record_id}", extra={"source_group": "xiongjiedai"},
+                   decode_tok_s=r.decode_tok_s / math.exp(slow) if r.decode_tok_s else None)
+           for r in recs]  # fmt: skip
+    assert {record_era(r) for r in old} == {LEGACY_ERA}
+    write_records(tmp_path / "runs" / "gen.jsonl", recs + old)
+    cal = pipeline.calibrate(load_dataset(tmp_path), cv=False, memory=False, e2e=False)
+    st = cal.speed.state
+    d = st.design
+    j = [p.key for p in d.params].index("decode.build_scale")
+    beta = dict(zip(d.names[j], st.z[d.block[j]], strict=True))
+    assert beta["cov:build=2024"] == pytest.approx(slow, abs=0.04)  # RATE eta = ln(factor)
+    assert beta["cov:1"] == pytest.approx(0, abs=0.01)
+    for dev in AMPERE:
+        assert _theta(st, dev, "decode.bw_eff") == pytest.approx(TRUE_DEC["nvidia-ampere"]["bw_eff"], rel=0.1)
+    # the estimator's decode rates never read the factor: a current build's step
+    assert "build_scale" not in speed.DecodeRates.__dataclass_fields__

@@ -173,8 +173,18 @@ PARAMS: tuple[Param, ...] = (
           covariates=(*_LEVEL, "mem", "ln_bw", "multi_die", "bw_measured"), effects=_FD),
     Param("t_layer_s", "decode", TIME, 1e-5, 0.0, 1e-2, True, "all", "per-layer overhead of one step, s",
           covariates=_OVERHEAD, effects=_FD),
+    # the fixed cost of a llama.cpp step (graph build, launch, sampling, synchronisation) is a few hundred
+    # microseconds: its intercept's prior is tight (x1.65 at one sd) so that the data, which fit a large
+    # fixed cost and a per-layer one alike, cannot move what layers cost into it (docs/calibration.md,
+    # "A tight fixed cost and the 2024 step factor")
     Param("t_fixed_s", "decode", TIME, 3e-4, 0.0, 1.0, True, "all", "fixed overhead of one step, s",
-          covariates=(*_OVERHEAD, "ln_bw"), effects=_FD),
+          covariates=_OVERHEAD, effects=_FD, intercept_sd=0.5),
+    # a decode step of a llama.cpp build of 2024 / the same step of a current build: the record-level
+    # covariate build only (calibration.dataset.record_era), the intercept pinned at 1, which the estimator
+    # predicts (it never applies this parameter: estimates are of current builds)
+    Param("build_scale", "decode", RATE, 1.0, 0.2, 5.0, fit="all",
+          doc="decode step time of a 2024 llama.cpp build / a current build's", covariates=("build",),
+          intercept_sd=1e-3, covariate_sd=0.3),
     Param("moe_route_s", "decode", TIME, 0.0, 0.0, 1e-2,
           doc="per MoE layer and step (router, expert gather), s"),
     Param("host_bw_eff", "decode", EFF, 0.6, 1e-3, 1.0,

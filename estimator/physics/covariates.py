@@ -31,8 +31,8 @@ Groups and the covariates they give (name: value; reference level in brackets ha
 * ``kind``: ``kind=<k>`` = 1 for unified / cpu / npu (reference [gpu]);
 * ``mem``: memory technology from the catalog's ``memory_type`` (its source is the catalog row):
   ``mem=hbm`` (HBM*), ``mem=lpddr`` (LPDDR*, unified), ``mem=ddr`` (DDR*), reference [GDDR];
-* ``ln_bw``: ln(bandwidth_gbs / 500): very fast memory leaves a larger share of a step to kernel and launch
-  overheads (datacenter HBM parts vs consumer GDDR);
+* ``ln_bw``: ln(bandwidth_gbs / 500): very fast memory is harder to saturate with one stream's kernels
+  (datacenter HBM parts vs consumer GDDR; decode ``bw_eff``, and CPU prefill rates);
 * ``cpu_size``: ``ln_cpu_size`` = ln(cores x GHz / 24) of a CPU whose core count is catalogued
   (tools/catalog/hardware_covariates.csv, with sources) or detected: what a CPU's GEMM rate scales with
   (a 2-core VM against a 32-core Threadripper); prior coefficient 1 (the rate in proportion to cores x
@@ -50,9 +50,9 @@ Groups and the covariates they give (name: value; reference level in brackets ha
   4090's 1.36 W at its FP16-accumulate rate) cannot hold through a long GEMM; unified chips (board power
   shared with the CPU) and CPUs take 0.
 * ``build``: ``build=2024`` = 1 for a record of a llama.cpp build of 2024 (calibration.dataset.record_era),
-  on prefill ``flops_eff``: a covariate of the record, not of the device, which calibration sets
-  (calibration.hierarchy.build_covariates) and this module never does: the estimator predicts current
-  builds, the reference level.
+  on prefill ``flops_eff`` and decode ``build_scale`` (a factor on the whole step): a covariate of the
+  record, not of the device, which calibration sets (calibration.hierarchy.build_covariates) and this module
+  never does: the estimator predicts current builds, the reference level.
 
 Units: GB/s = 10^9 B/s, TFLOPS = 10^12 FLOP/s.  Pure functions of the specs; no numpy.
 """
