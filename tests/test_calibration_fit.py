@@ -387,3 +387,25 @@ def test_a_2024_build_s_slower_steps_stay_in_the_step_factor(tmp_path):
         assert _theta(st, dev, "decode.bw_eff") == pytest.approx(TRUE_DEC["nvidia-ampere"]["bw_eff"], rel=0.1)
     # the estimator's decode rates never read the factor: a current build's step
     assert "build_scale" not in speed.DecodeRates.__dataclass_fields__
+    # a 2024 record's prefill reads the weights at bw_eff / build_scale: the fit's prefill time of such a
+    # point is the estimator's prefill_s with that bandwidth, not with the current build's
+    prob = F.Problem(cal.points, d)
+    lt = prob.log_times(d.eta(st.z))
+    order = list(np.concatenate([a.index for a in prob.arrays]))
+    keys = [p.key for p in d.params]
+    units = {u: i for i, u in enumerate(d.units)}
+    checked = 0
+    for i, p in enumerate(cal.points):
+        if p.phase != "prefill" or p.era != LEGACY_ERA:
+            continue
+        th = st.theta[units[H.unit_key(p)]]
+        par = {n: float(th[keys.index(key)]) for n, key in feat.phase_inputs("prefill", keys).items()}
+        build = par.pop("build_scale")
+        assert build == pytest.approx(1.12, rel=0.05)
+        current = math.log(speed.prefill_s(p.features, p.hardware, par))
+        par["bw_eff"] /= build
+        older = math.log(speed.prefill_s(p.features, p.hardware, par))
+        assert older == pytest.approx(lt[order.index(i)], abs=1e-9)
+        assert older > current + 1e-6  # the borrowed bandwidth matters to this point's time
+        checked += 1
+    assert checked
