@@ -75,9 +75,10 @@ def test_catalog_covers_reference_and_keeps_provenance():
             assert c["source"] == e["source"] and c["verified"] == e["verified"]
     for e in added:  # this repository's additions: a config.json copy with its source
         c = catalog.model_entry(e["hf_id"])
-        if e.get("completes"):  # transcribed from public copies of the Hub's config.json: unverified
+        if e.get("completes") or c["source"].startswith("https://huggingface.co/"):
+            # transcribed from public copies of the Hub's config.json (the Hub not read): unverified
             assert c["source"].startswith("https://huggingface.co/") and c["verified"] is False
-        else:
+        else:  # a config copy at a GitHub permalink
             assert c["source"].startswith("https://github.com/") and c["verified"] is True
         assert c["config_source"].startswith("tools/catalog/")
 
@@ -264,3 +265,26 @@ def test_widely_downloaded_gguf_families_are_catalogued():
     assert q2.qkv_bias and set(q2.layer_types) == {FULL} and q2.vocab_size == 152064
     for mid in ("gemma-2-2b", "gemma-2-27b", "qwen2-0.5b", "qwen2-1.5b", "qwen2.5-3b", "phi-3.5-mini-3.8b"):
         assert get_model(mid).source.startswith("https://github.com/mlc-ai/mlc-llm/blob/79d603f")
+
+
+def test_models_of_argonnes_gh200_runs_are_catalogued_with_their_geometry():
+    """The 7B-class models Argonne ran with vLLM on a GH200 (published_measurements_2.csv) resolve by the HF
+    id the rows name; the GPT-2-era configs (GPT-J, BLOOM, OPT) size an MLP without a gate, and the counted
+    parameters match the names (GPT-J 6.05 B, OPT 6.65 B without its 8.4 M position embeddings, BLOOM
+    7.07 B)."""
+    expect = {  # hf id: (layers, hidden, kv heads, ffn width, gated, tied, billions counted)
+        "EleutherAI/gpt-j-6b": (28, 4096, 16, 16384, False, False, 6.05),
+        "facebook/opt-6.7b": (32, 4096, 32, 16384, False, True, 6.65),
+        "bigscience/bloom-7b1": (30, 4096, 32, 16384, False, True, 7.07),
+        "BAAI/Aquila-7B": (32, 4096, 32, 11008, True, False, 7.30),
+        "Qwen/Qwen1.5-7B": (32, 4096, 32, 11008, True, False, 7.72),
+    }
+    for hf, (n, h, kv, ff, gated, tied, billions) in expect.items():
+        m = resolve_model(hf)
+        assert (m.n_layers, m.hidden_size, m.n_kv_heads, m.intermediate_size) == (n, h, kv, ff), hf
+        assert (m.ffn_gated, m.tie_embeddings) == (gated, tied), hf
+        assert weight_breakdown(m, "F16").n_params_total / 1e9 == pytest.approx(billions, abs=0.01), hf
+        entry = catalog.model_entry(m.id)
+        assert entry["source"] and entry["config_source"].startswith("tools/catalog/configs/")
+    assert resolve_model("bigscience/bloom-7b1").max_context == 2048  # ALiBi: the training length
+    assert resolve_model("Qwen/Qwen1.5-7B").window is None  # use_sliding_window false

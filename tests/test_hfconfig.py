@@ -185,3 +185,44 @@ def test_config_fifo_and_huge_file_refused(tmp_path):
         fh.truncate(20 * 2**20)
     with pytest.raises(SpecError, match="more than the"):
         load_hf_config(big)
+
+
+def test_gpt2_era_spellings_are_read_as_the_standard_keys():
+    """GPT-J / BLOOM / OPT configs name their sizes the old way; the standard key wins where both exist."""
+    gptj = {"model_type": "gptj", "n_embd": 256, "n_layer": 3, "n_head": 4, "n_inner": None,
+            "n_positions": 2048, "vocab_size": 1000, "tie_word_embeddings": False}  # fmt: skip
+    m = spec_from_config(gptj)
+    assert (m.hidden_size, m.n_layers, m.n_heads, m.n_kv_heads, m.max_context) == (256, 3, 4, 4, 2048)
+    assert m.intermediate_size == 4 * 256 and not m.ffn_gated and not m.tie_embeddings
+    bloom = {"model_type": "bloom", "n_embed": 256, "n_layer": 2, "n_head": 8, "seq_length": 2048,
+             "vocab_size": 1000}  # fmt: skip
+    m = spec_from_config(bloom)
+    assert (m.hidden_size, m.n_layers, m.n_heads, m.max_context) == (256, 2, 8, 2048)
+    assert m.intermediate_size == 1024 and not m.ffn_gated and m.tie_embeddings  # BloomConfig ties by default
+    opt = {"model_type": "opt", "hidden_size": 256, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "ffn_dim": 768, "max_position_embeddings": 2048, "vocab_size": 1000}  # fmt: skip
+    m = spec_from_config(opt)
+    assert m.intermediate_size == 768 and not m.ffn_gated and m.tie_embeddings
+    both = dict(gptj, hidden_size=512, num_attention_heads=8)
+    assert spec_from_config(both).hidden_size == 512
+    # a bloom without any context key still names the key it lacks
+    with pytest.raises(SpecError, match="max_position_embeddings"):
+        spec_from_config({k: v for k, v in bloom.items() if k != "seq_length"})
+
+
+def test_ungated_mlp_counts_two_matrices_per_layer():
+    """An up/down MLP has 2 x hidden x width weights a layer, a gated one 3 x: GPT-J 6B's published geometry
+    (28 layers, 4,096 wide, MLP 16,384, vocabulary 50,400, untied head) counts 6.05 B parameters."""
+    from estimator.physics.weights import weight_breakdown
+
+    gptj = {"model_type": "gptj", "n_embd": 4096, "n_layer": 28, "n_head": 16, "n_inner": None,
+            "n_positions": 2048, "vocab_size": 50400, "tie_word_embeddings": False}  # fmt: skip
+    m = spec_from_config(gptj)
+    per_layer = 4 * 4096 * 4096 + 2 * 4096 * 16384
+    embeddings = 2 * 50400 * 4096
+    n = weight_breakdown(m, "F16").n_params_total
+    assert abs(n - (28 * per_layer + embeddings)) / n < 1e-3
+    llama = dict(BASE, hidden_size=4096, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=16,
+                 intermediate_size=16384, vocab_size=50400, tie_word_embeddings=False)
+    gated = weight_breakdown(spec_from_config(llama), "F16")
+    assert gated.n_params_total - n == pytest.approx(28 * 4096 * 16384, rel=1e-3)

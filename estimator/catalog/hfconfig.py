@@ -9,7 +9,16 @@ pure parser used by both the loader and the catalog.  Rules (see ../shared/refer
   non-default
   keys: ``Gemma3TextConfig`` defaults heads 8, kv heads 4, head_dim 256, vocab 262,208, 131,072 positions,
   sliding_window_pattern 6, tied embeddings);
+* the GPT-2-era spellings of a few model types are read as the standard keys where the standard key is absent
+  (``LEGACY_KEYS``, the renames transformers' config classes document: GPT-J ``n_embd`` / ``n_layer`` /
+  ``n_head`` / ``n_positions`` / ``n_inner``, BLOOM ``n_embed`` / ``n_layer`` / ``n_head`` / ``seq_length``,
+  OPT ``ffn_dim``, GPT-2 / GPT-BigCode likewise);
 * ``head_dim`` (or Hunyuan's ``attention_head_dim``) always wins over hidden/heads;
+* an up/down MLP without a gate projection for the model types built that way (``UNGATED_MLP_TYPES``: GPT-2,
+  GPT-J, GPT-NeoX, BLOOM, OPT, Falcon, Phi-1/2, MPT, GPT-BigCode, StarCoder2) and for a ``relu2`` activation
+  (Nemotron-H); their width defaults to 4 x hidden when the file gives none (``n_inner`` null);
+* tied input / output embeddings when ``tie_word_embeddings`` is absent for the types whose config classes
+  default to tying (Gemma, GPT-2, BLOOM, OPT), untied otherwise;
 * missing ``num_key_value_heads`` means MHA (kv heads = heads);
 * per-layer kinds from, in order: ``layer_types``; ``hybrid_override_pattern`` (M Mamba2, * attention, - MLP,
   E MoE); ``full_attention_interval`` (layer i full iff (i+1) % k == 0, else linear attention);
@@ -190,7 +199,28 @@ _LAYER_NAMES = {
     "none": NONE,
 }
 # architectures whose MoE experts use intermediate_size (no moe_intermediate_size key)
-_TIED_DEFAULT_TRUE = ("gemma",)
+_TIED_DEFAULT_TRUE = ("gemma", "gpt2", "bloom", "opt")
+# model_type -> {old spelling: standard key}: the attribute maps of transformers' config classes for these
+# types (GPTJConfig, BloomConfig, OPTConfig, GPT2Config, GPTBigCodeConfig); read only where the standard key
+# is absent
+LEGACY_KEYS: dict[str, dict[str, str]] = {
+    "gptj": {"n_embd": "hidden_size", "n_layer": "num_hidden_layers", "n_head": "num_attention_heads",
+             "n_positions": "max_position_embeddings", "n_inner": "intermediate_size"},
+    "gpt2": {"n_embd": "hidden_size", "n_layer": "num_hidden_layers", "n_head": "num_attention_heads",
+             "n_positions": "max_position_embeddings", "n_inner": "intermediate_size"},
+    "gpt_bigcode": {"n_embd": "hidden_size", "n_layer": "num_hidden_layers", "n_head": "num_attention_heads",
+                    "n_positions": "max_position_embeddings", "n_inner": "intermediate_size"},
+    # BLOOM has ALiBi positions and no learned limit: its training length (seq_length) is the context
+    "bloom": {"n_embed": "hidden_size", "n_layer": "num_hidden_layers", "n_head": "num_attention_heads",
+              "seq_length": "max_position_embeddings", "n_inner": "intermediate_size"},
+    "opt": {"ffn_dim": "intermediate_size"},
+}  # fmt: skip
+# model types whose MLP is up -> activation -> down with no gate projection (GPT-2 c_fc / c_proj, GPT-J
+# fc_in / fc_out, GPT-NeoX / BLOOM / Falcon dense_h_to_4h / dense_4h_to_h, OPT / Phi fc1 / fc2, MPT up / down)
+UNGATED_MLP_TYPES = frozenset(
+    {"gpt2", "gptj", "gpt_neox", "bloom", "opt", "falcon", "phi", "mpt", "gpt_bigcode", "starcoder2"}
+)
+UNGATED_DEFAULT_WIDTH = 4  # x hidden_size: the width those config classes take when n_inner / ffn_dim is null
 _REQUIRED = (
     "hidden_size",
     "num_hidden_layers",
@@ -213,6 +243,9 @@ def merged_text_config(cfg: dict) -> dict:
     if isinstance(text, dict):
         out.update(text)
         out.setdefault("architectures", cfg.get("architectures"))
+    for old_key, key in LEGACY_KEYS.get(str(out.get("model_type")), {}).items():
+        if out.get(key) is None and out.get(old_key) is not None:
+            out[key] = out[old_key]
     for k, v in TEXT_DEFAULTS.get(str(out.get("model_type")), {}).items():
         out.setdefault(k, v)
     return out
@@ -408,6 +441,9 @@ def _spec_from_text_config(t: dict, source: str, meta: dict) -> ModelSpec:
     kinds, window = _layer_types(t, n, mt, source)
     moe = _moe(t, n, mt, kinds)
     inter = t.get("intermediate_size_mlp") or t.get("intermediate_size")
+    ungated = mt in UNGATED_MLP_TYPES or str(t.get("mlp_hidden_act") or t.get("hidden_act") or "") == "relu2"
+    if inter is None and moe is None and mt in UNGATED_MLP_TYPES:
+        inter = UNGATED_DEFAULT_WIDTH * hidden
     if inter is None and moe is None:
         raise SpecError(f"{source}: missing required key 'intermediate_size'")
     state = _state(t)
@@ -450,7 +486,7 @@ def _spec_from_text_config(t: dict, source: str, meta: dict) -> ModelSpec:
         if t.get("num_global_key_value_heads")
         else None,
         k_eq_v=bool(t.get("attention_k_eq_v")),
-        ffn_gated=str(t.get("mlp_hidden_act") or t.get("hidden_act") or "") not in ("relu2",),
+        ffn_gated=not ungated,
         attn_output_gate=bool(t.get("attn_output_gate", mt == "qwen3_next" or mt.startswith("qwen3_5"))),
         per_layer_input=int(t.get("hidden_size_per_layer_input") or 0),
         n_kv_shared_layers=int(t.get("num_kv_shared_layers") or 0),
