@@ -29,6 +29,13 @@ published ``batch_raw`` ``n_batch N`` where the record has no n_batch.  A run th
 stops a sequence at the model's context for more tokens than that context is not predicted
 (``calibration.features.check_context``): it generated fewer tokens than it states.
 
+Each run is predicted as it was built, as the speed cross-validation predicts its points: a llama.cpp run
+whose source dates its build to 2024 (``calibration.dataset.record_era``) takes the fit's ``build`` terms
+(``as_built``: its decode steps x ``decode.build_scale``, its prompt GEMMs at ``prefill.flops_eff`` with the
+``build=2024`` coefficient and at ``bw_eff / build_scale``, calibration.features.phase_seconds), where a
+report predicts a current build.  ``summary`` gives the full fit's figure both ways (``full`` as built,
+``full_current`` as a current build: what a report would have said of the same run).
+
 Error per record: ape = |t_pred / t_meas - 1| of the latency (the ratio of times, as for speeds).
 """
 
@@ -38,7 +45,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from calibration.dataset import Dataset, Rejection, is_e2e, record_build
+from calibration.dataset import Dataset, Rejection, is_e2e, record_build, record_era
 from calibration.features import Resolver, e2e_specs, point_family
 from calibration.validate import ape_stats
 
@@ -63,6 +70,7 @@ class LatencyPoint:
     decode: object = None  # list of speed.DecodeFeatures of the n_gen steps
     build: str = ""  # the engine build (calibration.dataset.record_build; "" when nobody states it)
     fitted: bool = False  # also a decode point of the speed fit (calibration.features.one_token_run_point)
+    era: str = ""  # calibration.dataset.record_era: "2024" for a llama.cpp build its source dates to 2024
 
 
 @dataclass(frozen=True)
@@ -99,7 +107,7 @@ def latency_points(
             out.append(
                 LatencyPoint(
                     model, quant, hw, wl, float(r.e2e_latency_s), _device(r), point_family(r, hw), r.engine,
-                    r.backend, r.model_id, b, lr.where, pre, dec, record_build(r),
+                    r.backend, r.model_id, b, lr.where, pre, dec, record_build(r), era=record_era(r),
                 )
             )  # fmt: skip
         except (SpecError, KeyError, ValueError, ZeroDivisionError) as exc:
@@ -113,14 +121,49 @@ def _device(r) -> str:
     return device_key(r)
 
 
-def predict_s(lp: LatencyPoint, table) -> tuple[float, str]:
-    """(seconds, basis) of one latency point with a coefficient table (the estimator's lookup)."""
+def predict_s(lp: LatencyPoint, table, as_built: bool = True) -> tuple[float, str]:
+    """(seconds, basis) of one latency point with a coefficient table (the estimator's lookup); ``as_built``:
+    with the build terms of the point's era (module doc), else as a current build (what a report says)."""
     from estimator.physics import speed
 
     dec, _pre, dparams, pparams = speed.merged_params(table, lp.hardware, lp.engine, lp.backend or None)
+    step = 1.0
+    if as_built and lp.era:
+        dparams, pparams, step = era_params(table.model, lp.era, dparams, pparams)
     t_pre = speed.prompt_s(lp.prefill, lp.hardware, pparams, dparams)  # decode steps for -b 1
-    t_dec = speed.decode_step_s(lp.decode, lp.hardware, dparams) * lp.workload.n_gen
+    if lp.prefill.decode_steps:
+        t_pre *= step
+    t_dec = speed.decode_step_s(lp.decode, lp.hardware, dparams) * lp.workload.n_gen * step
     return t_pre + t_dec, dec.basis or dec.source
+
+
+def era_params(model: dict | None, era: str, dparams: dict, pparams: dict) -> tuple[dict, dict, float]:
+    """(decode params, prefill params, step factor) of a build of ``era`` from a current build's: every
+    fitted parameter with the ``build`` covariate group moves by its ``build=<era>`` coefficient in its
+    transformed space (calibration.hierarchy.build_covariates), decode borrows the moved prefill
+    ``flops_eff``, prefill streams its weights at ``bw_eff / build_scale``, and the step factor is
+    ``decode.build_scale`` (1 for a current build) - the terms calibration.features.phase_seconds applies to
+    the era's points in the fit."""
+    from calibration.features import BUILD_SCALE
+    from calibration.hierarchy import build_covariates
+    from estimator.physics.coefficients import from_eta, param, to_eta
+    from estimator.physics.speed import BORROW_FROM_PREFILL
+
+    dp, pp = dict(dparams), dict(pparams)
+    x = build_covariates(era, ("build",))
+    for entry in (model or {}).get("params", []):
+        phase, name = entry["key"].split(".", 1)
+        p = param(phase, name)
+        target = dp if phase == "decode" else pp if phase == "prefill" else None
+        if target is None or "build" not in p.covariates or name not in target:
+            continue
+        delta = sum(float(entry.get("beta", {}).get(c, 0.0)) * v for c, v in x.items())
+        target[name] = float(from_eta(p, to_eta(p, target[name]) + delta))
+    dp.update({k: pp[k] for k in BORROW_FROM_PREFILL if k in pp})
+    step = float(dp.get(BUILD_SCALE.split(".", 1)[1], 1.0))
+    if "bw_eff" in pp:
+        pp["bw_eff"] = pp["bw_eff"] / step
+    return dp, pp, step
 
 
 def table_for(model_section: dict):
@@ -133,9 +176,10 @@ def table_for(model_section: dict):
 
 
 def predict_schemes(points: list[LatencyPoint], sf) -> dict[str, list[LatencyResult]]:
-    """Predictions of every latency point under the full fit ("full": what the shipped coefficients say) and
-    under each cross-validation scheme (the fold that holds out the point's device / model / family; the
-    full fit when no fold does, i.e. nothing of that group was fitted)."""
+    """Predictions of every latency point under the full fit ("full": what the shipped coefficients say of
+    the run as built; "full_current": of the same run as a current build) and under each cross-validation
+    scheme (the fold that holds out the point's device / model / family; the full fit when no fold does,
+    i.e. nothing of that group was fitted), as built."""
     from calibration.pipeline import model_section
 
     full = table_for(model_section(sf.state, sf.points))
@@ -143,6 +187,8 @@ def predict_schemes(points: list[LatencyPoint], sf) -> dict[str, list[LatencyRes
     for lp in points:
         t, basis = predict_s(lp, full)
         out["full"].append(LatencyResult(lp, t, "full", basis))
+        t, basis = predict_s(lp, full, as_built=False)
+        out["full_current"].append(LatencyResult(lp, t, "full_current", basis))
     keys = {"lodo": lambda lp: lp.device, "lomo": lambda lp: lp.model_id, "lofo": lambda lp: lp.family}
     assert set(keys) >= set(sf.states), "a scheme whose fold fits are kept needs its latency fold key"
     for scheme, states in sf.states.items():

@@ -199,12 +199,16 @@ def _scheme_lines(doc: dict) -> list[str]:
     e2e = model.get("e2e", {})
     if e2e:
         lines += ["", "## End-to-end latency (predicted by the estimator)", "",
-                  "llama-bench -pg (prompt + generate, one sequence) and vLLM offline batches (B requests at "
-                  "once): prefill of B x n_prompt tokens + n_gen decode steps of B sequences.  *full*: the "
-                  "coefficients as shipped; the schemes: the fold that holds out the record's device / model "
-                  "/ family.  A -b 1 run of one device is decode steps only and, for a device without a tg "
-                  "record, is fitted as its decode evidence (calibration.features.one_token_run_point): "
-                  "*full* predicts those rows in sample; *not fitted* are the rows no fit saw.", "",
+                  "llama-bench -pg (prompt + generate, one sequence) and vLLM offline batches (B requests "
+                  "at once): prefill of B x n_prompt tokens + n_gen decode steps of B sequences, each run as "
+                  "built (a llama.cpp build its source dates to 2024 with the fit's build terms, as the "
+                  "speed cross-validation predicts such points; calibration.latency).  *full*: the "
+                  "coefficients as shipped; *full_current*: the same, every run as a current build (what a "
+                  "report says); the "
+                  "schemes: the fold that holds out the record's device / model / family.  A -b 1 run of one "
+                  "device is decode steps only and, for a device without a tg record, is fitted as its "
+                  "decode evidence (calibration.features.one_token_run_point): *full* predicts those rows in "
+                  "sample; *not fitted* are the rows no fit saw.", "",
                   "| scheme | rows | n | median | p90 |", "|---|---|---:|---:|---:|"]  # fmt: skip
         for scheme, e in e2e.items():
             lines.append(f"| {scheme} | all | {e['n']} | {_pct(e['median_ape'])} | {_pct(e['p90_ape'])} |")

@@ -3,6 +3,7 @@ prefill of B x n_prompt tokens + n_gen decode steps of B sequences."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -212,3 +213,55 @@ def test_the_context_check_is_the_engine_profile_s_and_counts_the_depth():
     with pytest.raises(SpecError, match=r"^1025 \+ 2048 \+ 1024 tokens exceed .*SGLang stops a sequence"):
         check_context(model, replace(rec, engine="sglang", n_depth=1025))
     check_context(model, replace(rec, engine="llama.cpp", n_depth=1025))
+
+
+def test_era_params_move_the_build_terms_as_the_fit_does():
+    """A 2024 build: every parameter with the build covariate moves by its build=2024 coefficient in its
+    transformed space, decode borrows the moved prefill flops_eff, prefill streams at bw_eff / build_scale."""
+    import math
+
+    from estimator.physics.coefficients import from_eta, param, to_eta
+
+    model = {"params": [
+        {"key": "decode.build_scale", "beta": {"1": 0.0, "build=2024": math.log(1.2)}},
+        {"key": "prefill.flops_eff", "beta": {"1": 0.1, "build=2024": -0.3}},
+        {"key": "decode.bw_eff", "beta": {"1": 0.2}},  # no build covariate: untouched
+    ]}  # fmt: skip
+    dp = {"bw_eff": 0.7, "build_scale": 1.0, "flops_eff": 0.5, "t_fixed_s": 3e-4}
+    pp = {"bw_eff": 0.7, "flops_eff": 0.5, "attn_eff": 0.3}
+    dp2, pp2, step = latency.era_params(model, "2024", dp, pp)
+    fe = param("prefill", "flops_eff")
+    assert step == pytest.approx(1.2)
+    assert pp2["flops_eff"] == pytest.approx(float(from_eta(fe, to_eta(fe, 0.5) - 0.3)))
+    assert dp2["flops_eff"] == pp2["flops_eff"] and pp2["bw_eff"] == pytest.approx(0.7 / 1.2)
+    assert dp2["bw_eff"] == 0.7 and dp2["t_fixed_s"] == 3e-4 and pp2["attn_eff"] == 0.3
+    assert (dp, pp) == ({"bw_eff": 0.7, "build_scale": 1.0, "flops_eff": 0.5, "t_fixed_s": 3e-4},
+                        {"bw_eff": 0.7, "flops_eff": 0.5, "attn_eff": 0.3})  # fmt: skip
+    assert latency.era_params(model, "", dp, pp)[2] == 1.0  # a current build
+
+
+def test_a_2024_run_is_predicted_as_built_and_a_current_one_as_is():
+    """Argonne's llama.cpp runs are mid-2024 builds: with the shipped coefficients a -b 1 run (decode steps
+    only) takes exactly the fitted step factor, a -b 16 run's prompt the 2024 GEMM term too; the same runs
+    predicted as current builds are what a report says."""
+    from calibration.dataset import LoadedRecord, build_dataset
+    from estimator.physics.coefficients import load_coefficients
+
+    table = load_coefficients()
+    terms = {e["key"]: e.get("beta", {}) for e in table.model["params"]}
+    if "build=2024" not in terms.get("decode.build_scale", {}):
+        pytest.skip("the shipped coefficients carry no 2024 step factor")
+    recs = [_run("b1", "rtx-3090", "n_batch 1"), _run("b16", "rtx-3090", "n_batch 16")]
+    argonne = {"source_group": "argonne-llm-inference-bench"}
+    old = [replace(r, record_id=f"{r.record_id}-2024", extra={**r.extra, **argonne}) for r in recs]
+    ds = build_dataset([LoadedRecord(r, "gen", i) for i, r in enumerate(recs + old)])
+    pts, rejected = latency.latency_points(ds)
+    assert not rejected and [p.era for p in pts] == ["", "", "2024", "2024"]
+    as_built = [latency.predict_s(p, table)[0] for p in pts]
+    current = [latency.predict_s(p, table, as_built=False)[0] for p in pts]
+    assert as_built[:2] == current[:2] == current[2:]  # current builds; the 2024 runs named as current ones
+    step = math.exp(terms["decode.build_scale"]["build=2024"]) * table.lookup(
+        pts[2].hardware, "llama.cpp", "decode").params["build_scale"]
+    assert step > 1.0
+    assert as_built[2] == pytest.approx(current[2] * step, rel=1e-9)  # -b 1: decode steps x build_scale
+    assert current[3] < as_built[3]  # -b 16: prompt GEMMs at the 2024 flops_eff and bw_eff / build_scale
