@@ -899,3 +899,19 @@ def test_a_decode_interval_stops_at_the_memory_roof():
     assert e.lo_tok_s <= e.tok_s <= e.hi_tok_s <= roof_tok_s * (1 + 1e-9)
     assert sets.dec.interval(e.tok_s)[1] > roof_tok_s  # the band alone would reach past the roof
     assert e.hi_tok_s == pytest.approx(roof_tok_s)
+
+
+def test_ttft_prompt_is_4k_or_the_whole_context_when_smaller():
+    """A report's TTFT is for a 4,096-token prompt; a context of 2,048 tokens (LLaMA-1, GPT-J) is asked a
+    2,048-token prompt instead, whose time is that many tokens' prefill, not 4,096's."""
+    from estimator.catalog.data import get_hardware, get_model
+    from estimator.physics.quant import get_quant
+
+    m, q, h = get_model("llama-2-7b"), get_quant("Q4_0"), get_hardware("rtx-4090")
+    assert speed.ttft_prompt_tokens(Workload(n_ctx=8192)) == speed.TTFT_PROMPT_TOKENS == 4096
+    assert speed.ttft_prompt_tokens(Workload(n_ctx=4096)) == 4096
+    assert speed.ttft_prompt_tokens(Workload(n_ctx=2048)) == 2048
+    full = speed.estimate_speed(m, q, h, Workload(n_ctx=4096), prior_table())
+    small = speed.estimate_speed(m, q, h, Workload(n_ctx=2048), prior_table())
+    assert (full.ttft_prompt_tokens, small.ttft_prompt_tokens) == (4096, 2048)
+    assert small.ttft_s < 0.75 * full.ttft_s  # about half the prompt (attention grows with it)

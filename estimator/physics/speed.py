@@ -125,7 +125,7 @@ DEFAULT_INTERCONNECT_GBS = 64.0  # PCIe 4.0 x16, bidirectional aggregate (as the
 # defaults of the parameter table (estimator.physics.coefficients.PARAMS)
 DEFAULT_HOST_BW_EFF = param("decode", "host_bw_eff").default
 DEFAULT_T_ALLREDUCE_S = param("decode", "t_allreduce_s").default
-TTFT_PROMPT_TOKENS = 4096
+TTFT_PROMPT_TOKENS = 4096  # the prompt a report's TTFT is for (ttft_prompt_tokens: the context when smaller)
 # What each phase's parameters borrow from the other phase's set (merged_params; calibration does the same):
 # batched decode's compute roof from prefill, the prefill memory / offload / all-reduce terms from decode.
 BORROW_FROM_PREFILL = ("flops_eff", "flops_abs_tflops")
@@ -163,7 +163,8 @@ class SpeedReport:
     """Every speed figure of a report.
 
     decode: mean single-sequence decode speed over workload.n_gen tokens from workload.n_depth (batch n_seq);
-    prefill: pp{n_prompt} at n_depth; ttft_*: prefill of TTFT_PROMPT_TOKENS tokens + one decode step;
+    prefill: pp{n_prompt} at n_depth; ttft_*: prefill of ``ttft_prompt_tokens`` tokens (TTFT_PROMPT_TOKENS,
+    or the whole context when it is smaller) + one decode step;
     aggregate: total tokens/s of ``concurrency`` sequences decoding together with KV at half of n_ctx.
     """
 
@@ -1110,6 +1111,14 @@ def first_token_s(sets: SpeedSets, prefill_s: float, step_s: float) -> float:
     return prefill_s + step_s
 
 
+def ttft_prompt_tokens(workload: Workload) -> int:
+    """Tokens of the prompt a report's time to first token is for: TTFT_PROMPT_TOKENS, or the context
+    (``workload.n_ctx``) when it holds fewer (a model of 2,048 positions is not asked a 4,096-token prompt;
+    the first token is sampled from the last prompt position's logits and needs no cell of its own)."""
+    n_ctx = int(workload.n_ctx or 0)
+    return min(TTFT_PROMPT_TOKENS, n_ctx) if n_ctx > 0 else TTFT_PROMPT_TOKENS
+
+
 def estimate_speed(
     model: ModelSpec,
     quant: QuantSpec,
@@ -1118,7 +1127,8 @@ def estimate_speed(
     table: CoefficientTable,
     sets: SpeedSets | None = None,
 ) -> SpeedReport:
-    """Decode, prefill, TTFT (4K prompt) and aggregate throughput at workload.concurrency, on the path the
+    """Decode, prefill, TTFT (a 4K prompt, ``ttft_prompt_tokens``) and aggregate throughput at
+    workload.concurrency, on the path the
     support table gives the configuration (native, or a fallback: ``speed_sets``).  ``sets``: the SpeedSets
     to use (estimator.physics.stream.speed_sets, which may time a serving engine on the serving fit's step);
     None = ``speed_sets`` of the decode / prefill fit.
@@ -1134,9 +1144,10 @@ def estimate_speed(
     )
     prefill = pp_path_estimate(model, quant, hardware, workload, sets)
 
-    tw = replace(sets.workload(workload), n_prompt=TTFT_PROMPT_TOKENS, n_depth=0, n_seq=1)
+    n_ttft = ttft_prompt_tokens(workload)
+    tw = replace(sets.workload(workload), n_prompt=n_ttft, n_depth=0, n_seq=1)
     p4 = prefill_estimate(prefill_features(model, quant, tw), hardware, sets)
-    d1 = decode_estimate(decode_features(model, quant, tw, TTFT_PROMPT_TOKENS), hardware, sets)
+    d1 = decode_estimate(decode_features(model, quant, tw, n_ttft), hardware, sets)
     ttft = first_token_s(sets, p4.time_s, d1.time_s)
     if sets.streams("prefill"):
         ttft_lo, ttft_hi = sets.stream.ttft_interval(ttft)
@@ -1185,7 +1196,7 @@ def estimate_speed(
         ttft_s=ttft,
         ttft_lo_s=ttft_lo,
         ttft_hi_s=ttft_hi,
-        ttft_prompt_tokens=TTFT_PROMPT_TOKENS,
+        ttft_prompt_tokens=n_ttft,
         aggregate=aggregate,
         concurrency=conc,
         per_sequence_tok_s=aggregate.tok_s / conc,
