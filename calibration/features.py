@@ -508,6 +508,12 @@ def _stable(samples) -> bool:
 BUILD_SCALE = "decode.build_scale"
 
 
+def older_build_bw_eff(bw_eff, build_scale):
+    """The bw_eff a prompt of an older build streams its weights at: the decode bw_eff it borrows is a current
+    build's, and that build's steps are ``build_scale`` x longer (scalars or numpy arrays)."""
+    return bw_eff / build_scale
+
+
 # Parameters each phase's time needs, by the name the formulas read -> the parameter table key that supplies
 # it (the other phase's parameters are borrowed as estimator.physics.speed.merged_params borrows them).
 def phase_inputs(phase: str, keys) -> dict[str, str]:
@@ -641,7 +647,7 @@ def phase_seconds(arr: PhaseArrays, params: dict) -> object:
                 t = t * rows["build_scale"]
             return np.bincount(arr.owner, weights=t, minlength=len(arr.index)) / arr.count
         if "build_scale" in params and "bw_eff" in params:  # an older build streams its weights slower
-            params["bw_eff"] = params["bw_eff"] / params["build_scale"]
+            params["bw_eff"] = older_build_bw_eff(params["bw_eff"], params["build_scale"])
         rates = sp.rates_for_prefill(arr.device, params, arr.features.kernel_class)
         return sp.prefill_time(arr.features, rates)
 

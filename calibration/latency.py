@@ -144,7 +144,7 @@ def era_params(model: dict | None, era: str, dparams: dict, pparams: dict) -> tu
     ``flops_eff``, prefill streams its weights at ``bw_eff / build_scale``, and the step factor is
     ``decode.build_scale`` (1 for a current build) - the terms calibration.features.phase_seconds applies to
     the era's points in the fit."""
-    from calibration.features import BUILD_SCALE
+    from calibration.features import older_build_bw_eff
     from calibration.hierarchy import build_covariates
     from estimator.physics.coefficients import from_eta, param, to_eta
     from estimator.physics.speed import BORROW_FROM_PREFILL
@@ -160,9 +160,9 @@ def era_params(model: dict | None, era: str, dparams: dict, pparams: dict) -> tu
         delta = sum(float(entry.get("beta", {}).get(c, 0.0)) * v for c, v in x.items())
         target[name] = float(from_eta(p, to_eta(p, target[name]) + delta))
     dp.update({k: pp[k] for k in BORROW_FROM_PREFILL if k in pp})
-    step = float(dp.get(BUILD_SCALE.split(".", 1)[1], 1.0))
+    step = float(dp.get("build_scale", 1.0))
     if "bw_eff" in pp:
-        pp["bw_eff"] = pp["bw_eff"] / step
+        pp["bw_eff"] = older_build_bw_eff(pp["bw_eff"], step)
     return dp, pp, step
 
 

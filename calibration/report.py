@@ -204,11 +204,10 @@ def _scheme_lines(doc: dict) -> list[str]:
                   "built (a llama.cpp build its source dates to 2024 with the fit's build terms, as the "
                   "speed cross-validation predicts such points; calibration.latency).  *full*: the "
                   "coefficients as shipped; *full_current*: the same, every run as a current build (what a "
-                  "report says); the "
-                  "schemes: the fold that holds out the record's device / model / family.  A -b 1 run of one "
-                  "device is decode steps only and, for a device without a tg record, is fitted as its "
-                  "decode evidence (calibration.features.one_token_run_point): *full* predicts those rows in "
-                  "sample; *not fitted* are the rows no fit saw.", "",
+                  "report says); the schemes: the fold that holds out the record's device / model / family.  "
+                  "A -b 1 run of one device is decode steps only and, for a device without a tg record, is "
+                  "fitted as its decode evidence (calibration.features.one_token_run_point): *full* predicts "
+                  "those rows in sample; *not fitted* are the rows no fit saw.", "",
                   "| scheme | rows | n | median | p90 |", "|---|---|---:|---:|---:|"]  # fmt: skip
         for scheme, e in e2e.items():
             lines.append(f"| {scheme} | all | {e['n']} | {_pct(e['median_ape'])} | {_pct(e['p90_ape'])} |")

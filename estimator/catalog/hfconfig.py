@@ -198,7 +198,7 @@ _LAYER_NAMES = {
     "moe": NONE,
     "none": NONE,
 }
-# architectures whose MoE experts use intermediate_size (no moe_intermediate_size key)
+# model types whose config classes tie the input and output embeddings when the file says nothing
 _TIED_DEFAULT_TRUE = ("gemma", "gpt2", "bloom", "opt")
 # model_type -> {old spelling: standard key}: the attribute maps of transformers' config classes for these
 # types (GPTJConfig, BloomConfig, OPTConfig, GPT2Config, GPTBigCodeConfig); read only where the standard key
@@ -441,8 +441,9 @@ def _spec_from_text_config(t: dict, source: str, meta: dict) -> ModelSpec:
     kinds, window = _layer_types(t, n, mt, source)
     moe = _moe(t, n, mt, kinds)
     inter = t.get("intermediate_size_mlp") or t.get("intermediate_size")
-    ungated = mt in UNGATED_MLP_TYPES or str(t.get("mlp_hidden_act") or t.get("hidden_act") or "") == "relu2"
-    if inter is None and moe is None and mt in UNGATED_MLP_TYPES:
+    legacy_mlp = mt in UNGATED_MLP_TYPES
+    ungated = legacy_mlp or str(t.get("mlp_hidden_act") or t.get("hidden_act") or "") == "relu2"
+    if inter is None and moe is None and legacy_mlp:
         inter = UNGATED_DEFAULT_WIDTH * hidden
     if inter is None and moe is None:
         raise SpecError(f"{source}: missing required key 'intermediate_size'")

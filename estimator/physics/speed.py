@@ -1128,10 +1128,9 @@ def estimate_speed(
     sets: SpeedSets | None = None,
 ) -> SpeedReport:
     """Decode, prefill, TTFT (a 4K prompt, ``ttft_prompt_tokens``) and aggregate throughput at
-    workload.concurrency, on the path the
-    support table gives the configuration (native, or a fallback: ``speed_sets``).  ``sets``: the SpeedSets
-    to use (estimator.physics.stream.speed_sets, which may time a serving engine on the serving fit's step);
-    None = ``speed_sets`` of the decode / prefill fit.
+    workload.concurrency, on the path the support table gives the configuration (native, or a fallback:
+    ``speed_sets``).  ``sets``: the SpeedSets to use (estimator.physics.stream.speed_sets, which may time a
+    serving engine on the serving fit's step); None = ``speed_sets`` of the decode / prefill fit.
 
     Raises ValueError when the device lacks the bandwidth (or TFLOPS with no fallback) the physics needs.
     """
