@@ -320,7 +320,8 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
                     p.extra.update(model_bytes=f.decode_steps[0].weight_bytes, one_token_prefill=True)
                     _keep(p, points, rejected, lr)
                     continue
-                unmodelled = sp.unmodelled_prefill(model, quant, hw, r.engine)
+                f = as_built_prefill(f, model, quant, hw, r.engine, record_era(r))
+                unmodelled = "" if f.dequant_bytes else sp.unmodelled_prefill(model, quant, hw, r.engine)
                 if unmodelled:  # the decode of such a record stays fitted
                     why = f"{unmodelled}; not fitted (its error is reported out of sample)"
                     rejected.append(Rejection(lr.file, lr.line, r.record_id, why))
@@ -565,7 +566,7 @@ _DECODE_NUM = ("weight_bytes", "kv_bytes", "host_bytes", "expert_union_bytes", "
                "n_layers", "n_moe_layers", "hidden_size", "n_devices")  # fmt: skip
 _PREFILL_NUM = ("tokens", "flops", "expert_flops", "gemm_outputs", "expert_gemm_outputs", "attn_flops",
                 "kq_bytes", "weight_bytes", "host_bytes", "n_passes", "ubatch_tokens", "pipeline_factor",
-                "n_layers", "n_moe_layers", "hidden_size", "n_devices")  # fmt: skip
+                "n_layers", "n_moe_layers", "hidden_size", "n_devices", "dequant_bytes")  # fmt: skip
 
 
 def _stack(cls, rows: list, numeric) -> object:
@@ -627,6 +628,20 @@ def stack_phase(points, phase: str, unit_of) -> PhaseArrays | None:
         owner=owner_a,
         count=None if owner_a is None else np.bincount(owner_a, minlength=len(idx)).astype(float),
     )
+
+
+def as_built_prefill(f, model, quant, hw, engine: str, era: str):
+    """The prefill features ``f`` as a build of ``era`` ran them: quantized GEMMs dequantized to F16 + BLAS
+    where the engine profile says that build did (``EngineProfile.dequantizes_gemm``: llama.cpp CUDA before
+    mid-2024, passes over 32 tokens on tensor-core GPUs; ``speed.dequant_gemm_features``), else ``f``.  A
+    current build (era "") is always ``f``: what the estimator predicts."""
+    from estimator.engines import ENGINES, get_engine
+
+    if not era or engine not in ENGINES or not f.tokens:
+        return f
+    if not get_engine(engine).dequantizes_gemm(era, f.backend, hw.family, int(f.ubatch_tokens)):
+        return f
+    return _speed().dequant_gemm_features(f, model, quant)
 
 
 def phase_seconds(arr: PhaseArrays, params: dict) -> object:

@@ -46,7 +46,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from calibration.dataset import Dataset, Rejection, is_e2e, record_build, record_era
-from calibration.features import Resolver, e2e_specs, point_family
+from calibration.features import Resolver, as_built_prefill, e2e_specs, point_family
 from calibration.validate import ape_stats
 
 
@@ -102,7 +102,8 @@ def latency_points(
         try:
             model, quant, hw, wl = e2e_specs(resolver, r)
             b = wl.n_seq
-            pre = speed.prefill_features(model, quant, wl)
+            pre = as_built_prefill(speed.prefill_features(model, quant, wl), model, quant, hw, r.engine,
+                                   record_era(r))
             dec = speed.tg_features(model, quant, wl, int(r.n_prompt), max(int(r.n_gen), 1))
             out.append(
                 LatencyPoint(

@@ -66,13 +66,16 @@ def generate(
     seed: int = 0,
     models=MODELS,
     quants=QUANTS,
+    era: str = "",
 ) -> list[RunRecord]:
     """Records for every device x model x quant: tg128 (decode) and pp512 (prefill) rows.
 
     devices: hardware id -> family; dec_params / pre_params: family -> params.  Times come from
-    estimator.physics.speed with those params; multiplicative log-normal noise of sd ``noise``.
+    estimator.physics.speed with those params; multiplicative log-normal noise of sd ``noise``.  ``era``: the
+    prompts as a build of that era ran them (calibration.features.as_built_prefill); the records do not say
+    the era (a test sets their source).
     """
-    from calibration.features import workload_for
+    from calibration.features import as_built_prefill, workload_for
     from estimator.catalog.resolve import resolve_hardware, resolve_model
     from estimator.physics import speed
     from estimator.physics.quant import get_quant
@@ -110,6 +113,7 @@ def generate(
                         rec, record_id=f"p{i}", n_prompt=512, n_gen=0, decode_tok_s=None, prefill_tok_s=1.0
                     )
                     f = speed.prefill_features(model, quant, workload_for(rec))
+                    f = as_built_prefill(f, model, quant, hw, rec.engine, era)
                     pp = {**pre_params[fam], "bw_eff": dec_params[fam]["bw_eff"]}
                     t = speed.prefill_s(f, hw, pp) * float(np.exp(rng.normal(0, noise)))
                     out.append(replace(rec, prefill_tok_s=512 / t))

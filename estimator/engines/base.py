@@ -288,6 +288,11 @@ class EngineProfile:
     # device families whose datasheet tensor rate needs instructions this engine's quantized GEMMs do not
     # issue, with why: their quantized prefill is not a point of the speed fit (calibration.features)
     unmodelled_quant_gemm: tuple[tuple[str, str], ...] = ()
+    # (build era, backend, device families, most tokens of a pass its quantized GEMM kernels take, source):
+    # builds of that era ran the quantized GEMMs of larger passes by dequantizing the weights to F16 and
+    # calling the vendor BLAS (estimator.physics.speed.dequant_gemm_features).  Calibration times a record
+    # of such a build that way (calibration.features.as_built_prefill); the estimator predicts current builds
+    older_build_dequant_gemm: tuple[tuple[str, str, tuple[str, ...], int, str], ...] = ()
     # (backend, device family, why): the backend does not issue the family's matrix-engine instructions, so
     # its GEMMs run on the shader ALUs at the catalog's vector FP16 rate (HardwareSpec.vector_fp16_tflops)
     # instead of the datasheet matrix rate (estimator.physics.covariates.datasheet_tflops)
@@ -350,6 +355,14 @@ class EngineProfile:
         return self.container in quant.containers
 
     # ------------------------------------------------------------------------------------------ backends
+    def dequantizes_gemm(self, era: str, backend: str, family: str, pass_tokens: int) -> bool:
+        """True when a build of ``era`` on ``backend`` ran a quantized GEMM of a ``pass_tokens``-token pass
+        on a ``family`` device as dequantize-to-F16 + vendor BLAS (``older_build_dequant_gemm``)."""
+        return any(
+            era == e and backend == b and family in fams and pass_tokens > most
+            for e, b, fams, most, _src in self.older_build_dequant_gemm
+        )
+
     def vector_gemm_reason(self, backend: str, family: str) -> str:
         """Why ``backend`` runs its GEMMs on the shader ALUs of a ``family`` device (``vector_gemm``), ""
         when it uses the device's matrix engines."""

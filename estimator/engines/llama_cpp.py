@@ -103,6 +103,20 @@ class LlamaCpp(EngineProfile):
             "the prefill model has no term for that rate yet",
         ),
     )
+    # Before MMQ became the default (PR #8075, 2024-06-23), ggml-cuda ran a quantized GEMM of more than
+    # MMQ_MAX_BATCH_SIZE = 32 tokens on a GPU with FP16 tensor cores (Volta and later) by dequantizing the
+    # weights to F16 and calling cuBLAS (PR #3776, 2023-10); MMQ served smaller passes and older GPUs.
+    # The 2024 builds of the published data (calibration.dataset.LEGACY_BUILD_SOURCES) predate #8075
+    older_build_dequant_gemm = (
+        (
+            "2024",
+            "CUDA",
+            ("nvidia-volta", "nvidia-turing", "nvidia-ampere", "nvidia-ampere-embedded", "nvidia-ada",
+             "nvidia-hopper", "nvidia-blackwell", "nvidia-blackwell-ultra"),
+            32,
+            "llama.cpp PR #3776 (cuBLAS for passes over 32 tokens on tensor cores), PR #8075 (MMQ default)",
+        ),
+    )  # fmt: skip
     # ggml-vulkan turns VK_KHR_cooperative_matrix on for Intel only on Xe2 (llama.cpp PR #14001, 2025-06:
     # coopmat regressed Arc A770 prefill; PR #24404, 2026-06, still finds A770 regressions): an Alchemist
     # card's device line reads "matrix cores: none" (issue #17628) and its GEMMs run in shaders

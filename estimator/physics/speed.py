@@ -21,7 +21,8 @@ Prefill (n_prompt tokens for each of B sequences on top of n_depth cached tokens
              eff = flops_eff x rel[class]
     t_mm   = sum over passes p of max(t_c x u_p / tokens, weight_bytes / (bw x bw_eff))
     t_attn = attn_flops / (peak x attn_eff) + kq_bytes / (bw x bw_eff)
-    t      = (t_mm + t_attn + n_passes x (host_bytes / host_bw' + t_layer_s x L) + t_comm) x pipeline_factor
+    t      = (t_mm + t_attn + n_passes x (host_bytes / host_bw' + t_layer_s x L + dequant_bytes / (bw x
+              bw_eff)) + t_comm) x pipeline_factor
 
 * flops = 2 x matmul params (active, without the output head) per token + 2 x vocab x hidden per output row
   (the head runs only for rows that return logits: the last token of each llama_decode call / sequence);
@@ -32,6 +33,10 @@ Prefill (n_prompt tokens for each of B sequences on top of n_depth cached tokens
   (iq4_nl / iq4_xs) / ``flops_rel_iquant`` (the codebook-grid i-quants), 1 when a set does not carry them,
   k-quants and other formats are the reference 1).  llama.cpp runs different GEMM paths per weight type
   (cuBLAS on F16, MMQ / dequantize+GEMM on quants).
+* dequant_bytes (0 for the builds the estimator predicts): an older build that ran quantized GEMMs as
+  dequantize-to-F16 + BLAS (llama.cpp CUDA before mid-2024, ``dequant_gemm_features``) reads each pass's
+  quantized weights and writes their F16 copies before the GEMMs, which then read the copies at the F16
+  kernel class; calibration times such records that way.
 * expert_flops: the routed-expert share of flops (``routed_active_params``); MoE expert GEMMs (llama.cpp
   mul_mat_id: about u x k / E rows per expert) run at ``flops_rel_moe`` (optional, 1 when absent) x eff.
 * GEMM width term: a weight GEMM of inner dimension K runs at eff x K / (K + k_half) (``gemm_k_half``,
@@ -257,6 +262,9 @@ class PrefillFeatures:
     expert_union_bytes: float = 0.0
     decode_steps: tuple = ()
     backend: str = ""  # as DecodeFeatures
+    # bytes a pass moves to dequantize its quantized GEMM weights to F16 before the BLAS GEMMs (read + write;
+    # an older build's path, ``dequant_gemm_features``), 0 on the quantized kernels' path
+    dequant_bytes: float = 0.0
 
 
 _AVERAGED = ("weight_bytes", "kv_bytes", "host_bytes", "expert_union_bytes", "flops_per_token")
@@ -447,6 +455,27 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
         decode_steps=one_token_steps(model, quant, workload) if per_pass == 1 else (),
         backend=workload.backend,
     )
+
+
+def dequant_gemm_features(f: PrefillFeatures, model: ModelSpec, quant: QuantSpec) -> PrefillFeatures:
+    """The features of ``f`` on a build that runs quantized GEMMs as dequantize-to-F16 + BLAS GEMM
+    (``EngineProfile.older_build_dequant_gemm``: llama.cpp CUDA before mid-2024): per pass, the body's
+    quantized weights q (the bytes the pass reads, less the output head, which its logit rows run on the
+    quantized mat-vec kernel) are read and written as F16 copies of f16 = q x 2 B / (bytes per parameter)
+    bytes (``dequant_bytes`` = q + f16, timed at the weight-streaming rate), and the GEMMs then read those
+    copies at the F16 kernel class.  ``f`` unchanged for F16 weights or one token per pass."""
+    if f.kernel_class == "f16" or f.decode_steps or not f.tokens:
+        return f
+    wb = breakdown(model, quant)
+    head = model.vocab_size * model.hidden_size
+    head_bytes = wb.output_bytes or (wb.token_embd_bytes if model.tie_embeddings else 0)
+    body_bytes = sum(wb.matmul_bytes_by_type.values()) - head_bytes
+    body_params = matmul_params(model, wb.n_params_active) - head
+    if body_bytes <= 0 or body_params <= 0:
+        return f
+    q = max(f.weight_bytes - head_bytes, 0.0)
+    f16 = q * 2.0 * body_params / body_bytes
+    return replace(f, kernel_class="f16", weight_bytes=f.weight_bytes - q + f16, dequant_bytes=q + f16)
 
 
 def one_token_steps(model: ModelSpec, quant: QuantSpec, workload: Workload) -> tuple:
@@ -802,7 +831,8 @@ def prefill_time(f: PrefillFeatures, r: PrefillRates):
     passes = _maximum(f.n_passes, 1)
     t_mm = passes * _maximum(t_c / passes, f.weight_bytes / bw)
     t_attn = f.attn_flops / (peak * r.attn_eff) + f.kq_bytes / bw
-    t = t_mm + t_attn + f.n_passes * (f.host_bytes / r.host_bw_bs + r.t_layer_s * f.n_layers)
+    per_pass = f.host_bytes / r.host_bw_bs + r.t_layer_s * f.n_layers + f.dequant_bytes / bw
+    t = t_mm + t_attn + f.n_passes * per_pass
     t += f.n_passes * comm_s(
         f.n_devices, f.split, f.n_layers, f.hidden_size, f.ubatch_tokens, r.link_bs, r.t_allreduce_s
     )
