@@ -324,22 +324,24 @@ def test_one_backends_i_quant_rows_stay_in_that_backends_term():
 def test_a_2024_build_s_slower_prompts_stay_in_the_build_term(tmp_path):
     """Rows of a source that dates its llama.cpp build to 2024 (``record_era``) run their prompt GEMMs 25 %
     slower than the same devices' current rows (a known ln ratio of -0.22 of flops_eff on three Ampere cards,
-    generated through the estimator's physics as that build ran them): the fit puts that in the record-level covariate ``build=2024`` of prefill
-    flops_eff, not in the devices' effects, so the devices' current rate stays what their current rows say,
-    which the estimator predicts (it never sets ``build``).  Their decode rows are as fast as the current
-    ones: decode bw_eff carries no build term, and the decode step factor ``build_scale`` stays ~1."""
+    generated through the estimator's physics as that build ran them): the fit puts that in the record-level
+    covariate ``build=2024`` of prefill flops_eff, not in the devices' effects, so the devices' current rate
+    stays what their current rows say, which the estimator predicts (it never sets ``build``).  Their decode
+    rows are as fast as the current ones: decode bw_eff carries no build term, and the decode step factor
+    ``build_scale`` stays ~1."""
     from calibration.dataset import LEGACY_ERA, record_era
     from calibration.hierarchy import build_covariates
     from estimator.physics import covariates as cov
 
     slow = math.log(1.25)
-    # F16 rows too: a 2024 build ran its quantized prompts on cuBLAS like F16 weights (tests/test_build_eras.py),
-    # so the current F16 rows tell the F16 kernel class from the build term
+    # F16 rows too: a 2024 build ran its quantized prompts on cuBLAS like F16 weights
+    # (tests/test_build_eras.py), so the current F16 rows tell the F16 kernel class from the build term
     quants = (*QUANTS, "F16")
     recs = generate(AMPERE, TRUE_DEC, TRUE_PRE, noise=0.02, seed=3, quants=quants)
     slow_pre = {f: {**p, "flops_eff": p["flops_eff"] / math.exp(slow)} for f, p in TRUE_PRE.items()}
     as_built = generate(AMPERE, TRUE_DEC, slow_pre, noise=0.02, seed=3, quants=quants, era=LEGACY_ERA)
-    old = [replace(r, record_id=f"old-{r.record_id}", extra={"source_group": "xiongjiedai"}) for r in as_built]
+    old = [replace(r, record_id=f"old-{r.record_id}", extra={"source_group": "xiongjiedai"})
+           for r in as_built]  # fmt: skip
     assert {record_era(r) for r in old} == {LEGACY_ERA} and {record_era(r) for r in recs} == {""}
     assert record_era(replace(old[0], engine="vllm")) == ""
     write_records(tmp_path / "runs" / "gen.jsonl", recs + old)
