@@ -342,7 +342,7 @@ def cv_block(sf: SpeedFit) -> dict:
             hs = sf.phase_held(s, phase)
             if not hs:
                 continue
-            entry = _ape_entry(hs) | {"by_basis": {}, "by_origin": _by_origin(hs),
+            entry = _ape_entry(hs) | {"by_basis": {}, "by_origin": _by_origin(hs, sf.held, FOLDS[s]),
                                       "by_source": _by_source(hs)}  # fmt: skip
             for basis in BASIS_SCHEME:
                 bh = [h for h in hs if h.basis == basis]
@@ -369,9 +369,16 @@ def _grouped(held: list[HeldOut], key) -> dict[str, list[HeldOut]]:
     return dict(sorted(groups.items()))
 
 
-def _by_origin(held: list[HeldOut]) -> dict:
-    """``_ape_entry`` per record origin (``SpeedPoint.origin``)."""
-    return {o: _ape_entry(hs) for o, hs in _grouped(held, lambda p: p.origin).items()}
+def _by_origin(held: list[HeldOut], calib: dict | None = None, group=None) -> dict:
+    """``_ape_entry`` per record origin (``SpeedPoint.origin``); with ``calib`` and the scheme's fold key
+    ``group``, also the out-of-sample coverage of that origin's points (``coverage``: each judged by the
+    interval built from the other groups' residuals, both origins')."""
+    out = {}
+    for o, hs in _grouped(held, lambda p: p.origin).items():
+        out[o] = _ape_entry(hs)
+        if calib is not None and group is not None:
+            out[o]["coverage"] = _cov(coverage(hs, calib, group))
+    return out
 
 
 def _by_source(held: list[HeldOut]) -> dict:

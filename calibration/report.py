@@ -238,8 +238,13 @@ def _scheme_lines(doc: dict) -> list[str]:
 
 def _origin_lines(cv: dict) -> list[str]:
     """The headline errors split by where the points come from (``cv[phase][scheme]["by_origin"]``)."""
+    def cov(e: dict) -> str:
+        c = e.get("coverage")
+        return f"{_pct(c['groups'])} / {_pct(c['points'])}" if c else "-"
+
     rows = [
-        f"| {phase} | {scheme} | {origin} | {e['n']} | {_pct(e['median_ape'])} | {_pct(e['p90_ape'])} |"
+        f"| {phase} | {scheme} | {origin} | {e['n']} | {_pct(e['median_ape'])} | {_pct(e['p90_ape'])} "
+        f"| {cov(e)} |"
         for phase, by in cv.items()
         for scheme in ("lodo", "lomo", "lofo", "gate")
         for origin, e in by.get(scheme, {}).get("by_origin", {}).items()
@@ -251,10 +256,11 @@ def _origin_lines(cv: dict) -> list[str]:
         "By origin: *imported* are the published measurements, *measured* fitbench's own runs (a detected "
         "host is a family of its own, so held out by device or family it is predicted from covariates "
         "alone).  An independent check on published devices compares with the imported rows; the headline "
-        "above counts both.",
+        "above counts both.  Coverage: of the nominal 90 % intervals, mean over held-out groups / points, "
+        "each point judged by the interval built without its group.",
         "",
-        "| phase | scheme | origin | n | median | p90 |",
-        "|---|---|---|---:|---:|---:|",
+        "| phase | scheme | origin | n | median | p90 | coverage: groups / points |",
+        "|---|---|---|---:|---:|---:|---:|",
         *rows,
     ]
 

@@ -72,18 +72,23 @@ def test_cv_splits_the_headline_by_origin(results):
     the report renders them (imported published rows apart from fitbench's own runs)."""
     from calibration import report
 
-    cv = json.loads((results / "coefficients.json").read_text())["model"]["cv"]
+    model = json.loads((results / "coefficients.json").read_text())["model"]
+    cv = model["cv"]
     for phase in ("decode", "prefill"):
         for scheme in ("lodo", "lomo", "lofo", "gate"):
             by = cv[phase][scheme]["by_origin"]
             assert set(by) == {"imported"}  # tests.calibration_gen writes imported records
             assert by["imported"]["n"] == cv[phase][scheme]["n"]
             assert by["imported"]["median_ape"] == cv[phase][scheme]["median_ape"]
-    two = {"decode": {"lodo": {"by_origin": {"imported": {"n": 3, "median_ape": 0.08, "p90_ape": 0.2},
+            # one origin: its coverage is the scheme's (the gate is a mix of schemes: none)
+            assert by["imported"].get("coverage") == model["coverage"][phase].get(scheme)
+    cov = {"groups": 0.9, "points": 0.85, "n_groups": 3, "n_points": 3}
+    two = {"decode": {"lodo": {"by_origin": {"imported": {"n": 3, "median_ape": 0.08, "p90_ape": 0.2,
+                                                          "coverage": cov},
                                              "measured": {"n": 2, "median_ape": 0.3, "p90_ape": 0.5}}}}}
     lines = report._origin_lines(two)
-    assert "| decode | lodo | imported | 3 | 8.0% | 20.0% |" in lines
-    assert "| decode | lodo | measured | 2 | 30.0% | 50.0% |" in lines
+    assert "| decode | lodo | imported | 3 | 8.0% | 20.0% | 90.0% / 85.0% |" in lines
+    assert "| decode | lodo | measured | 2 | 30.0% | 50.0% | - |" in lines
     assert report._origin_lines({"decode": {"lodo": {}}}) == []
 
 
