@@ -248,6 +248,12 @@ PARAMS: tuple[Param, ...] = (
     Param("flops_rel_moe", "prefill", RATE, 0.999, 0.05, 1.0, fit="all",
           doc="efficiency of routed-expert GEMMs relative to dense ones",
           covariates=("backend",), effects=("family",)),
+    # additive (linear prior around 0 = no effect): a pass of u tokens runs its GEMMs at eff x u / (u +
+    # gemm_m_half) (tile and wave quantisation of few rows), so small passes cost what their rows do, not a
+    # fixed overhead per pass
+    Param("gemm_m_half", "prefill", TIME, 0.0, 0.0, 1e4, fit="peak",  # applied where a peak is (GPUs)
+          doc="GEMM row term: a pass of u tokens runs its GEMMs at eff x u / (u + gemm_m_half), tokens",
+          covariates=("backend",), effects=("family",)),
     # additive (linear prior around 0 = no effect), bounded at 1e6 elements (far beyond any model width)
     Param("gemm_k_half", "prefill", TIME, 0.0, 0.0, 1e6, fit="all",
           doc="GEMM width term: a GEMM of inner dimension K runs at eff x K / (K + gemm_k_half), elements",
@@ -334,7 +340,7 @@ PARAMS: tuple[Param, ...] = (
 #   TIME: log with a floor, theta = e^eta (an additive term cannot be exactly 0, only negligible).
 SOFTCAP_K = 4.0
 # smallest theta a log-transformed TIME parameter's prior is centred on (its default may be 0)
-TIME_PRIOR_FLOOR = {"gemm_k_half": 409.6, "moe_route_s": 1e-5}
+TIME_PRIOR_FLOOR = {"gemm_k_half": 409.6, "gemm_m_half": 16.0, "moe_route_s": 1e-5}
 
 
 def _np(x):

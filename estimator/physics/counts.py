@@ -304,6 +304,8 @@ def kq_score_elems(model: ModelSpec, depth: int, n: int, ubatch: int) -> int:
 
 # Optional coefficient: GEMM inner-dimension half-saturation (elements); absent = 0 = no width effect.
 GEMM_K_HALF_PARAM = "gemm_k_half"
+# Optional coefficient: GEMM row-count half-saturation (tokens of a pass); absent = 0 = no pass-size effect.
+GEMM_M_HALF_PARAM = "gemm_m_half"
 _NO_GEMM_GROUPS = ("embd", "output", "norm")
 
 

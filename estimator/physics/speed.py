@@ -19,7 +19,7 @@ Prefill (n_prompt tokens for each of B sequences on top of n_depth cached tokens
     t_c    = (flops - expert_flops + 2 k_half x (gemm_outputs - expert_gemm_outputs)) / (peak x eff)
              + (expert_flops + 2 k_half x expert_gemm_outputs) / (peak x eff x flops_rel_moe),
              eff = flops_eff x rel[class]
-    t_mm   = sum over passes p of max(t_c x u_p / tokens, weight_bytes / (bw x bw_eff))
+    t_mm   = sum over passes p of max(t_c x u_p / tokens x (1 + m_half / u), weight_bytes / (bw x bw_eff))
     t_attn = attn_flops / (peak x attn_eff) + kq_bytes / (bw x bw_eff)
     t      = (t_mm + t_attn + n_passes x (host_bytes / host_bw' + t_layer_s x L + dequant_bytes / (bw x
               bw_eff)) + t_comm) x pipeline_factor
@@ -33,6 +33,9 @@ Prefill (n_prompt tokens for each of B sequences on top of n_depth cached tokens
   (iq4_nl / iq4_xs) / ``flops_rel_iquant`` (the codebook-grid i-quants), 1 when a set does not carry them,
   k-quants and other formats are the reference 1).  llama.cpp runs different GEMM paths per weight type
   (cuBLAS on F16, MMQ / dequantize+GEMM on quants).
+* GEMM row term (``gemm_m_half``, tokens, optional, 0 = none; devices with a datasheet peak only): a pass of
+  u = tokens / n_passes tokens runs its GEMMs at eff x u / (u + m_half), the tile and wave quantisation of few
+  rows, so a pass of a few tokens costs about its weights' read, not a fixed overhead.
 * dequant_bytes (0 for the builds the estimator predicts): an older build that ran quantized GEMMs as
   dequantize-to-F16 + BLAS (llama.cpp CUDA before mid-2024, ``dequant_gemm_features``) reads each pass's
   quantized weights and writes their F16 copies before the GEMMs, which then read the copies at the F16
@@ -88,6 +91,7 @@ from estimator.physics.counts import (  # noqa: F401 - re-exported: the speed ph
     DECODE_CLASS_PARAMS,
     ENGINE_KERNELS,
     GEMM_K_HALF_PARAM,
+    GEMM_M_HALF_PARAM,
     KERNEL_CLASS_PARAMS,
     KQ_SCORE_BYTES,
     MOE_PARAM,
@@ -794,6 +798,7 @@ class PrefillRates:
     link_bs: float
     t_layer_s: float
     t_allreduce_s: float
+    m_half: float = 0.0
 
 
 def rates_for_prefill(d: DeviceRates, params: dict, kernel_class="kquant") -> PrefillRates:
@@ -815,7 +820,21 @@ def rates_for_prefill(d: DeviceRates, params: dict, kernel_class="kquant") -> Pr
         link_bs=d.link_bs,
         t_layer_s=params["t_layer_s"],
         t_allreduce_s=params.get("t_allreduce_s", DEFAULT_T_ALLREDUCE_S),
+        m_half=_gpu_only(d.peak_flops_s, params.get(GEMM_M_HALF_PARAM, 0.0)),
     )
+
+
+def _gpu_only(peak_flops_s, value):
+    """``value`` on a device with a datasheet GEMM peak, 0 on one without (a CPU: its GEMM tiles are a few
+    rows, so the pass-size term of a GPU's tile and wave quantisation does not apply); arrays allowed (NaN
+    peak = none)."""
+    if peak_flops_s is None:
+        return 0.0
+    if _is_array(peak_flops_s):
+        import numpy as np
+
+        return np.where(np.isnan(peak_flops_s), 0.0, value)
+    return value
 
 
 def prefill_time(f: PrefillFeatures, r: PrefillRates):
@@ -829,7 +848,8 @@ def prefill_time(f: PrefillFeatures, r: PrefillRates):
     dense = f.flops - f.expert_flops + kw * (f.gemm_outputs - f.expert_gemm_outputs)
     t_c = dense / (peak * r.eff) + (f.expert_flops + kw * f.expert_gemm_outputs) / (peak * r.eff * r.moe_rel)
     passes = _maximum(f.n_passes, 1)
-    t_mm = passes * _maximum(t_c / passes, f.weight_bytes / bw)
+    u = _maximum(f.tokens / passes, 1.0)  # tokens of a pass: its GEMMs' rows
+    t_mm = passes * _maximum(t_c / passes * (1.0 + r.m_half / u), f.weight_bytes / bw)
     t_attn = f.attn_flops / (peak * r.attn_eff) + f.kq_bytes / bw
     per_pass = f.host_bytes / r.host_bw_bs + r.t_layer_s * f.n_layers + f.dequant_bytes / bw
     t = t_mm + t_attn + f.n_passes * per_pass
