@@ -321,6 +321,7 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
                     _keep(p, points, rejected, lr)
                     continue
                 f = as_built_prefill(f, model, quant, hw, r.engine, record_era(r))
+                # a build that dequantized to F16 ran cuBLAS, which the model describes on every family
                 unmodelled = "" if f.dequant_bytes else sp.unmodelled_prefill(model, quant, hw, r.engine)
                 if unmodelled:  # the decode of such a record stays fitted
                     why = f"{unmodelled}; not fitted (its error is reported out of sample)"

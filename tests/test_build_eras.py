@@ -7,7 +7,6 @@ estimator predicts current builds and never does."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -21,7 +20,6 @@ from estimator.specs import Workload
 from harness.records import RunRecord
 from tests.calibration_gen import write_records
 
-ROOT = Path(__file__).resolve().parents[1]
 PP512 = Workload(n_ctx=4096, n_prompt=512, n_batch=2048, n_ubatch=512, engine="llama.cpp", backend="CUDA")
 
 
@@ -100,21 +98,3 @@ def test_a_2024_hopper_quantized_prefill_is_fitted_and_a_current_one_is_not(tmp_
     assert len(rejected) == 1 and "mma.sync" in rejected[0].reason
 
 
-
-def test_gemm_row_term_scales_a_pass_s_compute_by_its_rows_on_gpus_only():
-    """``gemm_m_half``: a pass of u tokens runs its GEMMs at eff x u / (u + m_half): the compute of a pass
-    grows by (1 + m_half / u), under the weights' memory roof; a device without a datasheet peak (a CPU)
-    takes no such term."""
-    model, q, f = _pp(wl=replace(PP512, n_prompt=2048, n_ubatch=512))
-    hw = get_hardware("rtx-3090")
-    d = speed.device_rates(hw, "llama.cpp", False, "CUDA")
-    params = {"flops_eff": 0.5, "bw_eff": 0.8, "attn_eff": 0.3, "t_layer_s": 0.0, "host_bw_eff": 0.5}
-    base = speed.rates_for_prefill(d, params, f.kernel_class)
-    rows = speed.rates_for_prefill(d, {**params, "gemm_m_half": 64.0}, f.kernel_class)
-    assert base.m_half == 0.0 and rows.m_half == 64.0
-    t0, t1 = speed.prefill_time(f, base), speed.prefill_time(f, rows)
-    dense = f.flops + 2.0 * base.k_half * f.gemm_outputs  # no experts, no width term here
-    assert t1 - t0 == pytest.approx(dense / (base.peak_s * base.eff) * 64.0 / 512, rel=1e-6)
-    cpu = replace(d, peak_flops_s=None)
-    cpu_params = {**params, "flops_abs_tflops": 1.0, "gemm_m_half": 64.0}
-    assert speed.rates_for_prefill(cpu, cpu_params).m_half == 0.0

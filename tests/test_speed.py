@@ -915,3 +915,35 @@ def test_ttft_prompt_is_4k_or_the_whole_context_when_smaller():
     small = speed.estimate_speed(m, q, h, Workload(n_ctx=2048), prior_table())
     assert (full.ttft_prompt_tokens, small.ttft_prompt_tokens) == (4096, 2048)
     assert small.ttft_s < 0.75 * full.ttft_s  # about half the prompt (attention grows with it)
+
+
+def _row_term_case():
+    """Llama 3.1 8B Q4_K_M, a 2048-token prompt in four passes of 512 on llama.cpp CUDA."""
+    from estimator.catalog.resolve import resolve_model
+    from estimator.physics.quant import get_quant
+    from estimator.specs import Workload
+
+    wl = Workload(n_ctx=4096, n_prompt=2048, n_batch=2048, n_ubatch=512, engine="llama.cpp", backend="CUDA")
+    model, q = resolve_model("llama-3.1-8b"), get_quant("Q4_K_M")
+    return model, q, speed.prefill_features(model, q, wl)
+
+
+def test_gemm_row_term_scales_a_pass_s_compute_by_its_rows_on_devices_with_a_peak():
+    """``gemm_m_half``: a pass of u tokens runs its GEMMs at eff x u / (u + m_half): the compute of a pass
+    grows by (1 + m_half / u), under the weights' memory roof; a device without a datasheet peak (a CPU)
+    takes no such term."""
+    from estimator.catalog.data import get_hardware
+
+    model, q, f = _row_term_case()
+    hw = get_hardware("rtx-3090")
+    d = speed.device_rates(hw, "llama.cpp", False, "CUDA")
+    params = {"flops_eff": 0.5, "bw_eff": 0.8, "attn_eff": 0.3, "t_layer_s": 0.0, "host_bw_eff": 0.5}
+    base = speed.rates_for_prefill(d, params, f.kernel_class)
+    rows = speed.rates_for_prefill(d, {**params, "gemm_m_half": 64.0}, f.kernel_class)
+    assert base.m_half == 0.0 and rows.m_half == 64.0
+    t0, t1 = speed.prefill_time(f, base), speed.prefill_time(f, rows)
+    dense = f.flops + 2.0 * base.k_half * f.gemm_outputs  # no experts, no width term here
+    assert t1 - t0 == pytest.approx(dense / (base.peak_s * base.eff) * 64.0 / 512, rel=1e-6)
+    cpu = replace(d, peak_flops_s=None)
+    cpu_params = {**params, "flops_abs_tflops": 1.0, "gemm_m_half": 64.0}
+    assert speed.rates_for_prefill(cpu, cpu_params).m_half == 0.0

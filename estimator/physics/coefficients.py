@@ -248,10 +248,10 @@ PARAMS: tuple[Param, ...] = (
     Param("flops_rel_moe", "prefill", RATE, 0.999, 0.05, 1.0, fit="all",
           doc="efficiency of routed-expert GEMMs relative to dense ones",
           covariates=("backend",), effects=("family",)),
-    # additive (linear prior around 0 = no effect): a pass of u tokens runs its GEMMs at eff x u / (u +
-    # gemm_m_half) (tile and wave quantisation of few rows), so small passes cost what their rows do, not a
-    # fixed overhead per pass
-    Param("gemm_m_half", "prefill", TIME, 0.0, 0.0, 1e4, fit="peak",  # applied where a peak is (GPUs)
+    # a pass of u tokens runs its GEMMs at eff x u / (u + gemm_m_half) (tile and wave quantisation of few
+    # rows), so small passes cost what their rows do, not a fixed overhead per pass; prior centred on 16
+    # tokens (TIME_PRIOR_FLOOR); applied on devices with a datasheet peak only (speed.rates_for_prefill)
+    Param("gemm_m_half", "prefill", TIME, 0.0, 0.0, 1e4, fit="peak",
           doc="GEMM row term: a pass of u tokens runs its GEMMs at eff x u / (u + gemm_m_half), tokens",
           covariates=("backend",), effects=("family",)),
     # additive (linear prior around 0 = no effect), bounded at 1e6 elements (far beyond any model width)

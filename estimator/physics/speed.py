@@ -19,7 +19,7 @@ Prefill (n_prompt tokens for each of B sequences on top of n_depth cached tokens
     t_c    = (flops - expert_flops + 2 k_half x (gemm_outputs - expert_gemm_outputs)) / (peak x eff)
              + (expert_flops + 2 k_half x expert_gemm_outputs) / (peak x eff x flops_rel_moe),
              eff = flops_eff x rel[class]
-    t_mm   = sum over passes p of max(t_c x u_p / tokens x (1 + m_half / u), weight_bytes / (bw x bw_eff))
+    t_mm   = sum over passes p of max(t_c x u_p / tokens x (1 + m_half / u_p), weight_bytes / (bw x bw_eff))
     t_attn = attn_flops / (peak x attn_eff) + kq_bytes / (bw x bw_eff)
     t      = (t_mm + t_attn + n_passes x (host_bytes / host_bw' + t_layer_s x L + dequant_bytes / (bw x
               bw_eff)) + t_comm) x pipeline_factor
@@ -820,11 +820,11 @@ def rates_for_prefill(d: DeviceRates, params: dict, kernel_class="kquant") -> Pr
         link_bs=d.link_bs,
         t_layer_s=params["t_layer_s"],
         t_allreduce_s=params.get("t_allreduce_s", DEFAULT_T_ALLREDUCE_S),
-        m_half=_gpu_only(d.peak_flops_s, params.get(GEMM_M_HALF_PARAM, 0.0)),
+        m_half=_with_peak(d.peak_flops_s, params.get(GEMM_M_HALF_PARAM, 0.0)),
     )
 
 
-def _gpu_only(peak_flops_s, value):
+def _with_peak(peak_flops_s, value):
     """``value`` on a device with a datasheet GEMM peak, 0 on one without (a CPU: its GEMM tiles are a few
     rows, so the pass-size term of a GPU's tile and wave quantisation does not apply); arrays allowed (NaN
     peak = none)."""
