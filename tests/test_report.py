@@ -243,6 +243,25 @@ def test_a_device_measured_in_decode_only_says_which_phase_is_calibrated():
     assert "**PARTLY CALIBRATED** — decode estimated" in to_markdown(d)
 
 
+def test_an_unmodelled_prefill_is_not_called_the_pooled_prior():
+    """Quantized prefill on Hopper is NOT MODELLED (llama.cpp's MMQ issues mma.sync): the warning says so
+    and names the weights, instead of claiming the family has no calibrated prefill coefficients (its F16
+    prefill is fitted); F16 weights on the same device get no such warning."""
+    from estimator.report.request import ReportRequest, make_report
+
+    def warnings(quant: str) -> list[str]:
+        req = ReportRequest(model="llama-3.1-8b", hardware="h200-141gb-sxm", quant=quant)
+        return report_to_dict(make_report(req))["warnings"]
+
+    q4 = warnings("Q4_K_M")
+    assert (
+        "prefill of Q4_K_M weights is not modelled on nvidia-hopper/llama.cpp (see the notes): its figures "
+        "have a wide interval (decode is calibrated)"
+    ) in q4
+    assert not any("figures come from" in w for w in q4)
+    assert not any("not modelled" in w for w in warnings("F16"))
+
+
 def test_a_configuration_that_does_not_fit_says_its_speeds_assume_it_would(glm):
     """The main job's case (GLM-4.5 Q4_K_M on one MI300X does not fit): the summary says its speeds and cost
     are as if it fit and names the least offload that fits, rounded up so that it does."""

@@ -57,6 +57,11 @@ def warnings(b: Build) -> tuple[str, ...]:
             f"speed figures come from {_pool(spd.decode.coefficients)}: no calibrated coefficients for "
             f"{hw.family}/{wl.engine}"
         )
+    elif spd.decode.calibrated and b.sizing.sets(quant, hw, wl).unmodelled:  # the notes say why
+        out.append(
+            f"prefill of {quant.name} weights is not modelled on {hw.family}/{wl.engine} (see the notes): "
+            "its figures have a wide interval (decode is calibrated)"
+        )
     elif not spd.calibrated:  # one phase measured, the other not
         todo, done = ("prefill", "decode") if spd.decode.calibrated else ("decode", "prefill")
         pool = _pool((spd.prefill if todo == "prefill" else spd.decode).coefficients)
