@@ -811,6 +811,16 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     ),
     (
         re.compile(
+            r"prefill of (?P<q>\S+) weights is not modelled on (?P<f>\S+) \(see the notes\): its figures "
+            r"have a wide interval \(decode is calibrated\)"
+        ),
+        lambda m: (
+            f"el prefill de pesos {_quant_name(m['q'])} no está modelado en {m['f']} (ver las notas): sus "
+            "cifras tienen un intervalo amplio (el decode sí está calibrado)"
+        ),
+    ),
+    (
+        re.compile(
             r"unified memory: the GPU's working set and the weights offloaded to the CPU side share one RAM, "
             r"of which (?P<p>\d+)% \((?P<g>[\d.,]+) GiB\) is left to a process; this needs (?P<n>[\d.,]+) GiB"
         ),
