@@ -45,6 +45,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
+from calibration import asbuilt
 from calibration.dataset import Dataset, Rejection, is_e2e, record_build, record_era
 from calibration.features import Resolver, as_built_prefill, e2e_specs, point_family
 from calibration.validate import ape_stats
@@ -72,6 +73,11 @@ class LatencyPoint:
     fitted: bool = False  # also a decode point of the speed fit (calibration.features.one_token_run_point)
     era: str = ""  # calibration.dataset.record_era: "2024" for a llama.cpp build its source dates to 2024
 
+    @property
+    def stratum(self) -> str:
+        """calibration.asbuilt.stratum of the run ("" for a build its engine profile describes)."""
+        return asbuilt.stratum(self.engine, self.backend, self.build, self.era)
+
 
 @dataclass(frozen=True)
 class LatencyResult:
@@ -79,6 +85,7 @@ class LatencyResult:
     predicted_s: float
     scheme: str
     basis: str  # the decode set's basis (device | family | pooled)
+    terms: dict | None = None  # the as-built terms of the run's stratum it used (calibration.asbuilt)
 
     @property
     def ape(self) -> float:
@@ -124,18 +131,46 @@ def _device(r) -> str:
 
 def predict_s(lp: LatencyPoint, table, as_built: bool = True) -> tuple[float, str]:
     """(seconds, basis) of one latency point with a coefficient table (the estimator's lookup); ``as_built``:
-    with the build terms of the point's era (module doc), else as a current build (what a report says)."""
+    with the build terms of the point's era (module doc), else as a current build (what a report says).
+    Without the as-built terms of calibration.asbuilt (``predict_schemes`` adds those)."""
+    comp, basis = run_components(lp, table, as_built)
+    return comp.t_model_s, basis
+
+
+def run_components(lp: LatencyPoint, table, as_built: bool = True) -> tuple[asbuilt.RunComponents, str]:
+    """(what calibration.asbuilt's terms act on, basis) of one latency point with a coefficient table:
+    the modelled seconds (``predict_s``), the run's FLOPs, the GEMM rate the speed model gives it (datasheet
+    peak x flops_eff x tensor-parallel devices), its grouped-KV attention layer-tokens and, over more than
+    one device, its layer-passes (calibration.asbuilt module doc)."""
     from estimator.physics import speed
 
     dec, _pre, dparams, pparams = speed.merged_params(table, lp.hardware, lp.engine, lp.backend or None)
     step = 1.0
     if as_built and lp.era:
         dparams, pparams, step = era_params(table.model, lp.era, dparams, pparams)
-    t_pre = speed.prompt_s(lp.prefill, lp.hardware, pparams, dparams)  # decode steps for -b 1
-    if lp.prefill.decode_steps:
+    f = lp.prefill
+    t_pre = speed.prompt_s(f, lp.hardware, pparams, dparams)  # decode steps for -b 1
+    if f.decode_steps:
         t_pre *= step
-    t_dec = speed.decode_step_s(lp.decode, lp.hardware, dparams) * lp.workload.n_gen * step
-    return t_pre + t_dec, dec.basis or dec.source
+    n_gen = lp.workload.n_gen
+    t_dec = speed.decode_step_s(lp.decode, lp.hardware, dparams) * n_gen * step
+    steps = list(f.decode_steps)
+    flops = sum(s.flops for s in steps) / len(steps) * f.tokens if steps else f.flops + f.attn_flops
+    flops += sum(s.flops for s in lp.decode) / len(lp.decode) * n_gen
+    tp = f.n_devices if f.split == "tp" else 1
+    device = speed.device_rates(lp.hardware, lp.engine, f.fp8, f.backend)
+    peak = speed.gemm_peak_s(device.peak_flops_s, pparams)
+    rate = math.nan if peak is None else peak * pparams.get("flops_eff", 1.0) * tp
+    m, p = lp.model, int(lp.workload.n_prompt)
+    depths = n_gen * (p + (n_gen - 1) / 2) + (p * (p - 1) / 2 if steps else 0.0)  # cached tokens, summed
+    gqa = lp.batch * m.n_layers * depths / tp if m.n_kv_heads < m.n_heads else 0.0
+    passes = n_gen + (f.tokens if steps else f.n_passes)
+    multi = f.n_devices > 1
+    comp = asbuilt.RunComponents(t_model_s=t_pre + t_dec, flops=float(flops), gemm_flops_s=float(rate),
+                                 gqa_layer_tokens=float(gqa),
+                                 multi_layer_passes=float(m.n_layers * passes) if multi else 0.0,
+                                 multi=multi)  # fmt: skip
+    return comp, dec.basis or dec.source
 
 
 def era_params(model: dict | None, era: str, dparams: dict, pparams: dict) -> tuple[dict, dict, float]:
@@ -177,34 +212,67 @@ def table_for(model_section: dict):
 
 
 def predict_schemes(points: list[LatencyPoint], sf) -> dict[str, list[LatencyResult]]:
-    """Predictions of every latency point under the full fit ("full": what the shipped coefficients say of
-    the run as built; "full_current": of the same run as a current build) and under each cross-validation
-    scheme (the fold that holds out the point's device / model / family; the full fit when no fold does,
-    i.e. nothing of that group was fitted), as built."""
+    """Predictions of every latency point under the full fit and under each cross-validation scheme (the
+    fold that holds out the point's device / model / family; the full fit when no fold does, i.e. nothing
+    of that group was fitted), as built:
+
+    * "full": the shipped coefficients with the as-built terms of the run's stratum fitted on all of the
+      stratum's runs (calibration.asbuilt: in sample for the runs of older builds);
+    * "full_no_terms": the same without as-built terms (the speed model and its era terms alone);
+    * "full_current": the shipped coefficients, every run as a current build (what a report would say);
+    * each scheme: the fold's coefficients with as-built terms fitted on the stratum's runs outside the
+      fold (the held-out device / model / family never enters them).  Those terms are fitted on the full
+      fit's components of the other runs (one component pass, not one per fold): the full speed fit saw the
+      held-out group's speed points, which moves the other runs' modelled seconds by little."""
     from calibration.pipeline import model_section
 
     full = table_for(model_section(sf.state, sf.points))
-    out: dict[str, list[LatencyResult]] = defaultdict(list)
-    for lp in points:
-        t, basis = predict_s(lp, full)
-        out["full"].append(LatencyResult(lp, t, "full", basis))
-        t, basis = predict_s(lp, full, as_built=False)
-        out["full_current"].append(LatencyResult(lp, t, "full_current", basis))
+    comps = [run_components(lp, full) for lp in points]  # (components, basis)
+    strata = [lp.stratum for lp in points]
     keys = {"lodo": lambda lp: lp.device, "lomo": lambda lp: lp.model_id, "lofo": lambda lp: lp.family}
     assert set(keys) >= set(sf.states), "a scheme whose fold fits are kept needs its latency fold key"
+    folds: dict[tuple[str, str], dict[str, dict[str, float]]] = {("", ""): fit_strata(points, comps)}
+
+    def terms_for(stratum: str, scheme: str = "", fold: str = "") -> dict[str, float] | None:
+        if not stratum:
+            return None
+        if (scheme, fold) not in folds:
+            folds[scheme, fold] = fit_strata(points, comps, lambda lp: keys[scheme](lp) != fold)
+        return folds[scheme, fold].get(stratum)
+
+    out: dict[str, list[LatencyResult]] = defaultdict(list)
+    for lp, (comp, basis), st in zip(points, comps, strata, strict=True):
+        terms = terms_for(st)
+        out["full"].append(LatencyResult(lp, asbuilt.apply_terms(terms, comp), "full", basis, terms))
+        out["full_no_terms"].append(LatencyResult(lp, comp.t_model_s, "full_no_terms", basis))
+        t, basis_c = predict_s(lp, full, as_built=False)
+        out["full_current"].append(LatencyResult(lp, t, "full_current", basis_c))
     for scheme, states in sf.states.items():
         tables: dict[str, object] = {}
-        for lp in points:
+        for lp, st in zip(points, strata, strict=True):
             fold = keys[scheme](lp)
-            st = states.get(fold)
-            if st is None:
-                t, basis = predict_s(lp, full)
+            state = states.get(fold)
+            if state is None:
+                table = full
             else:
                 if fold not in tables:
-                    tables[fold] = table_for(model_section(st, st.train))
-                t, basis = predict_s(lp, tables[fold])
-            out[scheme].append(LatencyResult(lp, t, scheme, basis))
+                    tables[fold] = table_for(model_section(state, state.train))
+                table = tables[fold]
+            comp, basis = run_components(lp, table)
+            terms = terms_for(st, scheme, fold)
+            out[scheme].append(LatencyResult(lp, asbuilt.apply_terms(terms, comp), scheme, basis, terms))
     return dict(out)
+
+
+def fit_strata(points: list[LatencyPoint], comps: list[tuple], keep=None) -> dict[str, dict[str, float]]:
+    """The as-built terms of each stratum (calibration.asbuilt) from the runs ``keep`` accepts (all when
+    None); ``comps``: ``run_components`` of each point, in order."""
+    runs: dict[str, list[int]] = defaultdict(list)
+    for i, lp in enumerate(points):
+        if lp.stratum and (keep is None or keep(lp)):
+            runs[lp.stratum].append(i)
+    return {st: asbuilt.fit_terms([comps[i][0] for i in idx], [points[i].measured_s for i in idx])
+            for st, idx in runs.items()}  # fmt: skip
 
 
 def summary(held: dict[str, list[LatencyResult]]) -> dict:
@@ -212,8 +280,15 @@ def summary(held: dict[str, list[LatencyResult]]) -> dict:
     per engine; for the full fit also per
     (engine, device, device count, basis, build) with the median ln(predicted / measured) and whether the
     build is older than the one the engine profile describes (``EngineProfile.describes_build``: vLLM's V0
-    engine; the estimator predicts the profile's engine, so such rows measure an older program)."""
+    engine; the estimator predicts the profile's engine, so such rows measure an older program) and the
+    same without as-built terms; ``terms``: the full fit's as-built terms per stratum (calibration.asbuilt)
+    with its runs and devices."""
     from estimator.engines import ENGINES, get_engine
+
+    bare = {id(r.point): r for r in held.get("full_no_terms", [])}
+
+    def median_lr(rs: list[LatencyResult]) -> float:
+        return float(sorted(math.log(r.predicted_s / r.point.measured_s) for r in rs)[len(rs) // 2])
 
     out = {}
     for scheme, rs in held.items():
@@ -236,10 +311,20 @@ def summary(held: dict[str, list[LatencyResult]]) -> dict:
                  "older_than_profile": k[0] in ENGINES and not get_engine(k[0]).describes_build(k[4]),
                  "n": len(g), "n_fitted": sum(r.point.fitted for r in g),
                  "median_ape": _r(ape_stats([r.ape for r in g])[0]),
-                 "median_log_ratio": _r(float(sorted(math.log(r.predicted_s / r.point.measured_s)
-                                                     for r in g)[len(g) // 2]))}
+                 "median_log_ratio": _r(median_lr(g)),
+                 "median_log_ratio_no_terms": (_r(median_lr([bare[id(r.point)] for r in g]))
+                                               if all(id(r.point) in bare for r in g) else None)}
                 for k, g in sorted(groups.items())
             ]  # fmt: skip
+            strata: dict[str, list[LatencyResult]] = defaultdict(list)
+            for r in rs:
+                if r.terms is not None:
+                    strata[r.point.stratum].append(r)
+            entry["terms"] = {
+                st: {"n": len(g), "devices": sorted({r.point.device for r in g}),
+                     **{k: _r(v) for k, v in g[0].terms.items()}, "reads": asbuilt.describe(g[0].terms)}
+                for st, g in sorted(strata.items())
+            }  # fmt: skip
         out[scheme] = entry
     return out
 

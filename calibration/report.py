@@ -207,7 +207,11 @@ def _scheme_lines(doc: dict) -> list[str]:
                   "report says); the schemes: the fold that holds out the record's device / model / family.  "
                   "A -b 1 run of one device is decode steps only and, for a device without a tg record, is "
                   "fitted as its decode evidence (calibration.features.one_token_run_point): *full* predicts "
-                  "those rows in sample; *not fitted* are the rows no fit saw.", "",
+                  "those rows in sample; *not fitted* are the rows no fit saw.  A run of a build older than "
+                  "its engine profile describes also takes the as-built terms of its stratum (engine, "
+                  "backend, build; calibration.asbuilt, table below), fitted on that stratum's runs: in "
+                  "sample under *full*, without the held-out device / model / family under each scheme; "
+                  "*full_no_terms*: the speed model alone.", "",
                   "| scheme | rows | n | median | p90 |", "|---|---|---:|---:|---:|"]  # fmt: skip
         for scheme, e in e2e.items():
             lines.append(f"| {scheme} | all | {e['n']} | {_pct(e['median_ape'])} | {_pct(e['p90_ape'])} |")
@@ -226,13 +230,30 @@ def _scheme_lines(doc: dict) -> list[str]:
                       "the engine version the record or its source states, *older* when it predates the "
                       "engine the profile describes, e.g. vLLM before its V1 engine):", "",
                       "| engine | device | devices | basis | build | n | fitted | median "
-                      "| median ln(pred/meas) |",
-                      "|---|---|---:|---|---|---:|---:|---:|---:|"]  # fmt: skip
+                      "| median ln(pred/meas) | without as-built terms |",
+                      "|---|---|---:|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
             for d in by_dev:
                 build = (d.get("build") or "-") + (" *older*" if d.get("older_than_profile") else "")
                 head = f"| {d['engine']} | {d['device']} | {d['n_devices']} | {d['basis']} | {build} |"
                 head += f" {d['n']} | {d.get('n_fitted', 0)} |"
-                lines.append(f"{head} {_pct(d['median_ape'])} | {d['median_log_ratio']:+.2f} |")
+                bare = d.get("median_log_ratio_no_terms")
+                bare_cell = "-" if bare is None else f"{bare:+.2f}"
+                lines.append(f"{head} {_pct(d['median_ape'])} | {d['median_log_ratio']:+.2f} | {bare_cell} |")
+        terms = e2e.get("full", {}).get("terms", {})
+        if terms:
+            lines += ["", "As-built terms per stratum (full fit; calibration.asbuilt: t = max(e^a x t_model "
+                      "+ g x grouped-KV layer-tokens + s x layer-passes on > 1 device, FLOPs / (rate x "
+                      "e^-c)) x e^(m [> 1 device]); the estimator predicts current builds and never applies "
+                      "them):", "",
+                      "| stratum | runs | devices | a | g (us) | c | m | s (ms) | reads |",
+                      "|---|---:|---|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+            for st, t in terms.items():
+                lines.append(
+                    f"| {st} | {t['n']} | {', '.join(t['devices'])} | {t['time_scale_ln']:+.3f} | "
+                    f"{t['gqa_attention_us']:.3f} | {t['compute_deficit_ln']:.3f} | "
+                    f"{t['multi_device_ln']:+.3f} | "
+                    f"{t['multi_device_layer_ms']:.3f} | {t['reads']} |"
+                )
     return lines + [""]
 
 

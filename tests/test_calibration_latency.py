@@ -86,6 +86,14 @@ def test_e2e_latency_is_predicted_from_the_fit(tmp_path):
     older = {(d["engine"], d["build"]): d["older_than_profile"] for d in summary["full"]["by_device"]}
     assert older[("vllm", "0.6.1")] is True
     assert not any(v for (eng, _b), v in older.items() if eng == "llama.cpp")
+    # the V0 run has an as-built stratum of its own; one run is too few for terms (calibration.asbuilt), so
+    # the full prediction is the speed model's; the llama.cpp runs (current builds) have none
+    assert [r.point.stratum for r in cal.latency_held["full"]] == ["", "", "", "vllm/CUDA/0.6.1"]
+    bare = {id(r.point): r.predicted_s for r in cal.latency_held["full_no_terms"]}
+    assert all(r.predicted_s == pytest.approx(bare[id(r.point)]) for r in cal.latency_held["full"])
+    terms = summary["full"]["terms"]
+    assert list(terms) == ["vllm/CUDA/0.6.1"] and terms["vllm/CUDA/0.6.1"]["n"] == 1
+    assert terms["vllm/CUDA/0.6.1"]["time_scale_ln"] == 0.0
 
 
 def test_one_token_prefill_records_are_decode_points():
