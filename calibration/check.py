@@ -269,9 +269,10 @@ def render(result: CheckResult, console=None) -> None:
         console.print(sc)
     if result.e2e:
         et = Table(
-            title="End-to-end latency (llama-bench -pg, vLLM offline batches; predicted as built, "
-            "full_current: as a current build; -b 1 runs of a device without a tg record are fitted as its "
-            "decode steps)"
+            title="End-to-end latency (llama-bench -pg, vLLM offline batches; predicted as built, with the "
+            "as-built terms of an older build's stratum (calibration.asbuilt; in sample under full, without "
+            "the held-out group under each scheme), full_no_terms: without them, full_current: as a current "
+            "build; -b 1 runs of a device without a tg record are fitted as its decode steps)"
         )
         for col in ("scheme", "rows", "n", "median", "p90"):
             et.add_column(col)
