@@ -273,3 +273,34 @@ def test_a_2024_run_is_predicted_as_built_and_a_current_one_as_is():
     assert step > 1.0
     assert as_built[2] == pytest.approx(current[2] * step, rel=1e-9)  # -b 1: decode steps x build_scale
     assert current[3] < as_built[3]  # -b 16: prompt GEMMs at the 2024 flops_eff and bw_eff / build_scale
+
+
+def test_run_components_count_what_the_as_built_terms_act_on():
+    """calibration.asbuilt's inputs of a run: its modelled seconds (predict_s), FLOPs at the speed model's
+    GEMM rate, grouped-KV layer-tokens only for a model that shares KV heads (one-token prompt passes and
+    decode steps, summed over their depths) and layer-passes only over more than one device."""
+    from dataclasses import replace as _replace
+
+    from calibration.dataset import LoadedRecord, build_dataset
+    from estimator.physics.coefficients import load_coefficients
+
+    table = load_coefficients()
+    mha = _run("mha", "rtx-3090", "n_batch 1")
+    gqa = _replace(_run("gqa", "rtx-3090", "n_batch 1", n_devices=2), model_id="mistral-7b-v0.3")
+    batched = _replace(_run("b64", "rtx-3090", "n_batch 64", n_devices=2), model_id="mistral-7b-v0.3")
+    ds = build_dataset([LoadedRecord(r, "gen", i) for i, r in enumerate((mha, gqa, batched))])
+    pts, rejected = latency.latency_points(ds)
+    assert not rejected and [p.stratum for p in pts] == ["", "", ""]  # undated llama.cpp: current builds
+    comps = [latency.run_components(p, table)[0] for p in pts]
+    assert [c.t_model_s for c in comps] == [latency.predict_s(p, table)[0] for p in pts]
+    assert comps[0].gqa_layer_tokens == 0.0 and not comps[0].multi and comps[0].multi_layer_passes == 0.0
+    layers = pts[1].model.n_layers
+    p, g = 128, 128
+    assert pts[1].model.n_kv_heads < pts[1].model.n_heads
+    assert comps[1].gqa_layer_tokens == pytest.approx(layers * (g * (p + (g - 1) / 2) + p * (p - 1) / 2))
+    assert comps[1].multi and comps[1].multi_layer_passes == layers * (g + p)  # -b 1: a pass per token
+    assert comps[2].gqa_layer_tokens == pytest.approx(layers * g * (p + (g - 1) / 2))  # decode steps only
+    assert comps[2].multi_layer_passes == layers * (g + 2)  # 128 prompt tokens in two passes of 64
+    flops_token = 2 * 7.2e9  # ~2 x parameters per token, attention aside
+    assert comps[1].flops == pytest.approx(256 * flops_token, rel=0.15)
+    assert comps[1].gemm_flops_s > 0
