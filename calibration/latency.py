@@ -36,6 +36,12 @@ whose source dates its build to 2024 (``calibration.dataset.record_era``) takes 
 report predicts a current build.  ``summary`` gives the full fit's figure both ways (``full`` as built,
 ``full_current`` as a current build: what a report would have said of the same run).
 
+A run of a build older than its engine profile describes (a 2024 llama.cpp, vLLM before V1) also takes the
+as-built terms of its (engine, backend, build) stratum (calibration.asbuilt: a time scale, grouped-KV
+attention, a compute floor, multi-device terms), fitted on that stratum's runs by ``predict_schemes``: all of
+them for ``full``, those outside the held-out group under each scheme; ``full_no_terms`` keeps the speed model
+alone.  The estimator never applies them.
+
 Error per record: ape = |t_pred / t_meas - 1| of the latency (the ratio of times, as for speeds).
 """
 
