@@ -96,5 +96,3 @@ def test_a_2024_hopper_quantized_prefill_is_fitted_and_a_current_one_is_not(tmp_
     assert [(p.phase, p.features.kernel_class) for p in pts] == [("prefill", "f16")]
     assert pts[0].features.dequant_bytes > 0
     assert len(rejected) == 1 and "mma.sync" in rejected[0].reason
-
-

@@ -58,6 +58,11 @@ def test_runs_the_model_already_times_keep_terms_near_zero_and_few_runs_get_none
     assert set(few.values()) == {0.0}
     assert asbuilt.apply_terms(None, comps[0]) == comps[0].t_model_s
     assert asbuilt.apply_terms(few, comps[0]) == pytest.approx(comps[0].t_model_s)
+    # a device without a datasheet peak (NaN rate) has no compute floor, however large the deficit
+    no_peak = asbuilt.RunComponents(t_model_s=2.0, flops=1e18, gemm_flops_s=math.nan, gqa_layer_tokens=0.0,
+                                    multi_layer_passes=0.0, multi=False)  # fmt: skip
+    deficit = {**dict.fromkeys(asbuilt.TERMS, 0.0), "compute_deficit_ln": 5.0}
+    assert asbuilt.apply_terms(deficit, no_peak) == 2.0
 
 
 def test_only_builds_older_than_the_profile_have_a_stratum():
