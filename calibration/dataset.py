@@ -318,10 +318,12 @@ def record_build(rec: RunRecord, engine: str | None = None) -> str:
 
 
 def device_key(rec: RunRecord) -> str:
-    """Identity of the physical device kind for cross-validation: catalog id, else host + device name."""
+    """Identity of the physical device kind for cross-validation: catalog id, else host + device name +
+    family (``estimator.catalog.detect.host_device_key``: two VMs named "vm" with an "AMD EPYC" of different
+    ISA families are two devices)."""
     if rec.hardware_id:
         return rec.hardware_id
-    return host_device_key(rec.host, rec.device_name) or "unknown-device"
+    return host_device_key(rec.host, rec.device_name, rec.hardware_family) or "unknown-device"
 
 
 def to_row(lr: LoadedRecord) -> dict:

@@ -194,7 +194,7 @@ def hardware_spec_for(info: HostInfo, resolver: HardwareResolver | None = None) 
             return spec
     probe = info.detected.get("bandwidth_probe") or probe_description()
     source = f"detected on {info.host} by fitbench harness.hwdetect (bandwidth = {probe})"
-    own = host_device_key(info.host, info.device_name)  # the key this host's records carry (device_key)
+    own = host_device_key(info.host, info.device_name, info.hardware_family)  # its records carry (device_key)
     if info.gpus:
         return detected_gpu_spec(
             info.gpus[0], info.hardware_family, info.bandwidth_gbs, source=source, measured_as=own

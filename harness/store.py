@@ -8,7 +8,8 @@ Layout (see results/README.md): every file under ``<results>/runs/`` is JSON Lin
 Point key: sha256 of the canonical JSON (sorted keys, no spaces) of everything that defines a measured point
 — host, engine, engine version, model id + architecture fingerprint, quant, measured layer count and every
 PointSpec field except the machine-local ``model_path`` — cut to 20 hex digits.  A resumed sweep skips a
-point whose key appears in ``extra["point_key"]`` of any record already stored.
+point whose key appears in ``extra["point_key"]`` of a record already stored by the same machine (its
+hardware family and device name: host names repeat across machines).
 """
 
 from __future__ import annotations
@@ -146,16 +147,22 @@ def load_all_records(results: str | Path) -> list[RunRecord]:
 
 
 def done_point_keys(
-    results: str | Path, statuses: Iterable[str] = ("ok", "failed", "skipped"), key: str = "point_key"
+    results: str | Path,
+    statuses: Iterable[str] = ("ok", "failed", "skipped"),
+    key: str = "point_key",
+    machine: tuple[str, str] | None = None,
 ) -> set[str]:
     """Point keys already recorded with one of ``statuses`` (own measurements only).  ``key`` names the
     ``extra`` entry: "point_key" (per host, the local sweep) or "plan_point_key" (per plan point whatever
-    node measured it, the Ray executor)."""
+    node measured it, the Ray executor).  ``machine``: (hardware_family, device_name) of the machine that
+    asks; records of another machine do not count, though the host name in their point key is the same
+    (cloud VMs are all "vm", and a VM's CPU may call itself "AMD EPYC" on a Zen 3 and on a Zen 4 host)."""
     wanted = set(statuses)
     return {
         r.extra[key]
         for r in iter_all_records(results)
         if r.origin == "measured" and r.status in wanted and r.extra.get(key)
+        and (machine is None or (r.hardware_family, r.device_name) == machine)
     }
 
 

@@ -320,7 +320,8 @@ class Sweep:
             for p in self.plan.points
         ]
         # --retry-failed: only points with an ok record count as done; failed/skipped ones run again.
-        done = done_point_keys(self.results, ("ok",) if self.retry_failed else ("ok", "failed", "skipped"))
+        done = done_point_keys(self.results, ("ok",) if self.retry_failed else ("ok", "failed", "skipped"),
+                               machine=(host.hardware_family, host.device_name))  # fmt: skip
         already = [k for k in keys if k in done]
         if already and not (self.resume or self.repeat):
             raise SweepRefused(

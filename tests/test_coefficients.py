@@ -295,14 +295,15 @@ def test_schema2_lookup_adds_covariates_and_effects_and_names_the_basis(tmp_path
 
 def test_a_detected_host_answers_with_its_own_calibrated_runs(tmp_path):
     """A host outside the catalog whose own runs are in the fit (family "<isa family> (detected host
-    <host>:<cpu>)", device "<host>:<cpu>") is predicted from that device's effects when the detected spec
-    names it (``measured_as``); another host of the same ISA family keeps the catalog family's level."""
+    <device>)", device "<host>:<cpu> [<isa family>]") is predicted from that device's effects when the
+    detected spec names it (``measured_as``); another host of the same ISA family keeps the catalog family's
+    level."""
     from estimator.physics.coefficients import detected_family, param, prior_eta
 
     doc = _model_doc()
-    own = "vm:AMD EPYC"
+    own = "vm:AMD EPYC [cpu-x86-avx512]"
     vm_family = detected_family("cpu-x86-avx512", own)
-    assert vm_family == "cpu-x86-avx512 (detected host vm:AMD EPYC)"
+    assert vm_family == "cpu-x86-avx512 (detected host vm:AMD EPYC [cpu-x86-avx512])"
     doc["model"]["params"][0]["family"].update({"cpu-x86-avx512": -0.6, vm_family: 0.4})
     doc["model"]["params"][0]["device"][own] = 0.1
     doc["model"]["families"].update(
@@ -318,7 +319,7 @@ def test_a_detected_host_answers_with_its_own_calibrated_runs(tmp_path):
     host = table.lookup(_hw(measured_as=own, **cpu), "llama.cpp", "decode")
     assert host.basis == "device" and host.n_points == 7
     assert host.params["bw_eff"] == pytest.approx(_eta_value(bw, base + 0.4 + 0.1))
-    assert "vm:AMD EPYC measured (this host's own runs)" in host.label
+    assert "vm:AMD EPYC [cpu-x86-avx512] measured (this host's own runs)" in host.label
     other = table.lookup(_hw(measured_as="other:AMD EPYC", **cpu), "llama.cpp", "decode")
     assert other.basis == "family" and other.params["bw_eff"] == pytest.approx(_eta_value(bw, base - 0.6))
 

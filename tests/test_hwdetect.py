@@ -106,6 +106,25 @@ def test_local_cpu_detection_and_detected_spec(monkeypatch):
     assert spec.kind == "cpu" if not info.hardware_id else spec.id == info.hardware_id
     if not info.hardware_id:
         assert spec.bandwidth_gbs == 12.5 and spec.family == info.hardware_family
+        # the key of this host's own records: host, CPU name and ISA family (calibration.dataset.device_key)
+        assert spec.measured_as == f"{info.host}:{info.device_name} [{info.hardware_family}]"
+
+
+def test_two_vms_of_one_name_are_two_devices():
+    """Cloud VMs are all called "vm" and a VM's CPU may call itself "AMD EPYC" on a Zen 3 (AVX2) and on a
+    Zen 4 (AVX-512) host: the device key carries the ISA family, so calibration keeps them apart."""
+    from types import SimpleNamespace
+
+    from calibration.dataset import device_key
+    from estimator.catalog.detect import host_device_key
+
+    def rec(family):
+        return SimpleNamespace(hardware_id="", host="vm", device_name="AMD EPYC", hardware_family=family)
+
+    assert device_key(rec("cpu-x86-avx2")) == "vm:AMD EPYC [cpu-x86-avx2]"
+    assert device_key(rec("cpu-x86-avx2")) != device_key(rec("cpu-x86-avx512"))
+    assert host_device_key("vm", "AMD EPYC") == "vm:AMD EPYC" and host_device_key("", "X", "f") == "X [f]"
+    assert device_key(SimpleNamespace(hardware_id="rtx-4090", host="vm", device_name="x")) == "rtx-4090"
 
 
 def test_bandwidth_probe_measures_something():

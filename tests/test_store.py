@@ -74,6 +74,18 @@ def test_done_point_keys_counts_own_measurements_only(tmp_path):
     assert done_point_keys(tmp_path, statuses=("ok",)) == {"k0"}
 
 
+def test_done_point_keys_of_one_machine(tmp_path):
+    """Host names repeat across machines (cloud VMs are all "vm", their CPU often just "AMD EPYC"): with
+    ``machine`` only the records of the same hardware family and device name count as done."""
+    append_records(runs_dir(tmp_path) / "a.jsonl", [
+        make_record(0, host="vm", device_name="AMD EPYC", hardware_family="cpu-x86-avx512"),
+        make_record(1, host="vm", device_name="AMD EPYC", hardware_family="cpu-x86-avx2"),
+    ])  # fmt: skip
+    assert done_point_keys(tmp_path) == {"k0", "k1"}
+    assert done_point_keys(tmp_path, machine=("cpu-x86-avx2", "AMD EPYC")) == {"k1"}
+    assert done_point_keys(tmp_path, machine=("cpu-x86-avx2", "Other CPU")) == set()
+
+
 def test_record_files_ignore_temporaries_and_paths_are_safe(tmp_path):
     d = runs_dir(tmp_path)
     d.mkdir(parents=True)

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -188,6 +189,21 @@ def test_rerun_without_resume_is_refused_and_resume_skips(double_env):
     s = _sweep(plan, results, repeat=True).run()  # explicit repeat: new records with new ids
     recs = list(iter_all_records(results))
     assert len(recs) == 2 * n and len({r.record_id for r in recs}) == 2 * n
+
+
+def test_another_machine_of_the_same_host_name_measures_afresh(double_env):
+    """A store filled on one VM called "test-host" does not make another VM of that name skip its points:
+    a resumed or plain sweep counts only the records of its own hardware family and device name."""
+    results = double_env / "results"
+    plan = _plan(double_env, ["ok"])
+    _sweep(plan, results).run()
+    other = replace(HOST, hardware_family="cpu-x86-avx512",
+                    cpu=replace(HOST.cpu, isa=("avx2", "avx512"), family="cpu-x86-avx512"))  # fmt: skip
+    s = _sweep(plan, results, host=other).run()  # no refusal: nothing of this machine is stored
+    assert s.points_run == 1
+    assert {r.hardware_family for r in iter_all_records(results)} == {"cpu-x86-avx2", "cpu-x86-avx512"}
+    with pytest.raises(SweepRefused, match="--resume"):
+        _sweep(plan, results, host=other).run()
 
 
 def test_retry_failed_measures_failed_points_again_and_keeps_history(double_env, monkeypatch):

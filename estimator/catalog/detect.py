@@ -471,10 +471,15 @@ def detected_gpu_spec(
     )
 
 
-def host_device_key(host: str, device_name: str) -> str:
-    """The device key of a host outside the catalog, as its run records carry it (``"<host>:<device
-    name>"``; calibration.dataset.device_key): what ``HardwareSpec.measured_as`` matches against the fit."""
-    return f"{host}:{device_name}" if host else device_name
+def host_device_key(host: str, device_name: str, family: str = "") -> str:
+    """The device key of a host outside the catalog, as its run records carry it (``"<host>:<device name>
+    [<family>]"``; calibration.dataset.device_key): what ``HardwareSpec.measured_as`` matches against the fit.
+
+    The family is part of the key because neither the host name nor a virtual machine's CPU name tells two
+    machines apart: cloud VMs are called "vm" and report their CPU as "AMD EPYC" whether it is a Zen 3
+    part with AVX2 or a Zen 4 part with AVX-512 (the ISA family, ``CpuInfo.family``, differs)."""
+    key = f"{host}:{device_name}" if host else device_name
+    return f"{key} [{family}]" if family else key
 
 
 def detected_cpu_spec(
@@ -523,7 +528,7 @@ def gpu_spec(gpus: tuple[GpuInfo, ...]) -> tuple[HardwareSpec, tuple[str, ...]]:
         g.family,
         status="detected",
         source="detected by fitbench (NVML)",
-        measured_as=host_device_key(socket.gethostname(), g.name),
+        measured_as=host_device_key(socket.gethostname(), g.name, g.family),
     )
     return spec, (
         f"detected {what}, not in the hardware catalog: memory from NVML; no bandwidth or TFLOPS figure "
@@ -544,7 +549,7 @@ def cpu_spec(cpu: CpuInfo, bandwidth_gbs: float | None) -> tuple[HardwareSpec, t
         cpu.family,
         "detected",
         "detected by fitbench (/proc/cpuinfo, psutil, copy probe)",
-        measured_as=host_device_key(socket.gethostname(), cpu.model_name),
+        measured_as=host_device_key(socket.gethostname(), cpu.model_name, cpu.family),
     )
     clock = f"{cpu.clock_ghz:.2f} GHz ({cpu.clock_source})" if cpu.clock_ghz else "not known"
     return spec, (
