@@ -47,6 +47,24 @@ def test_cpu_size_covariate():
     assert cov.covariates(get_hardware("rtx-4090"), "llama.cpp", "CUDA", ("cpu_size",)) == {}
 
 
+def test_vllm_bf16_gemm_fallback_on_an_avx2_cpu():
+    """vLLM's BF16 GEMMs have no BF16 instructions on an AVX2-only x86 CPU (its profile's
+    ``cpu_gemm_fallback``): the prompt rate's covariate ``cpu_gemm_fallback`` there only, never for llama.cpp,
+    an AVX-512 CPU or a GPU."""
+    from estimator.engines import get_engine
+
+    avx2 = get_hardware("threadripper-3970x")
+    assert avx2.family == "cpu-x86-avx2" and get_engine("vllm").cpu_gemm_fallback_reason(avx2.family)
+    groups = ("cpu_fallback",)
+    assert cov.covariates(avx2, "vllm", None, groups) == {"cpu_gemm_fallback": 1.0}
+    assert cov.covariates(avx2, "llama.cpp", "CPU", groups) == {}
+    assert cov.covariates(replace(avx2, family="cpu-x86-avx512"), "vllm", None, groups) == {}
+    assert cov.covariates(get_hardware("rtx-4090"), "vllm", None, groups) == {}
+    from estimator.physics.coefficients import param
+
+    assert "cpu_fallback" in param("prefill", "flops_abs_tflops").covariates
+
+
 def test_detected_clock_from_psutil(monkeypatch):
     import psutil
 

@@ -566,8 +566,9 @@ def test_the_310p_f16_row_takes_the_experimental_maturity_level(monkeypatch):
     faster: 7.9 since, docs/calibration.md "llama.cpp on an H200"; 8.9, and 12.3 without the term, since the
     refit of 2026-12-06, "The build VM swept again with its measured clock"; 9.9, and 13.8 without, since
     2024 builds' decode steps have a factor of their own and current-build decode came out ~8 % faster,
-    "A tight fixed cost and the 2024 step factor": the term now removes a little under half the error.)  The
-    published figure lies inside the interval the report shows either way."""
+    "A tight fixed cost and the 2024 step factor": the term now removes a little under half the error; 10.3,
+    and 14.3 without, since the second CPU host's refit of 2026-12-07, "A second CPU host".)  The published
+    figure lies inside the interval the report shows either way."""
     measured = published_310p()[("google/gemma-4-26B-A4B-it", "F16", 1)]
     if not TABLE.calibrated:
         pytest.skip("no results/coefficients.json")
@@ -577,7 +578,7 @@ def test_the_310p_f16_row_takes_the_experimental_maturity_level(monkeypatch):
 
     monkeypatch.setattr(covariates, "backend_maturity", lambda *a, **k: "")
     without = tg("gemma-4-26b-a4b", ATLAS, "F16").tok_s
-    assert abs(with_term / measured - 1) < 0.7, with_term  # 9.9 against ~6
+    assert abs(with_term / measured - 1) < 0.75, with_term  # 10.3 against ~6
     assert est.lo_tok_s <= measured <= est.hi_tok_s
-    assert without > with_term * 1.15  # 13.8
-    assert abs(with_term / measured - 1) < 0.55 * abs(without / measured - 1)  # 65 % against 129 % off
+    assert without > with_term * 1.15  # 14.3
+    assert abs(with_term / measured - 1) < 0.55 * abs(without / measured - 1)  # 72 % against 139 % off

@@ -297,6 +297,10 @@ class EngineProfile:
     # its GEMMs run on the shader ALUs at the catalog's vector FP16 rate (HardwareSpec.vector_fp16_tflops)
     # instead of the datasheet matrix rate (estimator.physics.covariates.datasheet_tflops)
     vector_gemm: tuple[tuple[str, str, str], ...] = ()
+    # (CPU family, why): on a CPU of that ISA family the engine's GEMMs take a slower path than on the CPUs
+    # its other runs measure; the prefill compute rate (flops_abs_tflops) gets the covariate
+    # ``cpu_gemm_fallback`` (estimator.physics.covariates), which those runs fit
+    cpu_gemm_fallback: tuple[tuple[str, str], ...] = ()
     materializes_kq_without_fa: bool = False
     # its weights run through one kernel per weight type (ggml's mul_mat / mul_mat_vec per type), whose
     # relative efficiencies the speed sets' kernel-class ratios carry (bw_rel_* / flops_rel_*,
@@ -370,6 +374,11 @@ class EngineProfile:
             if b.lower() == (backend or "").lower() and fam == family:
                 return why
         return ""
+
+    def cpu_gemm_fallback_reason(self, family: str) -> str:
+        """Why the engine's GEMMs take a slower path on a CPU of ``family`` (``cpu_gemm_fallback``), ""
+        when they do not."""
+        return next((why for fam, why in self.cpu_gemm_fallback if fam == family), "")
 
     def backend_names(self) -> tuple[str, ...]:
         """Every backend name this engine knows (its device map and ``other_backends``), in order."""

@@ -129,6 +129,17 @@ class VLLM(EngineProfile):
     # model is loaded from CPU memory to GPU memory on the fly in each model forward pass"); with UVA the
     # kernels read the bytes they touch (a MoE step: its routed experts), not whole modules
     offload_over_link = True
+    # its CPU backend computes in BF16 (the CPU plans' dtype); x86 CPUs with AVX-512 BF16 / AMX have BF16 dot
+    # instructions for its GEMMs, an AVX2-only x86 CPU has none and converts: measured 2026-12-07 on a Zen 3
+    # VM (AVX2) against the Zen 4 VM (AVX-512) of the same size, prompts ran ~10x slower per core-GHz and
+    # one-stream decode ~1.5x (docs/calibration.md "A second CPU host")
+    cpu_gemm_fallback = (
+        (
+            "cpu-x86-avx2",
+            "vLLM's CPU backend runs BF16 GEMMs, which an AVX2-only x86 CPU has no BF16 instructions for "
+            "(measured: prompts ~10x slower than on an AVX-512 BF16 CPU of the same size)",
+        ),
+    )
     # platforms of vllm-project/vllm (CUDA, ROCm, XPU, CPU; the macOS build is CPU-only) and the vllm-ascend
     # plugin
     backends = (

@@ -49,6 +49,8 @@ Groups and the covariates they give (name: value; reference level in brackets ha
   boost clock, which a part with little power per TFLOPS (L40S 0.95 W, RTX 5000 Ada 0.96 W, against an RTX
   4090's 1.36 W at its FP16-accumulate rate) cannot hold through a long GEMM; unified chips (board power
   shared with the CPU) and CPUs take 0.
+* ``cpu_fallback``: ``cpu_gemm_fallback`` = 1 on a CPU whose ISA family the engine profile lists in
+  ``cpu_gemm_fallback`` (vLLM's BF16 GEMMs on an AVX2-only x86 CPU), on prefill ``flops_abs_tflops``;
 * ``build``: ``build=2024`` = 1 for a record of a llama.cpp build of 2024 (calibration.dataset.record_era),
   on prefill ``flops_eff`` and decode ``build_scale`` (a factor on the whole step): a covariate of the
   record, not of the device, which calibration sets (calibration.hierarchy.build_covariates) and this module
@@ -80,6 +82,7 @@ GROUPS = (
     "year",
     "power",
     "build",
+    "cpu_fallback",
 )
 REFERENCE_ENGINE = "llama.cpp"
 REFERENCE_BACKEND = "CUDA"
@@ -182,6 +185,9 @@ def covariates(hardware: HardwareSpec, engine: str, backend: str | None, groups)
             peak = datasheet_tflops(hardware, False, engine, backend)
             if peak:
                 x["ln_w_per_tflops"] = math.log(float(hardware.tdp_w) / peak / POWER_SCALE_W_PER_TFLOPS)
+        elif g == "cpu_fallback" and kind == "cpu" and engine in ENGINES:
+            if get_engine(engine).cpu_gemm_fallback_reason(hardware.family):
+                x["cpu_gemm_fallback"] = 1.0
         elif g == "year" and hardware.year:
             x["year"] = (int(hardware.year) - YEAR_CENTRE) / YEAR_SCALE
     return x
