@@ -52,6 +52,7 @@ def test_vllm_bf16_gemm_fallback_on_an_avx2_cpu():
     ``cpu_gemm_fallback``): the prompt rate's covariate ``cpu_gemm_fallback`` there only, never for llama.cpp,
     an AVX-512 CPU or a GPU."""
     from estimator.engines import get_engine
+    from estimator.physics.coefficients import param
 
     avx2 = get_hardware("threadripper-3970x")
     assert avx2.family == "cpu-x86-avx2" and get_engine("vllm").cpu_gemm_fallback_reason(avx2.family)
@@ -60,8 +61,6 @@ def test_vllm_bf16_gemm_fallback_on_an_avx2_cpu():
     assert cov.covariates(avx2, "llama.cpp", "CPU", groups) == {}
     assert cov.covariates(replace(avx2, family="cpu-x86-avx512"), "vllm", None, groups) == {}
     assert cov.covariates(get_hardware("rtx-4090"), "vllm", None, groups) == {}
-    from estimator.physics.coefficients import param
-
     assert "cpu_fallback" in param("prefill", "flops_abs_tflops").covariates
 
 
