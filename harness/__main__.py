@@ -46,11 +46,35 @@ def _fail(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
+def _engine_options(items: list[str]) -> dict[str, dict]:
+    """``--engine-option ENGINE:KEY=VALUE`` arguments -> {engine: {key: value}}; VALUE is read as a TOML value
+    (true / false, numbers, a quoted string), as the plan's ``engine_options`` are, a bare word as a string.
+    Raises PlanError naming the argument it cannot read."""
+    import tomllib
+
+    from harness.plan import PlanError
+
+    out: dict[str, dict] = {}
+    for item in items:
+        engine, colon, assignment = item.partition(":")
+        key, eq, text = assignment.partition("=")
+        if not (colon and eq and engine.strip() and key.strip() and text.strip()):
+            raise PlanError(
+                f"--engine-option {item!r}: expected ENGINE:KEY=VALUE, e.g. llama.cpp:repack=false"
+            )
+        try:
+            value = tomllib.loads(f"v = {text.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text.strip()
+        out.setdefault(engine.strip(), {})[key.strip()] = value
+    return out
+
+
 def cmd_measure(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from harness.executors import make_sweep
-    from harness.plan import PlanError, load_plan
+    from harness.plan import PlanError, load_plan, with_engine_options
     from harness.sweep import SweepInterrupted, SweepRefused
 
     console = Console(stderr=True)
@@ -62,6 +86,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
         return _fail("--node-wait-s must be >= 0")
     try:
         plan = load_plan(args.plan)
+        for engine, options in _engine_options(args.engine_option or []).items():
+            plan = with_engine_options(plan, engine, options)
     except PlanError as exc:
         return _fail(str(exc))
     console.print(f"plan [bold]{plan.name}[/]: {len(plan.points)} points, engines {', '.join(plan.engines)}")
@@ -295,6 +321,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --resume: measure again points whose records are all failed or skipped "
         "(the failed records stay in the file as history)",
+    )
+    m.add_argument(
+        "--engine-option",
+        action="append",
+        metavar="ENGINE:KEY=VALUE",
+        help="add an engine option to every point of that engine (repeatable), e.g. llama.cpp:repack=false "
+        "(llama.cpp --no-repack, for hosts where its AMX buffer crashes)",
     )
     m.add_argument("--cache", default=None, help="synthetic model cache (default ~/.cache/fitbench/models)")
     m.add_argument("--no-progress", action="store_true")

@@ -220,6 +220,29 @@ class Plan:
         return tuple(dict.fromkeys(p.engine for p in self.points))
 
 
+def with_engine_options(plan: Plan, engine: str, options: dict) -> Plan:
+    """``plan`` with ``options`` added to the ``engine_options`` of every point of ``engine`` (over the plan's
+    own): ``python -m harness measure --engine-option ENGINE:KEY=VALUE``, for a setting one host needs and the
+    plan's other hosts do not (llama.cpp's ``repack = false`` where its AMX buffer crashes,
+    estimator.engines.llama_cpp).  The options are checked as the plan's are; they are part of each point's
+    spec, so of its key and its records (``extra.engine_options``)."""
+    where = f"--engine-option {engine}"
+    if engine not in ENGINE_OPTIONS:
+        raise PlanError(f"{where}: unknown engine{_nearest(engine, ENGINE_OPTIONS)}")
+    _check_engine_options(options, [engine], where)
+    if engine not in plan.engines:
+        raise PlanError(
+            f"{where}: plan {plan.name} has no {engine} point (engines: {', '.join(plan.engines)})"
+        )
+    points = tuple(
+        replace(p, spec=replace(p.spec, engine_options={**p.spec.engine_options, **options}))
+        if p.engine == engine
+        else p
+        for p in plan.points
+    )
+    return replace(plan, points=points)
+
+
 def _nearest(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
     near = difflib.get_close_matches(word, sorted(choices), n=3, cutoff=0.5)
     return f" (nearest: {', '.join(near)})" if near else ""

@@ -43,6 +43,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from estimator.engines import ENGINES, get_engine
 from harness import isolate
 from harness.announce import Announcer
 from harness.estimate import Estimator
@@ -125,6 +126,19 @@ def measure_in_child(spec: PointSpec, engine: str, timeout_s: float) -> tuple[Me
             return None, "child exited 0 but wrote no measurement\n" + res.describe(), res.elapsed_s
         except (ValueError, TypeError) as exc:
             return None, f"child wrote an unreadable measurement: {exc}", res.elapsed_s
+
+
+def with_crash_hint(error: str, engine: str, host: HostInfo, spec: PointSpec) -> str:
+    """``error`` of a failed point, with the engine profile's workaround (``EngineProfile.crash_hint``) on a
+    line after its first when the child died by a signal other than SIGKILL (the OOM killer's) on a CPU whose
+    ISA has a known crash of the engine."""
+    if not error.startswith("crashed: killed by") or engine not in ENGINES:
+        return error
+    hint = get_engine(engine).crash_hint(tuple(host.cpu.isa), spec.engine_options)
+    if not hint:
+        return error
+    head, nl, rest = error.partition("\n")
+    return f"{head}\nhint: {hint}{nl}{rest}"
 
 
 def _harness_prefix() -> list[str]:
@@ -279,7 +293,7 @@ class Sweep:
         m, error, elapsed_s = measure_in_child(spec, point.engine, point.timeout_s)
         ctx.extra["child_elapsed_s"] = round(elapsed_s, 3)
         if m is None:
-            return failed_records(ctx, "failed", error)
+            return failed_records(ctx, "failed", with_crash_hint(error, point.engine, ctx.host, spec))
         return records_from_measurement(ctx, m)
 
     # --- driver -----------------------------------------------------------------------------------

@@ -113,6 +113,7 @@ ENGINE_OPTIONS: dict[str, dict[str, type]] = {
         "n_seq": int,  # n_seq / kv_unified: sequences and KV layout of memory-only points
         "kv_unified": bool,
         "no_alloc": bool,  # memory-only points through llama.cpp's memory-fit pass (runners.llama_cpp)
+        "repack": bool,  # false: llama.cpp --no-repack (no AMX / CPU_REPACK buffers; runners.llama_cpp)
     },
     "vllm": {
         "dtype": str,

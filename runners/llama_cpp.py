@@ -30,6 +30,12 @@ without allocating: the compute buffer it logs is the size the allocator's layou
 comes from the cache's summary line (its buffers log 0 MiB) and the weights from ``llama_model_size``.  The
 harness gives such points a data-less GGUF (``harness.synth.write_shape_gguf``), so a full-depth model of
 any size costs a few KiB and milliseconds.  Host RSS and device free memory of these points measure nothing.
+
+``repack`` (engine option, default True as llama.cpp): False is llama.cpp's ``--no-repack``
+(``llama_model_params.use_extra_bufts`` = false): weights stay in the plain CPU buffer instead of the
+"extra" buffer types a CPU backend repacks them into (CPU_REPACK's interleaved Q4_0 / Q4_K / IQ4_NL / Q8_0
+layouts, the AMX buffer on a CPU with AMX).  Its use here: llama.cpp's AMX buffer crashes on some AMX hosts
+(estimator.engines.llama_cpp ``cpu_crash_workarounds``).  Records keep it (``extra.repack``).
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ import ctypes
 import os
 import random
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from runners.base import Measurement, PointSpec, Test
@@ -206,7 +214,7 @@ class LlamaCppRunner:
             return self._measure_memory(llama_cpp, spec, opts, kv_type, n_threads, ggml, devices_before)
         nvml = NvmlSampler(interval_s=0.02)
         rss = RssSampler(interval_s=0.01)
-        with rss, nvml:
+        with rss, nvml, _model_params_default(llama_cpp, use_extra_bufts=_repack(opts)):
             t0 = time.perf_counter()
             llm = llama_cpp.Llama(
                 model_path=spec.model_path,
@@ -287,6 +295,7 @@ class LlamaCppRunner:
         # unknown attribute silently, so the field is named as the library has it
         mp.load_mode = llama_cpp.LLAMA_LOAD_MODE_MMAP if use_mmap else llama_cpp.LLAMA_LOAD_MODE_NONE
         mp.no_alloc = no_alloc
+        mp.use_extra_bufts = _repack(opts)
         rss = RssSampler(interval_s=0.01)
         with rss:
             t0 = time.perf_counter()
@@ -356,6 +365,41 @@ class LlamaCppRunner:
         )
 
 
+def _repack(opts: dict) -> bool:
+    """The ``repack`` engine option (module doc; default True, llama.cpp's own default)."""
+    return bool(opts.get("repack", True))
+
+
+@contextmanager
+def _model_params_default(llama_cpp, use_extra_bufts: bool) -> Iterator[None]:
+    """Within the block, the ``llama_model_params`` that ``llama_cpp.Llama`` starts from have
+    ``use_extra_bufts`` = ``use_extra_bufts``: ``Llama`` (llama-cpp-python 0.3.36) takes no argument for it
+    and builds its parameters from ``llama_model_default_params()`` while it loads the model.  Nothing changes
+    when the value is llama.cpp's default (True).  A library without the field is an error, not a silent
+    default (a ctypes Structure would take the unknown attribute and ignore it)."""
+    if use_extra_bufts:
+        yield
+        return
+    if "use_extra_bufts" not in {f[0] for f in llama_cpp.llama_model_params._fields_}:
+        raise RuntimeError(
+            f"llama-cpp-python {llama_cpp.__version__} has no llama_model_params.use_extra_bufts: "
+            "engine option repack = false needs a newer build"
+        )
+    bindings = getattr(llama_cpp, "llama_cpp", llama_cpp)  # the ctypes module ``Llama`` calls into
+    original = bindings.llama_model_default_params
+
+    def without_extra_bufts():
+        params = original()
+        params.use_extra_bufts = False
+        return params
+
+    bindings.llama_model_default_params = without_extra_bufts
+    try:
+        yield
+    finally:
+        bindings.llama_model_default_params = original
+
+
 def _kv_bytes(mem) -> int | None:
     """KV + recurrent-state bytes of every device, None when the log stated neither."""
     kinds = [mem.total(k) for k in ("KV", "RS")]
@@ -380,6 +424,7 @@ def _context_extra(llama_cpp, spec: PointSpec, mem, n_ctx_actual: int, desc, loa
         "n_batch": spec.n_batch,
         "n_ubatch": spec.n_ubatch,
         "n_gpu_layers": spec.n_gpu_layers,
+        "repack": _repack(spec.engine_options),
         "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
     }
 

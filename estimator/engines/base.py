@@ -301,6 +301,11 @@ class EngineProfile:
     # its other runs measure; the prefill compute rate (flops_abs_tflops) gets the covariate
     # ``cpu_gemm_fallback`` (estimator.physics.covariates), which those runs fit
     cpu_gemm_fallback: tuple[tuple[str, str], ...] = ()
+    # (CPU ISA feature, engine option, value, why): a known crash of the engine on hosts with that ISA feature
+    # (harness.hwdetect's ``isa`` names) that setting the engine option (runners.base.ENGINE_OPTIONS) to the
+    # value avoids; a point that dies by a signal on such a host without the option says so in its failed
+    # record (``crash_hint``)
+    cpu_crash_workarounds: tuple[tuple[str, str, object, str], ...] = ()
     materializes_kq_without_fa: bool = False
     # its weights run through one kernel per weight type (ggml's mul_mat / mul_mat_vec per type), whose
     # relative efficiencies the speed sets' kernel-class ratios carry (bw_rel_* / flops_rel_*,
@@ -374,6 +379,18 @@ class EngineProfile:
             if b.lower() == (backend or "").lower() and fam == family:
                 return why
         return ""
+
+    def crash_hint(self, isa: tuple[str, ...] | list[str], options: dict) -> str:
+        """What to try when a point of this engine died by a signal on a CPU with ``isa`` (its features, as
+        harness.hwdetect names them) run with engine ``options``: the workaround of each known crash
+        (``cpu_crash_workarounds``) whose feature the CPU has and whose option the point did not set; ""
+        when none applies."""
+        return "; ".join(
+            f"{why}: measure with engine option {key} = {str(value).lower()} "
+            f"(plan engine_options, or --engine-option {self.name}:{key}={str(value).lower()})"
+            for feature, key, value, why in self.cpu_crash_workarounds
+            if feature in isa and options.get(key) != value
+        )
 
     def cpu_gemm_fallback_reason(self, family: str) -> str:
         """Why the engine's GEMMs take a slower path on a CPU of ``family`` (``cpu_gemm_fallback``), ""

@@ -129,6 +129,19 @@ class LlamaCpp(EngineProfile):
         ),
     )
     materializes_kq_without_fa = True
+    # llama.cpp's AMX weight buffer (an "extra buffer type" it repacks Q4_0 / Q4_K / Q8_0 / ... weights into
+    # on a CPU with AMX) dies with SIGSEGV in ggml_backend_amx_mul_mat on some hosts at the first prompt of
+    # more than one token (ggml-org/llama.cpp#20824, closed unfixed; seen here on a Xeon guest with AMX,
+    # llama-cpp-python 0.3.36, 2026-12-07); ``--no-repack`` (llama_model_params.use_extra_bufts = false)
+    # avoids it, and with it the CPU_REPACK layouts too (runners.llama_cpp, option ``repack``)
+    cpu_crash_workarounds = (
+        (
+            "amx",
+            "repack",
+            False,
+            "llama.cpp's AMX weight buffer crashes on some hosts with AMX (ggml-org/llama.cpp#20824)",
+        ),
+    )
     quant_kernel_classes = True
     last_layer_ffn_outputs_only = True
     # src/models/{gemma4,openai-moe,qwen3next,qwen35,qwen35moe,nemotron-h}.cpp mark h_nextn (the final hidden
