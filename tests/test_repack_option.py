@@ -1,0 +1,153 @@
+"""llama.cpp's ``repack`` engine option (``--no-repack``), ``harness measure --engine-option`` and the crash
+hint a failed point gets on a CPU where llama.cpp's AMX buffer is known to crash
+(ggml-org/llama.cpp#20824)."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import pytest
+
+from estimator.engines import get_engine
+from harness.__main__ import _engine_options
+from harness.hwdetect import CpuInfo, HostInfo
+from harness.plan import PlanError, parse_plan, with_engine_options
+from harness.sweep import with_crash_hint
+from runners import llama_cpp as runner
+from runners.base import PointSpec
+
+PLAN = """
+name = "two-engines"
+prompt_lengths = [32]
+gen_lengths = [8]
+[[sweep]]
+engines = ["llama.cpp"]
+models = [{ id = "qwen3-0.6b", layers = 2 }]
+quants = ["Q4_0"]
+engine_options = { use_mmap = false }
+[[sweep]]
+engines = ["vllm"]
+models = [{ id = "qwen3-0.6b", layers = 2 }]
+quants = ["BF16"]
+"""
+
+
+def _host(isa: tuple[str, ...]) -> HostInfo:
+    return HostInfo(
+        host="vm",
+        backend="CPU",
+        device_name="Intel(R) Xeon(R) Processor",
+        n_devices=1,
+        driver="",
+        hardware_id="",
+        hardware_family="cpu-x86-avx512",
+        cpu=CpuInfo("Intel(R) Xeon(R) Processor", "x86_64", 2, 2, 2**34, isa, "cpu-x86-avx512"),
+    )
+
+
+SEGV = "crashed: killed by SIGSEGV (exit status -11)\n--- stderr tail ---\nggml_backend_amx_mul_mat"
+
+
+def test_engine_option_arguments_read_as_toml_values():
+    assert _engine_options(["llama.cpp:repack=false", "vllm:max_num_seqs=8", "vllm:dtype=bfloat16"]) == {
+        "llama.cpp": {"repack": False},
+        "vllm": {"max_num_seqs": 8, "dtype": "bfloat16"},
+    }
+    for bad in ("llama.cpp", "llama.cpp:repack", "repack=false", ":repack=false", "llama.cpp:=1"):
+        with pytest.raises(PlanError, match="ENGINE:KEY=VALUE"):
+            _engine_options([bad])
+
+
+def test_with_engine_options_adds_to_that_engines_points_only_and_changes_their_keys():
+    plan = parse_plan(PLAN, Path("plans/two.toml"))
+    out = with_engine_options(plan, "llama.cpp", {"repack": False})
+    by_engine = {p.engine: p for p in out.points}
+    assert by_engine["llama.cpp"].spec.engine_options == {"use_mmap": False, "repack": False}
+    assert by_engine["vllm"].spec.engine_options == {}
+    old, new = plan.points[0], out.points[0]
+    assert old.key_body("f") != new.key_body("f")  # a point measured another way is another point
+    assert out.sha256 == plan.sha256 and out.name == plan.name
+
+
+@pytest.mark.parametrize(
+    ("engine", "options", "message"),
+    [
+        ("llama.cpp", {"repak": False}, "nearest: repack"),
+        ("llama.cpp", {"repack": 1}, "expected bool"),
+        ("llama.cp", {"repack": False}, "unknown engine"),
+        ("sglang", {}, "unknown engine|has no sglang point"),
+    ],
+)
+def test_with_engine_options_rejects_what_the_plan_would(engine, options, message):
+    plan = parse_plan(PLAN, Path("plans/two.toml"))
+    with pytest.raises(PlanError, match=message):
+        with_engine_options(plan, engine, options)
+
+
+def test_the_llama_cpp_profile_names_the_amx_workaround_where_it_applies():
+    profile = get_engine("llama.cpp")
+    hint = profile.crash_hint(("amx", "avx512"), {})
+    assert "20824" in hint and "repack = false" in hint and "llama.cpp:repack=false" in hint
+    assert profile.crash_hint(("amx", "avx512"), {"repack": False}) == ""  # already measured without it
+    assert profile.crash_hint(("avx512", "avx512_bf16"), {}) == ""  # a CPU without AMX: another crash
+    assert get_engine("vllm").crash_hint(("amx",), {}) == ""
+
+
+def test_a_crashed_point_on_an_amx_host_says_what_to_try():
+    spec = PointSpec(model_path="m.gguf", n_ctx=512)
+    out = with_crash_hint(SEGV, "llama.cpp", _host(("amx", "avx512")), spec)
+    head, hint, rest = out.split("\n", 2)
+    assert head == "crashed: killed by SIGSEGV (exit status -11)" and hint.startswith("hint: ")
+    assert rest == "--- stderr tail ---\nggml_backend_amx_mul_mat"  # the child's own words are kept
+    # no hint: another host, the option already set, an OOM kill, a timeout, another engine
+    assert with_crash_hint(SEGV, "llama.cpp", _host(("avx512",)), spec) == SEGV
+    no_repack = PointSpec(model_path="m.gguf", n_ctx=512, engine_options={"repack": False})
+    assert with_crash_hint(SEGV, "llama.cpp", _host(("amx",)), no_repack) == SEGV
+    oom = "killed by SIGKILL (likely out of memory: the kernel OOM killer sends SIGKILL)"
+    timeout = "timed out after 10 s, limit 10 s (child process group killed)"
+    for error in (oom, timeout):
+        assert with_crash_hint(error, "llama.cpp", _host(("amx",)), spec) == error
+    assert with_crash_hint(SEGV, "vllm", _host(("amx",)), spec) == SEGV
+
+
+class _Params:
+    _fields_ = [("n_gpu_layers", int), ("use_extra_bufts", bool)]
+
+    def __init__(self) -> None:
+        self.use_extra_bufts = True
+
+
+def _fake_llama_cpp(params: type = _Params) -> types.SimpleNamespace:
+    bindings = types.SimpleNamespace(llama_model_params=params, llama_model_default_params=params)
+    return types.SimpleNamespace(__version__="0.3.36", llama_cpp=bindings, llama_model_params=params)
+
+
+def test_no_repack_sets_use_extra_bufts_while_the_model_loads_and_restores_after():
+    fake = _fake_llama_cpp()
+    original = fake.llama_cpp.llama_model_default_params
+    with runner._model_params_default(fake, use_extra_bufts=False):
+        assert fake.llama_cpp.llama_model_default_params().use_extra_bufts is False
+    assert fake.llama_cpp.llama_model_default_params is original
+    with runner._model_params_default(fake, use_extra_bufts=True):  # llama.cpp's default: nothing changes
+        assert fake.llama_cpp.llama_model_default_params is original
+    with pytest.raises(ValueError), runner._model_params_default(fake, use_extra_bufts=False):
+        raise ValueError("a failed load")
+    assert fake.llama_cpp.llama_model_default_params is original  # restored after an error too
+    assert runner._repack({}) is True and runner._repack({"repack": False}) is False
+
+
+def test_a_library_without_the_field_is_an_error_not_a_silent_default():
+    class Old:
+        _fields_ = [("n_gpu_layers", int)]
+
+    with pytest.raises(RuntimeError, match="no llama_model_params.use_extra_bufts"):
+        with runner._model_params_default(_fake_llama_cpp(Old), use_extra_bufts=False):
+            pass
+
+
+def test_the_installed_llama_cpp_python_has_the_field():
+    llama_cpp = pytest.importorskip("llama_cpp", reason="no llama-cpp-python here (make install-llama)")
+    with runner._model_params_default(llama_cpp, use_extra_bufts=False):
+        assert llama_cpp.llama_cpp.llama_model_default_params().use_extra_bufts is False
+    assert llama_cpp.llama_cpp.llama_model_default_params().use_extra_bufts is True
