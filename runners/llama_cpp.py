@@ -35,7 +35,14 @@ any size costs a few KiB and milliseconds.  Host RSS and device free memory of t
 (``llama_model_params.use_extra_bufts`` = false): weights stay in the plain CPU buffer instead of the
 "extra" buffer types a CPU backend repacks them into (CPU_REPACK's interleaved Q4_0 / Q4_K / IQ4_NL / Q8_0
 layouts, the AMX buffer on a CPU with AMX).  Its use here: llama.cpp's AMX buffer crashes on some AMX hosts
-(estimator.engines.llama_cpp ``cpu_crash_workarounds``).  Records keep it (``extra.repack``).
+(estimator.engines.llama_cpp ``cpu_crash_workarounds``).  Unset, a point whose weights stay on the CPU is
+measured with llama.cpp's default unless ``runners.amx_check`` found that the AMX buffer crashes on this
+machine (checked in a child, remembered); then with ``--no-repack``, and the records say why
+(``extra.repack_reason``).  A memory-fit pass (``no_alloc``) on a build with the AMX buffer runs without the
+extra buffers: its file has no weight data to check with, an MLA model's context aborts in llama.cpp's
+scheduler with the AMX buffer on the AMX host of 2026-12-07, and the compute buffer the pass measures is
+the same either way (a tiny Llama there: 5,515,510 B with and without).  Records keep what ran
+(``extra.repack``).
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from runners.amx_check import amx_buffer_crashes, has_amx_buffer
 from runners.base import Measurement, PointSpec, Test
 from runners.logparse import parse_llama_memory
 from runners.memory import NvmlSampler, RssSampler
@@ -210,11 +218,20 @@ class LlamaCppRunner:
         n_threads = spec.n_threads or physical_cores()
         ggml = _Ggml(llama_cpp)
         devices_before = ggml.devices()
+        repack, repack_reason = _repack(opts), ""
+        cpu_weights = backend_of(list(devices_before), spec.n_gpu_layers) == "CPU"
+        if "repack" not in opts and opts.get("no_alloc"):  # the memory-fit pass (module doc, ``repack``)
+            repack = not has_amx_buffer(llama_cpp.llama_print_system_info().decode(errors="replace"))
+        elif "repack" not in opts and cpu_weights:
+            crashes, repack_reason = amx_buffer_crashes(llama_cpp, spec.model_path, n_threads)
+            repack = not crashes
         if not spec.prompt_lengths and not spec.gen_lengths:
-            return self._measure_memory(llama_cpp, spec, opts, kv_type, n_threads, ggml, devices_before)
+            return self._measure_memory(
+                llama_cpp, spec, opts, kv_type, n_threads, ggml, devices_before, (repack, repack_reason)
+            )
         nvml = NvmlSampler(interval_s=0.02)
         rss = RssSampler(interval_s=0.01)
-        with rss, nvml, _model_params_default(llama_cpp, use_extra_bufts=_repack(opts)):
+        with rss, nvml, _model_params_default(llama_cpp, use_extra_bufts=repack):
             t0 = time.perf_counter()
             llm = llama_cpp.Llama(
                 model_path=spec.model_path,
@@ -249,7 +266,8 @@ class LlamaCppRunner:
         kv_bytes = _kv_bytes(mem)
         nv = nvml.summary()
         extra = {
-            **_context_extra(llama_cpp, spec, mem, n_ctx_actual, desc, load_s, devices_before),
+            **_context_extra(llama_cpp, spec, mem, n_ctx_actual, desc, load_s, devices_before, repack),
+            "repack_reason": repack_reason or None,
             "offloaded_layers": list(mem.offloaded_layers) if mem.offloaded_layers else None,
             "ggml_devices_loaded": devices_loaded,
             "swa_full": bool(opts.get("swa_full", False)),
@@ -279,9 +297,18 @@ class LlamaCppRunner:
         )
 
     def _measure_memory(
-        self, llama_cpp, spec: PointSpec, opts: dict, kv_type: int, n_threads: int, ggml, devices_before
+        self,
+        llama_cpp,
+        spec: PointSpec,
+        opts: dict,
+        kv_type: int,
+        n_threads: int,
+        ggml,
+        devices_before,
+        repack: tuple[bool, str],
     ) -> Measurement:
-        """A memory-only point: load, create one context, read the buffers (module docstring)."""
+        """A memory-only point: load, create one context, read the buffers (module docstring); ``repack``:
+        (whether the weights go to the repacked buffer types, why not when the AMX check said so)."""
         n_seq = int(opts.get("n_seq", 1))
         unified = bool(opts.get("kv_unified", True))
         swa_full = bool(opts.get("swa_full", False))
@@ -295,7 +322,7 @@ class LlamaCppRunner:
         # unknown attribute silently, so the field is named as the library has it
         mp.load_mode = llama_cpp.LLAMA_LOAD_MODE_MMAP if use_mmap else llama_cpp.LLAMA_LOAD_MODE_NONE
         mp.no_alloc = no_alloc
-        mp.use_extra_bufts = _repack(opts)
+        mp.use_extra_bufts = repack[0]
         rss = RssSampler(interval_s=0.01)
         with rss:
             t0 = time.perf_counter()
@@ -340,7 +367,8 @@ class LlamaCppRunner:
             "memory_only": True,
             "no_alloc": no_alloc,
             "use_mmap": use_mmap,
-            **_context_extra(llama_cpp, spec, mem, n_ctx_actual, desc, load_s, devices_before),
+            **_context_extra(llama_cpp, spec, mem, n_ctx_actual, desc, load_s, devices_before, repack[0]),
+            "repack_reason": repack[1] or None,
             "n_seq": n_seq,
             "kv_unified": unified,
             "swa_full": swa_full,
@@ -400,14 +428,28 @@ def _model_params_default(llama_cpp, use_extra_bufts: bool) -> Iterator[None]:
         bindings.llama_model_default_params = original
 
 
+@contextmanager
+def amx_safe_loading(llama_cpp, model_path: str, n_threads: int) -> Iterator[str]:
+    """Within the block ``llama_cpp.Llama`` loads with ``--no-repack`` where ``runners.amx_check`` found
+    llama.cpp's AMX buffer crashing on this machine, else with llama.cpp's defaults; yields why ("" when
+    nothing changed).  For code that evaluates a model in its own process outside the runner (tests), which
+    a crash would take down."""
+    crashes, why = amx_buffer_crashes(llama_cpp, model_path, n_threads)
+    with _model_params_default(llama_cpp, use_extra_bufts=not crashes):
+        yield why
+
+
 def _kv_bytes(mem) -> int | None:
     """KV + recurrent-state bytes of every device, None when the log stated neither."""
     kinds = [mem.total(k) for k in ("KV", "RS")]
     return sum(v for v in kinds if v is not None) if any(v is not None for v in kinds) else None
 
 
-def _context_extra(llama_cpp, spec: PointSpec, mem, n_ctx_actual: int, desc, load_s: float, devices) -> dict:
-    """The record extras every llama.cpp point carries: parsed buffers and caches, the context settings."""
+def _context_extra(
+    llama_cpp, spec: PointSpec, mem, n_ctx_actual: int, desc, load_s: float, devices, repack: bool
+) -> dict:
+    """The record extras every llama.cpp point carries: parsed buffers and caches, the context settings
+    (``repack``: whether the weights went to the repacked buffer types, module doc)."""
     return {
         "buffers_bytes": mem.by_kind,
         "kv_summaries": [vars(x) for x in mem.kv_summaries],
@@ -424,7 +466,7 @@ def _context_extra(llama_cpp, spec: PointSpec, mem, n_ctx_actual: int, desc, loa
         "n_batch": spec.n_batch,
         "n_ubatch": spec.n_ubatch,
         "n_gpu_layers": spec.n_gpu_layers,
-        "repack": _repack(spec.engine_options),
+        "repack": repack,
         "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
     }
 

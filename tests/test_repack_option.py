@@ -151,3 +151,69 @@ def test_the_installed_llama_cpp_python_has_the_field():
     with runner._model_params_default(llama_cpp, use_extra_bufts=False):
         assert llama_cpp.llama_cpp.llama_model_default_params().use_extra_bufts is False
     assert llama_cpp.llama_cpp.llama_model_default_params().use_extra_bufts is True
+
+
+class _Llama:
+    """A stand-in for the llama_cpp module: its version and system info."""
+
+    def __init__(self, info: str) -> None:
+        self.__version__ = "0.3.36"
+        self._info = info
+
+    def llama_print_system_info(self) -> bytes:
+        return self._info.encode()
+
+
+AMX_INFO = "CPU : AVX512 = 1 | AVX512_BF16 = 1 | AMX_INT8 = 1 | OPENMP = 1 | REPACK = 1 |"
+
+
+def test_the_amx_check_runs_only_on_a_build_with_the_amx_buffer(tmp_path, monkeypatch):
+    from runners import amx_check
+
+    monkeypatch.setenv("FITBENCH_CACHE", str(tmp_path))
+    calls = []
+    no_amx = _Llama("CPU : AVX512 = 1 | REPACK = 1 |")
+    assert amx_check.amx_buffer_crashes(no_amx, "m.gguf", 2, check=lambda *a: calls.append(a)) == (False, "")
+    assert calls == [] and not list(tmp_path.iterdir())
+
+
+def test_a_crash_is_remembered_for_the_machine_and_a_model_that_ran_by_its_file(tmp_path, monkeypatch):
+    from runners import amx_check
+
+    monkeypatch.setenv("FITBENCH_CACHE", str(tmp_path))
+    llama = _Llama(AMX_INFO)
+    a, b = tmp_path / "a-L4-F16.gguf", tmp_path / "b-L2-Q8_0.gguf"
+    a.write_bytes(b"x" * 10)
+    b.write_bytes(b"y" * 20)
+    calls = []
+
+    def check(path, threads, answers={str(a): False, str(b): True}):  # noqa: B006
+        calls.append(path)
+        return answers[path]
+
+    assert amx_check.amx_buffer_crashes(llama, str(a), 2, check=check) == (False, "")
+    assert amx_check.amx_buffer_crashes(llama, str(a), 2, check=check) == (False, "")  # remembered: ran
+    assert calls == [str(a)]
+    crashes, why = amx_check.amx_buffer_crashes(llama, str(b), 2, check=check)
+    assert crashes and "20824" in why and "b-L2-Q8_0.gguf" in why and "--no-repack" in why
+    assert amx_check.amx_buffer_crashes(llama, str(a), 2, check=check)[0]  # the machine's, for every model
+    assert amx_check.amx_buffer_crashes(llama, None, 2, check=check)[0]  # no file to check: what is known
+    assert calls == [str(a), str(b)]
+    # another build or machine is another key; an inconclusive check is not remembered
+    other = _Llama(AMX_INFO + " LLAMAFILE = 1 |")
+    assert amx_check.amx_buffer_crashes(other, str(b), 2, check=lambda *_: None) == (False, "")
+    assert amx_check.amx_buffer_crashes(other, str(b), 2, check=lambda *_: True)[0]
+
+
+def test_the_check_child_tells_a_crash_from_a_failure(tmp_path, monkeypatch):
+    """run_check's child: a crash signal is True, exit 0 False, an ordinary failure None."""
+    import subprocess
+
+    from runners import amx_check
+
+    def fake_run(code):
+        return lambda *a, **k: subprocess.CompletedProcess(a[0], code, b"", b"")
+
+    for code, answer in ((0, False), (-11, True), (-6, True), (1, None), (-9, None)):
+        monkeypatch.setattr(subprocess, "run", fake_run(code))
+        assert amx_check.run_check(str(tmp_path / "m.gguf"), 2) is answer, code

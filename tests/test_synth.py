@@ -11,6 +11,7 @@ import pytest
 
 from estimator.specs import SpecError
 from harness import synth
+from runners.llama_cpp import amx_safe_loading
 
 ARCHS = (
     "llama", "qwen2", "qwen3", "qwen3_moe", "gemma3", "deepseek_v2", "gpt_oss", "gemma2", "phi3",
@@ -157,7 +158,8 @@ def test_vllm_config_folder_rewritten_when_the_writer_changes(tmp_path):
 
 
 def _load_and_eval(path, n_tokens=64, vocab=1024):
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=2, n_threads_batch=2, verbose=False)
+    with amx_safe_loading(llama_cpp, str(path), 2):  # llama.cpp's AMX buffer crashes on some hosts
+        llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=2, n_threads_batch=2, verbose=False)
     try:
         llm.eval(list(np.random.default_rng(0).integers(0, vocab, n_tokens)))
         llama_cpp.llama_synchronize(llm.ctx)
@@ -212,7 +214,8 @@ def test_depth_reduced_catalog_proxy(tmp_path):
 
     model = resolve_model("qwen3-0.6b")
     path = synth.synthetic_model(model, "Q8_0", cache_dir_path=tmp_path, n_layers=2)
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=2, n_threads_batch=2, verbose=False)
+    with amx_safe_loading(llama_cpp, str(path), 2):  # llama.cpp's AMX buffer crashes on some hosts
+        llm = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=2, n_threads_batch=2, verbose=False)
     try:
         assert llm.n_vocab() == 151_936 and llama_cpp.llama_model_n_layer(llm.model) == 2
         assert llama_cpp.llama_model_n_embd(llm.model) == 1024
