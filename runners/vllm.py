@@ -58,11 +58,13 @@ KV_DTYPES = {
 
 # Module-level so collective_rpc can pickle them by reference; each runs inside a vLLM worker process.
 def _worker_weight_bytes(worker) -> dict:
-    """Weight bytes in one worker: torch parameters, plus linear weights the CPU backend moved into oneDNN
-    handlers (vLLM CPU replaces ``layer.weight`` by an empty tensor and keeps a packed copy in the closure of
-    ``layer.cpu_linear``; counted logically as k * n * dtype bytes from the handler's k and n).  Packed
-    copies of
-    layers that keep their weight too (embedding / lm_head) are counted apart as packed_duplicate_bytes."""
+    """Weight bytes in one worker: torch parameters, plus linear weights the CPU backend moved out of them
+    (vLLM CPU replaces ``layer.weight`` by an empty tensor and keeps a packed copy in the closure of
+    ``layer.cpu_linear``): a oneDNN handler, counted logically as k * n * dtype bytes from its k and n, or,
+    on a CPU with AMX, the packed tensor itself (numel x element size; seen on the Xeon guest of 2026-12-07
+    for a tiny model's layers).  A closure tensor that is one of the module's parameters is not counted
+    twice.  Packed copies of layers that keep their weight too (embedding / lm_head) are counted apart as
+    packed_duplicate_bytes."""
     import torch
 
     model = (
@@ -74,16 +76,23 @@ def _worker_weight_bytes(worker) -> dict:
     packed = duplicate = 0
     for module in model.modules():
         fn = vars(module).get("cpu_linear")
+        own = {p.data_ptr() for p in module.parameters(recurse=False) if p.numel() > 0}
         for cell in getattr(fn, "__closure__", None) or ():
             h = cell.cell_contents
-            if hasattr(h, "k") and hasattr(h, "n") and not isinstance(h, torch.Tensor):
+            if isinstance(h, torch.Tensor):
+                if h.numel() == 0 or h.data_ptr() in own:
+                    continue
+                nbytes = int(h.numel()) * int(h.element_size())
+            elif hasattr(h, "k") and hasattr(h, "n"):
                 dtype = getattr(module, "params_dtype", torch.bfloat16)
                 nbytes = int(h.k) * int(h.n) * torch.empty((), dtype=dtype).element_size()
-                weight = getattr(module, "weight", None)
-                if isinstance(weight, torch.Tensor) and weight.numel() > 0:
-                    duplicate += nbytes  # e.g. embed_tokens / lm_head keep their table and a packed copy
-                else:
-                    packed += nbytes
+            else:
+                continue
+            weight = getattr(module, "weight", None)
+            if isinstance(weight, torch.Tensor) and weight.numel() > 0:
+                duplicate += nbytes  # e.g. embed_tokens / lm_head keep their table and a packed copy
+            else:
+                packed += nbytes
     return {"param_bytes": params, "packed_bytes": packed, "packed_duplicate_bytes": duplicate}
 
 
