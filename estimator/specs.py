@@ -203,6 +203,10 @@ class HardwareSpec:
     bandwidth_measured_gbs: achievable memory bandwidth where a measurement is published (None: unknown).
     cpu_cores / cpu_clock_ghz (kind "cpu"): physical cores and their maximum clock, 10^9 Hz (None: unknown);
     a CPU's GEMM rate scales with them (covariate ``cpu_size``, ``estimator.physics.covariates``).
+    cpu_isa (kind "cpu"): its ISA features where known, as harness.hwdetect names them (``amx``, ``avx512``,
+    ``avx512_bf16``, ``avx512_vnni``, ``avx2``, ``neon``, ...): detected, or catalogued
+    (tools/catalog/hardware_covariates.csv); an engine whose CPU GEMMs use a matrix extension reaches another
+    rate where the CPU has it (``EngineProfile.cpu_matrix_gemm``, covariate ``cpu_matrix``); () = not known.
     vector_fp16_tflops: the shader (vector ALU) FP16 rate of a GPU whose bf16_tflops is a matrix-engine rate,
     10^12 FLOP/s, where catalogued: what an engine backend that cannot issue the matrix instructions on the
     device reaches (``EngineProfile.vector_gemm``); None: not catalogued.
@@ -232,6 +236,7 @@ class HardwareSpec:
     bandwidth_measured_gbs: float | None = None
     cpu_cores: int | None = None
     cpu_clock_ghz: float | None = None
+    cpu_isa: tuple[str, ...] = ()
     vector_fp16_tflops: float | None = None
     measured_as: str = ""
     status: str = "unverified"  # verified | derived | partial | unverified (from the catalog's notes)

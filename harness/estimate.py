@@ -53,6 +53,7 @@ def hardware_columns(rec: RunRecord) -> dict[str, str]:
         "hardware_name": str(det.get("cpu_model") or rec.device_name or "detected CPU"),
         "cpu_cores": str(det.get("physical_cores") or ""),
         "cpu_clock_ghz": str(det.get("cpu_clock_ghz") or ""),
+        "cpu_isa": " ".join(str(f) for f in det.get("isa") or ()),
         "measured_as": host_device_key(rec.host, rec.device_name, rec.hardware_family),  # its own runs answer
     }
 

@@ -64,6 +64,32 @@ def test_vllm_bf16_gemm_fallback_on_an_avx2_cpu():
     assert "cpu_fallback" in param("prefill", "flops_abs_tflops").covariates
 
 
+def test_vllm_bf16_gemms_on_amx():
+    """vLLM's oneDNN BF16 GEMMs run on AMX tiles where the CPU has them (its profile's ``cpu_matrix_gemm``):
+    the prompt rate's covariate ``cpu_matrix_gemm`` on a CPU whose ISA (catalogued or detected) has AMX, never
+    for llama.cpp (its AMX buffer is not measured), a Zen 4 without AMX or a GPU."""
+    from estimator.engines import get_engine
+    from estimator.physics.coefficients import param
+
+    spr, genoa = get_hardware("xeon-platinum-8480-plus"), get_hardware("epyc-9654")
+    assert "amx" in spr.cpu_isa and "avx512_bf16" in genoa.cpu_isa and "amx" not in genoa.cpu_isa
+    assert get_engine("vllm").cpu_matrix_gemm_reason(spr.cpu_isa)
+    groups = ("cpu_matrix",)
+    assert cov.covariates(spr, "vllm", None, groups) == {"cpu_matrix_gemm": 1.0}
+    assert cov.covariates(spr, "llama.cpp", "CPU", groups) == {}
+    assert cov.covariates(genoa, "vllm", None, groups) == {}
+    assert cov.covariates(replace(spr, cpu_isa=()), "vllm", None, groups) == {}  # ISA not known: no term
+    assert cov.covariates(get_hardware("h100-80gb-sxm"), "vllm", None, groups) == {}
+    assert "cpu_matrix" in param("prefill", "flops_abs_tflops").covariates
+    assert all(h.cpu_isa == () for h in all_hardware() if h.kind != "cpu")
+    # a detected host: its ISA from /proc/cpuinfo flags
+    cpu = detect.CpuInfo("Intel(R) Xeon(R) Processor", "x86_64", 2, 2, 2**34,
+                         detect.isa_features({"avx512f", "amx_tile", "amx_bf16", "avx512_bf16"}, "x86_64"),
+                         "cpu-x86-avx512", 4.06)  # fmt: skip
+    spec = detect.detected_cpu_spec(cpu, 27.0, cpu.family)
+    assert "amx" in spec.cpu_isa and cov.covariates(spec, "vllm", None, groups) == {"cpu_matrix_gemm": 1.0}
+
+
 def test_detected_clock_from_psutil(monkeypatch):
     import psutil
 
@@ -89,6 +115,26 @@ def test_detected_cpu_spec_and_record_carry_cores():
     )
     hw = hardware_from_detected(rec)
     assert hw.cpu_cores == 2 and hw.cpu_clock_ghz is None  # records before the clock was recorded
+
+
+def test_the_report_notes_a_cpu_gemm_path():
+    """An estimate whose CPU GEMMs take another path says so (speed.cpu_gemm_note): vLLM on an AMX Xeon and
+    on an AVX2 Threadripper, not llama.cpp, not a Zen 4."""
+    from estimator.catalog.resolve import resolve_model
+    from estimator.physics.coefficients import load_coefficients
+    from estimator.physics.quant import get_quant
+    from estimator.physics.speed import cpu_gemm_note, estimate_speed
+    from estimator.specs import Workload
+
+    spr, tr, genoa = (get_hardware(h) for h in ("xeon-platinum-8480-plus", "threadripper-3970x", "epyc-9654"))
+    assert "cpu_matrix_gemm" in cpu_gemm_note(spr, "vllm") and "AMX" in cpu_gemm_note(spr, "vllm")
+    assert "cpu_gemm_fallback" in cpu_gemm_note(tr, "vllm")
+    assert cpu_gemm_note(spr, "llama.cpp") == cpu_gemm_note(genoa, "vllm") == ""
+    assert cpu_gemm_note(get_hardware("h100-80gb-sxm"), "vllm") == ""
+    table = load_coefficients(ROOT / "results" / "coefficients.json")
+    m, q = resolve_model("qwen3-0.6b"), get_quant("BF16")
+    est = estimate_speed(m, q, spr, Workload(engine="vllm"), table)
+    assert any("cpu_matrix_gemm" in n for n in est.notes)
 
 
 def test_prefill_scales_with_cores_within_a_family():
@@ -122,7 +168,11 @@ def test_measure_announcement_passes_detected_cores():
     )
     hw = custom_hardware(hardware_columns(rec))
     assert (hw.kind, hw.cpu_cores, hw.cpu_clock_ghz, hw.measured_as) == ("cpu", 2, 2.596, "vm:AMD EPYC")
-    assert cov.cpu_core_ghz(hw) == pytest.approx(5.192)
+    assert cov.cpu_core_ghz(hw) == pytest.approx(5.192) and hw.cpu_isa == ()
+    amx = dict(det, isa=["amx", "avx512", "avx512_bf16"])  # the ISA the host detected: vLLM's AMX term
+    hw = custom_hardware(hardware_columns(SimpleNamespace(**{**vars(rec), "extra": {"detected": amx}})))
+    assert hw.cpu_isa == ("amx", "avx512", "avx512_bf16")
+    assert cov.covariates(hw, "vllm", None, ("cpu_matrix",)) == {"cpu_matrix_gemm": 1.0}
     older = dict(det, cpu_clock_ghz=None)  # records before the clock was recorded: the default clock
     hw = custom_hardware(hardware_columns(SimpleNamespace(**{**vars(rec), "extra": {"detected": older}})))
     assert hw.cpu_cores == 2 and hw.cpu_clock_ghz is None

@@ -602,11 +602,12 @@ def build_hardware(ref: Path) -> list[dict]:
 
 
 def attach_hardware_covariates(devices: list[dict]) -> None:
-    """tools/catalog/hardware_covariates.csv -> n_dies, bandwidth_measured_gbs, cpu_cores, cpu_clock_ghz
-    (CPUs only), vector_fp16_tflops (GPUs only), covariate_source."""
+    """tools/catalog/hardware_covariates.csv -> n_dies, bandwidth_measured_gbs, cpu_cores, cpu_clock_ghz and
+    cpu_isa (CPUs only; ISA features as harness.hwdetect names them, space-separated in the file),
+    vector_fp16_tflops (GPUs only), covariate_source."""
     by_id = {d["id"]: d for d in devices}
     for d in devices:
-        d.update(n_dies=1, bandwidth_measured_gbs=None, cpu_cores=None, cpu_clock_ghz=None)
+        d.update(n_dies=1, bandwidth_measured_gbs=None, cpu_cores=None, cpu_clock_ghz=None, cpu_isa=[])
         d["vector_fp16_tflops"] = None
         d["covariate_source"] = None
     with open(ADDED / "hardware_covariates.csv", newline="") as fh:
@@ -622,6 +623,10 @@ def attach_hardware_covariates(devices: list[dict]) -> None:
                 raise SystemExit(f"cpu cores of {row['hardware_id']!r}: a {dev['kind']} device, not a CPU")
             dev["cpu_cores"] = int(row["cpu_cores"]) if row["cpu_cores"] else None
             dev["cpu_clock_ghz"] = _num(row["cpu_clock_ghz"])
+            isa = sorted(row["cpu_isa"].split())
+            if isa and dev["kind"] != "cpu":
+                raise SystemExit(f"cpu ISA of {row['hardware_id']!r}: a {dev['kind']} device, not a CPU")
+            dev["cpu_isa"] = isa
             if row["vector_fp16_tflops"] and dev["kind"] == "cpu":
                 raise SystemExit(f"vector FP16 rate of {row['hardware_id']!r}: a CPU, not a GPU")
             dev["vector_fp16_tflops"] = _num(row["vector_fp16_tflops"])

@@ -182,8 +182,9 @@ def _bool(row: dict, key: str, default: bool) -> bool:
 
 def custom_hardware(row: dict) -> HardwareSpec:
     """A device outside the catalog from the row's bandwidth_gbs / memory_gib / tflops / family columns
-    (optional: kind, vendor, hardware_name, host_bandwidth_gbs, interconnect_gbs; a CPU's cpu_cores and
-    cpu_clock_ghz, GHz; measured_as, the device key of a detected host's own runs)."""
+    (optional: kind, vendor, hardware_name, host_bandwidth_gbs, interconnect_gbs; a CPU's cpu_cores,
+    cpu_clock_ghz, GHz, and cpu_isa, its ISA features space-separated (``HardwareSpec.cpu_isa``); measured_as,
+    the device key of a detected host's own runs)."""
     from estimator.catalog.resolve import resolve_hardware
 
     family = _text(row, "family", "custom")
@@ -205,6 +206,7 @@ def custom_hardware(row: dict) -> HardwareSpec:
     if hw.kind == "cpu":  # the cores x clock of the GEMM rate's covariate (estimator.physics.covariates)
         cores = _float(row, "cpu_cores")
         extra.update(cpu_cores=int(cores) if cores else None, cpu_clock_ghz=_float(row, "cpu_clock_ghz"))
+        extra["cpu_isa"] = tuple(sorted(_text(row, "cpu_isa").split()))
     return replace(hw, **{k: v for k, v in extra.items() if v})
 
 

@@ -257,6 +257,7 @@ def get_hardware(hw_id: str) -> HardwareSpec:
         bandwidth_measured_gbs=d.get("bandwidth_measured_gbs"),
         cpu_cores=d.get("cpu_cores"),
         cpu_clock_ghz=d.get("cpu_clock_ghz"),
+        cpu_isa=tuple(d.get("cpu_isa") or ()),
         vector_fp16_tflops=d.get("vector_fp16_tflops"),
         status=d.get("status") or "unverified",
         source=d.get("source") or "",

@@ -509,6 +509,7 @@ def detected_cpu_spec(
         bandwidth_measured_gbs=bandwidth_gbs,  # the probe is an achieved bandwidth (covariate bw_measured)
         cpu_cores=cpu.physical_cores or None,
         cpu_clock_ghz=cpu.clock_ghz,
+        cpu_isa=tuple(cpu.isa),
         measured_as=measured_as,
         status=status,
         source=source,

@@ -301,6 +301,10 @@ class EngineProfile:
     # its other runs measure; the prefill compute rate (flops_abs_tflops) gets the covariate
     # ``cpu_gemm_fallback`` (estimator.physics.covariates), which those runs fit
     cpu_gemm_fallback: tuple[tuple[str, str], ...] = ()
+    # (CPU ISA feature, why): on a CPU with that feature (HardwareSpec.cpu_isa) the engine's GEMMs run on a
+    # matrix extension the CPUs of its other runs lack (vLLM's oneDNN BF16 GEMMs on Intel AMX); the prefill
+    # compute rate (flops_abs_tflops) gets the covariate ``cpu_matrix_gemm``, which those runs fit
+    cpu_matrix_gemm: tuple[tuple[str, str], ...] = ()
     # (CPU ISA feature, engine option, value, why): a known crash of the engine on hosts with that ISA feature
     # (harness.hwdetect's ``isa`` names) that setting the engine option (runners.base.ENGINE_OPTIONS) to the
     # value avoids; a point that dies by a signal on such a host without the option says so in its failed
@@ -391,6 +395,11 @@ class EngineProfile:
             for feature, key, value, why in self.cpu_crash_workarounds
             if feature in isa and options.get(key) != value
         )
+
+    def cpu_matrix_gemm_reason(self, isa: tuple[str, ...] | list[str]) -> str:
+        """Why the engine's GEMMs run on a matrix extension of a CPU with ISA features ``isa``
+        (``cpu_matrix_gemm``), "" when they do not."""
+        return next((why for feature, why in self.cpu_matrix_gemm if feature in isa), "")
 
     def cpu_gemm_fallback_reason(self, family: str) -> str:
         """Why the engine's GEMMs take a slower path on a CPU of ``family`` (``cpu_gemm_fallback``), ""

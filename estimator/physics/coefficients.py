@@ -227,7 +227,7 @@ PARAMS: tuple[Param, ...] = (
           covariates=_OVERHEAD, effects=_FD),
     Param("flops_abs_tflops", "prefill", RATE, 0.5, 1e-4, 1e4, fit="absolute",
           doc="effective 10^12 FLOP/s when the datasheet TFLOPS are unknown (CPUs)",
-          covariates=("ln_bw", "cpu_size", "cpu_fallback"), effects=_FD),
+          covariates=("ln_bw", "cpu_size", "cpu_fallback", "cpu_matrix"), effects=_FD),
     Param("bw_eff", "prefill", EFF, 1.0, 1e-3, 1.0, doc="memory term (from decode when absent)"),
     Param("host_bw_eff", "prefill", EFF, 0.6, 1e-3, 1.0, doc="as decode"),
     Param("t_allreduce_s", "prefill", TIME, 2e-5, 0.0, 1e-2, doc="as decode"),

@@ -51,6 +51,10 @@ Groups and the covariates they give (name: value; reference level in brackets ha
   shared with the CPU) and CPUs take 0.
 * ``cpu_fallback``: ``cpu_gemm_fallback`` = 1 on a CPU whose ISA family the engine profile lists in
   ``cpu_gemm_fallback`` (vLLM's BF16 GEMMs on an AVX2-only x86 CPU), on prefill ``flops_abs_tflops``;
+* ``cpu_matrix``: ``cpu_matrix_gemm`` = 1 on a CPU with an ISA feature (``HardwareSpec.cpu_isa``) the engine
+  profile lists in ``cpu_matrix_gemm`` (vLLM's oneDNN BF16 GEMMs on Intel AMX), on prefill
+  ``flops_abs_tflops``; llama.cpp lists none: its AMX buffer is not measured here (it crashed on the one AMX
+  host fitbench ran on, which measured with ``--no-repack``; estimator.engines.llama_cpp);
 * ``build``: ``build=2024`` = 1 for a record of a llama.cpp build of 2024 (calibration.dataset.record_era),
   on prefill ``flops_eff`` and decode ``build_scale`` (a factor on the whole step): a covariate of the
   record, not of the device, which calibration sets (calibration.hierarchy.build_covariates) and this module
@@ -83,6 +87,7 @@ GROUPS = (
     "power",
     "build",
     "cpu_fallback",
+    "cpu_matrix",
 )
 REFERENCE_ENGINE = "llama.cpp"
 REFERENCE_BACKEND = "CUDA"
@@ -188,6 +193,9 @@ def covariates(hardware: HardwareSpec, engine: str, backend: str | None, groups)
         elif g == "cpu_fallback" and kind == "cpu" and engine in ENGINES:
             if get_engine(engine).cpu_gemm_fallback_reason(hardware.family):
                 x["cpu_gemm_fallback"] = 1.0
+        elif g == "cpu_matrix" and kind == "cpu" and engine in ENGINES:
+            if get_engine(engine).cpu_matrix_gemm_reason(hardware.cpu_isa):
+                x["cpu_matrix_gemm"] = 1.0
         elif g == "year" and hardware.year:
             x["year"] = (int(hardware.year) - YEAR_CENTRE) / YEAR_SCALE
     return x

@@ -1006,6 +1006,20 @@ def vector_gemm_note(hardware: HardwareSpec, engine: str, backend: str | None = 
     return f"prefill GEMMs at the shader FP16 rate, {hardware.vector_fp16_tflops:g} TFLOPS{matrix}: {why}"
 
 
+def cpu_gemm_note(hardware: HardwareSpec, engine: str) -> str:
+    """The report's note when the engine's GEMMs take another path on this CPU than on the CPUs most of its
+    runs measured: a matrix extension the CPU has (the profile's ``cpu_matrix_gemm``, covariate
+    ``cpu_matrix_gemm``) or a slower path for its ISA family (``cpu_gemm_fallback``); "" otherwise."""
+    if hardware.kind != "cpu" or engine not in ENGINES:
+        return ""
+    profile = get_engine(engine)
+    why = profile.cpu_matrix_gemm_reason(hardware.cpu_isa)
+    if why:
+        return f"prefill GEMMs on the CPU's matrix extension (fitted term cpu_matrix_gemm): {why}"
+    why = profile.cpu_gemm_fallback_reason(hardware.family)
+    return f"prefill GEMMs on a slower path (fitted term cpu_gemm_fallback): {why}" if why else ""
+
+
 def unmodelled_prefill(model: ModelSpec, quant, hardware: HardwareSpec, engine: str) -> str:
     """Why the prefill model does not describe this configuration, "" when it does: its quantized GEMMs run
     on a device family whose datasheet tensor rate they cannot reach (the engine profile's
@@ -1224,6 +1238,9 @@ def estimate_speed(
     shader = vector_gemm_note(hardware, workload.engine, workload.backend)
     if shader:
         notes.append(shader)
+    cpu_path = cpu_gemm_note(hardware, workload.engine)
+    if cpu_path:
+        notes.append(cpu_path)
     if not sets.dec.calibrated or (not sets.pre.calibrated and not sets.unmodelled):
         notes.append(
             "speed from devices like this one (family not calibrated): wide interval"
