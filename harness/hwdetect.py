@@ -21,7 +21,8 @@ Bandwidth probe (``estimator.catalog.detect.bandwidth_probe_gbs``): a copy of a 
 every logical CPU the process may use at once, each thread its own slice; one pass moves 2 x 256 MiB (read +
 write); best of 5; GB/s = 10^9 B/s.  It is a measured lower bound of what a streaming kernel sees, not the
 datasheet peak.  Records store how it was measured (``bandwidth_probe``, ``bandwidth_probe_threads``): before
-2026-12-05 it was one thread's copy.
+2026-12-05 it was one thread's copy.  Since 2026-12-07 records also carry ``host_read_probe_gbs``, the same
+buffers read without writing (``read_bandwidth_probe_gbs``), which nothing uses yet.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from estimator.catalog.detect import (  # noqa: F401 - the detection core, re-ex
     parse_cpuinfo,
     probe_description,
     probe_threads,
+    read_bandwidth_probe_gbs,
 )
 from estimator.catalog.detect import detect_gpus as _detect_gpus
 from estimator.specs import HardwareSpec, SpecError
@@ -115,6 +117,7 @@ def detect_host(
     gpus = detect_gpus() if use_gpus else ()
     threads = probe_threads()
     bw = bandwidth_probe_gbs(threads=threads) if probe_bandwidth else None
+    read_bw = read_bandwidth_probe_gbs(threads=threads) if probe_bandwidth else None
     host = socket.gethostname()
     detected = {
         "cpu_model": cpu.model_name,
@@ -129,6 +132,7 @@ def detect_host(
         "host_bandwidth_probe_gbs": round(bw, 2) if bw else None,
         "bandwidth_probe": probe_description(threads),
         "bandwidth_probe_threads": threads,
+        "host_read_probe_gbs": round(read_bw, 2) if read_bw else None,  # recorded, not used (detect.py)
         "os": platform.platform(),
     }
     if gpus:

@@ -106,6 +106,26 @@ def test_bandwidth_probe_is_stdlib_and_measures_something():
     assert detect.bandwidth_probe_gbs(probe_bytes=1000, repeats=1, threads=7) > 0  # more threads than pages
 
 
+def test_read_probe_reads_both_buffers_and_writes_nothing(monkeypatch):
+    """The read probe (recorded beside the copy probe, used by nothing yet): memcmp of two equal buffers, so
+    each call reads its slices to the end; None where no C library loads."""
+    gbs = detect.read_bandwidth_probe_gbs(probe_bytes=16 * 2**20, repeats=2)
+    assert gbs is not None and 0.1 < gbs < 10_000
+    calls: list[int] = []
+    real = detect._memcmp()
+
+    def counting(a, b, n):
+        calls.append(n)
+        assert real(a, b, n) == 0  # equal buffers: compared to the last byte
+        return 0
+
+    monkeypatch.setattr(detect, "_memcmp", lambda: counting)
+    assert detect.read_bandwidth_probe_gbs(probe_bytes=3 * 4096 + 5, repeats=2, threads=3) > 0
+    assert len(calls) == 6 and sum(calls) == 2 * (3 * 4096 + 5)
+    monkeypatch.setattr(detect, "_memcmp", lambda: None)
+    assert detect.read_bandwidth_probe_gbs(probe_bytes=4096, repeats=1) is None
+
+
 def test_bandwidth_probe_copies_on_every_thread_at_once(monkeypatch):
     """The probe's slices are copied concurrently, one per thread, and together cover the buffer once: a
     barrier of ``threads`` parties inside the copy only opens when all of them run at the same time (a probe

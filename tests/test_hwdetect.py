@@ -92,9 +92,11 @@ def test_unknown_gpu_keeps_cc_family(monkeypatch):
 def test_local_cpu_detection_and_detected_spec(monkeypatch):
     monkeypatch.setattr(hwdetect, "detect_gpus", lambda: ())
     monkeypatch.setattr(hwdetect, "bandwidth_probe_gbs", lambda **_: 12.5)
+    monkeypatch.setattr(hwdetect, "read_bandwidth_probe_gbs", lambda **_: 9.25)
     info = detect_host()
     assert info.backend == "CPU" and info.hardware_family.startswith("cpu-")
     assert info.detected["host_bandwidth_probe_gbs"] == 12.5
+    assert info.detected["host_read_probe_gbs"] == 9.25  # recorded beside the copy probe
     threads = info.detected["bandwidth_probe_threads"]
     assert threads >= 1 and f"on {threads} thread" in info.detected["bandwidth_probe"]
     assert info.detected["ram_bytes"] > 0 and info.detected["isa"] == list(info.cpu.isa)

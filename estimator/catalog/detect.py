@@ -28,6 +28,7 @@ has no bandwidth or TFLOPS: the report says so and ``--bandwidth-gbs`` / ``--tfl
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import os
 import platform
 import re
@@ -263,6 +264,43 @@ def bandwidth_probe_gbs(
     Until 2026-12-05 the probe was one thread's copy; records keep the description of the probe they ran
     (``bandwidth_probe``), and a host's calibrated speed stays relative to the probe its own runs carried
     (``estimator.physics.coefficients.bandwidth_basis``)."""
+    return _two_buffer_probe(ctypes.memmove, probe_bytes, repeats, threads)
+
+
+def read_bandwidth_probe_gbs(
+    probe_bytes: int = PROBE_BYTES, repeats: int = PROBE_REPEATS, threads: int | None = None
+) -> float | None:
+    """Host memory *read* bandwidth in GB/s (10^9 B/s), recorded beside the copy probe and used by nothing
+    yet: the C library's ``memcmp`` of two equal buffers of ``probe_bytes`` on ``threads`` threads, each its
+    own slice, nothing written; one pass reads 2 x probe_bytes; best of ``repeats``.  None where the C
+    library cannot be loaded.
+
+    Why: a decode step's matrix-vector products only read, and the copy probe need not say what loads see.
+    On the Xeon guest of 2026-12-07 the copy read 27 GB/s and this 18, and its llama.cpp decode ran at half
+    the rate of a Zen 4 guest whose copy probe read 28.6 (docs/calibration.md "A third CPU host").  Whether
+    the read figure tracks decode across hosts is open until hosts of each kind have recorded it."""
+    read = _memcmp()
+    return None if read is None else _two_buffer_probe(read, probe_bytes, repeats, threads)
+
+
+def _memcmp() -> Callable[[int, int, int], object] | None:
+    """The C library's memcmp as (a, b, nbytes) -> int; None where no C library loads."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
+        memcmp = libc.memcmp
+    except (OSError, AttributeError):
+        return None
+    memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    memcmp.restype = ctypes.c_int
+    return memcmp
+
+
+def _two_buffer_probe(
+    op: Callable[[int, int, int], object], probe_bytes: int, repeats: int, threads: int | None
+) -> float:
+    """GB/s of ``op`` over two buffers of ``probe_bytes`` (2 x probe_bytes per pass), best of ``repeats``
+    passes, each of ``threads`` threads on its own contiguous slice; both buffers hold the same bytes (a
+    ``memcmp`` then reads them to the end).  ctypes calls release the GIL, so the slices run concurrently."""
     n = max(1, int(probe_bytes))
     t = max(1, min(int(threads or probe_threads()), n))
     src = (ctypes.c_char * n)()
@@ -273,17 +311,17 @@ def bandwidth_probe_gbs(
 
     def fill(piece: tuple[int, int]) -> None:  # written, so no page is the shared zero page
         ctypes.memset(base_src + piece[0], 1, piece[1])
-        ctypes.memset(base_dst + piece[0], 0, piece[1])
+        ctypes.memset(base_dst + piece[0], 1, piece[1])
 
-    def copy(piece: tuple[int, int]) -> None:
-        ctypes.memmove(base_dst + piece[0], base_src + piece[0], piece[1])
+    def run(piece: tuple[int, int]) -> None:
+        op(base_dst + piece[0], base_src + piece[0], piece[1])
 
     best = float("inf")
     with ThreadPoolExecutor(max_workers=t) as pool:
         list(pool.map(fill, slices))
         for _ in range(max(1, repeats)):
             t0 = time.perf_counter()
-            list(pool.map(copy, slices))
+            list(pool.map(run, slices))
             best = min(best, time.perf_counter() - t0)
     return 2 * n / best / 1e9
 
