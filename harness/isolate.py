@@ -57,6 +57,10 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+# how ``ChildResult.describe`` starts the error of a child killed by a signal other than SIGKILL
+CRASHED = "crashed: killed by"
+
+
 @dataclass(frozen=True)
 class ChildResult:
     """How a child ended.  returncode < 0 means killed by signal -returncode (subprocess convention)."""
@@ -90,7 +94,7 @@ class ChildResult:
         elif self.signal_name == "SIGKILL":
             head = "killed by SIGKILL (likely out of memory: the kernel OOM killer sends SIGKILL)"
         elif self.signal_name:
-            head = f"crashed: killed by {self.signal_name} (exit status {self.returncode})"
+            head = f"{CRASHED} {self.signal_name} (exit status {self.returncode})"
         else:
             head = f"exited with status {self.returncode}"
         tail = self.stderr_tail.strip() or self.stdout_tail.strip()

@@ -227,8 +227,8 @@ def with_engine_options(plan: Plan, engine: str, options: dict) -> Plan:
     estimator.engines.llama_cpp).  The options are checked as the plan's are; they are part of each point's
     spec, so of its key and its records (``extra.engine_options``)."""
     where = f"--engine-option {engine}"
-    if engine not in ENGINE_OPTIONS:
-        raise PlanError(f"{where}: unknown engine{_nearest(engine, ENGINE_OPTIONS)}")
+    if engine not in REGISTRY:
+        raise PlanError(f"{where}: unknown engine{_nearest(engine, REGISTRY)}")
     _check_engine_options(options, [engine], where)
     if engine not in plan.engines:
         raise PlanError(

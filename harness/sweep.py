@@ -132,7 +132,7 @@ def with_crash_hint(error: str, engine: str, host: HostInfo, spec: PointSpec) ->
     """``error`` of a failed point, with the engine profile's workaround (``EngineProfile.crash_hint``) on a
     line after its first when the child died by a signal other than SIGKILL (the OOM killer's) on a CPU whose
     ISA has a known crash of the engine."""
-    if not error.startswith("crashed: killed by") or engine not in ENGINES:
+    if not error.startswith(isolate.CRASHED) or engine not in ENGINES:
         return error
     hint = get_engine(engine).crash_hint(tuple(host.cpu.isa), spec.engine_options)
     if not hint:

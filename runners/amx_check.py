@@ -1,4 +1,5 @@
-"""Does llama.cpp's AMX weight buffer survive a prompt on this machine?  Checked once per machine, in a child.
+"""Does llama.cpp's AMX weight buffer survive a prompt on this machine?  Checked in a child, per model until
+one crashes, and remembered.
 
 Why: on a CPU with AMX, llama.cpp repacks Q4_0 / Q4_K / Q8_0 / ... weights into its AMX buffer ("extra"
 buffer type), and on some such hosts its ``ggml_backend_amx_mul_mat`` dies with SIGSEGV at the first prompt of
@@ -92,13 +93,10 @@ def _model_name(model_path: str) -> str:
         return p.name
 
 
-def amx_buffer_crashes(
-    llama_cpp, model_path: str | None, n_threads: int, check=run_check
-) -> tuple[bool, str]:
+def amx_buffer_crashes(llama_cpp, model_path: str, n_threads: int, check=run_check) -> tuple[bool, str]:
     """(crashes, why) for this machine and build (module doc): (False, "") when the build has no AMX buffer,
-    or the model ran; (True, why) when a check on this machine crashed, now or before.  ``model_path`` None:
-    only what is remembered, no check.  An inconclusive check is (False, "") and is not remembered.
-    ``check`` replaces the child in tests."""
+    or the model ran; (True, why) when a check on this machine crashed, now or before.  An inconclusive
+    check is (False, "") and is not remembered.  ``check`` replaces the child in tests."""
     info = llama_cpp.llama_print_system_info().decode(errors="replace")
     if not has_amx_buffer(info):
         return False, ""
@@ -110,8 +108,8 @@ def amx_buffer_crashes(
     if not isinstance(known, dict):
         known = {}
     ran = [str(x) for x in known.get("ran", []) if isinstance(x, str)]
-    name = _model_name(model_path) if model_path else ""
-    if known.get("crashes") is not True and model_path and name not in ran:
+    name = _model_name(model_path)
+    if known.get("crashes") is not True and name not in ran:
         crashed = check(model_path, n_threads)
         if crashed is not None:
             known = (

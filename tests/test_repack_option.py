@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from estimator.engines import get_engine
+from harness import isolate
 from harness.__main__ import _engine_options
 from harness.hwdetect import CpuInfo, HostInfo
 from harness.plan import PlanError, parse_plan, with_engine_options
@@ -46,7 +47,13 @@ def _host(isa: tuple[str, ...]) -> HostInfo:
     )
 
 
-SEGV = "crashed: killed by SIGSEGV (exit status -11)\n--- stderr tail ---\nggml_backend_amx_mul_mat"
+def _ended(returncode: int, timed_out: bool = False) -> str:
+    """The error text a sweep gets from a child that ended so (harness.isolate.ChildResult.describe)."""
+    child = isolate.ChildResult((), returncode, timed_out, 1.0, "", "ggml_backend_amx_mul_mat", 10.0)
+    return child.describe()
+
+
+SEGV = _ended(-11)
 
 
 def test_engine_option_arguments_read_as_toml_values():
@@ -76,7 +83,7 @@ def test_with_engine_options_adds_to_that_engines_points_only_and_changes_their_
         ("llama.cpp", {"repak": False}, "nearest: repack"),
         ("llama.cpp", {"repack": 1}, "expected bool"),
         ("llama.cp", {"repack": False}, "unknown engine"),
-        ("sglang", {}, "unknown engine|has no sglang point"),
+        ("sglang", {}, "unknown engine"),
     ],
 )
 def test_with_engine_options_rejects_what_the_plan_would(engine, options, message):
@@ -98,15 +105,14 @@ def test_a_crashed_point_on_an_amx_host_says_what_to_try():
     spec = PointSpec(model_path="m.gguf", n_ctx=512)
     out = with_crash_hint(SEGV, "llama.cpp", _host(("amx", "avx512")), spec)
     head, hint, rest = out.split("\n", 2)
-    assert head == "crashed: killed by SIGSEGV (exit status -11)" and hint.startswith("hint: ")
+    assert head == SEGV.split("\n")[0] and head.startswith("crashed: killed by SIGSEGV")
+    assert hint.startswith("hint: ")
     assert rest == "--- stderr tail ---\nggml_backend_amx_mul_mat"  # the child's own words are kept
     # no hint: another host, the option already set, an OOM kill, a timeout, another engine
     assert with_crash_hint(SEGV, "llama.cpp", _host(("avx512",)), spec) == SEGV
     no_repack = PointSpec(model_path="m.gguf", n_ctx=512, engine_options={"repack": False})
     assert with_crash_hint(SEGV, "llama.cpp", _host(("amx",)), no_repack) == SEGV
-    oom = "killed by SIGKILL (likely out of memory: the kernel OOM killer sends SIGKILL)"
-    timeout = "timed out after 10 s, limit 10 s (child process group killed)"
-    for error in (oom, timeout):
+    for error in (_ended(-9), _ended(-15, timed_out=True)):  # the OOM killer's SIGKILL, a timeout
         assert with_crash_hint(error, "llama.cpp", _host(("amx",)), spec) == error
     assert with_crash_hint(SEGV, "vllm", _host(("amx",)), spec) == SEGV
 
@@ -197,7 +203,6 @@ def test_a_crash_is_remembered_for_the_machine_and_a_model_that_ran_by_its_file(
     crashes, why = amx_check.amx_buffer_crashes(llama, str(b), 2, check=check)
     assert crashes and "20824" in why and "b-L2-Q8_0.gguf" in why and "--no-repack" in why
     assert amx_check.amx_buffer_crashes(llama, str(a), 2, check=check)[0]  # the machine's, for every model
-    assert amx_check.amx_buffer_crashes(llama, None, 2, check=check)[0]  # no file to check: what is known
     assert calls == [str(a), str(b)]
     # another build or machine is another key; an inconclusive check is not remembered
     other = _Llama(AMX_INFO + " LLAMAFILE = 1 |")
