@@ -281,6 +281,21 @@ def record_era(rec: RunRecord) -> str:
     return ""
 
 
+def record_settings(rec: RunRecord) -> str:
+    """The non-default kernel settings a record ran with, as its engine profile names them
+    (``EngineProfile.record_settings`` on the options the runner recorded in ``extra``; llama.cpp's
+    ``--no-repack``: "no_repack"), joined by "+"; "" for a default run, an imported row or an engine without a
+    profile.  The speed fit gives such a record's points the covariate ``setting=<name>`` (group ``settings``,
+    calibration.hierarchy.record_covariates), so the device and family effects describe default runs, which
+    is what the estimator predicts."""
+    from estimator.engines import ENGINES, get_engine
+
+    extra = rec.extra if isinstance(rec.extra, dict) else {}
+    if rec.engine not in ENGINES:
+        return ""
+    return "+".join(get_engine(rec.engine).record_settings(extra))
+
+
 def record_source(rec: RunRecord) -> str:
     """The published source an imported record came from: its ``extra["source_group"]``
     (harness.import_published: one name per source of shared/reference/published/sources.md, e.g.

@@ -36,6 +36,7 @@ from calibration.dataset import (
     Rejection,
     is_e2e,
     record_era,
+    record_settings,
     record_source,
     stated_n_batch,
 )
@@ -76,6 +77,7 @@ class SpeedPoint:
     n_devices: int = 1
     extra: dict = field(default_factory=dict)
     era: str = ""  # calibration.dataset.record_era: "2024" for a build of 2024, "" for a current one
+    settings: str = ""  # calibration.dataset.record_settings: "no_repack" for a --no-repack run, "" default
     origin: str = ""  # the record's: "measured" (a fitbench run) | "imported" (published)
     source: str = ""  # calibration.dataset.record_source: the published source, "" for a fitbench run
 
@@ -93,12 +95,54 @@ def _speed():
     return speed
 
 
-def hardware_from_detected(rec) -> HardwareSpec:
-    """HardwareSpec of a host that is not in the catalog, from ``extra["detected"]`` (harness.hwdetect)."""
+def _detected(rec) -> dict | None:
     det = rec.extra.get("detected") if isinstance(rec.extra, dict) else None
-    if not isinstance(det, dict):
+    return det if isinstance(det, dict) else None
+
+
+def _probe_gbs(det: dict) -> float | None:
+    return det.get("host_bandwidth_probe_gbs") or det.get("bandwidth_gbs") or None
+
+
+def detected_host_basis(records) -> dict[str, tuple[float | None, float | None]]:
+    """{device key: (GB/s, GHz)} of every host outside the catalog: the medians of the copy probes and of the
+    clocks its speed records carry (records without a speed, memory-only points among them, are left out:
+    the older of those stored the nominal clock of a VM's /proc/cpuinfo).  One host is one device, so every record of it is fitted at these
+    figures: a sweep's detection reads a VM's probe and clock at one moment (a Xeon guest read 27.0 GB/s and
+    4.06 GHz for one sweep, 23.9 GB/s and 3.53 GHz for the next, both while idle), and two sweeps of one host
+    fitted at their own readings would have the fit explain that noise as a speed difference."""
+    import statistics
+
+    from calibration.dataset import device_key
+
+    probes: dict[str, list[float]] = {}
+    clocks: dict[str, list[float]] = {}
+    for rec in records:
+        det = _detected(rec)
+        if rec.hardware_id or det is None or (rec.decode_tok_s is None and rec.prefill_tok_s is None):
+            continue
+        key = device_key(rec)
+        bw = _probe_gbs(det)
+        if bw:
+            probes.setdefault(key, []).append(float(bw))
+        if det.get("cpu_clock_ghz"):
+            clocks.setdefault(key, []).append(float(det["cpu_clock_ghz"]))
+    return {
+        key: (statistics.median(probes[key]) if key in probes else None,
+              statistics.median(clocks[key]) if key in clocks else None)
+        for key in probes.keys() | clocks.keys()
+    }  # fmt: skip
+
+
+def hardware_from_detected(rec, basis: tuple[float | None, float | None] | None = None) -> HardwareSpec:
+    """HardwareSpec of a host that is not in the catalog, from ``extra["detected"]`` (harness.hwdetect);
+    ``basis``: (GB/s, GHz) of the host over all its records (``detected_host_basis``), which replace this
+    record's own probe and clock where given."""
+    det = _detected(rec)
+    if det is None:
         raise SpecError("hardware_id is empty and the record has no extra['detected'] spec")
-    bw = det.get("host_bandwidth_probe_gbs") or det.get("bandwidth_gbs")
+    bw_basis, clock_basis = basis or (None, None)
+    bw = bw_basis or _probe_gbs(det)
     if not bw:
         raise SpecError(
             "detected spec has no bandwidth probe (extra['detected']['host_bandwidth_probe_gbs'])"
@@ -114,7 +158,7 @@ def hardware_from_detected(rec) -> HardwareSpec:
         ram_bytes=det.get("ram_bytes"),
         isa=tuple(det.get("isa") or ()),
         family=family,
-        clock_ghz=det.get("cpu_clock_ghz") or None,
+        clock_ghz=clock_basis or det.get("cpu_clock_ghz") or None,
     )
     source = f"detected on {rec.host} (bandwidth = copy probe)"
     return detected_cpu_spec(cpu, float(bw), family, source=source)
@@ -127,6 +171,9 @@ class Resolver:
     model: Callable[[str], ModelSpec] | None = None
     hardware: Callable[[str], HardwareSpec] | None = None
     quant: Callable[[str], object] | None = None
+    # {device key: (GB/s, GHz)} of the hosts outside the catalog (``detected_host_basis``); speed_points fills
+    # it from its dataset when empty
+    host_basis: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.model is None or self.hardware is None:
@@ -170,7 +217,7 @@ class Resolver:
         hw = (
             self._get("hardware", rec.hardware_id, self.hardware)
             if rec.hardware_id
-            else hardware_from_detected(rec)
+            else hardware_from_detected(rec, self.host_basis.get(_device(rec)))
         )
         return model, quant, hw
 
@@ -253,6 +300,7 @@ def _point(lr: LoadedRecord, phase: str, features, hw: HardwareSpec, measured_s:
             "model_bytes": None,
         },
         era=record_era(r),
+        settings=record_settings(r),
         origin=r.origin,
         source=record_source(r),
     )
@@ -284,6 +332,8 @@ def speed_points(ds: Dataset, resolver: Resolver | None = None) -> tuple[list[Sp
     """Decode and prefill SpeedPoints of every usable record, plus the records whose features failed."""
     sp = _speed()
     resolver = resolver or Resolver()
+    if not resolver.host_basis:
+        resolver.host_basis.update(detected_host_basis(lr.record for lr in ds.records))
     points: list[SpeedPoint] = []
     rejected: list[Rejection] = []
     for lr in ds.records:

@@ -10,8 +10,8 @@ decode and prefill together) is modelled per *unit* u = (device, engine, backend
   prior;
 * x: the device covariates of the parameter's groups (``estimator.physics.covariates``: engine, backend,
   backend maturity, vendor, kind, year, memory technology, ln bandwidth, die count, published achievable
-  bandwidth), and the record-level ``build`` (``build_covariates``: a llama.cpp build of 2024, prefill
-  ``flops_eff`` only);
+  bandwidth), and the record-level ``build`` and ``settings`` (``record_covariates``: a llama.cpp build
+  of 2024; a run with a non-default kernel setting such as --no-repack);
   prior beta ~ N(0, PRIOR_INTERCEPT) for the intercept "1", N(mean, PRIOR_COVARIATE x PRIOR_COVARIATE_PHASE)
   for the others (a parameter may set its own: ``Param.intercept_sd`` / ``covariate_sd``, the i-quant ratios;
   mean 1 for ``bw_measured``: the published fraction moves bw_eff one for one, 0 otherwise;
@@ -79,11 +79,13 @@ def fitted_params(phases: Sequence[str] = SPEED_PHASES) -> tuple[Param, ...]:
     return tuple(p for p in PARAMS if p.fit and p.phase in phases)
 
 
-def unit_key(p: SpeedPoint) -> tuple[str, str, str, str]:
-    """(device, engine, backend, build era) of a point: one row of the covariate table.  The era
-    (``SpeedPoint.era``, calibration.dataset.record_era) is a record's, not a device's: the rows of one
-    device from builds of 2024 and from current ones are two units sharing the device's effects."""
-    return (p.device, p.engine, cov.normalise_backend(p.backend), p.era)
+def unit_key(p: SpeedPoint) -> tuple[str, str, str, str, str]:
+    """(device, engine, backend, build era, settings) of a point: one row of the covariate table.  The era
+    (``SpeedPoint.era``, calibration.dataset.record_era) and the settings (``SpeedPoint.settings``,
+    calibration.dataset.record_settings) are a record's, not a device's: the rows of one device from builds
+    of 2024 and from current ones, or run with --no-repack and with the defaults, are units sharing the
+    device's effects."""
+    return (p.device, p.engine, cov.normalise_backend(p.backend), p.era, p.settings)
 
 
 def build_covariates(era: str, groups) -> dict[str, float]:
@@ -92,17 +94,30 @@ def build_covariates(era: str, groups) -> dict[str, float]:
     return {f"build={era}": 1.0} if era and "build" in groups else {}
 
 
+def settings_covariates(settings: str, groups) -> dict[str, float]:
+    """The record-level covariates of group ``settings``: ``setting=<name>`` = 1 for each non-default
+    setting of a unit (``settings`` joined by "+"; the default run, "", is the reference level)."""
+    if not settings or "settings" not in groups:
+        return {}
+    return {f"setting={name}": 1.0 for name in settings.split("+")}
+
+
+def record_covariates(unit: tuple[str, str, str, str, str], groups) -> dict[str, float]:
+    """Both record-level covariate groups (build, settings) of a unit (``unit_key``)."""
+    return build_covariates(unit[3], groups) | settings_covariates(unit[4], groups)
+
+
 @dataclass
 class Design:
     """The linear predictors of every fitted parameter over the units of a point set.
 
-    units: (device, engine, backend, build era) rows with their hardware and family; ``names[j]``: the
-    columns of parameter j's block of z (``"cov:<name>"``, ``"family:<f>"``, ``"device:<d>"``); ``A[j]``:
+    units: (device, engine, backend, build era, settings) rows with their hardware and family; ``names[j]``:
+    the columns of parameter j's block of z (``"cov:<name>"``, ``"family:<f>"``, ``"device:<d>"``); ``A[j]``:
     units x block (sparse); ``offset[:, j]``; prior means and kinds per column.
     """
 
     params: tuple[Param, ...]
-    units: list[tuple[str, str, str, str]]
+    units: list[tuple[str, str, str, str, str]]
     hardware: list
     family: list[str]
     kind: list[str]
@@ -152,7 +167,7 @@ def build_design(points: Sequence[SpeedPoint], params: Sequence[Param] | None = 
     names, mats, blocks, means, kinds, cparam, cgroup = [], [], [], [], [], [], []
     start = 0
     for j, par in enumerate(params):
-        xs = [cov.covariates(hw, u[1], u[2], par.covariates) | build_covariates(u[3], par.covariates)
+        xs = [cov.covariates(hw, u[1], u[2], par.covariates) | record_covariates(u, par.covariates)
               for u, hw in zip(units, hardware, strict=True)]  # fmt: skip
         cov_names = ["1"] + sorted({k for x in xs for k in x})
         cols = [f"cov:{c}" for c in cov_names]

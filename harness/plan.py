@@ -13,7 +13,8 @@ Format (see docs/harness.md for a full example)::
     quants = ["Q8_0", "Q4_K_M"]
     layers = 4                    # depth-reduced proxy (same widths, K layers); 0 or absent = real depth
     contexts = [1024]             # n_ctx per sequence
-    prompt_lengths = [128, 512]   # prefill tests pp{n}; [] with gen_lengths = [] = a memory-only point
+    prompt_lengths = [128, 512]   # prefill tests pp{n}; [] with gen_lengths = [] = a memory-only point,
+                                  # [] alone = decode tests only
     gen_lengths = [32]            # decode tests tg{n}
     depths = [0, 512]             # tokens already in the KV cache
     concurrencies = [1]           # batched decode (vLLM)
@@ -417,11 +418,9 @@ def _expand_group(g: dict, gi: int, plan_dir: Path, catalog: Catalog, start: int
     reps = _int(g["repetitions"], f"{w}.repetitions", 1)
     timeout = _seconds(g["timeout_s"], f"{w}.timeout_s")
     _check_engine_options(g["engine_options"], engines, f"{w}.engine_options")
+    # both empty: a memory-only point; one empty: a decode-only (or prefill-only) point, e.g. decode where a
+    # build's prompt path cannot run (plans/cpu-amx-decode.toml)
     memory_only = not lists["prompt_lengths"] and not lists["gen_lengths"]
-    if not memory_only and (not lists["prompt_lengths"] or not lists["gen_lengths"]):
-        raise PlanError(
-            f"{w}: prompt_lengths and gen_lengths must both be empty (a memory-only point) or both non-empty"
-        )
     if g["engine_options"].get("no_alloc") is True:  # llama.cpp's memory-fit pass: data-less F16 files
         if not memory_only:
             raise PlanError(f"{w}.engine_options.no_alloc: only for memory-only points (no lengths)")

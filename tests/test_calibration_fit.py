@@ -152,8 +152,8 @@ def test_param_defs_have_physical_bounds():
             assert 0 < d.lower and d.upper == 1.0
         if d.kind == TIME:
             assert d.lower == 0.0
-        # a record-level factor (the build era's) has no device or family of its own
-        assert d.covariates and (d.effects or d.covariates == ("build",)), d.key
+        # a record-level factor (the build era's, a non-default setting's) has no device or family of its own
+        assert d.covariates and (d.effects or set(d.covariates) <= {"build", "settings"}), d.key
 
 
 def test_batched_decode_borrows_the_prefill_compute_roof():
@@ -366,6 +366,23 @@ def test_a_2024_build_s_slower_prompts_stay_in_the_build_term(tmp_path):
     assert cov.covariates(hw, "llama.cpp", "CUDA", cov.GROUPS).keys().isdisjoint({"build=2024"})
 
 
+def _fit_step_factor(tmp_path, records) -> tuple[pipeline.Calibration, dict[str, float]]:
+    """Fit ``records`` (AMPERE's devices, some of them with slower decode steps that a record covariate
+    should carry); returns the calibration and the decode step factor's coefficients, having checked what
+    every such case shares: the factor's intercept stays 1 (the default run the estimator predicts) and the
+    devices' bw_eff stay what their default runs say."""
+    write_records(tmp_path / "runs" / "gen.jsonl", records)
+    cal = pipeline.calibrate(load_dataset(tmp_path), cv=False, memory=False, e2e=False)
+    st = cal.speed.state
+    d = st.design
+    j = [p.key for p in d.params].index("decode.build_scale")
+    beta = dict(zip(d.names[j], st.z[d.block[j]], strict=True))
+    assert beta["cov:1"] == pytest.approx(0, abs=0.01)
+    for dev in AMPERE:
+        assert _theta(st, dev, "decode.bw_eff") == pytest.approx(TRUE_DEC["nvidia-ampere"]["bw_eff"], rel=0.1)
+    return cal, beta
+
+
 def test_a_2024_build_s_slower_steps_stay_in_the_step_factor(tmp_path):
     """Decode rows of a source that dates its llama.cpp build to 2024 take 12 % longer per step than the same
     devices' current rows: the fit puts the ln ratio in ``build_scale``'s covariate ``build=2024`` (a factor
@@ -380,16 +397,9 @@ def test_a_2024_build_s_slower_steps_stay_in_the_step_factor(tmp_path):
                    decode_tok_s=r.decode_tok_s / math.exp(slow) if r.decode_tok_s else None)
            for r in recs]  # fmt: skip
     assert {record_era(r) for r in old} == {LEGACY_ERA}
-    write_records(tmp_path / "runs" / "gen.jsonl", recs + old)
-    cal = pipeline.calibrate(load_dataset(tmp_path), cv=False, memory=False, e2e=False)
-    st = cal.speed.state
-    d = st.design
-    j = [p.key for p in d.params].index("decode.build_scale")
-    beta = dict(zip(d.names[j], st.z[d.block[j]], strict=True))
+    cal, beta = _fit_step_factor(tmp_path, recs + old)
+    st, d = cal.speed.state, cal.speed.state.design
     assert beta["cov:build=2024"] == pytest.approx(slow, abs=0.04)  # RATE eta = ln(factor)
-    assert beta["cov:1"] == pytest.approx(0, abs=0.01)
-    for dev in AMPERE:
-        assert _theta(st, dev, "decode.bw_eff") == pytest.approx(TRUE_DEC["nvidia-ampere"]["bw_eff"], rel=0.1)
     # the estimator's decode rates never read the factor: a current build's step
     assert "build_scale" not in speed.DecodeRates.__dataclass_fields__
     # a 2024 record's prefill reads the weights at bw_eff / build_scale: the fit's prefill time of such a
@@ -414,3 +424,35 @@ def test_a_2024_build_s_slower_steps_stay_in_the_step_factor(tmp_path):
         assert older > current + 1e-6  # the borrowed bandwidth matters to this point's time
         checked += 1
     assert checked
+
+
+def test_a_no_repack_run_s_slower_steps_stay_in_the_setting_term(tmp_path):
+    """Records a runner measured with llama.cpp's ``--no-repack`` (``extra.repack`` False: the generic
+    quantized dot products, not the repacked kernels) take twice as long per decode step as the same devices'
+    default runs: the fit puts ln 2 in ``build_scale``'s record covariate ``setting=no_repack`` (the engine
+    profile's ``speed_settings``, calibration.dataset.record_settings), not in the devices' effects, so their
+    decode terms stay what the default runs say, which the estimator predicts (it never sets ``settings``)."""
+    from calibration.dataset import record_settings
+    from calibration.hierarchy import settings_covariates
+    from estimator.engines import get_engine
+    from estimator.physics import covariates as cov
+
+    slow = math.log(2.0)
+    recs = generate(AMPERE, TRUE_DEC, TRUE_PRE, noise=0.02, seed=7)
+    plain = [replace(r, record_id=f"plain-{r.record_id}", extra={"repack": False},
+                     decode_tok_s=r.decode_tok_s / math.exp(slow) if r.decode_tok_s else None)
+             for r in recs]  # fmt: skip
+    assert {record_settings(r) for r in plain} == {"no_repack"} and {record_settings(r) for r in recs} == {""}
+    assert record_settings(replace(plain[0], extra={"repack": True})) == ""
+    assert record_settings(replace(plain[0], engine="vllm")) == ""  # vLLM's profile lists no such setting
+    assert get_engine("llama.cpp").record_settings({"repack": False}) == ("no_repack",)
+    cal, beta = _fit_step_factor(tmp_path, recs + plain)
+    d = cal.speed.state.design
+    assert {u[4] for u in d.units} == {"", "no_repack"}
+    assert beta["cov:setting=no_repack"] == pytest.approx(slow, abs=0.06)  # RATE eta = ln(factor)
+    jd = [p.key for p in d.params].index("decode.bw_eff")
+    assert not any(n.startswith("cov:setting") for n in d.names[jd])
+    assert settings_covariates("", ("settings",)) == {} and settings_covariates("no_repack", ("year",)) == {}
+    assert settings_covariates("a+b", ("settings",)) == {"setting=a": 1.0, "setting=b": 1.0}
+    hw = resolve_hardware("rtx-3090")
+    assert not any(k.startswith("setting=") for k in cov.covariates(hw, "llama.cpp", "CPU", cov.GROUPS))

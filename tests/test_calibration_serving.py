@@ -96,8 +96,8 @@ def test_serving_engine_term_is_per_vendor():
 
 def test_serving_design_is_units_with_covariates_and_effects(points):
     """The serving fit's own design: only the serving rows of PARAMS, one row per (device, engine, backend,
-    build era: "" for every serving point), the engine / vendor covariates and the family / device effects
-    each row names."""
+    build era and settings: "" for every serving point), the engine / vendor covariates and the family /
+    device effects each row names."""
     design = H.build_design(points, H.fitted_params((serving.PHASE,)))
     assert {p.phase for p in design.params} == {"serving"}
     assert {p.name for p in design.params} >= {
@@ -108,8 +108,8 @@ def test_serving_design_is_units_with_covariates_and_effects(points):
         "queue_share",
     }
     assert design.units == sorted(
-        [("b200", "vllm", "CUDA", ""), ("h100-80gb-sxm", "vllm", "CUDA", ""),
-         ("h200-141gb-sxm", "vllm", "CUDA", ""), ("mi300x", "vllm", "ROCm", "")]
+        [("b200", "vllm", "CUDA", "", ""), ("h100-80gb-sxm", "vllm", "CUDA", "", ""),
+         ("h200-141gb-sxm", "vllm", "CUDA", "", ""), ("mi300x", "vllm", "ROCm", "", "")]
     )  # fmt: skip
     keys = [p.key for p in design.params]
     bw = design.names[keys.index("serving.bw_eff")]

@@ -117,6 +117,33 @@ def test_detected_cpu_spec_and_record_carry_cores():
     assert hw.cpu_cores == 2 and hw.cpu_clock_ghz is None  # records before the clock was recorded
 
 
+def test_every_record_of_a_host_is_fitted_at_its_median_probe_and_clock():
+    """Two sweeps of one VM read its probe and clock at different moments (27.0 GB/s at 4.06 GHz, 23.9 at
+    3.53): calibration.features.detected_host_basis gives every record of the host the medians, so the fit
+    sees one device, not two specs; a catalogued device and another host keep their own."""
+    from calibration.features import detected_host_basis, hardware_from_detected
+
+    def rec(bw, ghz, name="Intel(R) Xeon(R) Processor", hardware_id=""):
+        det = {"cpu_model": name, "physical_cores": 2, "host_bandwidth_probe_gbs": bw, "cpu_clock_ghz": ghz}
+        return SimpleNamespace(
+            extra={"detected": det}, device_name=name, hardware_family="cpu-x86-avx512", host="vm",
+            hardware_id=hardware_id, origin="measured", n_devices=1, decode_tok_s=10.0, prefill_tok_s=None,
+        )  # fmt: skip
+
+    memory_only = rec(13.9, 2.596, "AMD EPYC")  # no speed: an older memory point at the nominal clock
+    memory_only.decode_tok_s = None
+    recs = [rec(27.0, 4.06), rec(23.9, 3.53), rec(26.0, 4.0), rec(28.6, 3.66, "AMD EPYC"), memory_only]
+    recs.append(rec(999.0, 9.0, hardware_id="epyc-9654"))
+    basis = detected_host_basis(recs)
+    assert sorted(basis) == ["vm:AMD EPYC [cpu-x86-avx512]", "vm:Intel(R) Xeon(R) Processor [cpu-x86-avx512]"]
+    assert basis["vm:Intel(R) Xeon(R) Processor [cpu-x86-avx512]"] == (26.0, 4.0)
+    assert basis["vm:AMD EPYC [cpu-x86-avx512]"] == (28.6, 3.66)
+    hw = hardware_from_detected(recs[1], basis["vm:Intel(R) Xeon(R) Processor [cpu-x86-avx512]"])
+    assert (hw.bandwidth_gbs, hw.cpu_clock_ghz) == (26.0, 4.0)
+    own = hardware_from_detected(recs[1])
+    assert (own.bandwidth_gbs, own.cpu_clock_ghz) == (23.9, 3.53)
+
+
 def test_the_report_notes_a_cpu_gemm_path():
     """An estimate whose CPU GEMMs take another path says so (speed.cpu_gemm_note): vLLM on an AMX Xeon and
     on an AVX2 Threadripper, not llama.cpp, not a Zen 4."""

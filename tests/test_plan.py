@@ -154,8 +154,14 @@ def test_memory_only_points():
     )
     plan = parse_plan(text.replace("depths = [0, 256]", "depths = [0]"), "t.toml")
     assert plan.points and all(p.spec.prompt_lengths == () == p.spec.gen_lengths for p in plan.points)
-    with pytest.raises(PlanError, match="both be empty"):
-        parse_plan(BASE.replace("gen_lengths = [32]", "gen_lengths = []"), "t.toml")
+
+
+def test_decode_only_and_prefill_only_points():
+    """One list empty: the point measures the other phase only (plans/cpu-amx-decode.toml)."""
+    decode = parse_plan(BASE.replace("prompt_lengths = [128, 512]", "prompt_lengths = []"), "t.toml")
+    assert decode.points and all(p.spec.prompt_lengths == () and p.spec.gen_lengths for p in decode.points)
+    prefill = parse_plan(BASE.replace("gen_lengths = [32]", "gen_lengths = []"), "t.toml")
+    assert prefill.points and all(p.spec.gen_lengths == () and p.spec.prompt_lengths for p in prefill.points)
 
 
 def test_points_recorded_before_the_serving_fields_keep_their_keys():

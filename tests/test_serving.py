@@ -288,7 +288,7 @@ def test_calibration_recovers_known_serving_parameters():
                     points.append(p)
     st = fit_model(points, model=SERVING)
     keys = [p.key for p in st.design.params]
-    assert st.design.units == [("b200", "vllm", "CUDA", "")]
+    assert st.design.units == [("b200", "vllm", "CUDA", "", "")]
     for k in ("bw_eff", "ttft_fixed_s", "queue_share"):
         assert st.theta[0, keys.index(f"serving.{k}")] == pytest.approx(truth[k], rel=0.15), k
     assert np.sqrt(np.mean(st.residuals**2)) < 0.05

@@ -310,6 +310,12 @@ class EngineProfile:
     # value avoids; a point that dies by a signal on such a host without the option says so in its failed
     # record (``crash_hint``)
     cpu_crash_workarounds: tuple[tuple[str, str, object, str], ...] = ()
+    # (engine option, value, setting, why): a run option that, at that value, takes the engine off the kernels
+    # its default runs use (llama.cpp's ``--no-repack``).  A measured record stores the option it ran with
+    # (the runner's ``extra``); calibration gives its points the record covariate ``setting=<setting>``
+    # (estimator.physics.covariates, group ``settings``), which the estimator, predicting default runs, never
+    # sets (``record_settings``)
+    speed_settings: tuple[tuple[str, object, str, str], ...] = ()
     materializes_kq_without_fa: bool = False
     # its weights run through one kernel per weight type (ggml's mul_mat / mul_mat_vec per type), whose
     # relative efficiencies the speed sets' kernel-class ratios carry (bw_rel_* / flops_rel_*,
@@ -395,6 +401,12 @@ class EngineProfile:
             for feature, key, value, why in self.cpu_crash_workarounds
             if feature in isa and options.get(key) != value
         )
+
+    def record_settings(self, extra: dict) -> tuple[str, ...]:
+        """The non-default speed settings (``speed_settings``) a record ran with, by its ``extra`` (the
+        options the runner recorded), sorted; () for a default run or a record that states none."""
+        names = {name for key, value, name, _why in self.speed_settings if extra.get(key) is value}
+        return tuple(sorted(names))
 
     def cpu_matrix_gemm_reason(self, isa: tuple[str, ...] | list[str]) -> str:
         """Why the engine's GEMMs run on a matrix extension of a CPU with ISA features ``isa``

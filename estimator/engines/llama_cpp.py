@@ -142,6 +142,19 @@ class LlamaCpp(EngineProfile):
             "llama.cpp's AMX weight buffer crashes on some hosts with AMX (ggml-org/llama.cpp#20824)",
         ),
     )
+    # --no-repack keeps the weights in ggml's plain layout, so a CPU runs its generic vec_dot kernels instead
+    # of the repacked GEMV / GEMM (CPU_REPACK's interleaved Q4_0 / Q4_K / IQ4_NL / Q8_0 rows, or the AMX
+    # buffer): on the Xeon guest of 2026-12-07 a decode step took about twice as long (Q4_0 / Q6_K / Q8_0;
+    # plans/cpu-amx-decode.toml measured the same points with the buffers on).  The runner records the option
+    # as ``extra.repack`` (runners.llama_cpp)
+    speed_settings = (
+        (
+            "repack",
+            False,
+            "no_repack",
+            "--no-repack: the CPU runs ggml's generic quantized dot products, not the repacked kernels",
+        ),
+    )
     quant_kernel_classes = True
     last_layer_ffn_outputs_only = True
     # src/models/{gemma4,openai-moe,qwen3next,qwen35,qwen35moe,nemotron-h}.cpp mark h_nextn (the final hidden

@@ -179,12 +179,13 @@ PARAMS: tuple[Param, ...] = (
     # "A tight fixed cost and the 2024 step factor")
     Param("t_fixed_s", "decode", TIME, 3e-4, 0.0, 1.0, True, "all", "fixed overhead of one step, s",
           covariates=_OVERHEAD, effects=_FD, intercept_sd=0.5),
-    # a decode step of a llama.cpp build of 2024 / the same step of a current build: the record-level
-    # covariate build only (calibration.dataset.record_era), the intercept pinned at 1, which the estimator
-    # predicts (it never applies this parameter: estimates are of current builds)
+    # a decode step of a llama.cpp build of 2024, or of a run with a non-default kernel setting (--no-repack),
+    # / the same step of a current build's default run: the record-level covariates build and settings only
+    # (calibration.dataset.record_era, record_settings), the intercept pinned at 1, which the estimator
+    # predicts (it never applies this parameter: estimates are of current builds run with their defaults)
     Param("build_scale", "decode", RATE, 1.0, 0.2, 5.0, fit="all",
-          doc="decode step time of a 2024 llama.cpp build / a current build's", covariates=("build",),
-          intercept_sd=1e-3, covariate_sd=0.3),
+          doc="decode step time of a 2024 llama.cpp build or a non-default setting / a current default run's",
+          covariates=("build", "settings"), intercept_sd=1e-3, covariate_sd=0.3),
     Param("moe_route_s", "decode", TIME, 0.0, 0.0, 1e-2,
           doc="per MoE layer and step (router, expert gather), s"),
     Param("host_bw_eff", "decode", EFF, 0.6, 1e-3, 1.0,
@@ -227,7 +228,7 @@ PARAMS: tuple[Param, ...] = (
           covariates=_OVERHEAD, effects=_FD),
     Param("flops_abs_tflops", "prefill", RATE, 0.5, 1e-4, 1e4, fit="absolute",
           doc="effective 10^12 FLOP/s when the datasheet TFLOPS are unknown (CPUs)",
-          covariates=("ln_bw", "cpu_size", "cpu_fallback", "cpu_matrix"), effects=_FD),
+          covariates=("ln_bw", "cpu_size", "cpu_fallback", "cpu_matrix", "settings"), effects=_FD),
     Param("bw_eff", "prefill", EFF, 1.0, 1e-3, 1.0, doc="memory term (from decode when absent)"),
     Param("host_bw_eff", "prefill", EFF, 0.6, 1e-3, 1.0, doc="as decode"),
     Param("t_allreduce_s", "prefill", TIME, 2e-5, 0.0, 1e-2, doc="as decode"),

@@ -59,6 +59,10 @@ Groups and the covariates they give (name: value; reference level in brackets ha
   on prefill ``flops_eff`` and decode ``build_scale`` (a factor on the whole step): a covariate of the
   record, not of the device, which calibration sets (calibration.hierarchy.build_covariates) and this module
   never does: the estimator predicts current builds, the reference level.
+* ``settings``: ``setting=<name>`` = 1 for a record measured with a non-default engine option that takes the
+  engine off its default kernels (the engine profile's ``speed_settings``: llama.cpp's ``--no-repack``,
+  ``setting=no_repack``), on decode ``build_scale`` and the CPU prefill rate ``flops_abs_tflops``: a record
+  covariate like ``build``, set by calibration (calibration.dataset.record_settings), never by this module.
 
 Units: GB/s = 10^9 B/s, TFLOPS = 10^12 FLOP/s.  Pure functions of the specs; no numpy.
 """
@@ -86,6 +90,7 @@ GROUPS = (
     "year",
     "power",
     "build",
+    "settings",
     "cpu_fallback",
     "cpu_matrix",
 )
