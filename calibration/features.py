@@ -107,10 +107,11 @@ def _probe_gbs(det: dict) -> float | None:
 def detected_host_basis(records) -> dict[str, tuple[float | None, float | None]]:
     """{device key: (GB/s, GHz)} of every host outside the catalog: the medians of the copy probes and of the
     clocks its speed records carry (records without a speed, memory-only points among them, are left out:
-    the older of those stored the nominal clock of a VM's /proc/cpuinfo).  One host is one device, so every record of it is fitted at these
-    figures: a sweep's detection reads a VM's probe and clock at one moment (a Xeon guest read 27.0 GB/s and
-    4.06 GHz for one sweep, 23.9 GB/s and 3.53 GHz for the next, both while idle), and two sweeps of one host
-    fitted at their own readings would have the fit explain that noise as a speed difference."""
+    the older of those stored the nominal clock of a VM's /proc/cpuinfo).  One host is one device, so every
+    record of it is fitted at these figures: a sweep's detection reads a VM's probe and clock at one moment
+    (a Xeon guest read 27.0 GB/s and 4.06 GHz for one sweep, 23.9 GB/s and 3.53 GHz for the next, both while
+    idle), and two sweeps of one host fitted at their own readings would have the fit explain that noise as a
+    speed difference."""
     import statistics
 
     from calibration.dataset import device_key

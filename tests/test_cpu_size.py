@@ -144,6 +144,28 @@ def test_every_record_of_a_host_is_fitted_at_its_median_probe_and_clock():
     assert (own.bandwidth_gbs, own.cpu_clock_ghz) == (23.9, 3.53)
 
 
+def test_the_report_notes_a_known_crash_and_what_its_workaround_costs():
+    """llama.cpp on a CPU with AMX: the estimate is of the default run, and the note names the crash, the flag
+    that avoids it and the decode cost calibration fitted for that setting (``setting=no_repack`` on
+    ``decode.build_scale``), when the coefficients carry it; no note for vLLM or a CPU without AMX."""
+    import math
+
+    from estimator.physics.coefficients import CoefficientTable, record_covariate_factor
+    from estimator.physics.speed import cpu_crash_note
+
+    spr, genoa = get_hardware("xeon-platinum-8480-plus"), get_hardware("epyc-9654")
+    beta = {"1": 0.0, "setting=no_repack": math.log(1.5)}
+    model = {"params": [{"key": "decode.build_scale", "beta": beta}]}
+    table = CoefficientTable((), (), (), {}, model=model)
+    note = cpu_crash_note(spr, "llama.cpp", table)
+    assert "ggml-org/llama.cpp#20824" in note and "--no-repack" in note and "x1.50" in note
+    assert "x1.50" not in cpu_crash_note(spr, "llama.cpp", CoefficientTable((), (), (), {}))
+    assert "--no-repack" in cpu_crash_note(spr, "llama.cpp")
+    assert cpu_crash_note(spr, "vllm", table) == cpu_crash_note(genoa, "llama.cpp", table) == ""
+    assert record_covariate_factor(model, "decode.build_scale", "build=2024") is None
+    assert record_covariate_factor(None, "decode.build_scale", "setting=no_repack") is None
+
+
 def test_the_report_notes_a_cpu_gemm_path():
     """An estimate whose CPU GEMMs take another path says so (speed.cpu_gemm_note): vLLM on an AMX Xeon and
     on an AVX2 Threadripper, not llama.cpp, not a Zen 4."""

@@ -316,6 +316,9 @@ class EngineProfile:
     # (estimator.physics.covariates, group ``settings``), which the estimator, predicting default runs, never
     # sets (``record_settings``)
     speed_settings: tuple[tuple[str, object, str, str], ...] = ()
+    # (engine option, value, command-line flag): how a user of the engine's own tools sets what a runner
+    # option sets (llama.cpp's ``repack = false`` is ``--no-repack``), for what a report tells users to run
+    option_flags: tuple[tuple[str, object, str], ...] = ()
     materializes_kq_without_fa: bool = False
     # its weights run through one kernel per weight type (ggml's mul_mat / mul_mat_vec per type), whose
     # relative efficiencies the speed sets' kernel-class ratios carry (bw_rel_* / flops_rel_*,
@@ -401,6 +404,21 @@ class EngineProfile:
             for feature, key, value, why in self.cpu_crash_workarounds
             if feature in isa and options.get(key) != value
         )
+
+    def crash_workarounds_for(self, isa: tuple[str, ...] | list[str]) -> tuple[tuple[str, str, str], ...]:
+        """(why, workaround, setting) of each known crash (``cpu_crash_workarounds``) on a CPU with ISA
+        features ``isa``: the workaround as the engine's flag (``option_flags``) and runner option, and the
+        ``speed_settings`` name that option is recorded under ("" when it changes no kernel the speed model
+        knows)."""
+        out = []
+        for feature, key, value, why in self.cpu_crash_workarounds:
+            if feature not in isa:
+                continue
+            setting = next((n for k, v, n, _w in self.speed_settings if k == key and v is value), "")
+            option = f"engine option {key} = {str(value).lower()}"
+            flag = next((f for k, v, f in self.option_flags if k == key and v is value), "")
+            out.append((why, f"{flag} ({option})" if flag else option, setting))
+        return tuple(out)
 
     def record_settings(self, extra: dict) -> tuple[str, ...]:
         """The non-default speed settings (``speed_settings``) a record ran with, by its ``extra`` (the

@@ -155,6 +155,7 @@ class LlamaCpp(EngineProfile):
             "--no-repack: the CPU runs ggml's generic quantized dot products, not the repacked kernels",
         ),
     )
+    option_flags = (("repack", False, "--no-repack"),)
     quant_kernel_classes = True
     last_layer_ffn_outputs_only = True
     # src/models/{gemma4,openai-moe,qwen3next,qwen35,qwen35moe,nemotron-h}.cpp mark h_nextn (the final hidden

@@ -697,6 +697,19 @@ def model_params(model: dict, hardware: HardwareSpec, engine: str, phase: str, b
     return out
 
 
+def record_covariate_factor(model: dict | None, key: str, covariate: str) -> float | None:
+    """e^beta of a record-level covariate (``build=<era>``, ``setting=<name>``; estimator.physics.covariates)
+    on the RATE parameter ``key`` (``decode.build_scale``: a factor on a decode step) in a schema-2 model,
+    None when the model did not fit it.  The estimator never applies such a factor to an estimate (it predicts
+    current builds run with their defaults); a report may say what the record's condition cost."""
+    if not model:
+        return None
+    for entry in model.get("params", []):
+        if entry.get("key") == key and covariate in entry.get("beta", {}):
+            return math.exp(float(entry["beta"][covariate]))
+    return None
+
+
 def bandwidth_basis(model: dict, hardware: HardwareSpec) -> float | None:
     """GB/s: the bandwidth a detected host's own calibrated runs carried (``devices[...]["bandwidth_gbs"]``,
     calibration.pipeline.detected_bandwidth_basis) when the model answers ``hardware`` with that host's

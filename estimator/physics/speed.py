@@ -1020,6 +1020,26 @@ def cpu_gemm_note(hardware: HardwareSpec, engine: str) -> str:
     return f"prefill GEMMs on a slower path (fitted term cpu_gemm_fallback): {why}" if why else ""
 
 
+def cpu_crash_note(hardware: HardwareSpec, engine: str, table: CoefficientTable | None = None) -> str:
+    """The report's note when the engine has a known crash on a CPU with this one's ISA features (the
+    profile's ``cpu_crash_workarounds``: llama.cpp's AMX buffer, ggml-org/llama.cpp#20824): the estimate is of
+    the default run, and where the default crashes the workaround runs at the cost the calibration fitted
+    for that setting (``setting=<name>`` on ``decode.build_scale``, from runs measured both ways), when it
+    did; "" otherwise."""
+    from estimator.physics.coefficients import record_covariate_factor
+
+    if hardware.kind != "cpu" or engine not in ENGINES:
+        return ""
+    notes = []
+    for why, workaround, setting in get_engine(engine).crash_workarounds_for(hardware.cpu_isa):
+        factor = record_covariate_factor(table.model if table else None, "decode.build_scale",
+                                         f"setting={setting}") if setting else None  # fmt: skip
+        cost = (f"; its decode steps take x{factor:.2f} the default's (fitted term setting={setting}, from "
+                "runs measured with and without it)") if factor else ""  # fmt: skip
+        notes.append(f"{why}: the estimate is of the default run; where it crashes, use {workaround}{cost}")
+    return "; ".join(notes)
+
+
 def unmodelled_prefill(model: ModelSpec, quant, hardware: HardwareSpec, engine: str) -> str:
     """Why the prefill model does not describe this configuration, "" when it does: its quantized GEMMs run
     on a device family whose datasheet tensor rate they cannot reach (the engine profile's
@@ -1241,6 +1261,9 @@ def estimate_speed(
     cpu_path = cpu_gemm_note(hardware, workload.engine)
     if cpu_path:
         notes.append(cpu_path)
+    crash = cpu_crash_note(hardware, workload.engine, table)
+    if crash:
+        notes.append(crash)
     if not sets.dec.calibrated or (not sets.pre.calibrated and not sets.unmodelled):
         notes.append(
             "speed from devices like this one (family not calibrated): wide interval"
