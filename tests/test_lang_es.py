@@ -288,6 +288,38 @@ def test_every_weight_format_and_fallback_has_spanish():
     assert all(tr(w) != w for w in FALLBACK_WORDS.values())
 
 
+def test_every_profile_reason_and_cpu_note_has_spanish():
+    """The engine profiles' reasons for a device or CPU path, which the speed notes quote (a changed reason
+    must bring its Spanish along), and the notes that quote them: the CPU GEMM paths, the shader GEMMs of an
+    Arc A-series card under Vulkan and the known crash with its workaround's fitted cost."""
+    import math
+
+    from estimator.engines import ENGINES, get_engine
+    from estimator.physics.coefficients import CoefficientTable
+    from estimator.physics.speed import cpu_crash_note, cpu_gemm_note, vector_gemm_note
+    from estimator.render.translate import PROFILE_REASONS_ES
+
+    reasons = {
+        t[-1]
+        for e in ENGINES
+        for attr in ("vector_gemm", "cpu_gemm_fallback", "cpu_matrix_gemm", "cpu_crash_workarounds")
+        for t in getattr(get_engine(e), attr)
+    }
+    assert reasons and not reasons - PROFILE_REASONS_ES.keys()
+    from estimator.catalog.resolve import resolve_hardware
+
+    spr, tr3970 = resolve_hardware("xeon-platinum-8480-plus"), resolve_hardware("threadripper-3970x")
+    beta = {"setting=no_repack": math.log(1.5)}
+    table = CoefficientTable((), (), (), {}, model={"params": [{"key": "decode.build_scale", "beta": beta}]})
+    notes = [cpu_crash_note(spr, "llama.cpp", table), cpu_crash_note(spr, "llama.cpp"),
+             cpu_gemm_note(spr, "vllm"), cpu_gemm_note(tr3970, "vllm"),
+             vector_gemm_note(resolve_hardware("arc-a310"), "llama.cpp", "Vulkan")]  # fmt: skip
+    assert all(notes)
+    for note in notes:
+        assert english_words(tr(note)) == [], tr(note)
+        assert english_words(note), note  # the check can fail
+
+
 def test_cli_warnings_in_spanish():
     """``report --lang es`` writes its stderr warnings in Spanish too."""
     p = cli("report --model llama-3.1-8b --hardware mi300x --quant NVFP4 --engine vllm --lang es")

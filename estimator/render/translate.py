@@ -2049,6 +2049,67 @@ PATTERNS += [
 ]
 
 
+# The engine profiles' reasons for a device or CPU path (``vector_gemm``, ``cpu_gemm_fallback``,
+# ``cpu_matrix_gemm``, ``cpu_crash_workarounds``), which the speed notes quote; tests/test_lang_es.py checks
+# that every profile reason has its entry here
+PROFILE_REASONS_ES = {
+    "llama.cpp's Vulkan backend enables cooperative matrices on Intel Xe2 only (PR #14001); on Alchemist "
+    "(Arc A-series) its GEMMs run in shaders, not on the XMX engines": (
+        "el backend Vulkan de llama.cpp activa las matrices cooperativas solo en Intel Xe2 (PR #14001); en "
+        "Alchemist (Arc serie A) sus GEMM se ejecutan en shaders, no en los motores XMX"
+    ),
+    "llama.cpp's AMX weight buffer crashes on some hosts with AMX (ggml-org/llama.cpp#20824)": (
+        "el búfer de pesos AMX de llama.cpp falla en algunos equipos con AMX (ggml-org/llama.cpp#20824)"
+    ),
+    "vLLM's CPU backend runs BF16 GEMMs, which an AVX2-only x86 CPU has no BF16 instructions for (measured: "
+    "prompts ~10x slower than on an AVX-512 BF16 CPU of the same size)": (
+        "el backend de CPU de vLLM ejecuta GEMM en BF16, para las que una CPU x86 solo AVX2 no tiene "
+        "instrucciones BF16 (medido: prompts ~10x más lentos que en una CPU AVX-512 BF16 del mismo tamaño)"
+    ),
+    "vLLM's CPU backend runs its BF16 GEMMs through oneDNN, which issues AMX tile instructions on a CPU that "
+    "has them (measured on a 2-vCPU Xeon guest with AMX: prompts ~3.6x faster than estimated from the "
+    "AVX-512 BF16 CPUs of the same size)": (
+        "el backend de CPU de vLLM ejecuta sus GEMM en BF16 con oneDNN, que emite instrucciones de teselas "
+        "AMX en una CPU que las tiene (medido en un invitado Xeon de 2 vCPU con AMX: prompts ~3,6x más "
+        "rápidos que lo estimado a partir de las CPU AVX-512 BF16 del mismo tamaño)"
+    ),
+}
+EXACT.update(PROFILE_REASONS_ES)
+
+PATTERNS += [
+    (
+        re.compile(r"prefill GEMMs on the CPU's matrix extension \(fitted term cpu_matrix_gemm\): (?P<w>.+)"),
+        lambda m: f"GEMM del prefill en la extensión matricial de la CPU (término ajustado cpu_matrix_gemm): "
+        f"{tr(m['w'])}",
+    ),
+    (
+        re.compile(r"prefill GEMMs on a slower path \(fitted term cpu_gemm_fallback\): (?P<w>.+)"),
+        lambda m: "GEMM del prefill por una vía más lenta (término ajustado cpu_gemm_fallback): "
+        f"{tr(m['w'])}",
+    ),
+    (
+        re.compile(
+            r"prefill GEMMs at the shader FP16 rate, (?P<v>[\d.]+) TFLOPS(?:, not the matrix engines' "
+            r"(?P<b>[\d.]+))?: (?P<w>.+)"
+        ),
+        lambda m: f"GEMM del prefill a la tasa FP16 de los shaders, {m['v']} TFLOPS"
+        + (f", no los {m['b']} de los motores matriciales" if m["b"] else "")
+        + f": {tr(m['w'])}",
+    ),
+    (
+        re.compile(
+            r"(?P<w>.+): the estimate is of the default run; where it crashes, use (?P<flag>\S+) \(engine "
+            r"option (?P<o>[^)]+)\)(?:; its decode steps take x(?P<f>[\d.]+) the default's \(fitted term "
+            r"(?P<s>\S+), from runs measured with and without it\))?"
+        ),
+        lambda m: f"{tr(m['w'])}: la estimación es de la ejecución por defecto; donde falle, use {m['flag']} "
+        f"(opción del motor {m['o']})"
+        + (f"; sus pasos de decode tardan x{m['f']} lo de la ejecución por defecto (término ajustado "
+           f"{m['s']}, de ejecuciones medidas con y sin ella)" if m["f"] else ""),  # fmt: skip
+    ),
+]
+
+
 def tr(text: str, lang: str = "es") -> str:
     """``text`` in ``lang`` (module doc); English text without an entry comes back unchanged."""
     if lang != "es" or not text:
