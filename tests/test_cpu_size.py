@@ -166,6 +166,20 @@ def test_the_report_notes_a_known_crash_and_what_its_workaround_costs():
     assert record_covariate_factor(None, "decode.build_scale", "setting=no_repack") is None
 
 
+def test_a_cpu_without_a_tflops_figure_says_its_rate_follows_its_cores_and_clock():
+    """A catalogued CPU has no datasheet TFLOPS: the warning says the prompt rate is fitted on measured CPUs
+    and scaled to its cores x clock (the cpu_size covariate), not a set's typical figure, and the full report
+    carries the crash note of llama.cpp on AMX."""
+    from estimator.report.document import report_to_dict
+    from estimator.report.request import ReportRequest, make_report
+
+    d = report_to_dict(make_report(ReportRequest(model="llama-3.1-8b", hardware="xeon-platinum-8480-plus",
+                                                 quant="Q4_K_M")))  # fmt: skip
+    warning = next(w for w in d["warnings"] if "no TFLOPS figure" in w)
+    assert "56 cores x 3.8 GHz" in warning and "estimated" in warning and "typical" not in warning
+    assert any("--no-repack" in n for n in d["speed"]["notes"])
+
+
 def test_the_report_notes_a_cpu_gemm_path():
     """An estimate whose CPU GEMMs take another path says so (speed.cpu_gemm_note): vLLM on an AMX Xeon and
     on an AVX2 Threadripper, not llama.cpp, not a Zen 4."""

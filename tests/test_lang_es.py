@@ -62,6 +62,9 @@ _PUNCT = ".,;:!?()[]{}\"'«»—–*|"
 # The configurations (ReportRequest fields); ``hardware="auto"`` is left out (it depends on the machine).
 CASES: dict[str, dict] = {
     "llama.cpp, calibrated device": dict(model="llama-3.1-8b", hardware="rtx-4090"),
+    "llama.cpp on an AMX CPU: the crash note, the CPU rate": dict(
+        model="llama-3.1-8b", hardware="xeon-platinum-8480-plus", quant="Q4_K_M"
+    ),
     "llama.cpp, quantized prefill not modelled (Hopper)": dict(
         model="llama-3.1-8b", hardware="h200-141gb-sxm"
     ),

@@ -859,6 +859,16 @@ PATTERNS: list[tuple[re.Pattern, Replacement]] = [
     ),
     (
         re.compile(
+            r"(?P<h>\S+) has no TFLOPS figure: prefill and time to first token use a CPU rate fitted on "
+            r"measured CPUs and scaled to its (?P<c>\d+) cores x (?P<g>\S+) GHz, (?P<t>\S+) TFLOPS "
+            r"\(estimated; --tflops gives a measured one\)"
+        ),
+        "{h} no tiene cifra de TFLOPS: prefill y tiempo hasta el primer token usan una tasa de CPU ajustada "
+        "en CPU medidas y escalada a sus {c} núcleos x {g} GHz, {t} TFLOPS (estimada; --tflops da una "
+        "medida)",
+    ),
+    (
+        re.compile(
             r"context: the default (?P<d>[\d,]+) tokens is above (?P<m>.+)'s maximum, so it is sized at its "
             r"maximum of (?P<x>[\d,]+) tokens \(--ctx chooses another\)"
         ),
@@ -2141,7 +2151,7 @@ def tr(text: str, lang: str = "es") -> str:
 # --- numbers -----------------------------------------------------------------------------------------------
 _NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.\d+|\d+"
 _UNIT = (
-    r"(?=\s?(?:GiB|GB/s|GB|tok/s|TFLOPS|ms\b|s\b|%|W\b|tokens|bytes|h\b|/h|/kWh|meses|months|M\b|B\b|x\b"
+    r"(?=\s?(?:GiB|GB/s|GB|GHz|tok/s|TFLOPS|ms\b|s\b|%|W\b|tokens|bytes|h\b|/h|/kWh|meses|months|M\b|B\b|x\b"
     r"|USD\b))"
 )
 _NUMBERS = re.compile(

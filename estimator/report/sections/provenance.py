@@ -75,10 +75,17 @@ def warnings(b: Build) -> tuple[str, ...]:
         and not spd.prefill.calibrated
     ):
         flops = b.sizing.sets(quant, hw, wl).pparams.get("flops_abs_tflops")
-        out.append(
-            f"{hw.id} has no TFLOPS figure: prefill and time to first token assume the coefficient set's "
-            f"typical {flops or 0:g} TFLOPS, not this device's (--tflops gives it)"
-        )
+        if hw.kind == "cpu" and hw.cpu_cores and hw.cpu_clock_ghz:  # the rate follows its cores x clock
+            out.append(
+                f"{hw.id} has no TFLOPS figure: prefill and time to first token use a CPU rate fitted on "
+                f"measured CPUs and scaled to its {hw.cpu_cores} cores x {hw.cpu_clock_ghz:g} GHz, "
+                f"{flops or 0:.3g} TFLOPS (estimated; --tflops gives a measured one)"
+            )
+        else:
+            out.append(
+                f"{hw.id} has no TFLOPS figure: prefill and time to first token assume the coefficient set's "
+                f"typical {flops or 0:g} TFLOPS, not this device's (--tflops gives it)"
+            )
     ram = next((x for x in m.notes if x.startswith(UNIFIED_RAM)), None)  # memory.UNIFIED_RAM_NOTE
     if m.verdict == "does not fit" and m.total_bytes <= m.usable_bytes and m.max_concurrency is not None:
         out.append(
