@@ -2114,8 +2114,12 @@ PATTERNS += [
         ),
         lambda m: f"{tr(m['w'])}: la estimación es de la ejecución por defecto; donde falle, use {m['flag']} "
         f"(opción del motor {m['o']})"
-        + (f"; sus pasos de decode tardan x{m['f']} lo de la ejecución por defecto (término ajustado "
-           f"{m['s']}, de ejecuciones medidas con y sin ella)" if m["f"] else ""),  # fmt: skip
+        + (
+            f"; sus pasos de decode tardan x{m['f'].replace('.', ',')} lo de la ejecución por defecto "
+            f"(término ajustado {m['s']}, de ejecuciones medidas con y sin ella)"
+            if m["f"]
+            else ""
+        ),
     ),
 ]
 
