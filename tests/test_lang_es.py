@@ -297,6 +297,7 @@ def test_every_profile_reason_and_cpu_note_has_spanish():
     Arc A-series card under Vulkan and the known crash with its workaround's fitted cost."""
     import math
 
+    from estimator.catalog.resolve import resolve_hardware
     from estimator.engines import ENGINES, get_engine
     from estimator.physics.coefficients import CoefficientTable
     from estimator.physics.speed import cpu_crash_note, cpu_gemm_note, vector_gemm_note
@@ -309,8 +310,6 @@ def test_every_profile_reason_and_cpu_note_has_spanish():
         for t in getattr(get_engine(e), attr)
     }
     assert reasons and not reasons - PROFILE_REASONS_ES.keys()
-    from estimator.catalog.resolve import resolve_hardware
-
     spr, tr3970 = resolve_hardware("xeon-platinum-8480-plus"), resolve_hardware("threadripper-3970x")
     beta = {"setting=no_repack": math.log(1.5)}
     table = CoefficientTable((), (), (), {}, model={"params": [{"key": "decode.build_scale", "beta": beta}]})

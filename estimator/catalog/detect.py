@@ -276,9 +276,10 @@ def read_bandwidth_probe_gbs(
     library cannot be loaded.
 
     Why: a decode step's matrix-vector products only read, and the copy probe need not say what loads see.
-    On the Xeon guest of 2026-12-07 the copy read 27 GB/s and this 18, and its llama.cpp decode ran at half
-    the rate of a Zen 4 guest whose copy probe read 28.6 (docs/calibration.md "A third CPU host").  Whether
-    the read figure tracks decode across hosts is open until hosts of each kind have recorded it."""
+    On the Xeon guest of 2026-12-07 it first read 18 GB/s against a 27 GB/s copy, then 26-27 GB/s in later
+    runs (the first reading a one-off): that host's slow llama.cpp decode is its dot-product kernels, not its
+    memory (docs/calibration.md "--no-repack as a record setting").  Whether the read figure says anything the
+    copy does not is open until hosts of each kind have recorded it."""
     read = _memcmp()
     return None if read is None else _two_buffer_probe(read, probe_bytes, repeats, threads)
 

@@ -310,12 +310,12 @@ class EngineProfile:
     # value avoids; a point that dies by a signal on such a host without the option says so in its failed
     # record (``crash_hint``)
     cpu_crash_workarounds: tuple[tuple[str, str, object, str], ...] = ()
-    # (engine option, value, setting, why): a run option that, at that value, takes the engine off the kernels
-    # its default runs use (llama.cpp's ``--no-repack``).  A measured record stores the option it ran with
+    # (engine option, value, setting): a run option that, at that value, takes the engine off the kernels its
+    # default runs use (llama.cpp's ``--no-repack``).  A measured record stores the option it ran with
     # (the runner's ``extra``); calibration gives its points the record covariate ``setting=<setting>``
     # (estimator.physics.covariates, group ``settings``), which the estimator, predicting default runs, never
     # sets (``record_settings``)
-    speed_settings: tuple[tuple[str, object, str, str], ...] = ()
+    speed_settings: tuple[tuple[str, object, str], ...] = ()
     # (engine option, value, command-line flag): how a user of the engine's own tools sets what a runner
     # option sets (llama.cpp's ``repack = false`` is ``--no-repack``), for what a report tells users to run
     option_flags: tuple[tuple[str, object, str], ...] = ()
@@ -414,7 +414,7 @@ class EngineProfile:
         for feature, key, value, why in self.cpu_crash_workarounds:
             if feature not in isa:
                 continue
-            setting = next((n for k, v, n, _w in self.speed_settings if k == key and v is value), "")
+            setting = next((n for k, v, n in self.speed_settings if k == key and v is value), "")
             option = f"engine option {key} = {str(value).lower()}"
             flag = next((f for k, v, f in self.option_flags if k == key and v is value), "")
             out.append((why, f"{flag} ({option})" if flag else option, setting))
@@ -423,7 +423,7 @@ class EngineProfile:
     def record_settings(self, extra: dict) -> tuple[str, ...]:
         """The non-default speed settings (``speed_settings``) a record ran with, by its ``extra`` (the
         options the runner recorded), sorted; () for a default run or a record that states none."""
-        names = {name for key, value, name, _why in self.speed_settings if extra.get(key) is value}
+        names = {name for key, value, name in self.speed_settings if extra.get(key) is value}
         return tuple(sorted(names))
 
     def cpu_matrix_gemm_reason(self, isa: tuple[str, ...] | list[str]) -> str:

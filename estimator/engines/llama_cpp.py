@@ -144,17 +144,10 @@ class LlamaCpp(EngineProfile):
     )
     # --no-repack keeps the weights in ggml's plain layout, so a CPU runs its generic vec_dot kernels instead
     # of the repacked GEMV / GEMM (CPU_REPACK's interleaved Q4_0 / Q4_K / IQ4_NL / Q8_0 rows, or the AMX
-    # buffer): on the Xeon guest of 2026-12-07 a decode step took about twice as long (Q4_0 / Q6_K / Q8_0;
-    # plans/cpu-amx-decode.toml measured the same points with the buffers on).  The runner records the option
-    # as ``extra.repack`` (runners.llama_cpp)
-    speed_settings = (
-        (
-            "repack",
-            False,
-            "no_repack",
-            "--no-repack: the CPU runs ggml's generic quantized dot products, not the repacked kernels",
-        ),
-    )
+    # buffer): on the Xeon guest of 2026-12-07 a decode step took x1.9 (Q4_0), x1.6 (Q8_0), x1.5 (Q6_K) and
+    # ~x1.0 (Q4_K_M) the time of the same points with the buffers on (medians; plans/cpu-amx-decode.toml).
+    # The runner records the option as ``extra.repack`` (runners.llama_cpp)
+    speed_settings = (("repack", False, "no_repack"),)
     option_flags = (("repack", False, "--no-repack"),)
     quant_kernel_classes = True
     last_layer_ffn_outputs_only = True
