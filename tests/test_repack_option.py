@@ -222,3 +222,32 @@ def test_the_check_child_tells_a_crash_from_a_failure(tmp_path, monkeypatch):
     for code, answer in ((0, False), (-11, True), (-6, True), (1, None), (-9, None)):
         monkeypatch.setattr(subprocess, "run", fake_run(code))
         assert amx_check.run_check(str(tmp_path / "m.gguf"), 2) is answer, code
+
+
+def test_two_builds_of_one_version_are_checked_apart(tmp_path, monkeypatch):
+    """The check's key holds a hash of the build's ggml CPU library: a rebuild of the same version (say with
+    tools/amx_header_fix.py) is checked again instead of inheriting the older build's crash."""
+    import types
+
+    from runners import amx_check
+
+    monkeypatch.setenv("FITBENCH_CACHE", str(tmp_path / "cache"))
+    builds = []
+    for n, lib in enumerate((b"stock build", b"fixed build")):
+        pkg = tmp_path / f"site{n}" / "llama_cpp"
+        (pkg / "lib").mkdir(parents=True)
+        (pkg / "lib" / "libggml-cpu.so").write_bytes(lib)
+        fake = _Llama(AMX_INFO)
+        mod = types.SimpleNamespace(__version__=fake.__version__, __file__=str(pkg / "__init__.py"),
+                                    llama_print_system_info=fake.llama_print_system_info)  # fmt: skip
+        builds.append(mod)
+    ids = [amx_check.build_id(b) for b in builds]
+    assert all(len(i) == 16 for i in ids) and ids[0] != ids[1]
+    assert amx_check.build_id(_Llama(AMX_INFO)) == ""  # no __file__: the key as before
+    model = tmp_path / "m-L4-Q8_0.gguf"
+    model.write_bytes(b"m")
+    assert amx_check.amx_buffer_crashes(builds[0], str(model), 2, check=lambda *_: True)[0]
+    calls = []
+    answer = amx_check.amx_buffer_crashes(builds[1], str(model), 2, check=lambda *a: calls.append(a) or False)
+    assert answer == (False, "")
+    assert len(calls) == 1
