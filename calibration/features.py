@@ -88,6 +88,16 @@ class SpeedPoint:
         metric = self.extra.get("metric")
         return f"{self.phase}.{metric}" if metric else self.phase
 
+    @property
+    def noise_group(self) -> str:
+        """The group whose residuals set the point's noise scale in the fit (calibration.fit): its stratum,
+        and ``<stratum>:own`` for fitbench's own runs (origin "measured").  Own runs repeat one host's
+        synthetic proxies over many shapes, so what the model misses there (a kernel path of one CPU) is a
+        misfit of hundreds of points that would otherwise widen the published points' noise scale and loosen
+        their fit (docs/calibration.md "llama.cpp's AMX prompt path").  Errors and intervals stay per
+        stratum."""
+        return f"{self.stratum}:own" if self.origin == "measured" else self.stratum
+
 
 def _speed():
     from estimator.physics import speed

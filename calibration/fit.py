@@ -18,8 +18,10 @@ Units: seconds (times), ln units (residuals and scales).
 What is fitted is pluggable (``TimeModel``): a set of PARAMS phases and the vectorised time function of
 their points.  ``SPEED`` is decode and prefill (calibration.features: one fit, each phase borrowing the
 other's terms as the estimator does); calibration.serving plugs in the serving model (TTFT / TPOT at
-concurrency) the same way.  A *stratum* is a noise group with its own sigma (``SpeedPoint.stratum``: the
-phase, or ``serving.ttft`` / ``serving.tpot``).
+concurrency) the same way.  A *stratum* is an error group (``SpeedPoint.stratum``: the phase, or
+``serving.ttft`` / ``serving.tpot``); each stratum is a noise group with its own sigma, and fitbench's own
+runs in it another (``SpeedPoint.noise_group``: ``decode:own``, ``prefill:own``), so that one host's misfit
+does not set the published points' noise scale.
 """
 
 from __future__ import annotations
@@ -119,7 +121,9 @@ class Problem:
         self.nz_row = np.repeat(np.arange(self.n), np.diff(m.indptr))
         self.nz_param = design.col_param[m.indices]
         self.y = np.concatenate([a.log_measured for a in self.arrays]) if self.arrays else np.zeros(0)
-        self.phase_of = np.concatenate([np.asarray(a.strata) for a in self.arrays]) if self.arrays else []
+        # the noise group of every row (SpeedPoint.noise_group: the stratum; fitbench's own runs apart)
+        rows = np.concatenate([np.asarray(a.index) for a in self.arrays]) if self.arrays else []
+        self.phase_of = np.asarray([self.points[int(i)].noise_group for i in rows]) if self.arrays else []
         self.offsets = [0]
         for a in self.arrays:
             self.offsets.append(self.offsets[-1] + len(a.index))
@@ -201,7 +205,7 @@ def solve(problem: Problem, scales: Scales, z0: np.ndarray | None = None, max_nf
     d = problem.design
     mean = d.prior_mean
     ps = prior_scale(d, scales)
-    sig = np.array([scales.sigma[ph] for ph in problem.phase_of]) if problem.n else np.zeros(0)
+    sig = np.array([noise_scale(scales.sigma, g) for g in problem.phase_of]) if problem.n else np.zeros(0)
     z0 = mean.copy() if z0 is None else z0.copy()
     cache: dict = {}
 
@@ -232,14 +236,22 @@ def solve(problem: Problem, scales: Scales, z0: np.ndarray | None = None, max_nf
     return res.x, data_part(res.x)["lt"] - problem.y, bool(res.success), str(res.message)
 
 
+def noise_scale(sigma: dict[str, float], group: str) -> float:
+    """The noise scale of a noise group (SpeedPoint.noise_group): its own, else its stratum's (a group
+    ``<stratum>:own`` before its first estimate), else the starting scale."""
+    return sigma.get(group, sigma.get(group.split(":", 1)[0], SIGMA_START))
+
+
 def estimate_scales(problem: Problem, z: np.ndarray, resid: np.ndarray, old: Scales) -> Scales:
-    """Noise scale per stratum from the residuals, random-effect scales from the well-measured groups."""
+    """Noise scale per noise group (the strata, fitbench's own runs apart: SpeedPoint.noise_group) from the
+    residuals, random-effect scales from the well-measured groups."""
     d = problem.design
     sigma = {}
-    for ph in problem.model.strata:
+    groups = set(problem.phase_of) if problem.n else set()
+    for ph in sorted(set(problem.model.strata) | groups):
         r = resid[np.asarray(problem.phase_of) == ph] if problem.n else np.zeros(0)
-        sigma[ph] = max(SIGMA_FLOOR, 1.4826 * float(np.median(np.abs(r - np.median(r))))) if r.size >= 10 \
-            else old.sigma.get(ph, SIGMA_START)  # fmt: skip
+        sigma[str(ph)] = max(SIGMA_FLOOR, 1.4826 * float(np.median(np.abs(r - np.median(r))))) \
+            if r.size >= 10 else noise_scale(old.sigma, str(ph))  # fmt: skip
     # points per family / device (a group's effect is estimated well enough to count when it has many)
     counts: dict[str, Counter] = {"family": Counter(), "device": Counter()}
     for p in problem.points:

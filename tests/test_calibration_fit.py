@@ -456,3 +456,25 @@ def test_a_no_repack_run_s_slower_steps_stay_in_the_setting_term(tmp_path):
     assert settings_covariates("a+b", ("settings",)) == {"setting=a": 1.0, "setting=b": 1.0}
     hw = resolve_hardware("rtx-3090")
     assert not any(k.startswith("setting=") for k in cov.covariates(hw, "llama.cpp", "CPU", cov.GROUPS))
+
+
+def test_own_runs_have_their_own_noise_scale(ampere_cal):
+    """fitbench's own runs are a noise group of their own (SpeedPoint.noise_group): where they scatter 5x
+    more than the published rows, their misfit sets their own scale, not the published rows' one."""
+    rng = np.random.default_rng(7)
+    pts = ampere_cal.points
+    st = ampere_cal.speed.state
+    own = {p.device for p in pts if p.device == "rtx-a6000"}
+    noisy = [
+        replace(p, origin="measured", measured_s=p.measured_s * math.exp(rng.normal(0.0, 0.15)))
+        if p.device in own else replace(p, origin="imported")
+        for p in pts
+    ]  # fmt: skip
+    assert {p.noise_group for p in noisy} == {"decode", "prefill", "decode:own", "prefill:own"}
+    fitted = F.fit_model(noisy)
+    sig = fitted.scales.sigma
+    assert sig["decode:own"] > 2.5 * sig["decode"] and sig["prefill:own"] > 2.5 * sig["prefill"]
+    assert sig["decode"] <= 0.05  # the published rows keep their 3 % noise
+    assert F.noise_scale(sig, "serving.ttft:own") == F.noise_scale(sig, "serving.ttft") == H.SIGMA_START
+    assert st.scales.sigma.keys() == {"decode", "prefill"}  # no own runs: one scale per stratum, as before
+    assert all(type(k) is str for k in sig)

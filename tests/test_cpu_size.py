@@ -64,10 +64,10 @@ def test_vllm_bf16_gemm_fallback_on_an_avx2_cpu():
     assert "cpu_fallback" in param("prefill", "flops_abs_tflops").covariates
 
 
-def test_vllm_bf16_gemms_on_amx():
-    """vLLM's oneDNN BF16 GEMMs run on AMX tiles where the CPU has them (its profile's ``cpu_matrix_gemm``):
-    the prompt rate's covariate ``cpu_matrix_gemm`` on a CPU whose ISA (catalogued or detected) has AMX, never
-    for llama.cpp (its AMX buffer is not measured), a Zen 4 without AMX or a GPU."""
+def test_vllm_and_llama_cpp_gemms_on_amx():
+    """vLLM's oneDNN BF16 GEMMs and llama.cpp's AMX weight buffer run on AMX tiles where the CPU has them (the
+    profiles' ``cpu_matrix_gemm``): the prompt rate's covariate ``cpu_matrix_gemm`` on a CPU whose ISA
+    (catalogued or detected) has AMX, never on a Zen 4 without AMX or a GPU."""
     from estimator.engines import get_engine
     from estimator.physics.coefficients import param
 
@@ -76,8 +76,10 @@ def test_vllm_bf16_gemms_on_amx():
     assert get_engine("vllm").cpu_matrix_gemm_reason(spr.cpu_isa)
     groups = ("cpu_matrix",)
     assert cov.covariates(spr, "vllm", None, groups) == {"cpu_matrix_gemm": 1.0}
-    assert cov.covariates(spr, "llama.cpp", "CPU", groups) == {}
+    assert get_engine("llama.cpp").cpu_matrix_gemm_reason(spr.cpu_isa)
+    assert cov.covariates(spr, "llama.cpp", "CPU", groups) == {"cpu_matrix_gemm": 1.0}
     assert cov.covariates(genoa, "vllm", None, groups) == {}
+    assert cov.covariates(genoa, "llama.cpp", "CPU", groups) == {}
     assert cov.covariates(replace(spr, cpu_isa=()), "vllm", None, groups) == {}  # ISA not known: no term
     assert cov.covariates(get_hardware("h100-80gb-sxm"), "vllm", None, groups) == {}
     assert "cpu_matrix" in param("prefill", "flops_abs_tflops").covariates
@@ -159,6 +161,11 @@ def test_the_report_notes_a_known_crash_and_what_its_workaround_costs():
     table = CoefficientTable((), (), (), {}, model=model)
     note = cpu_crash_note(spr, "llama.cpp", table)
     assert "ggml-org/llama.cpp#20824" in note and "--no-repack" in note and "x1.50" in note
+    assert "weights read" not in note  # no class term in this model
+    classes = {**model, "params": [*model["params"], {"key": "decode.bw_rel_q4_0", "beta": {
+        "setting=no_repack": math.log(1 / 1.25)}}]}  # fmt: skip
+    assert "Q4_0 weights read x1.25 slower on top" in cpu_crash_note(spr, "llama.cpp", CoefficientTable(
+        (), (), (), {}, model=classes))  # fmt: skip
     assert "x1.50" not in cpu_crash_note(spr, "llama.cpp", CoefficientTable((), (), (), {}))
     assert "--no-repack" in cpu_crash_note(spr, "llama.cpp")
     assert cpu_crash_note(spr, "vllm", table) == cpu_crash_note(genoa, "llama.cpp", table) == ""
@@ -181,8 +188,8 @@ def test_a_cpu_without_a_tflops_figure_says_its_rate_follows_its_cores_and_clock
 
 
 def test_the_report_notes_a_cpu_gemm_path():
-    """An estimate whose CPU GEMMs take another path says so (speed.cpu_gemm_note): vLLM on an AMX Xeon and
-    on an AVX2 Threadripper, not llama.cpp, not a Zen 4."""
+    """An estimate whose CPU GEMMs take another path says so (speed.cpu_gemm_note): vLLM and llama.cpp on an
+    AMX Xeon, vLLM on an AVX2 Threadripper, not llama.cpp there, not a Zen 4."""
     from estimator.catalog.resolve import resolve_model
     from estimator.physics.coefficients import load_coefficients
     from estimator.physics.quant import get_quant
@@ -192,7 +199,10 @@ def test_the_report_notes_a_cpu_gemm_path():
     spr, tr, genoa = (get_hardware(h) for h in ("xeon-platinum-8480-plus", "threadripper-3970x", "epyc-9654"))
     assert "cpu_matrix_gemm" in cpu_gemm_note(spr, "vllm") and "AMX" in cpu_gemm_note(spr, "vllm")
     assert "cpu_gemm_fallback" in cpu_gemm_note(tr, "vllm")
-    assert cpu_gemm_note(spr, "llama.cpp") == cpu_gemm_note(genoa, "vllm") == ""
+    llama_amx = cpu_gemm_note(spr, "llama.cpp")
+    assert "cpu_matrix_gemm" in llama_amx and "AMX-INT8" in llama_amx
+    assert cpu_gemm_note(tr, "llama.cpp") == cpu_gemm_note(genoa, "vllm") == ""
+    assert cpu_gemm_note(genoa, "llama.cpp") == ""
     assert cpu_gemm_note(get_hardware("h100-80gb-sxm"), "vllm") == ""
     table = load_coefficients(ROOT / "results" / "coefficients.json")
     m, q = resolve_model("qwen3-0.6b"), get_quant("BF16")

@@ -312,7 +312,9 @@ def test_every_profile_reason_and_cpu_note_has_spanish():
     assert reasons and not reasons - PROFILE_REASONS_ES.keys()
     spr, tr3970 = resolve_hardware("xeon-platinum-8480-plus"), resolve_hardware("threadripper-3970x")
     beta = {"setting=no_repack": math.log(1.5)}
-    table = CoefficientTable((), (), (), {}, model={"params": [{"key": "decode.build_scale", "beta": beta}]})
+    table = CoefficientTable((), (), (), {}, model={"params": [
+        {"key": "decode.build_scale", "beta": beta},
+        {"key": "decode.bw_rel_q8_0", "beta": {"setting=no_repack": math.log(1 / 1.2)}}]})  # fmt: skip
     notes = [cpu_crash_note(spr, "llama.cpp", table), cpu_crash_note(spr, "llama.cpp"),
              cpu_gemm_note(spr, "vllm"), cpu_gemm_note(tr3970, "vllm"),
              vector_gemm_note(resolve_hardware("arc-a310"), "llama.cpp", "Vulkan")]  # fmt: skip

@@ -129,24 +129,44 @@ class LlamaCpp(EngineProfile):
         ),
     )
     materializes_kq_without_fa = True
-    # llama.cpp's AMX weight buffer (an "extra buffer type" it repacks Q4_0 / Q4_K / Q8_0 / ... weights into
-    # on a CPU with AMX) dies with SIGSEGV in ggml_backend_amx_mul_mat on some hosts at the first prompt of
-    # more than one token (ggml-org/llama.cpp#20824, closed unfixed; seen here on a Xeon guest with AMX,
-    # llama-cpp-python 0.3.36, 2026-12-07); ``--no-repack`` (llama_model_params.use_extra_bufts = false)
-    # avoids it, and with it the CPU_REPACK layouts too (runners.llama_cpp, option ``repack``)
+    # llama.cpp's AMX weight buffer (an "extra buffer type" it repacks Q4_0 / Q4_1 / Q8_0 / Q4_K / Q5_K /
+    # Q6_K / IQ4_XS weights into on a CPU with AMX, ggml-cpu/amx) runs prompt GEMMs on AMX-INT8 tiles.
+    # Measured on the 2-vCPU Xeon guest with AMX (plans/cpu-amx.toml, 2026-12-07, a build with
+    # tools/amx_header_fix.py) against the same points with --no-repack: prompts x2.0-2.7 (Q4_0, Q8_0),
+    # x1.7-1.9 (Q6_K), x1.1-1.2 (Q4_K_M) faster (medians per prompt length); the other measured CPUs have no
+    # AMX, so the prefill rate gets the covariate cpu_matrix_gemm on such a CPU.  F16 / BF16 weights are not
+    # repacked.
+    cpu_matrix_gemm = (
+        (
+            "amx",
+            "llama.cpp repacks Q4_0 / Q8_0 / k-quant weights into its AMX buffer and runs prompt GEMMs on "
+            "AMX-INT8 tiles (measured on a 2-vCPU Xeon guest with AMX: prompts x2.0-2.7 for Q4_0 / Q8_0, "
+            "x1.1-1.2 for Q4_K_M, against the same points with --no-repack)",
+        ),
+    )
+    # That buffer faults at the first prompt of more than one token when llama.cpp was compiled by GCC 12
+    # (seen with 12.2 on that guest, llama-cpp-python 0.3.36): GCC 12's _tile_loadconfig declares an 8-byte
+    # memory operand, so the compiler drops ggml's stores of the tile shapes and ldtilecfg loads a
+    # half-written configuration (the disassembly of libggml-cpu.so; tools/amx_header_fix.py, which `make
+    # install-llama` applies; ggml-org/llama.cpp#20824 was closed without a cause).  Single-token steps do
+    # not load tiles and run.  ``--no-repack`` (llama_model_params.use_extra_bufts = false) avoids it, and
+    # with it the CPU_REPACK layouts too (runners.llama_cpp, option ``repack``)
     cpu_crash_workarounds = (
         (
             "amx",
             "repack",
             False,
-            "llama.cpp's AMX weight buffer crashes on some hosts with AMX (ggml-org/llama.cpp#20824)",
+            "llama.cpp's AMX weight buffer crashes at the first prompt when llama.cpp was compiled by GCC 12 "
+            "(its tile-configuration intrinsic lets the compiler drop the tile shapes; "
+            "ggml-org/llama.cpp#20824); a build with a corrected header runs it",
         ),
     )
     # --no-repack keeps the weights in ggml's plain layout, so a CPU runs its generic vec_dot kernels instead
     # of the repacked GEMV / GEMM (CPU_REPACK's interleaved Q4_0 / Q4_K / IQ4_NL / Q8_0 rows, or the AMX
-    # buffer): on the Xeon guest of 2026-12-07 a decode step took x1.9 (Q4_0), x1.6 (Q8_0), x1.5 (Q6_K) and
-    # ~x1.0 (Q4_K_M) the time of the same points with the buffers on (medians; plans/cpu-amx-decode.toml).
-    # The runner records the option as ``extra.repack`` (runners.llama_cpp)
+    # buffer): on the Xeon guest of 2026-12-07 a decode step took x2.1-2.4 (Q4_0), x1.9 (Q8_0), x1.7 (Q6_K)
+    # and x1.2 (Q4_K_M) the time of the same points with the buffers on (medians at depths 0 and 384;
+    # plans/cpu-amx.toml against plans/cpu-full.toml).  The runner records the option as ``extra.repack``
+    # (runners.llama_cpp)
     speed_settings = (("repack", False, "no_repack"),)
     option_flags = (("repack", False, "--no-repack"),)
     quant_kernel_classes = True

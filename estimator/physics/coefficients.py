@@ -197,13 +197,17 @@ PARAMS: tuple[Param, ...] = (
     Param("flops_eff", "decode", EFF, 1.0, 1e-3, 1.0, doc="compute roof of batched decode (from prefill)"),
     Param("flops_abs_tflops", "decode", RATE, 0.5, 1e-4, 1e4, doc="effective TFLOPS (from prefill, CPUs)"),
     # decode kernel classes (estimator.physics.counts.decode_kernel_class): the weight bytes of a class are
-    # read at bw_eff x bw_rel_<class> (k-quants = 1, the reference); per backend, shrunk to 1
+    # read at bw_eff x bw_rel_<class> (k-quants = 1, the reference); per backend, shrunk to 1.  Q4_0 and
+    # Q8_0 take the record setting too: llama.cpp's --no-repack costs their decode more than the k-quants'
+    # (measured on the Xeon guest both ways: x2.1-2.4 and x1.9 against x1.2; docs/calibration.md "llama.cpp's
+    # AMX prompt path"), which the step factor build_scale alone cannot follow
     Param("bw_rel_f16", "decode", RATE, 1.0, 0.2, 5.0, fit="all",
           doc="decode bandwidth ratio of F16/BF16/F32", covariates=("backend",), effects=("family",)),
     Param("bw_rel_q4_0", "decode", RATE, 1.0, 0.2, 5.0, fit="all",
-          doc="decode bandwidth ratio of q4_0/q4_1/q5_0/q5_1", covariates=("backend",), effects=("family",)),
+          doc="decode bandwidth ratio of q4_0/q4_1/q5_0/q5_1", covariates=("backend", "settings"),
+          effects=("family",)),
     Param("bw_rel_q8_0", "decode", RATE, 1.0, 0.2, 5.0, fit="all", doc="decode bandwidth ratio of q8_0",
-          covariates=("backend",), effects=("family",)),
+          covariates=("backend", "settings"), effects=("family",)),
     Param("bw_rel_mxfp4", "decode", RATE, 1.0, 0.2, 5.0, fit="all", doc="decode bandwidth ratio of mxfp4",
           covariates=("backend",), effects=("family",)),
     # i-quants: evidence from a backend stays in its term (IQ_PRIOR; one RX 570 row set it everywhere), and

@@ -52,9 +52,9 @@ Groups and the covariates they give (name: value; reference level in brackets ha
 * ``cpu_fallback``: ``cpu_gemm_fallback`` = 1 on a CPU whose ISA family the engine profile lists in
   ``cpu_gemm_fallback`` (vLLM's BF16 GEMMs on an AVX2-only x86 CPU), on prefill ``flops_abs_tflops``;
 * ``cpu_matrix``: ``cpu_matrix_gemm`` = 1 on a CPU with an ISA feature (``HardwareSpec.cpu_isa``) the engine
-  profile lists in ``cpu_matrix_gemm`` (vLLM's oneDNN BF16 GEMMs on Intel AMX), on prefill
-  ``flops_abs_tflops``; llama.cpp lists none: its AMX buffer is not measured here (it crashed on the one AMX
-  host fitbench ran on, which measured with ``--no-repack``; estimator.engines.llama_cpp);
+  profile lists in ``cpu_matrix_gemm`` (vLLM's oneDNN BF16 GEMMs and llama.cpp's AMX weight buffer on Intel
+  AMX), on prefill ``flops_abs_tflops``; a llama.cpp record measured with ``--no-repack`` keeps it and takes
+  the ``settings`` term too (its weights were not in the AMX buffer);
 * ``build``: ``build=2024`` = 1 for a record of a llama.cpp build of 2024 (calibration.dataset.record_era),
   on prefill ``flops_eff`` and decode ``build_scale`` (a factor on the whole step): a covariate of the
   record, not of the device, which calibration sets (calibration.hierarchy.build_covariates) and this module
@@ -86,7 +86,6 @@ GROUPS = (
     "cpu_size",
     "multi_die",
     "bw_measured",
-    "flops_per_byte",
     "year",
     "power",
     "build",

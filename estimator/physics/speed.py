@@ -1025,17 +1025,27 @@ def cpu_crash_note(hardware: HardwareSpec, engine: str, table: CoefficientTable 
     profile's ``cpu_crash_workarounds``: llama.cpp's AMX buffer, ggml-org/llama.cpp#20824): the estimate is of
     the default run, and where the default crashes the workaround runs at the cost the calibration fitted
     for that setting (``setting=<name>`` on ``decode.build_scale``, from runs measured both ways), when it
-    did; "" otherwise."""
+    did, and what the setting adds for the weight classes it slows further (``setting=<name>`` on
+    ``decode.bw_rel_q4_0`` / ``bw_rel_q8_0``: those bytes are read at e^beta the rate, so they take e^-beta
+    the time); "" otherwise."""
     from estimator.physics.coefficients import record_covariate_factor
 
     if hardware.kind != "cpu" or engine not in ENGINES:
         return ""
+    model = table.model if table else None
     notes = []
     for why, workaround, setting in get_engine(engine).crash_workarounds_for(hardware.cpu_isa):
-        factor = record_covariate_factor(table.model if table else None, "decode.build_scale",
-                                         f"setting={setting}") if setting else None  # fmt: skip
+        covariate = f"setting={setting}"
+        factor = record_covariate_factor(model, "decode.build_scale", covariate) if setting else None
         cost = (f"; its decode steps take x{factor:.2f} the default's (fitted term setting={setting}, from "
                 "runs measured with and without it)") if factor else ""  # fmt: skip
+        more = []
+        for key, label in (("decode.bw_rel_q4_0", "Q4_0"), ("decode.bw_rel_q8_0", "Q8_0")):
+            rate = record_covariate_factor(model, key, covariate) if factor else None
+            if rate and 1.0 / rate > 1.005:
+                more.append(f"{label} weights read x{1.0 / rate:.2f} slower on top")
+        if more:
+            cost += f" ({', '.join(more)})"
         notes.append(f"{why}: the estimate is of the default run; where it crashes, use {workaround}{cost}")
     return "; ".join(notes)
 

@@ -2068,8 +2068,19 @@ PROFILE_REASONS_ES = {
         "el backend Vulkan de llama.cpp activa las matrices cooperativas solo en Intel Xe2 (PR #14001); en "
         "Alchemist (Arc serie A) sus GEMM se ejecutan en shaders, no en los motores XMX"
     ),
-    "llama.cpp's AMX weight buffer crashes on some hosts with AMX (ggml-org/llama.cpp#20824)": (
-        "el búfer de pesos AMX de llama.cpp falla en algunos equipos con AMX (ggml-org/llama.cpp#20824)"
+    "llama.cpp's AMX weight buffer crashes at the first prompt when llama.cpp was compiled by GCC 12 (its "
+    "tile-configuration intrinsic lets the compiler drop the tile shapes; ggml-org/llama.cpp#20824); a build "
+    "with a corrected header runs it": (
+        "el búfer de pesos AMX de llama.cpp falla en el primer prompt cuando llama.cpp se compiló con GCC 12 "
+        "(su intrínseco de configuración de teselas deja que el compilador descarte las formas de las "
+        "teselas; ggml-org/llama.cpp#20824); una compilación con la cabecera corregida lo ejecuta"
+    ),
+    "llama.cpp repacks Q4_0 / Q8_0 / k-quant weights into its AMX buffer and runs prompt GEMMs on AMX-INT8 "
+    "tiles (measured on a 2-vCPU Xeon guest with AMX: prompts x2.0-2.7 for Q4_0 / Q8_0, x1.1-1.2 for Q4_K_M, "
+    "against the same points with --no-repack)": (
+        "llama.cpp reempaqueta los pesos Q4_0 / Q8_0 / k-quant en su búfer AMX y ejecuta las GEMM del prompt "
+        "en teselas AMX-INT8 (medido en un invitado Xeon de 2 vCPU con AMX: prompts x2,0-2,7 en Q4_0 / Q8_0, "
+        "x1,1-1,2 en Q4_K_M, frente a los mismos puntos con --no-repack)"
     ),
     "vLLM's CPU backend runs BF16 GEMMs, which an AVX2-only x86 CPU has no BF16 instructions for (measured: "
     "prompts ~10x slower than on an AVX-512 BF16 CPU of the same size)": (
@@ -2085,6 +2096,12 @@ PROFILE_REASONS_ES = {
     ),
 }
 EXACT.update(PROFILE_REASONS_ES)
+
+def _more_weights_es(text: str) -> str:
+    """"Q4_0 weights read x1.31 slower on top, ..." (speed.cpu_crash_note) in Spanish."""
+    parts = re.findall(r"(\S+) weights read x([\d.]+) slower on top", text)
+    return ", ".join(f"pesos {q} leídos x{f.replace('.', ',')} más lento además" for q, f in parts) or text
+
 
 PATTERNS += [
     (
@@ -2110,13 +2127,14 @@ PATTERNS += [
         re.compile(
             r"(?P<w>.+): the estimate is of the default run; where it crashes, use (?P<flag>\S+) \(engine "
             r"option (?P<o>[^)]+)\)(?:; its decode steps take x(?P<f>[\d.]+) the default's \(fitted term "
-            r"(?P<s>\S+), from runs measured with and without it\))?"
+            r"(?P<s>\S+), from runs measured with and without it\)(?: \((?P<more>[^)]+)\))?)?"
         ),
         lambda m: f"{tr(m['w'])}: la estimación es de la ejecución por defecto; donde falle, use {m['flag']} "
         f"(opción del motor {m['o']})"
         + (
             f"; sus pasos de decode tardan x{m['f'].replace('.', ',')} lo de la ejecución por defecto "
             f"(término ajustado {m['s']}, de ejecuciones medidas con y sin ella)"
+            + (f" ({_more_weights_es(m['more'])})" if m["more"] else "")
             if m["f"]
             else ""
         ),
