@@ -123,7 +123,7 @@ class Problem:
         self.y = np.concatenate([a.log_measured for a in self.arrays]) if self.arrays else np.zeros(0)
         # the noise group of every row (SpeedPoint.noise_group: the stratum; fitbench's own runs apart)
         rows = np.concatenate([np.asarray(a.index) for a in self.arrays]) if self.arrays else []
-        self.phase_of = np.asarray([self.points[int(i)].noise_group for i in rows]) if self.arrays else []
+        self.phase_of = [self.points[int(i)].noise_group for i in rows]
         self.offsets = [0]
         for a in self.arrays:
             self.offsets.append(self.offsets[-1] + len(a.index))
@@ -250,8 +250,8 @@ def estimate_scales(problem: Problem, z: np.ndarray, resid: np.ndarray, old: Sca
     groups = set(problem.phase_of) if problem.n else set()
     for ph in sorted(set(problem.model.strata) | groups):
         r = resid[np.asarray(problem.phase_of) == ph] if problem.n else np.zeros(0)
-        sigma[str(ph)] = max(SIGMA_FLOOR, 1.4826 * float(np.median(np.abs(r - np.median(r))))) \
-            if r.size >= 10 else noise_scale(old.sigma, str(ph))  # fmt: skip
+        sigma[ph] = max(SIGMA_FLOOR, 1.4826 * float(np.median(np.abs(r - np.median(r))))) if r.size >= 10 \
+            else noise_scale(old.sigma, ph)  # fmt: skip
     # points per family / device (a group's effect is estimated well enough to count when it has many)
     counts: dict[str, Counter] = {"family": Counter(), "device": Counter()}
     for p in problem.points:

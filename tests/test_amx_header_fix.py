@@ -66,11 +66,11 @@ def test_cmake_args_point_an_isystem_folder_at_the_corrected_copy(tmp_path, monk
     assert fix.cmake_args(cc, root=tmp_path / "cache") == args  # the same copy again
 
 
-def test_nothing_is_printed_where_no_fix_applies(tmp_path, monkeypatch):
+def test_nothing_is_printed_where_no_fix_applies(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(fix.platform, "system", lambda: "Linux")
     monkeypatch.setattr(fix.platform, "machine", lambda: "x86_64")
     assert fix.cmake_args(_fake_compiler(tmp_path, BUILTIN_FORM), root=tmp_path / "cache") == ""
-    assert not (tmp_path / "cache").exists()
+    assert not (tmp_path / "cache").exists() and capsys.readouterr().err == ""
     other = tmp_path / "other"
     other.mkdir()
     old_cc = _fake_compiler(other, OLD_FORM)
@@ -80,8 +80,9 @@ def test_nothing_is_printed_where_no_fix_applies(tmp_path, monkeypatch):
     broken = tmp_path / "broken"
     broken.mkdir()
     failing_cc = _fake_compiler(broken, OLD_FORM)
-    Path(failing_cc).write_text(Path(failing_cc).read_text().replace("exit 0", "exit 1"))
+    Path(failing_cc).write_text(Path(failing_cc).read_text().replace("fi\nexit 0", "exit 0; fi\nexit 1"))
     assert fix.cmake_args(failing_cc, root=tmp_path / "cache") == ""  # the copy does not compile: stock build
+    assert "does not compile" in capsys.readouterr().err  # and the build says why it has no fix
 
 
 def _real_compiler_with_old_form() -> str:

@@ -1,5 +1,5 @@
-"""CMake arguments that let llama.cpp's AMX code compile correctly with GCC 12 and older; printed for
-``CMAKE_ARGS`` by ``make install-llama`` (nothing when the compiler needs no fix).
+"""CMake arguments that let llama.cpp's AMX code compile correctly with GCC 12 (any compiler whose AMX header
+has the form below); printed for ``CMAKE_ARGS`` by ``make install-llama`` (nothing when no fix is needed).
 
 Why: ggml's AMX matrix multiply (ggml-cpu/amx/mmq.cpp, ``ggml_tile_config_init``) fills a 64-byte tile
 configuration on the stack (palette, then the column widths and rows of eight tiles) and loads it with the
@@ -18,11 +18,13 @@ How: when the compiler's ``amxtileintrin.h`` has the pointer-sized operands, wri
 (``$FITBENCH_CACHE`` or ~/.cache/fitbench, ``amx-header-fix/<hash of the original>``) and print
 ``-DCMAKE_C_FLAGS=-isystem<dir> -DCMAKE_CXX_FLAGS=-isystem<dir>``: ``-isystem`` directories are searched
 before the compiler's own, so ``<immintrin.h>`` includes the copy.  The copy is checked by compiling a
-translation unit that uses both intrinsics.  Another architecture, no compiler, a header without that form,
-or a copy that does not compile: nothing is printed and llama.cpp builds as it would anyway (on an AMX host
+translation unit that uses both intrinsics.  Another architecture, no compiler or a header without that
+form: nothing is printed and llama.cpp builds as it would anyway.  A header that needs the fix but whose copy
+does not compile: nothing is printed either, and a warning on stderr says so (on an AMX host
 ``runners.amx_check`` then finds the crash and the runner measures with ``--no-repack``).
 
-Standalone (standard library only): the Makefile runs it before fitbench's engines are installed.
+Standard library and ``runners.amx_check`` (itself standard library only) for the cache root: the Makefile
+runs it before fitbench's engines are installed.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, when not installed
+from runners.amx_check import cache_dir  # noqa: E402
 
 HEADER = "amxtileintrin.h"
 CONFIG_BYTES = 64  # an AMX tile configuration: palette, start row, 14 reserved, 16 x colsb (u16), 16 x rows
@@ -78,12 +83,6 @@ def compiler_header(cc: str) -> Path | None:
     return path if r.returncode == 0 and path.is_file() else None
 
 
-def cache_root() -> Path:
-    """``$FITBENCH_CACHE`` or ~/.cache/fitbench (the harness's cache root; this script imports nothing of
-    fitbench)."""
-    return Path(os.environ.get("FITBENCH_CACHE") or Path.home() / ".cache" / "fitbench")
-
-
 def compiles(cc: str, include_dir: Path) -> bool:
     """Whether a translation unit using both intrinsics compiles with ``-isystem include_dir``."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -110,7 +109,7 @@ def fix_dir(cc: str | None = None, root: Path | None = None) -> Path | None:
     text = header.read_text(errors="replace")
     if not needs_fix(text):
         return None
-    out = (root or cache_root()) / "amx-header-fix" / hashlib.sha256(text.encode()).hexdigest()[:16]
+    out = (root or cache_dir()) / "amx-header-fix" / hashlib.sha256(text.encode()).hexdigest()[:16]
     target = out / HEADER
     try:
         if not target.is_file() or target.read_text() != fixed_text(text):
@@ -120,7 +119,12 @@ def fix_dir(cc: str | None = None, root: Path | None = None) -> Path | None:
             os.replace(tmp, target)
     except OSError:
         return None
-    return out if compiles(cc, out) else None
+    if compiles(cc, out):
+        return out
+    print(f"warning: {header} needs the AMX tile-config fix but the corrected copy in {out} does not compile "
+          "with this compiler; llama.cpp builds without it (its AMX buffer may crash at the first prompt)",
+          file=sys.stderr)  # fmt: skip
+    return None
 
 
 def cmake_args(cc: str | None = None, root: Path | None = None) -> str:
