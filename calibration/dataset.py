@@ -40,7 +40,17 @@ from estimator.catalog.detect import host_device_key
 from harness.records import Deduplicator, RecordError, RunRecord, record_to_dict, scan_records
 
 DEFAULT_QUALITIES: tuple[str, ...] = ("ok",)
-KNOWN_QUALITIES: tuple[str, ...] = ("ok", "legacy", "rounded", "suspect", "aggregate", "approximate")
+KNOWN_QUALITIES: tuple[str, ...] = (
+    "ok", "legacy", "rounded", "suspect", "aggregate", "approximate", "warmup"
+)  # fmt: skip
+# A published timing its source says includes warm-up (the first row of a llama-batched-bench table, whose
+# first pass also pays one-off costs such as loading or compiling kernels) is not a steady-state speed: such
+# an "ok" row gets the derived flag ``warmup`` (record_quality), not fitted by default.
+WARMUP_QUALITY = "warmup"
+QUALITY_NOTES = {
+    WARMUP_QUALITY: "derived: the source says these timings include warm-up, not a steady-state speed"
+}
+_WARMUP_NOTE = re.compile(r"\bincludes?\s+warm-?up", re.I)
 # Measurements of serving at concurrency / offline batches (RunRecord schema 2).  A record that carries only
 # these is not a speed or memory point: it is counted under SERVING_REASON and kept in
 # ``Dataset.serving_records`` for the serving fit (calibration.serving) and the end-to-end latency check
@@ -121,9 +131,13 @@ def stated_n_batch(rec: RunRecord) -> int | None:
 
 
 def record_quality(rec: RunRecord) -> str:
-    """Quality flag of a record: ``extra["quality"]`` for imports, ``ok`` for own measurements."""
-    q = rec.extra.get("quality") if isinstance(rec.extra, dict) else None
-    return str(q) if q else "ok"
+    """Quality flag of a record: ``extra["quality"]`` for imports, ``ok`` for own measurements; an imported
+    ``ok`` row whose notes say its timing includes warm-up is ``warmup`` (``WARMUP_QUALITY``)."""
+    extra = rec.extra if isinstance(rec.extra, dict) else {}
+    q = str(extra.get("quality") or "ok")
+    if q == "ok" and _WARMUP_NOTE.search(str(extra.get("notes") or "")):
+        return WARMUP_QUALITY
+    return q
 
 
 def is_serving_only(rec: RunRecord) -> bool:

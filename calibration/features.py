@@ -628,7 +628,8 @@ _DECODE_NUM = ("weight_bytes", "kv_bytes", "host_bytes", "expert_union_bytes", "
                "n_layers", "n_moe_layers", "hidden_size", "n_devices")  # fmt: skip
 _PREFILL_NUM = ("tokens", "flops", "expert_flops", "gemm_outputs", "expert_gemm_outputs", "attn_flops",
                 "kq_bytes", "weight_bytes", "host_bytes", "n_passes", "ubatch_tokens", "pipeline_factor",
-                "n_layers", "n_moe_layers", "hidden_size", "n_devices", "dequant_bytes")  # fmt: skip
+                "n_layers", "n_moe_layers", "hidden_size", "n_devices", "dequant_bytes",
+                "expert_rows")  # fmt: skip
 
 
 def _stack(cls, rows: list, numeric) -> object:

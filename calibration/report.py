@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from calibration import latency, maturity
+from calibration.dataset import QUALITY_NOTES
 from calibration.pipeline import Calibration, coefficients_document
 from calibration.validate import ape_stats
 from harness.safe_files import atomic_write, atomic_write_text
@@ -443,7 +444,8 @@ def render_markdown(
         f"left out: {len(cal.rejected)}; input hash `{cal.dataset.input_hash}`.",
         "",
         *[f"Not fitted: {n} record(s), {why}." for why, n in sorted(cal.dataset.excluded_kind.items())],
-        *[f"Quality flag `{q}` not used: {n} record(s)." for q, n in sorted(ds_quality(cal))],
+        *[f"Quality flag `{q}` not used: {n} record(s)" + (f" ({QUALITY_NOTES[q]})." if q in QUALITY_NOTES
+                                                             else ".") for q, n in sorted(ds_quality(cal))],
         "",
         "Errors are absolute percentage errors of tokens/s (serving: of the TTFT / TPOT time), held out.  "
         "Speeds are estimated by estimator.physics.speed, serving figures by estimator.physics.serving, with "

@@ -93,6 +93,27 @@ def test_quality_filter_leaves_out_flags_unless_opted_in(tmp_path):
         load_dataset(tmp_path, ("ok", "bogus"))
 
 
+def test_a_timing_its_source_says_includes_warm_up_is_not_fitted(tmp_path):
+    """An imported "ok" row whose notes say the timing includes warm-up (llama-batched-bench's first row) gets
+    the derived flag ``warmup`` and stays out unless asked for; a note about warm-up runs done before the
+    timed ones does not."""
+    from calibration.dataset import record_quality
+
+    first = "llama-batched-bench S_PP (first row; includes warm-up effects), n_ubatch 2048, fa 1"
+    timed = "10 warmup + 30 timed iterations, avg latency"
+    recs = [
+        base_record(record_id="w", extra={"quality": "ok", "notes": first}, decode_tok_s=51.0),
+        base_record(record_id="t", extra={"quality": "ok", "notes": timed}, decode_tok_s=52.0),
+        base_record(record_id="s", extra={"quality": "suspect", "notes": first}, decode_tok_s=53.0),
+    ]
+    assert [record_quality(r) for r in recs] == ["warmup", "ok", "suspect"]
+    ds, _ = _ds(tmp_path, recs)
+    assert [lr.record.record_id for lr in ds.records] == ["t"]
+    assert ds.excluded_quality == {"warmup": 1, "suspect": 1}
+    opted_in = load_dataset(tmp_path, ("ok", "warmup"))
+    assert sorted(lr.record.record_id for lr in opted_in.records) == ["t", "w"]
+
+
 def test_input_hash_ignores_order_and_sees_any_change(tmp_path):
     a, b = base_record(record_id="a"), base_record(record_id="b", decode_tok_s=70.0)
     assert input_hash([a, b]) == input_hash([b, a])

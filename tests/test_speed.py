@@ -947,3 +947,49 @@ def test_gemm_row_term_scales_a_pass_s_compute_by_its_rows_on_devices_with_a_pea
     cpu = replace(d, peak_flops_s=None)
     cpu_params = {**params, "flops_abs_tflops": 1.0, "gemm_m_half": 64.0}
     assert speed.rates_for_prefill(cpu, cpu_params).m_half == 0.0
+
+
+def test_expert_rows_spread_a_pass_over_the_experts_it_touches():
+    """``counts.expert_rows``: a pass of u tokens gives each touched routed expert u x k / U(u) rows (1 at one
+    token, u x k / E once every expert is touched); 0 for a dense model."""
+    from estimator.catalog.resolve import resolve_model
+    from estimator.physics.counts import expert_rows, expert_union
+
+    moe, dense = resolve_model("openai/gpt-oss-20b"), resolve_model("llama-3.1-8b")
+    k, e = moe.moe.n_experts_used, moe.moe.n_experts
+    assert expert_rows(moe, 1) == pytest.approx(1.0)
+    assert expert_rows(moe, 16) == pytest.approx(16 * k / expert_union(e, k, 16))
+    assert expert_rows(moe, 2048) == pytest.approx(2048 * k / e, rel=1e-6)
+    assert expert_rows(dense, 512) == 0.0 and expert_rows(moe, 0) == 0.0
+
+
+def test_gemm_row_term_on_expert_gemms_uses_their_own_rows():
+    """The row term on a MoE model: the dense GEMMs of a pass grow by (1 + m_half / u), the routed experts'
+    by (1 + m_half / m_e) with m_e = ``PrefillFeatures.expert_rows`` (u x k / E at large u), so a 512-token
+    pass of gpt-oss-20b (64 rows per expert) pays more per token than a 2,048-token one (256)."""
+    from estimator.catalog.data import get_hardware
+    from estimator.catalog.resolve import resolve_model
+    from estimator.physics.quant import get_quant
+
+    model, q = resolve_model("openai/gpt-oss-20b"), get_quant("MXFP4")
+    hw = get_hardware("rtx-4090")
+    d = speed.device_rates(hw, "llama.cpp", False, "CUDA")
+    params = {"flops_eff": 0.5, "bw_eff": 0.8, "attn_eff": 0.3, "t_layer_s": 0.0, "host_bw_eff": 0.5}
+
+    def feats(n_prompt):
+        wl = Workload(n_ctx=4096, n_prompt=n_prompt, n_batch=2048, n_ubatch=2048, engine="llama.cpp",
+                      backend="CUDA")  # fmt: skip
+        return speed.prefill_features(model, q, wl)
+
+    f = feats(512)
+    assert f.expert_rows == pytest.approx(512 * 4 / 32, rel=1e-3)
+    base = speed.rates_for_prefill(d, params, f.kernel_class)
+    rows = speed.rates_for_prefill(d, {**params, "gemm_m_half": 32.0}, f.kernel_class)
+    t0, t1 = speed.prefill_time(f, base), speed.prefill_time(f, rows)
+    dense = f.flops - f.expert_flops + 2.0 * base.k_half * (f.gemm_outputs - f.expert_gemm_outputs)
+    expert = f.expert_flops + 2.0 * base.k_half * f.expert_gemm_outputs
+    rate = base.peak_s * base.eff
+    step = dense / rate * 32.0 / 512 + expert / rate * 32.0 / f.expert_rows
+    assert t1 - t0 == pytest.approx(step, rel=1e-6)
+    per_token = [speed.prefill_time(g, rows) / g.tokens for g in (f, feats(2048))]
+    assert per_token[0] > per_token[1]

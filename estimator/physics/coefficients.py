@@ -249,7 +249,8 @@ PARAMS: tuple[Param, ...] = (
           doc="relative GEMM efficiency of the codebook-grid i-quants (iq1_s .. iq3_s)",
           covariates=("backend",), effects=("family",), **IQ_PRIOR),
     # <= 1: a routed expert's GEMM gets ~u x k / E of the u rows a dense GEMM gets, so it cannot run more
-    # efficiently than the dense ones
+    # efficiently than the dense ones; the row term prices those rows (gemm_m_half at ``expert_rows``), this
+    # ratio what is left (the grouped GEMM's gather / scatter of rows, its routing)
     Param("flops_rel_moe", "prefill", RATE, 0.999, 0.05, 1.0, fit="all",
           doc="efficiency of routed-expert GEMMs relative to dense ones",
           covariates=("backend",), effects=("family",)),

@@ -155,6 +155,18 @@ def expert_union(n_experts: int, k: int, n_tokens: int) -> float:
     return n_experts * (1.0 - (1.0 - k / n_experts) ** n_tokens)
 
 
+def expert_rows(model: ModelSpec, n_tokens: int) -> float:
+    """Rows of each routed expert's GEMM when a pass of ``n_tokens`` tokens runs its MoE layers (llama.cpp's
+    mul_mat_id, vLLM's fused MoE): the n_tokens x k routings spread over the U experts they touch,
+    n_tokens x k / U with U = ``expert_union(E, k, n_tokens)`` (1 row at one token, -> n_tokens x k / E for
+    large passes: 64 rows for gpt-oss-20b's 4 of 32 experts at 512 tokens against 512 for a dense GEMM).
+    0 for a dense model or no tokens."""
+    if model.moe is None or n_tokens <= 0:
+        return 0.0
+    k, e = model.moe.n_experts_used, model.moe.n_experts
+    return n_tokens * k / expert_union(e, k, n_tokens)
+
+
 def routed_active_params(model: ModelSpec) -> int:
     """Routed-expert parameters one token multiplies: n_moe_layers x k x (3 gated | 2) x width x expert_ff
     (width = the latent size for latent MoE, else hidden).  0 for dense models."""

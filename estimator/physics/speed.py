@@ -17,9 +17,11 @@ Expected distinct experts per MoE layer touched by B tokens each routed to k of 
 Prefill (n_prompt tokens for each of B sequences on top of n_depth cached tokens, in ubatch passes)::
 
     t_c    = (flops - expert_flops + 2 k_half x (gemm_outputs - expert_gemm_outputs)) / (peak x eff)
-             + (expert_flops + 2 k_half x expert_gemm_outputs) / (peak x eff x flops_rel_moe),
-             eff = flops_eff x rel[class]
-    t_mm   = sum over passes p of max(t_c x u_p / tokens x (1 + m_half / u_p), weight_bytes / (bw x bw_eff))
+               x (1 + m_half / u_p)
+             + (expert_flops + 2 k_half x expert_gemm_outputs) / (peak x eff x flops_rel_moe)
+               x (1 + m_half / m_e),
+             eff = flops_eff x rel[class], m_e = expert_rows (rows of a routed expert's GEMM in a pass)
+    t_mm   = sum over passes p of max(t_c x u_p / tokens, weight_bytes / (bw x bw_eff))
     t_attn = attn_flops / (peak x attn_eff) + kq_bytes / (bw x bw_eff)
     t      = (t_mm + t_attn + n_passes x (host_bytes / host_bw' + t_layer_s x L + dequant_bytes / (bw x
               bw_eff)) + t_comm) x pipeline_factor
@@ -35,7 +37,9 @@ Prefill (n_prompt tokens for each of B sequences on top of n_depth cached tokens
   (cuBLAS on F16, MMQ / dequantize+GEMM on quants).
 * GEMM row term (``gemm_m_half``, tokens, optional, 0 = none; devices with a datasheet peak only): a pass of
   u = tokens / n_passes tokens runs its GEMMs at eff x u / (u + m_half), the tile and wave quantisation of few
-  rows, so a pass of a few tokens costs about its weights' read, not a fixed overhead.
+  rows, so a pass of a few tokens costs about its weights' read, not a fixed overhead.  A routed expert's
+  GEMM has m_e = ``expert_rows`` rows (u x k / U: the pass's routings over the experts they touch), so the
+  expert part of t_c grows by (1 + m_half / m_e) instead.
 * dequant_bytes (0 for the builds the estimator predicts): an older build that ran quantized GEMMs as
   dequantize-to-F16 + BLAS (llama.cpp CUDA before mid-2024, ``dequant_gemm_features``) reads each pass's
   quantized weights and writes their F16 copies before the GEMMs, which then read the copies at the F16
@@ -100,6 +104,7 @@ from estimator.physics.counts import (  # noqa: F401 - re-exported: the speed ph
     attn_flops_per_key,
     class_rel,
     decode_kernel_class,
+    expert_rows,
     expert_union,
     gemm_outputs_per_token,
     indexer_flops_per_key,
@@ -269,6 +274,9 @@ class PrefillFeatures:
     # bytes a pass moves to dequantize its quantized GEMM weights to F16 before the BLAS GEMMs (read + write;
     # an older build's path, ``dequant_gemm_features``), 0 on the quantized kernels' path
     dequant_bytes: float = 0.0
+    # rows of each touched routed expert's GEMM in a pass (``counts.expert_rows``: u x k / U(u)); 0 for a
+    # dense model (the pass's u rows then apply)
+    expert_rows: float = 0.0
 
 
 _AVERAGED = ("weight_bytes", "kv_bytes", "host_bytes", "expert_union_bytes", "flops_per_token")
@@ -458,6 +466,7 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
         expert_union_bytes=union,
         decode_steps=one_token_steps(model, quant, workload) if per_pass == 1 else (),
         backend=workload.backend,
+        expert_rows=expert_rows(model, per_pass),
     )
 
 
@@ -846,10 +855,13 @@ def prefill_time(f: PrefillFeatures, r: PrefillRates):
     bw = r.bw_bs * tp
     kw = 2.0 * r.k_half  # FLOP-equivalents per GEMM output element
     dense = f.flops - f.expert_flops + kw * (f.gemm_outputs - f.expert_gemm_outputs)
-    t_c = dense / (peak * r.eff) + (f.expert_flops + kw * f.expert_gemm_outputs) / (peak * r.eff * r.moe_rel)
+    t_dense = dense / (peak * r.eff)
+    t_expert = (f.expert_flops + kw * f.expert_gemm_outputs) / (peak * r.eff * r.moe_rel)
     passes = _maximum(f.n_passes, 1)
-    u = _maximum(f.tokens / passes, 1.0)  # tokens of a pass: its GEMMs' rows
-    t_mm = passes * _maximum(t_c / passes * (1.0 + r.m_half / u), f.weight_bytes / bw)
+    u = _maximum(f.tokens / passes, 1.0)  # tokens of a pass: its dense GEMMs' rows
+    m_e = _where(f.expert_rows > 0, f.expert_rows, u)  # rows of each routed expert's GEMM in a pass
+    t_c = t_dense * (1.0 + r.m_half / u) + t_expert * (1.0 + r.m_half / _maximum(m_e, 1.0))
+    t_mm = passes * _maximum(t_c / passes, f.weight_bytes / bw)
     t_attn = f.attn_flops / (peak * r.attn_eff) + f.kq_bytes / bw
     per_pass = f.host_bytes / r.host_bw_bs + r.t_layer_s * f.n_layers + f.dequant_bytes / bw
     t = t_mm + t_attn + f.n_passes * per_pass
