@@ -976,13 +976,17 @@ def test_gemm_row_term_on_expert_gemms_uses_their_own_rows():
     d = speed.device_rates(hw, "llama.cpp", False, "CUDA")
     params = {"flops_eff": 0.5, "bw_eff": 0.8, "attn_eff": 0.3, "t_layer_s": 0.0, "host_bw_eff": 0.5}
 
-    def feats(n_prompt):
-        wl = Workload(n_ctx=4096, n_prompt=n_prompt, n_batch=2048, n_ubatch=2048, engine="llama.cpp",
+    def feats(n_prompt, n_ubatch=2048):
+        wl = Workload(n_ctx=4096, n_prompt=n_prompt, n_batch=2048, n_ubatch=n_ubatch, engine="llama.cpp",
                       backend="CUDA")  # fmt: skip
         return speed.prefill_features(model, q, wl)
 
     f = feats(512)
     assert f.expert_rows == pytest.approx(512 * 4 / 32, rel=1e-3)
+    # two passes of 512 / 88 tokens: the rows of the mean pass (300 tokens), like the dense GEMMs' u
+    from estimator.physics.counts import expert_rows
+
+    assert feats(600, 512).expert_rows == pytest.approx(expert_rows(model, 300.0))
     base = speed.rates_for_prefill(d, params, f.kernel_class)
     rows = speed.rates_for_prefill(d, {**params, "gemm_m_half": 32.0}, f.kernel_class)
     t0, t1 = speed.prefill_time(f, base), speed.prefill_time(f, rows)

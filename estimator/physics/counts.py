@@ -155,7 +155,7 @@ def expert_union(n_experts: int, k: int, n_tokens: int) -> float:
     return n_experts * (1.0 - (1.0 - k / n_experts) ** n_tokens)
 
 
-def expert_rows(model: ModelSpec, n_tokens: int) -> float:
+def expert_rows(model: ModelSpec, n_tokens: float) -> float:
     """Rows of each routed expert's GEMM when a pass of ``n_tokens`` tokens runs its MoE layers (llama.cpp's
     mul_mat_id, vLLM's fused MoE): the n_tokens x k routings spread over the U experts they touch,
     n_tokens x k / U with U = ``expert_union(E, k, n_tokens)`` (1 row at one token, -> n_tokens x k / E for

@@ -274,8 +274,8 @@ class PrefillFeatures:
     # bytes a pass moves to dequantize its quantized GEMM weights to F16 before the BLAS GEMMs (read + write;
     # an older build's path, ``dequant_gemm_features``), 0 on the quantized kernels' path
     dequant_bytes: float = 0.0
-    # rows of each touched routed expert's GEMM in a pass (``counts.expert_rows``: u x k / U(u)); 0 for a
-    # dense model (the pass's u rows then apply)
+    # rows of each touched routed expert's GEMM in a pass of the mean size u = tokens / n_passes
+    # (``counts.expert_rows``: u x k / U(u)); 0 for a dense model (the pass's u rows then apply)
     expert_rows: float = 0.0
 
 
@@ -466,7 +466,7 @@ def prefill_features(model: ModelSpec, quant: QuantSpec, workload: Workload) -> 
         expert_union_bytes=union,
         decode_steps=one_token_steps(model, quant, workload) if per_pass == 1 else (),
         backend=workload.backend,
-        expert_rows=expert_rows(model, per_pass),
+        expert_rows=expert_rows(model, tokens / n_passes if n_passes else 0),  # at the mean pass, as u
     )
 
 
