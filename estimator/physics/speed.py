@@ -859,8 +859,9 @@ def prefill_time(f: PrefillFeatures, r: PrefillRates):
     t_expert = (f.expert_flops + kw * f.expert_gemm_outputs) / (peak * r.eff * r.moe_rel)
     passes = _maximum(f.n_passes, 1)
     u = _maximum(f.tokens / passes, 1.0)  # tokens of a pass: its dense GEMMs' rows
-    m_e = _where(f.expert_rows > 0, f.expert_rows, u)  # rows of each routed expert's GEMM in a pass
-    t_c = t_dense * (1.0 + r.m_half / u) + t_expert * (1.0 + r.m_half / _maximum(m_e, 1.0))
+    # rows of each routed expert's GEMM in a pass (>= 1: u x k routings over at most u x k experts)
+    m_e = _where(f.expert_rows > 0, f.expert_rows, u)
+    t_c = t_dense * (1.0 + r.m_half / u) + t_expert * (1.0 + r.m_half / m_e)
     t_mm = passes * _maximum(t_c / passes, f.weight_bytes / bw)
     t_attn = f.attn_flops / (peak * r.attn_eff) + f.kq_bytes / bw
     per_pass = f.host_bytes / r.host_bw_bs + r.t_layer_s * f.n_layers + f.dequant_bytes / bw
