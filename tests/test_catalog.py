@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,36 @@ def test_added_devices_and_published_names_resolve():
         assert d["source"] and d["verified_notes"].startswith("status=") and d["family"]
         assert d["bandwidth_gbs"] and d["memory_gb"]
     assert catalog.get_hardware("a30").bf16_tflops == 165
+
+
+def test_derived_tensor_rates_match_their_stated_formula():
+    """A row whose notes derive its tensor rate ("N TC x M MHz [x P FLOP/clk]", P = 128 on Turing / Volta,
+    256 after) holds that FP16 rate in the bf16 column, or half of it (GeForce FP32 accumulate), and twice it
+    as INT8 where INT8 is given: an arithmetic slip in a hand-derived row fails here."""
+    checked = 0
+    for d in catalog._hardware_raw().values():
+        note = d["verified_notes"]
+        m = re.search(r"(\d+) TC x (\d+) MHz(?: (?:boost )?x (128|256))?", note)
+        if not m or "bf16_tflops_dense" not in note.split("]")[0]:
+            continue
+        per = int(m.group(3) or (128 if d["family"] in ("nvidia-turing", "nvidia-volta") else 256))
+        fp16_tflops = int(m.group(1)) * int(m.group(2)) * per / 1e6
+        bf16 = d["bf16_tflops"]
+        assert min(abs(bf16 - fp16_tflops), abs(bf16 - fp16_tflops / 2)) <= 0.15, d["id"]
+        if d["int8_tops"] is not None:
+            assert d["int8_tops"] == pytest.approx(2 * fp16_tflops, abs=0.3), d["id"]
+        checked += 1
+    assert checked >= 50
+    for hid in ("rtx-3060-ti", "rtx-2080", "titan-rtx", "rtx-5060", "rtx-4000-sff-ada"):
+        assert "TC x" in catalog._hardware_raw()[hid]["verified_notes"]
+
+
+def test_dual_die_modules_are_catalogued_per_device_the_runtime_sees():
+    """An MI250X is two GCDs, which ROCm presents as two 64 GB devices (as the K80's two GPUs)."""
+    for hid in ("instinct-mi250x", "instinct-mi250"):
+        hw = catalog.get_hardware(hid)
+        assert hw.memory_bytes == 64 * GIB and hw.bandwidth_gbs == 1640 and hw.family == "amd-cdna2"
+    assert catalog.get_hardware("instinct-mi250x").bf16_tflops == pytest.approx(383.0 / 2, abs=0.06)
 
 
 def test_short_and_hf_ids_resolve_case_insensitively():
