@@ -139,6 +139,24 @@ def test_derived_tensor_rates_match_their_stated_formula():
         assert "TC x" in catalog._hardware_raw()[hid]["verified_notes"]
 
 
+def test_binned_apple_rows_scale_their_full_chip_per_gpu_core():
+    """"Compute N/M of <row> (X)": a binned Apple part's GPU rate is N/M of the named row's, which holds X."""
+    raw = catalog._hardware_raw()
+    checked = 0
+    for d in raw.values():
+        m = re.search(r"[Cc]ompute (\d+)/(\d+) of ([\w.-]+) \(([\d.]+)\)", d["verified_notes"])
+        if not m:
+            continue
+        n, full, ref, quoted = int(m.group(1)), int(m.group(2)), m.group(3), float(m.group(4))
+        assert raw[ref]["bf16_tflops"] == quoted, d["id"]
+        assert d["bf16_tflops"] == pytest.approx(quoted * n / full, abs=0.06), d["id"]
+        assert d["family"] == raw[ref]["family"], d["id"]
+        checked += 1
+    assert checked >= 9
+    assert resolve_hardware("apple-m4-max").id == "macbook-pro-m4-max-128gb"
+    assert resolve_hardware("apple-m3-max-30c").bandwidth_gbs == 300
+
+
 def test_dual_die_modules_are_catalogued_per_device_the_runtime_sees():
     """An MI250X is two GCDs, which ROCm presents as two 64 GB devices (as the K80's two GPUs)."""
     for hid in ("instinct-mi250x", "instinct-mi250"):
