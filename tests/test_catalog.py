@@ -153,7 +153,7 @@ def test_binned_apple_rows_scale_their_full_chip_per_gpu_core():
         assert d["family"] == raw[ref]["family"], d["id"]
         checked += 1
     assert checked >= 9
-    assert resolve_hardware("apple-m4-max").id == "macbook-pro-m4-max-128gb"
+    assert resolve_hardware("apple-m4-max-40c").id == "apple-m4-max"
     assert resolve_hardware("apple-m3-max-30c").bandwidth_gbs == 300
 
 

@@ -25,8 +25,10 @@ from tests.estimator_cli import cli, cli_json
         ("MI300X", "mi300x"),
         ("l40", "l40"),
         ("h100_sxm", "h100-80gb-sxm"),  # a catalog alias stays exact
-        # the vendor's name with the device's: the M4 Max is catalogued as a MacBook Pro
-        ("apple-m4-max", "macbook-pro-m4-max-128gb"),
+        # the vendor's name with the device's: the full chip, not its bin (apple-m4-max-32c) or a machine
+        ("m4 max", "apple-m4-max"),
+        ("macbook pro m4 max", "macbook-pro-m4-max-128gb"),
+        ("apple-m4-max-40c", "apple-m4-max"),  # a catalog alias: exact
         ("nvidia h200", "h200-141gb-sxm"),
         ("AMD MI300X", "mi300x"),
     ],
@@ -34,7 +36,7 @@ from tests.estimator_cli import cli, cli_json
 def test_device_names(typed, hw_id):
     hw = resolve_hardware(typed, forgiving=True)
     assert hw.id == hw_id
-    assert bool(hw.notes) == (typed.lower() != hw_id and typed != "h100_sxm")
+    assert bool(hw.notes) == (typed.lower() != hw_id and typed not in ("h100_sxm", "apple-m4-max-40c"))
 
 
 @pytest.mark.parametrize(
