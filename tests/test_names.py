@@ -48,6 +48,23 @@ def test_ambiguous_device_asks_which(typed, some):
     assert some in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "typed, hw_id",
+    [("3060", "rtx-3060-12gb"), ("4060", "rtx-4060-8gb"), ("2060", "rtx-2060-6gb"), ("6800", "rx-6800")],
+)
+def test_an_unstated_memory_size_does_not_count_against_a_variant(typed, hw_id):
+    """"3060" is the RTX 3060 (12 GB): its id's memory size is not a token beyond the name, the 3060 Ti's "ti"
+    is; before this rule the shorter rtx-3060-ti id won."""
+    assert resolve_hardware(typed, forgiving=True).id == hw_id
+
+
+def test_memory_sizes_of_one_chip_are_a_question_listing_the_near_misses():
+    with pytest.raises(SpecError, match="matches 2 catalog entries: rtx-4060-ti-16gb, rtx-4060-ti-8gb;"):
+        resolve_hardware("4060 ti", forgiving=True)
+    with pytest.raises(SpecError, match=r"tesla-v100-pcie-32gb \(also: tesla-v100-sxm2-32gb\)"):
+        resolve_hardware("v100", forgiving=True)
+
+
 def test_h100_from_the_command_line_names_every_variant():
     p = cli("report --model qwen3-30b-a3b --hardware h100")
     assert p.returncode == 2 and p.stderr.count("\n") == 1

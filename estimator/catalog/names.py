@@ -11,7 +11,9 @@ Both catalogs are matched the same way, in this order:
    tokens of a quantized re-upload (fp8, nvfp4, fp4, mxfp4, awq: ``stated_format`` keeps what they say).
    The entries one of whose names (the id, the Hugging Face id, the display name or an alias) holds all of
    the name's tokens are candidates; the one whose id has the fewest tokens beyond them wins ("4090" ->
-   rtx-4090 rather than rtx-4090-d).
+   rtx-4090 rather than rtx-4090-d).  A memory size in a device id ("12gb": 12, gb) that the name does not
+   state does not count: it tells variants of one chip apart, so "3060" is rtx-3060-12gb rather than
+   rtx-3060-ti, and "4060 ti" asks which of the 8 and 16 GB cards.
    A tie is ambiguous: SpecError listing the candidates ("h100" -> h100-80gb-sxm, h100-80gb-pcie,
    h100-nvl-94gb: which one?).  A match by tokens carries a note the report shows.
 3. nothing: SpecError naming the three closest ids.
@@ -58,6 +60,18 @@ def tokens(name: str, model: bool = False) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+def _beyond(eid: str, want: set[str], model: bool) -> int:
+    """How many tokens of the id ``eid`` the name's ``want`` lacks; a device id's memory size ("<n> gb") is
+    not counted."""
+    seq = tokens(eid, model)
+    size: set[str] = set()
+    if not model:
+        for i, t in enumerate(seq):
+            if t == "gb" and i and seq[i - 1].isdigit():
+                size |= {seq[i - 1], t}
+    return len(set(seq) - want - size)
+
+
 def stated_format(name: str) -> str | None:
     """The checkpoint dtype a model name states with a format token (``FORMAT_TOKENS``), None without one;
     SpecError when it states two ("...-FP8-AWQ")."""
@@ -89,13 +103,16 @@ def match(
     best: dict[str, int] = {}
     for eid, names in entries:
         if any(want <= set(tokens(n, model)) for n in (eid, *names)):
-            best[eid] = len(set(tokens(eid, model)) - want)  # extra tokens of the id itself
+            best[eid] = _beyond(eid, want, model)  # extra tokens of the id itself
     if not best:
         return None
     low = min(best.values())
     winners = [eid for eid, x in best.items() if x == low]
     if len(winners) > 1:
+        others = sorted((x, eid) for eid, x in best.items() if x != low)
+        also = f" (also: {', '.join(eid for _, eid in others[:5])})" if others else ""
+        listed = ", ".join(winners)
         raise SpecError(
-            f"{what} {name!r} matches {len(winners)} catalog entries: {', '.join(winners)}; name one of them"
+            f"{what} {name!r} matches {len(winners)} catalog entries: {listed}{also}; name one of them"
         )
     return winners[0], True
