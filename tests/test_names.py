@@ -50,11 +50,14 @@ def test_ambiguous_device_asks_which(typed, some):
 
 @pytest.mark.parametrize(
     "typed, hw_id",
-    [("3060", "rtx-3060-12gb"), ("4060", "rtx-4060-8gb"), ("2060", "rtx-2060-6gb"), ("6800", "rx-6800")],
+    [("3060", "rtx-3060-12gb"), ("4060", "rtx-4060-8gb"), ("2060", "rtx-2060-6gb"), ("6800", "rx-6800"),
+     ("apple m4", "apple-m4-10c"), ("m1", "apple-m1"), ("m3 max", "apple-m3-max"),
+     ("m3 max 30c", "apple-m3-max-30c")],
 )
 def test_an_unstated_memory_size_does_not_count_against_a_variant(typed, hw_id):
     """"3060" is the RTX 3060 (12 GB): its id's memory size is not a token beyond the name, the 3060 Ti's "ti"
-    is; before this rule the shorter rtx-3060-ti id won."""
+    is; before this rule the shorter rtx-3060-ti id won.  A GPU core count is a bin of the same kind, and the
+    full chip wins among bins ("m3 max"); "apple m4" is the 10-core M4, not the M4 Pro or Max."""
     assert resolve_hardware(typed, forgiving=True).id == hw_id
 
 

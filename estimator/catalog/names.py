@@ -11,9 +11,11 @@ Both catalogs are matched the same way, in this order:
    tokens of a quantized re-upload (fp8, nvfp4, fp4, mxfp4, awq: ``stated_format`` keeps what they say).
    The entries one of whose names (the id, the Hugging Face id, the display name or an alias) holds all of
    the name's tokens are candidates; the one whose id has the fewest tokens beyond them wins ("4090" ->
-   rtx-4090 rather than rtx-4090-d).  A memory size in a device id ("12gb": 12, gb) that the name does not
-   state does not count: it tells variants of one chip apart, so "3060" is rtx-3060-12gb rather than
-   rtx-3060-ti, and "4060 ti" asks which of the 8 and 16 GB cards.
+   rtx-4090 rather than rtx-4090-d).  A memory size ("12gb": 12, gb) or a GPU core count ("30c": 30, c) in
+   a device id that the name does not state does not count: they tell bins of one chip apart, so "3060" is
+   rtx-3060-12gb rather than rtx-3060-ti, "apple m4" is apple-m4-10c rather than the M4 Pro, and "4060 ti"
+   asks which of the 8 / 16 GB cards.  Among bins tied that way the full chip, whose id states no core count,
+   wins ("m3 max" is apple-m3-max, not apple-m3-max-30c).
    A tie is ambiguous: SpecError listing the candidates ("h100" -> h100-80gb-sxm, h100-80gb-pcie,
    h100-nvl-94gb: which one?).  A match by tokens carries a note the report shows.
 3. nothing: SpecError naming the three closest ids.
@@ -60,16 +62,22 @@ def tokens(name: str, model: bool = False) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def _beyond(eid: str, want: set[str], model: bool) -> int:
-    """How many tokens of the id ``eid`` the name's ``want`` lacks; a device id's memory size ("<n> gb") is
-    not counted."""
+def _qualifiers(eid: str, model: bool) -> dict[str, set[str]]:
+    """The tokens of a device id that qualify a chip rather than name one: {"gb": its memory size, "c": its
+    GPU core count} ("rtx-3060-12gb": 12, gb; "apple-m3-max-30c": 30, c); empty for models."""
     seq = tokens(eid, model)
-    size: set[str] = set()
-    if not model:
-        for i, t in enumerate(seq):
-            if t == "gb" and i and seq[i - 1].isdigit():
-                size |= {seq[i - 1], t}
-    return len(set(seq) - want - size)
+    out: dict[str, set[str]] = {}
+    for i, t in enumerate(seq):
+        if not model and t in ("gb", "c") and i and seq[i - 1].isdigit():
+            out.setdefault(t, set()).update({seq[i - 1], t})
+    return out
+
+
+def _beyond(eid: str, want: set[str], model: bool) -> int:
+    """How many tokens of the id ``eid`` the name's ``want`` lacks, its qualifiers (``_qualifiers``) not
+    counted."""
+    quals = set().union(*_qualifiers(eid, model).values())
+    return len(set(tokens(eid, model)) - want - quals)
 
 
 def stated_format(name: str) -> str | None:
@@ -108,6 +116,9 @@ def match(
         return None
     low = min(best.values())
     winners = [eid for eid, x in best.items() if x == low]
+    full = [eid for eid in winners if "c" not in _qualifiers(eid, model)]
+    if len(winners) > 1 and len(full) == 1:  # bins of one chip: the full chip
+        winners = full
     if len(winners) > 1:
         others = sorted((x, eid) for eid, x in best.items() if x != low)
         also = f" (also: {', '.join(eid for _, eid in others[:5])})" if others else ""
