@@ -157,6 +157,20 @@ def test_binned_apple_rows_scale_their_full_chip_per_gpu_core():
     assert resolve_hardware("apple-m3-max-30c").bandwidth_gbs == 300
 
 
+def test_rows_the_added_devices_derive_from_exist():
+    """An added row that says it follows "the <id> row" (its method or its figures) names a catalog device."""
+    raw = catalog._hardware_raw()
+    named = 0
+    for d in raw.values():
+        if not d["catalog_file"].startswith("tools/catalog/"):
+            continue
+        for ref in re.findall(r"(?:the|as|of|from) ([a-z0-9][a-z0-9.-]+[a-z0-9]) row", d["verified_notes"]):
+            if ref != "that":
+                assert ref in raw, (d["id"], ref)
+                named += 1
+    assert named >= 40
+
+
 def test_dual_die_modules_are_catalogued_per_device_the_runtime_sees():
     """An MI250X is two GCDs, which ROCm presents as two 64 GB devices (as the K80's two GPUs)."""
     for hid in ("instinct-mi250x", "instinct-mi250"):
