@@ -52,7 +52,9 @@ def test_cpu_and_gpu_catalog_candidates_resolve():
     assert "ryzen-9-7950x" in cpu_catalog_candidates("AMD Ryzen 9 7950X 16-Core Processor")
     assert cpu_catalog_candidates("AMD EPYC") == []
     for name, expected in (("NVIDIA H200", "h200-141gb-sxm"), ("NVIDIA H100 80GB HBM3", "h100-80gb-sxm"),
-                           ("NVIDIA GeForce RTX 4090", "rtx-4090"), ("NVIDIA L40S", "l40s")):  # fmt: skip
+                           ("NVIDIA GeForce RTX 4090", "rtx-4090"), ("NVIDIA L40S", "l40s"),
+                           ("NVIDIA GeForce RTX 4060 Laptop GPU", "rtx-4060-laptop"),
+                           ("NVIDIA GeForce RTX 3060 Ti", "rtx-3060-ti")):  # fmt: skip
         assert resolve_hardware(gpu_catalog_candidates(name, 80 * 2**30)[0]).id == expected
 
 

@@ -419,9 +419,11 @@ def detect_gpus(indices: Callable[[object], Iterable[int]] | None = None) -> tup
 
 
 def gpu_catalog_candidates(name: str, memory_bytes: int | None) -> list[str]:
-    """Catalog id guesses for an NVML device name: the explicit table, then a slug of the name."""
+    """Catalog id guesses for an NVML device name: the explicit table, then a slug of the name (NVML's
+    "... Laptop GPU" is the catalog's "-laptop": "NVIDIA GeForce RTX 4060 Laptop GPU" -> rtx-4060-laptop)."""
     out = [NVML_NAME_TO_ID[name]] if name in NVML_NAME_TO_ID else []
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower().replace("nvidia", "").replace("geforce", "")).strip("-")
+    slug = re.sub(r"-laptop-gpu$", "-laptop", slug)
     if slug:
         out.append(slug)
         if memory_bytes:
