@@ -179,6 +179,24 @@ def test_dual_die_modules_are_catalogued_per_device_the_runtime_sees():
     assert catalog.get_hardware("instinct-mi250x").bf16_tflops == pytest.approx(383.0 / 2, abs=0.06)
 
 
+def test_gaudi_2_rates_follow_their_matrix_engine_derivation():
+    """Gaudi 2's BF16 peak is its two MMEs' rate (the row's note: 1650 MHz x 256x256 MACs x 2 MMEs x 2 FLOP),
+    FP8 twice that; an NPU of its own family, named as users and published tables write it."""
+    raw = catalog._hardware_raw()["gaudi-2"]
+    m = re.search(r"(\d+) MHz MME clock x (\d+)x(\d+) MACs x (\d+) MMEs x 2 FLOP", raw["verified_notes"])
+    assert m, raw["verified_notes"]
+    mhz, rows, cols, n_mme = (int(g) for g in m.groups())
+    derived_tflops = mhz * 1e6 * rows * cols * n_mme * 2 / 1e12
+    hw = catalog.get_hardware("gaudi-2")
+    assert hw.bf16_tflops == pytest.approx(derived_tflops, abs=0.6)
+    assert hw.fp8_tflops == pytest.approx(2 * derived_tflops, abs=1.0)
+    assert (hw.kind, hw.family, hw.bandwidth_gbs) == ("npu", "intel-gaudi2", 2460)
+    assert hw.memory_bytes == 96 * 2**30
+    for name in ("Gaudi2", "Intel Gaudi 2", "Habana Gaudi2", "gaudi 2"):
+        assert resolve_hardware(name, forgiving=True).id == "gaudi-2", name
+    assert resolve_hardware("Gaudi3", forgiving=True).id == "gaudi-3"
+
+
 def test_short_and_hf_ids_resolve_case_insensitively():
     for arg, mid in [
         ("glm-4.5", "glm-4.5"),

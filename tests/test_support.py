@@ -237,6 +237,23 @@ def test_no_llama_cpp_backend_for_a_cambricon_card():
     assert d["speed"] is None and d["support"]["status"] == "unsupported"
 
 
+@pytest.mark.parametrize("hw", ["gaudi-2", "gaudi-3"])
+def test_intel_gaudi_runs_vllm_through_its_plugin_and_not_llama_cpp(hw):
+    """vLLM drives Gaudi 2 / 3 through the vllm-gaudi plugin (backend HPU, developing); its quantization
+    table has FP8 through INC and no AWQ / GPTQ / GGUF there; llama.cpp has no Gaudi backend."""
+    assert get_engine("vllm").backend_for(get_hardware(hw)) == "HPU"
+    bf16 = verdict("llama-3.1-8b", hw, "BF16", "vllm")
+    assert bf16.status == "native" and bf16.backend == "HPU"
+    assert table.find("vllm", "HPU", get_hardware(hw).family, "backend", "*").maturity == "developing"
+    assert verdict("llama-3.1-8b", hw, "FP8", "vllm").status == "native"
+    for quant in ("Q4_K_M", "AWQ-INT4", "GPTQ-INT4"):
+        v = verdict("llama-3.1-8b", hw, quant, "vllm")
+        assert v.status == "unsupported" and not v.runs, quant
+    assert verdict("llama-3.1-8b", hw, "Q4_K_M").status == "unsupported"  # llama.cpp
+    d = report("llama-3.1-8b", hw, "BF16", "vllm")
+    assert d["support"]["status"] == "native" and d["speed"] is not None
+
+
 def test_unlisted_device_keeps_the_native_path_and_says_so():
     v = verdict("llama-3.1-8b", "hygon-dcu-k100-ai", "BF16", "vllm")
     assert v.status == "unlisted" and v.runs

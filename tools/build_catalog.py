@@ -550,7 +550,7 @@ def hw_kind(row: dict) -> str:
         or row["id"] == "dgx-spark-gb10"
     ):
         return "unified"
-    if vendor in ("Huawei", "Cambricon", "Kunlunxin (Baidu)") or fam == "intel-gaudi3":
+    if vendor in ("Huawei", "Cambricon", "Kunlunxin (Baidu)") or fam.startswith("intel-gaudi"):
         return "npu"
     return "gpu"
 

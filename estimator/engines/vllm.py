@@ -148,13 +148,14 @@ class VLLM(EngineProfile):
             "estimated from the AVX-512 BF16 CPUs of the same size)",
         ),
     )
-    # platforms of vllm-project/vllm (CUDA, ROCm, XPU, CPU; the macOS build is CPU-only) and the vllm-ascend
-    # plugin
+    # platforms of vllm-project/vllm (CUDA, ROCm, XPU, CPU; the macOS build is CPU-only) and the hardware
+    # plugins vllm-gaudi (Intel Gaudi: HPU) and vllm-ascend
     backends = (
         ("nvidia", "*", "CUDA"),
         ("amd", "gpu", "ROCm"),
         ("amd", "unified", "ROCm"),
         ("intel", "gpu", "XPU"),
+        ("intel", "npu", "HPU"),
         ("huawei", "npu", "Ascend"),
         ("apple", "unified", "CPU"),
         ("*", "cpu", "CPU"),
