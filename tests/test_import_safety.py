@@ -124,6 +124,27 @@ def test_published_rows_without_hardware_are_imported_with_a_warning(tmp_path):
     assert res.stderr.startswith("warning: 1 of 2 records have no hardware family")
 
 
+def test_published_device_names_reach_their_catalog_ids_through_aliases(tmp_path):
+    """A row with no hardware_id keeps the source's device name; the catalog's documented aliases
+    (tools/catalog/hardware_aliases.csv) map the names of Argonne's tables to catalog devices on import."""
+    names = {"Nvidia A100 GPU": "a100-40gb-sxm", "Nvidia H100 GPU": "h100-80gb-sxm",
+             "AMD MI250 GPU": "instinct-mi250", "Habana Gaudi2": "gaudi-2", "Nvidia GH200 GPU": "gh200-96gb"}
+    src = _published(tmp_path, [""] * len(names))
+    with src.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for row, name in zip(rows, names, strict=True):
+        row["hardware_name"] = name
+    with src.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    res = harness_import(str(src), "--results", str(tmp_path / "r"))
+    assert res.returncode == 0 and "no hardware family" not in res.stderr, res.stderr
+    recs = read_records(next((tmp_path / "r" / "runs").glob("*.jsonl")))
+    assert [r.hardware_id for r in recs] == list(names.values())
+    assert all(r.hardware_family for r in recs)
+
+
 class _CountingStr(str):
     """A str that adds up how many characters its ``count`` calls scan."""
 
