@@ -126,9 +126,11 @@ def test_published_rows_without_hardware_are_imported_with_a_warning(tmp_path):
 
 def test_published_device_names_reach_their_catalog_ids_through_aliases(tmp_path):
     """A row with no hardware_id keeps the source's device name; the catalog's documented aliases
-    (tools/catalog/hardware_aliases.csv) map the names of Argonne's tables to catalog devices on import."""
+    (tools/catalog/hardware_aliases.csv) map the names of Argonne's tables and the scoreboard's V100 to
+    catalog devices on import."""
     names = {"Nvidia A100 GPU": "a100-40gb-sxm", "Nvidia H100 GPU": "h100-80gb-sxm",
-             "AMD MI250 GPU": "instinct-mi250", "Habana Gaudi2": "gaudi-2", "Nvidia GH200 GPU": "gh200-96gb"}
+             "AMD MI250 GPU": "instinct-mi250", "Habana Gaudi2": "gaudi-2", "Nvidia GH200 GPU": "gh200-96gb",
+             "NVIDIA Tesla V100 32 GB": "tesla-v100-pcie-32gb"}
     src = _published(tmp_path, [""] * len(names))
     with src.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
