@@ -149,6 +149,8 @@ def cmd_check_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from functools import partial
+
     from estimator.specs import SpecError
     from harness.importers import ImportContext, ImportFormatError, import_file
     from harness.records import parse_timestamp
@@ -193,6 +195,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         resolve_hardware=resolve_hardware,
         resolve_model=resolve_model,
+        match_hardware_name=partial(resolve_hardware, forgiving=True) if resolve_hardware else None,
     )
     try:
         fmt, records = import_file(args.file, args.format, ctx)

@@ -68,14 +68,26 @@ class _Lookups:
 
     def hardware_id(self, name: str) -> tuple[str, str]:
         """(catalog id, family) of a published device name or id; ("", "") when the catalog has none."""
+        return self.hardware_match(name)[:2]
+
+    def hardware_match(self, name: str) -> tuple[str, str, str]:
+        """(catalog id, family, how) of a published device name or id: how = "alias" (a catalog id or a
+        documented alias, exact) or "name" (the one catalog device the name's tokens name,
+        ``ctx.match_hardware_name``: "NVIDIA GeForce RTX 3060 Ti" -> rtx-3060-ti); ("", "", "") when the
+        catalog has none or the name fits several devices ("RTX 3080": the 10 or the 12 GB card?)."""
         if name not in self.names:
-            spec = None
-            if name and self.ctx.resolve_hardware is not None:
+            found = ("", "", "")
+            ways = (("alias", self.ctx.resolve_hardware), ("name", self.ctx.match_hardware_name))
+            for how, resolve in ways:
+                if not name or resolve is None:
+                    continue
                 try:
-                    spec = self.ctx.resolve_hardware(name)
+                    spec = resolve(name)
                 except (SpecError, KeyError, ValueError):
-                    spec = None
-            self.names[name] = (spec.id, spec.family) if spec else ("", "")
+                    continue
+                found = (spec.id, spec.family, how)
+                break
+            self.names[name] = found
         return self.names[name]
 
     def model_alias(self, name: str) -> dict | None:
@@ -152,10 +164,13 @@ def published_record(
         raise _err(path, line, "empty source_url")
     hw_id, model_id = r["hardware_id"].strip(), r["model_id"].strip()
     mapped: dict = {}
-    if not hw_id and r.get("hardware_name", "").strip():  # a device the catalog names by a published alias
-        hw_id = look.hardware_id(r["hardware_name"].strip())[0]
-        if hw_id:
-            mapped["hardware_id"] = f"catalog alias of hardware_name {r['hardware_name'].strip()!r}"
+    if not hw_id and r.get("hardware_name", "").strip():  # a device the catalog knows by the published name
+        name = r["hardware_name"].strip()
+        hw_id, _, how = look.hardware_match(name)
+        if how == "alias":
+            mapped["hardware_id"] = f"catalog alias of hardware_name {name!r}"
+        elif how == "name":
+            mapped["hardware_id"] = f"the one catalog device hardware_name {name!r} names (token match)"
     if not model_id and "/" in r.get("model_name", ""):  # model_name is an HF id the catalog resolves
         m = look.model(r["model_name"].strip())
         if m is not None:

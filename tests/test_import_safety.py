@@ -95,12 +95,16 @@ def test_valid_timestamp_is_stored_as_given(tmp_path):
     assert rec.timestamp_utc == "2026-02-03T04:05:06+00:00"
 
 
-def _published(tmp_path: Path, hw_ids: list[str]) -> Path:
+def _published(tmp_path: Path, hw_ids: list[str], names: list[str | None] | None = None) -> Path:
+    """The first rows of the published CSV with these hardware ids (and hardware names where given)."""
     with PUBLISHED.open(newline="") as fh:
         reader = csv.DictReader(fh)
         rows = [next(reader) for _ in range(len(hw_ids))]
     for row, hw in zip(rows, hw_ids, strict=True):
         row["hardware_id"] = hw
+    for row, name in zip(rows, names or (), strict=False):
+        if name is not None:
+            row["hardware_name"] = name
     path = tmp_path / "pub.csv"
     with path.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
@@ -118,7 +122,7 @@ def test_unknown_published_hardware_id_is_an_error_with_the_nearest_ids(tmp_path
 
 
 def test_published_rows_without_hardware_are_imported_with_a_warning(tmp_path):
-    src = _published(tmp_path, ["rtx-4090", ""])
+    src = _published(tmp_path, ["rtx-4090", ""], names=[None, "a GPU (model not stated)"])
     res = harness_import(str(src), "--results", str(tmp_path / "r"))
     assert res.returncode == 0, res.stderr
     assert res.stderr.startswith("warning: 1 of 2 records have no hardware family")
@@ -131,20 +135,26 @@ def test_published_device_names_reach_their_catalog_ids_through_aliases(tmp_path
     names = {"Nvidia A100 GPU": "a100-40gb-sxm", "Nvidia H100 GPU": "h100-80gb-sxm",
              "AMD MI250 GPU": "instinct-mi250", "Habana Gaudi2": "gaudi-2", "Nvidia GH200 GPU": "gh200-96gb",
              "NVIDIA Tesla V100 32 GB": "tesla-v100-pcie-32gb"}
-    src = _published(tmp_path, [""] * len(names))
-    with src.open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    for row, name in zip(rows, names, strict=True):
-        row["hardware_name"] = name
-    with src.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    src = _published(tmp_path, [""] * len(names), names=list(names))
     res = harness_import(str(src), "--results", str(tmp_path / "r"))
     assert res.returncode == 0 and "no hardware family" not in res.stderr, res.stderr
     recs = read_records(next((tmp_path / "r" / "runs").glob("*.jsonl")))
     assert [r.hardware_id for r in recs] == list(names.values())
     assert all(r.hardware_family for r in recs)
+
+
+def test_a_published_device_name_without_alias_maps_when_its_tokens_name_one_device(tmp_path):
+    """A scoreboard's "NVIDIA GeForce RTX 3060 Ti" has no alias; its tokens name one catalog device, which the
+    record takes (extra.mapped says how); a name that fits several devices stays unmapped with the warning."""
+    names = ["NVIDIA GeForce RTX 3060 Ti", "AMD Radeon RX 6800 XT", "NVIDIA TITAN V",
+             "NVIDIA GeForce RTX 3080"]
+    src = _published(tmp_path, [""] * len(names), names=list(names))
+    res = harness_import(str(src), "--results", str(tmp_path / "r"))
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.startswith("warning: 1 of 4 records have no hardware family")  # the 10 or 12 GB 3080?
+    recs = read_records(next((tmp_path / "r" / "runs").glob("*.jsonl")))
+    assert [r.hardware_id for r in recs] == ["rtx-3060-ti", "rx-6800-xt", "titan-v", ""]
+    assert "token match" in recs[0].extra["mapped"]["hardware_id"] and "mapped" not in recs[3].extra
 
 
 class _CountingStr(str):
