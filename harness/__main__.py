@@ -148,9 +148,16 @@ def cmd_check_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_import(args: argparse.Namespace) -> int:
-    from functools import partial
+def _published_device(name: str):
+    """The one catalog device a published device name names by its tokens (estimator.catalog.names), a
+    bin only where the name states it ("Apple M3 Max" without its GPU-core count is ambiguous); SpecError
+    otherwise."""
+    from estimator.catalog.data import find_hardware, get_hardware
 
+    return get_hardware(find_hardware(name, full_chip=False)[0]["id"])
+
+
+def cmd_import(args: argparse.Namespace) -> int:
     from estimator.specs import SpecError
     from harness.importers import ImportContext, ImportFormatError, import_file
     from harness.records import parse_timestamp
@@ -195,7 +202,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         resolve_hardware=resolve_hardware,
         resolve_model=resolve_model,
-        match_hardware_name=partial(resolve_hardware, forgiving=True) if resolve_hardware else None,
+        match_hardware_name=_published_device if resolve_hardware else None,
     )
     try:
         fmt, records = import_file(args.file, args.format, ctx)

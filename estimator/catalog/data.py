@@ -179,9 +179,10 @@ def _hardware_aliases() -> dict[str, str]:
     return out
 
 
-def find_hardware(name: str) -> tuple[dict, str | None]:
+def find_hardware(name: str, full_chip: bool = True) -> tuple[dict, str | None]:
     """(catalog entry, note) for a device name: an id or alias, else the device its tokens name
-    (``estimator.catalog.names``: "4090" -> rtx-4090; "h100" is ambiguous and names the H100 variants).
+    (``estimator.catalog.names``: "4090" -> rtx-4090; "h100" is ambiguous and names the H100 variants;
+    ``full_chip`` False: "apple m3 max" is ambiguous between its GPU-core bins instead of the full chip).
     SpecError when ambiguous or unknown (naming the closest ids)."""
     raw = _hardware_raw()
     entries = [  # the name with its vendor too: "apple-m4-max" names the MacBook Pro M4 Max
@@ -189,7 +190,7 @@ def find_hardware(name: str) -> tuple[dict, str | None]:
                *(a["alias"] for a in d.get("aliases") or ())])
         for hid, d in raw.items()
     ]  # fmt: skip
-    hit = names.match(name, entries, _hardware_aliases(), "hardware")
+    hit = names.match(name, entries, _hardware_aliases(), "hardware", full_chip=full_chip)
     if hit is None:
         raise SpecError(f"unknown hardware {name!r}; closest: {', '.join(nearest(name, list(raw)))}")
     hid, by_tokens = hit

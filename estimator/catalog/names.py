@@ -96,8 +96,11 @@ def match(
     exact: dict[str, str],
     what: str,
     model: bool = False,
+    full_chip: bool = True,
 ) -> tuple[str, bool] | None:
-    """(catalog id, matched by tokens) for ``name``, None when nothing matches.
+    """(catalog id, matched by tokens) for ``name``, None when nothing matches.  ``full_chip`` False: bins of
+    one chip that the name does not tell apart stay ambiguous (a published row that does not state its bin),
+    where a person's typed name gets the full chip.
 
     ``entries``: (id, the names it is known by); ``exact``: lower-cased id / HF id / alias -> id.  SpecError
     when the name is ambiguous (module doc).
@@ -117,7 +120,7 @@ def match(
     low = min(best.values())
     winners = [eid for eid, x in best.items() if x == low]
     full = [eid for eid in winners if "c" not in _qualifiers(eid, model)]
-    if len(winners) > 1 and len(full) == 1:  # bins of one chip: the full chip
+    if full_chip and len(winners) > 1 and len(full) == 1:  # bins of one chip: the full chip
         winners = full
     if len(winners) > 1:
         others = sorted((x, eid) for eid, x in best.items() if x != low)
