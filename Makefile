@@ -71,7 +71,7 @@ install-browser: ## Debian's chromium + chromium-driver for the browser test (as
 PUBLISHED ?= ../shared/reference/published
 PUBLISHED_RUNS = $(RESULTS)/runs/published-2.jsonl $(RESULTS)/runs/published-serving.jsonl
 CATALOG = estimator/data/models.json estimator/data/hardware.json
-IMPORTERS = harness/import_common.py harness/import_published.py harness/importers.py
+IMPORTERS = harness/import_common.py harness/import_published.py harness/importers.py harness/model_match.py
 
 published: $(PUBLISHED_RUNS) ## import the published CSVs that are not tracked (again when the catalog, a CSV or its importer changed)
 

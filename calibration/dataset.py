@@ -455,24 +455,26 @@ def _same_build(a: str, b: str) -> bool:
 
 
 class Republished:
-    """Finds a serving benchmark its source published again: the same source, configuration
-    (``measurement_key``) and build (``_same_build``) with the same figures as published (``_agree``) as a
-    record seen before.  One source giving one run twice (in two data drops, or in a summary table and a full
-    log) would weigh twice in the fit and in every held-out median.
+    """Finds a measurement its source published again.  A serving benchmark (a TTFT or TPOT figure): the same
+    source, configuration (``measurement_key``) and build (``_same_build``) with the same figures as
+    published (``_agree``) as a record seen before.  One source giving one run twice (in two data drops, or in
+    a summary table and a full log) would weigh twice in the fit and in every held-out median.
 
-    Only records with a TTFT or TPOT figure are compared: a serving benchmark states its whole configuration
-    in the record's fields (concurrency, lengths, parallel sizes, mode), while a llama-bench import keeps
-    part of it in its raw row (``-b`` in ``published["batch_raw"]``), which differs between drops by its
-    ids and cannot be compared."""
+    A serving benchmark states its whole configuration in the record's fields (concurrency, lengths, parallel
+    sizes, mode), while a llama-bench import keeps part of it in its raw row (``-b`` in
+    ``published["batch_raw"]``), which differs between drops by its ids and cannot be compared: a published
+    speed is compared on its record fields and a figure precise enough to be one run's
+    (``_first_speed``)."""
 
     def __init__(self) -> None:
         self._seen: dict[str, list[tuple[LoadedRecord, dict]]] = {}
+        self._speeds: dict[str, list[tuple[LoadedRecord, float]]] = {}
 
     def first(self, lr: LoadedRecord) -> LoadedRecord | None:
         """The record ``lr`` repeats, or None (and ``lr`` is remembered)."""
         rec = lr.record
         if rec.ttft_s is None and rec.tpot_s is None:
-            return None
+            return self._first_speed(lr)
         figures = _figures(rec)
         same_key = self._seen.setdefault(measurement_key(rec), [])
         for seen, fig in same_key:
@@ -480,6 +482,41 @@ class Republished:
                 return seen
         same_key.append((lr, figures))
         return None
+
+
+    def _first_speed(self, lr: LoadedRecord) -> LoadedRecord | None:
+        """A published speed (one prefill or decode tokens/s figure) that its source gave again in another
+        data drop: the same source URL, device and device count, engine, backend, quant, test (prompt,
+        generated and depth tokens, ubatch, batch, flash attention) and layer count, with the same figure
+        (``_agree``) given to at least ``SPEED_DIGITS`` significant digits, under whichever model name: one
+        issue thread's table sits in both published CSVs, once as Meta-Llama-3-8B and once as llama-bench's
+        "llama 8B Q4_0", which the import places on Llama 3.1 8B's geometry (harness.model_match).  Its
+        raw row is not compared (ids, notes and names differ between drops); the figure's digits are what
+        makes two rows one measurement."""
+        rec = lr.record
+        figs = [(k, v) for k, v in (("prefill", rec.prefill_tok_s), ("decode", rec.decode_tok_s)) if v]
+        if rec.origin != "imported" or len(figs) != 1 or _significant(figs[0][1]) < SPEED_DIGITS:
+            return None
+        (phase, value), = figs
+        key = json.dumps([rec.source, rec.hardware_id, rec.n_devices, rec.engine, rec.backend, rec.quant,
+                          rec.n_prompt, rec.n_gen, rec.n_depth, rec.n_ubatch, rec.batch, rec.flash_attn,
+                          rec.n_layers_real, phase], default=str)  # fmt: skip
+        same_key = self._speeds.setdefault(key, [])
+        for seen, v in same_key:
+            if _agree(v, value):
+                return seen
+        same_key.append((lr, value))
+        return None
+
+
+# Significant digits a published speed needs before an equal figure under the same source, device and test
+# counts as the same measurement (``Republished._first_speed``): 379.92 has 5; "37" could be two runs.
+SPEED_DIGITS = 4
+
+
+def _significant(x: float) -> int:
+    """Significant digits ``x`` is given to (its shortest repr, 12-digit binary noise rounded away)."""
+    return len(Decimal(f"{float(x):.12g}").normalize().as_tuple().digits)
 
 
 def _repeats(again: Republished, lr: LoadedRecord, rejected: list[Rejection]) -> bool:

@@ -188,6 +188,14 @@ def cmd_import(args: argparse.Namespace) -> int:
             hardware = resolve_hardware(args.hardware)
         except SpecError as exc:
             return _fail(f"--hardware {args.hardware}: {exc}")
+    model = None
+    if args.model:
+        if resolve_model is None:
+            return _fail("--model needs the estimator catalog (estimator.catalog.resolve)")
+        try:
+            model = resolve_model(args.model)
+        except (SpecError, OSError) as exc:
+            return _fail(f"--model {args.model}: {exc}")
     for name in ("input_len", "output_len", "batch_size"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             return _fail(f"--{name.replace('_', '-')} must be >= 1")
@@ -202,6 +210,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         resolve_hardware=resolve_hardware,
         resolve_model=resolve_model,
+        model=model,
         match_hardware_name=_published_device if resolve_hardware else None,
     )
     try:
@@ -223,6 +232,18 @@ def cmd_import(args: argparse.Namespace) -> int:
         sys.stderr.write(
             f"warning: {no_family} of {len(records)} records have no hardware family (no catalog "
             "hardware_id; pass --hardware ID or add it to the catalog): calibration cannot use them\n"
+        )
+    no_model = [r for r in records if fmt in ("llama-bench", "vllm-bench") and not r.model_fingerprint]
+    if no_model:
+        said = sorted({str(r.extra["raw"].get("model_type") or r.model_id or "not stated") for r in no_model})
+        why = (
+            "no single catalog geometry has that llama.cpp architecture and parameter count"
+            if fmt == "llama-bench"
+            else "the JSON does not name it, or the catalog does not know that name"
+        )
+        sys.stderr.write(
+            f"warning: {len(no_model)} of {len(records)} records name no catalog model "
+            f"({', '.join(repr(k) for k in said[:3])}: {why}; pass --model ID): calibration cannot use them\n"
         )
     return 0
 
@@ -375,6 +396,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", default=None, help="target JSONL (default: one file per source, harness.store.import_target)"
     )
     i.add_argument("--timestamp", default=None, help="timestamp_utc for rows that carry none (default now)")
+    i.add_argument(
+        "--model",
+        default=None,
+        help="catalog model every llama-bench row ran (default: the one catalog geometry llama-bench's "
+        "model_type and model_n_params name)",
+    )
     i.add_argument("--input-len", type=int, default=None, help="vLLM bench latency --input-len")
     i.add_argument("--output-len", type=int, default=None, help="vLLM bench latency --output-len")
     i.add_argument("--batch-size", type=int, default=None, help="vLLM bench latency --batch-size")

@@ -31,6 +31,9 @@ class ImportContext:
     batch_size: int | None = None
     resolve_hardware: Callable[[str], HardwareSpec] | None = None
     resolve_model: Callable[[str], ModelSpec] | None = None
+    # the model every row of a llama-bench file ran (``harness import --model``); None: each row's own
+    # description of it (harness.model_match)
+    model: ModelSpec | None = None
     # a published free-form device name ("NVIDIA GeForce RTX 3060 Ti") -> the one catalog device its tokens
     # name (estimator.catalog.names; SpecError when none or several); None: ids and aliases only
     match_hardware_name: Callable[[str], HardwareSpec] | None = None

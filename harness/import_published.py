@@ -64,7 +64,7 @@ class _Lookups:
     id of a published device / model name (through the catalog's documented aliases)."""
 
     def __init__(self, ctx: ImportContext) -> None:
-        self.ctx, self.hw, self.models, self.names = ctx, {}, {}, {}
+        self.ctx, self.hw, self.models, self.names, self.descs = ctx, {}, {}, {}, {}
 
     def hardware_id(self, name: str) -> tuple[str, str]:
         """(catalog id, family) of a published device name or id; ("", "") when the catalog has none."""
@@ -101,6 +101,28 @@ class _Lookups:
         except SpecError:
             return None
         return next((a for a in entry.get("aliases") or () if a["alias"].lower() == name.lower()), None)
+
+    def model_desc(self, name: str, params_b: str) -> tuple[ModelSpec | None, str]:
+        """(catalog model, note) of a published model_name that is llama.cpp's description of the model
+        ("llama 8B Q4_0", pasted from llama-bench; harness.model_match) with the published parameter count
+        in billions where stated (good to half its last digit); (None, "") when the catalog is not at hand or
+        the name is no description of one catalog geometry."""
+        key = (name, params_b)
+        if key not in self.descs:
+            found: tuple[ModelSpec | None, str] = (None, "")
+            if name and self.ctx.resolve_model is not None:
+                from harness.model_match import match_desc
+
+                n_params = tol = None
+                if re.fullmatch(r"\d+(\.\d+)?", params_b):
+                    n_params = float(params_b) * 1e9
+                    tol = 0.51 * 10.0 ** -len(params_b.partition(".")[2]) * 1e9
+                try:
+                    found = match_desc(name, n_params, tol)
+                except SpecError:
+                    pass
+            self.descs[key] = found
+        return self.descs[key]
 
     def family(self, hw_id: str) -> tuple[str, str]:
         """(family, kind) of a catalog hardware id; ("", "") for an empty id (hardware not stated).
@@ -179,6 +201,11 @@ def published_record(
     elif not model_id and look.model_alias(r.get("model_name", "").strip()) is not None:
         model_id = look.model(r["model_name"].strip()).hf_id
         mapped["model_id"] = f"catalog alias of model_name {r['model_name'].strip()!r}"
+    elif not model_id:  # llama-bench's description of the model ("llama 8B Q4_0") and its parameter count
+        spec, note = look.model_desc(r.get("model_name", "").strip(), r.get("params_b", "").strip())
+        if spec is not None:
+            model_id = spec.hf_id or spec.id
+            mapped["model_id"] = note
     try:
         family, _ = look.family(hw_id)
     except SpecError as exc:

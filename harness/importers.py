@@ -19,10 +19,11 @@ import math
 import re
 from pathlib import Path
 
+from estimator.specs import ModelSpec, SpecError
 from harness.import_common import ImportContext, ImportFormatError, _base, _err, _finish
 from harness.import_published import PUBLISHED_COLUMNS, PUBLISHED_METRICS, PUBLISHED_QUALITY, import_published
 from harness.import_serving import import_serving_silicon
-from harness.provenance import git_sha
+from harness.provenance import git_sha, model_fingerprint
 from harness.records import RunRecord
 from harness.safe_files import read_or_raise
 from harness.store import short_hash
@@ -121,6 +122,30 @@ def _lb_backend(o: dict) -> str:
     return ",".join(on) or "CPU"
 
 
+def _lb_model(o: dict, ctx: ImportContext, path: Path, line: int) -> tuple[ModelSpec | None, str]:
+    """(catalog model, how it was found) of a llama-bench row: ``ctx.model`` (``--model``) when given, else
+    the one catalog geometry that llama.cpp's description ``model_type`` and the exact ``model_n_params``
+    name (harness.model_match); (None, "") without the catalog or without a single fit (the row keeps its
+    ``model_filename`` as model_id, which calibration cannot use).  A ``--model`` whose parameter count is
+    more than 2 % off the row's ``model_n_params`` is an error: the file ran another model."""
+    from harness.model_match import match_desc, param_count
+
+    n = o.get("model_n_params")
+    if ctx.model is not None:
+        have = param_count(ctx.model)
+        if n and abs(have - n) > 0.02 * n:
+            what = f"the row's model ({o.get('model_type', '?')}) {n / 1e9:.2f} B"
+            raise _err(path, line, f"--model {ctx.model.id} has {have / 1e9:.2f} B parameters, {what}: "
+                       "not the model this row ran")  # fmt: skip
+        return ctx.model, "--model"
+    if ctx.resolve_model is None:
+        return None, ""
+    try:
+        return match_desc(str(o.get("model_type") or ""), float(n) if n else None)
+    except SpecError:
+        return None, ""
+
+
 def llama_bench_record(obj: dict, path: Path, line: int, ctx: ImportContext, sha: str) -> RunRecord:
     """One llama-bench result object -> RunRecord (pp -> prefill, tg -> decode, pg -> extra only)."""
     if not isinstance(obj, dict):
@@ -129,6 +154,7 @@ def llama_bench_record(obj: dict, path: Path, line: int, ctx: ImportContext, sha
     if missing:
         raise _err(path, line, f"not a llama-bench result: missing {', '.join(missing)}")
     o = _coerce_lb(obj, path, line)
+    model, found_by = _lb_model(o, ctx, path, line)
     n_prompt, n_gen, n_depth = o["n_prompt"], o["n_gen"], int(o.get("n_depth") or 0)
     if n_prompt < 0 or n_gen < 0 or (n_prompt == 0 and n_gen == 0):
         raise _err(path, line, f"n_prompt={n_prompt}, n_gen={n_gen}: not a pp, tg or pg test")
@@ -145,7 +171,10 @@ def llama_bench_record(obj: dict, path: Path, line: int, ctx: ImportContext, sha
         build_info=f"llama-bench build {o.get('build_number', '?')} ({commit})",
         backend=_lb_backend(o),
         device_name=ctx.device_name or str(o.get("gpu_info") or o.get("cpu_info") or row["device_name"]),
-        model_id=str(o.get("model_filename", "")),
+        model_id=model.hf_id or model.id if model else str(o.get("model_filename", "")),
+        model_fingerprint=model_fingerprint(model) if model else "",
+        n_layers_real=model.n_layers if model else 0,
+        n_layers_measured=model.n_layers if model else 0,
         quant=quant_from_model_type(str(o.get("model_type", ""))),
         n_prompt=n_prompt,
         n_gen=n_gen,
@@ -166,6 +195,8 @@ def llama_bench_record(obj: dict, path: Path, line: int, ctx: ImportContext, sha
         row["timestamp_utc"] = str(ts)
     if o.get("model_n_params") is not None:
         row["extra"]["n_params"] = o["model_n_params"]
+    if model is not None:
+        row["extra"]["mapped"] = {"model_id": found_by}
     if kind == "pp":
         row.update(
             prefill_tok_s=o["avg_ts"], prefill_tok_s_std=o.get("stddev_ts"), prefill_samples_tok_s=samples
@@ -251,17 +282,30 @@ def import_llama_bench(path: Path, text: str, ctx: ImportContext, kind: str) -> 
 
 
 # --- vLLM bench ----------------------------------------------------------------------------------------
+def _catalog_model(name: str, ctx: ImportContext) -> ModelSpec | None:
+    """The catalog model ``name`` (an id, HF id or alias) names; None without the catalog or a match."""
+    if not name or ctx.resolve_model is None:
+        return None
+    try:
+        return ctx.resolve_model(name)
+    except (SpecError, KeyError, OSError):
+        return None
+
+
 def import_vllm_bench(path: Path, obj: object, ctx: ImportContext) -> list[RunRecord]:
     """`vllm bench latency --output-json` or `vllm bench throughput --output-json` -> one record.
 
-    Latency JSON does not state its workload: --input-len / --output-len / --batch-size supply it, else vLLM's
-    defaults (32 / 128 / 8) are used and ``extra["workload_assumed"]`` says so.  A latency sample is the wall
-    time of one generate() of the whole batch (prefill + decode), so it fills neither prefill_tok_s nor
-    decode_tok_s; ``extra["e2e_output_tok_s"]`` = batch x output_len / avg_latency_s.
+    Neither JSON names its model: ``--model`` does (``ctx.model``), else a ``model_id`` key added to the
+    file, when the catalog knows it.  Latency JSON does not state its workload: --input-len / --output-len /
+    --batch-size supply it, else vLLM's defaults (32 / 128 / 8) are used and ``extra["workload_assumed"]``
+    says so.  A latency sample is the wall time of one generate() of the whole batch (prefill + decode), so
+    it fills neither prefill_tok_s nor decode_tok_s; ``extra["e2e_output_tok_s"]`` = batch x output_len /
+    avg_latency_s.
     """
     if not isinstance(obj, dict):
         raise _err(path, 1, "expected a JSON object from `vllm bench latency|throughput --output-json`")
     row = _base(ctx, git_sha())
+    model = ctx.model or _catalog_model(str(obj.get("model_id") or ""), ctx)
     given = {"input_len": ctx.input_len, "output_len": ctx.output_len, "batch_size": ctx.batch_size}
     wl = {k: v if v is not None else VLLM_LATENCY_DEFAULTS[k] for k, v in given.items()}
     extra: dict = {"raw": obj}
@@ -299,7 +343,10 @@ def import_vllm_bench(path: Path, obj: object, ctx: ImportContext) -> list[RunRe
         engine_version="",
         build_info="",
         backend="CPU" if ctx.hardware and ctx.hardware.kind == "cpu" else "",
-        model_id=str(obj.get("model_id", "")),
+        model_id=model.hf_id or model.id if model else str(obj.get("model_id", "")),
+        model_fingerprint=model_fingerprint(model) if model else "",
+        n_layers_real=model.n_layers if model else 0,
+        n_layers_measured=model.n_layers if model else 0,
         quant="",
         n_prompt=wl["input_len"],
         n_gen=wl["output_len"],

@@ -329,3 +329,46 @@ def test_failed_runs_are_not_taken_for_a_republished_measurement(tmp_path):
     failed = replace(_serving("a"), status="failed", error="oom")
     ds, _ = _ds(tmp_path, [failed, replace(failed, record_id="b")])
     assert ds.excluded_status == {"failed": 2} and not ds.rejected
+
+
+def _pp(record_id: str, **kw):
+    fields = {"decode_tok_s": None, "prefill_tok_s": 379.92, "n_prompt": 1024, "n_gen": 0, "n_ubatch": 16,
+              "source": "https://github.com/ggml-org/llama.cpp/pull/27841", "hardware_id": "instinct-mi50",
+              "hardware_family": "amd-gcn5", "backend": "ROCm",
+              "model_id": "meta-llama/Meta-Llama-3-8B"}  # fmt: skip
+    return base_record(record_id=record_id, **{**fields, **kw})
+
+
+def test_a_published_speed_in_two_data_drops_is_counted_once(tmp_path):
+    """One issue thread's pp1024 table sits in both published CSVs: once under Meta-Llama-3-8B, once as
+    llama-bench's "llama 8B Q4_0", which the import places on Llama 3.1 8B (the same geometry).  Same source,
+    device, test and figure (rounded in one drop): one measurement, whichever name it carries."""
+    first = _pp("a")
+    again = _pp("b", model_id="meta-llama/Llama-3.1-8B", extra={"source_group": "llama.cpp-issues-amd"})
+    rounded = _pp("c", prefill_tok_s=379.9)
+    ds, path = _ds(tmp_path, [first, again, rounded])
+    assert [lr.record.record_id for lr in ds.records] == ["a"]
+    assert [(r.line, r.record_id) for r in ds.rejected] == [(2, "b"), (3, "c")]
+    assert all(f"the measurement of '{path}:1' published again" in r.reason for r in ds.rejected)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"n_ubatch": 32},  # another setting
+        {"prefill_tok_s": 382.19},  # another figure
+        {"source": "https://github.com/ggml-org/llama.cpp/discussions/15021"},  # another source
+        {"hardware_id": "instinct-mi60"},  # another device
+        {"n_layers_real": 80, "n_layers_measured": 80},  # another model
+        {"origin": "measured"},  # fitbench's own runs are each their own measurement
+    ],
+)
+def test_published_speeds_that_differ_are_both_kept(tmp_path, change):
+    ds, _ = _ds(tmp_path, [_pp("a"), _pp("b", **change)])
+    assert len(ds.records) == 2 and not ds.rejected
+
+
+def test_coarse_published_speeds_are_not_taken_for_one_run(tmp_path):
+    """"37" and "37" of one device and test in one table may be two runs: too few digits to tell."""
+    ds, _ = _ds(tmp_path, [_pp("a", prefill_tok_s=37.0), _pp("b", prefill_tok_s=37.0)])
+    assert len(ds.records) == 2 and not ds.rejected
