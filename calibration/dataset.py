@@ -487,7 +487,8 @@ class Republished:
     def _first_speed(self, lr: LoadedRecord) -> LoadedRecord | None:
         """A published speed (one prefill or decode tokens/s figure) that its source gave again in another
         data drop: the same source URL, device and device count, engine, backend, quant, test (prompt,
-        generated and depth tokens, ubatch, batch, flash attention) and layer count, with the same figure
+        generated and depth tokens, ubatch, batch, flash attention), layer count and build (its era,
+        ``record_era``, and a compatible version, ``_same_build``), with the same figure
         (``_agree``) given to at least ``SPEED_DIGITS`` significant digits, under whichever model name: one
         issue thread's table sits in both published CSVs, once as Meta-Llama-3-8B and once as llama-bench's
         "llama 8B Q4_0", which the import places on Llama 3.1 8B's geometry (harness.model_match).  Its
@@ -500,10 +501,10 @@ class Republished:
         (phase, value), = figs
         key = json.dumps([rec.source, rec.hardware_id, rec.n_devices, rec.engine, rec.backend, rec.quant,
                           rec.n_prompt, rec.n_gen, rec.n_depth, rec.n_ubatch, rec.batch, rec.flash_attn,
-                          rec.n_layers_real, phase], default=str)  # fmt: skip
+                          rec.n_layers_real, record_era(rec), phase], default=str)  # fmt: skip
         same_key = self._speeds.setdefault(key, [])
         for seen, v in same_key:
-            if _agree(v, value):
+            if _same_build(seen.record.engine_version, rec.engine_version) and _agree(v, value):
                 return seen
         same_key.append((lr, value))
         return None

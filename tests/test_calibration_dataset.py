@@ -361,6 +361,8 @@ def test_a_published_speed_in_two_data_drops_is_counted_once(tmp_path):
         {"hardware_id": "instinct-mi60"},  # another device
         {"n_layers_real": 80, "n_layers_measured": 80},  # another model
         {"origin": "measured"},  # fitbench's own runs are each their own measurement
+        {"engine_version": "b2"},  # another build
+        {"extra": {"source_group": "xiongjiedai"}},  # a source that dates its build to 2024: another era
     ],
 )
 def test_published_speeds_that_differ_are_both_kept(tmp_path, change):
