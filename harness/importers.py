@@ -19,7 +19,7 @@ import math
 import re
 from pathlib import Path
 
-from estimator.specs import ModelSpec, SpecError
+from estimator.specs import HardwareSpec, ModelSpec, SpecError
 from harness.import_common import ImportContext, ImportFormatError, _base, _err, _finish
 from harness.import_published import PUBLISHED_COLUMNS, PUBLISHED_METRICS, PUBLISHED_QUALITY, import_published
 from harness.import_serving import import_serving_silicon
@@ -122,10 +122,46 @@ def _lb_backend(o: dict) -> str:
     return ",".join(on) or "CPU"
 
 
+def _lb_hardware(o: dict, backend: str, ctx: ImportContext) -> tuple[HardwareSpec | None, str]:
+    """(catalog device, how it was found) of a llama-bench row imported without ``--hardware``: its one GPU
+    (``gpu_info``; a CPU-only row: ``cpu_info``) by the names the host detection maps (NVIDIA's device names
+    and their slugs, CPU model strings: ``estimator.catalog.detect``), else, for a GPU, the one catalog device
+    its name's tokens name (``ctx.match_hardware_name``, bins not assumed: "Apple M3 Max" has 30 or 40 GPU
+    cores).  (None, "") without the catalog, for
+    several GPUs (which of them ran, and split how, the row does not say) or for a name that fits no single
+    device."""
+    if ctx.resolve_hardware is None:
+        return None, ""
+    from estimator.catalog.detect import cpu_catalog_candidates, gpu_catalog_candidates
+
+    gpu = str(o.get("gpu_info") or "").strip()
+    on_cpu = backend in ("", "CPU") or not gpu
+    name = str(o.get("cpu_info") or "").strip() if on_cpu else gpu
+    if not name or (not on_cpu and "," in gpu):
+        return None, ""
+    if on_cpu:
+        cands = cpu_catalog_candidates(name)
+    else:  # CUDA's device name is NVML's
+        cands = gpu_catalog_candidates(name, None) if name.upper().startswith("NVIDIA") else []
+    for cand in cands:
+        try:
+            return ctx.resolve_hardware(cand), f"{'cpu' if on_cpu else 'gpu'}_info {name!r}"
+        except (SpecError, KeyError, ValueError):
+            continue
+    if not on_cpu and ctx.match_hardware_name is not None:
+        try:  # "AMD Radeon RX 7900 XTX (RADV NAVI31)": the driver's note is no part of the name
+            spec = ctx.match_hardware_name(re.sub(r"\s*\(.*\)\s*$", "", name))
+        except (SpecError, KeyError, ValueError):
+            return None, ""
+        return spec, f"gpu_info {name!r} (token match)"
+    return None, ""
+
+
 def _lb_model(o: dict, ctx: ImportContext, path: Path, line: int) -> tuple[ModelSpec | None, str]:
     """(catalog model, how it was found) of a llama-bench row: ``ctx.model`` (``--model``) when given, else
     the one catalog geometry that llama.cpp's description ``model_type`` and the exact ``model_n_params``
-    name (harness.model_match); (None, "") without the catalog or without a single fit (the row keeps its
+    name, its entry named by ``model_filename`` where the file name names one (harness.model_match);
+    (None, "") without the catalog or without a single fit (the row keeps its
     ``model_filename`` as model_id, which calibration cannot use).  A ``--model`` whose parameter count is
     more than 2 % off the row's ``model_n_params`` is an error: the file ran another model."""
     from harness.model_match import match_desc, param_count
@@ -141,7 +177,8 @@ def _lb_model(o: dict, ctx: ImportContext, path: Path, line: int) -> tuple[Model
     if ctx.resolve_model is None:
         return None, ""
     try:
-        return match_desc(str(o.get("model_type") or ""), float(n) if n else None)
+        desc, file_name = str(o.get("model_type") or ""), str(o.get("model_filename") or "")
+        return match_desc(desc, float(n) if n else None, file_name=file_name)
     except SpecError:
         return None, ""
 
@@ -163,13 +200,17 @@ def llama_bench_record(obj: dict, path: Path, line: int, ctx: ImportContext, sha
     fa = o["flash_attn"]
     n_tokens_ctx = n_prompt + n_gen + n_depth
     row = _base(ctx, sha)
+    backend = _lb_backend(o)
+    hardware, hardware_how = (None, "") if ctx.hardware is not None else _lb_hardware(o, backend, ctx)
+    if hardware is not None:
+        row.update(hardware_id=hardware.id, hardware_family=hardware.family)
     commit = str(o.get("build_commit", ""))
     row.update(
         record_id=short_hash({"source": ctx.source, "row": obj}, 24),
         engine="llama.cpp",
         engine_version=commit,
         build_info=f"llama-bench build {o.get('build_number', '?')} ({commit})",
-        backend=_lb_backend(o),
+        backend=backend,
         device_name=ctx.device_name or str(o.get("gpu_info") or o.get("cpu_info") or row["device_name"]),
         model_id=model.hf_id or model.id if model else str(o.get("model_filename", "")),
         model_fingerprint=model_fingerprint(model) if model else "",
@@ -195,8 +236,11 @@ def llama_bench_record(obj: dict, path: Path, line: int, ctx: ImportContext, sha
         row["timestamp_utc"] = str(ts)
     if o.get("model_n_params") is not None:
         row["extra"]["n_params"] = o["model_n_params"]
-    if model is not None:
-        row["extra"]["mapped"] = {"model_id": found_by}
+    mapped = {"model_id": found_by} if model is not None else {}
+    if hardware is not None:
+        mapped["hardware_id"] = hardware_how
+    if mapped:
+        row["extra"]["mapped"] = mapped
     if kind == "pp":
         row.update(
             prefill_tok_s=o["avg_ts"], prefill_tok_s_std=o.get("stddev_ts"), prefill_samples_tok_s=samples

@@ -21,6 +21,9 @@ A description names a catalog model when exactly one *geometry* of the catalog f
   longest context stands for its geometry (a run at 16k tokens of depth proves the checkpoint's context is at
   least that), ties in catalog order.
 
+A llama-bench row's file name settles the rest where it names a fit (``_named_by``): which of two
+geometries ran ("Mistral-7B-Instruct-v0.2.Q4_0.gguf"), and which entry of one geometry the record takes.
+
 Speed and memory depend on the geometry, not on which fine-tune of it ran, so a record takes that entry's id
 and says so (``extra.mapped``).  No match or several geometries: SpecError naming the candidates.
 """
@@ -30,6 +33,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from functools import lru_cache
+from pathlib import Path
 
 from estimator.specs import ModelSpec, SpecError
 
@@ -75,6 +79,23 @@ def _catalog() -> tuple[tuple[ModelSpec, str, int, str], ...]:
     return tuple(out)
 
 
+def _named_by(file_name: str, fits: list) -> list:
+    """The fits one of whose names (id, HF id, display name) has all its tokens
+    (``estimator.catalog.names.tokens``, variant words such as Instruct dropped) among the words of
+    ``file_name`` (version numbers kept whole; the quant and extension words are extra and harmless):
+    "Meta-Llama-3-8B-Instruct.Q4_0.gguf" names llama-3-8b and not llama-3.1-8b."""
+    if not file_name:
+        return []
+    from estimator.catalog.names import tokens
+
+    have = set(re.findall(r"v?\d+(?:\.\d+)+|[a-z0-9]+", Path(file_name).name.lower()))
+    return [c for c in fits if any(set(tokens(n, model=True)) <= have for n in _names(c[0]) if n)]
+
+
+def _names(m: ModelSpec) -> tuple[str, ...]:
+    return (m.id, m.hf_id or "", m.name)
+
+
 def param_count(model: ModelSpec) -> int:
     """Parameters in ``model``'s GGUF tensors (what llama-bench's model_n_params counts)."""
     from estimator.physics.weights import tensor_inventory
@@ -82,10 +103,15 @@ def param_count(model: ModelSpec) -> int:
     return sum(t.n_elements for t in tensor_inventory(model))
 
 
-def match_desc(desc: str, n_params: float | None = None, tol: float | None = None) -> tuple[ModelSpec, str]:
+def match_desc(
+    desc: str, n_params: float | None = None, tol: float | None = None, file_name: str = ""
+) -> tuple[ModelSpec, str]:
     """(catalog model, note) of the one geometry that llama.cpp description ``desc`` (and ``n_params``
     parameters, +- ``tol``; default 0.01 %: llama-bench's count is exact) names; SpecError when it names
-    none or several.  The note says how the model was found, for ``extra.mapped``."""
+    none or several.  ``file_name`` (llama-bench's model_filename) picks among the fits the entries it names
+    (``_named_by``): it settles which of several geometries ran ("Mistral-7B-Instruct-v0.2.Q4_0.gguf") and
+    which entry of one geometry the record takes.  The note says how the model was found, for
+    ``extra.mapped``."""
     parsed = parse_desc(desc)
     if parsed is None:
         raise SpecError(f"{desc!r} is not a llama.cpp model description ('llama 8B Q4_0')")
@@ -110,6 +136,9 @@ def match_desc(desc: str, n_params: float | None = None, tol: float | None = Non
             f"no catalog model of llama.cpp architecture {arch!r} has {how} ({desc!r}); nearest: "
             + ", ".join(f"{c[0].id} ({c[2] / 1e9:.2f} B)" for c in near)
         )
+    named = _named_by(file_name, fits)
+    if named and len({c[3] for c in named}) == 1:
+        fits, how = named, f"{how}, file name {Path(file_name).name!r}"
     geometries = {c[3] for c in fits}
     if len(geometries) > 1:
         raise SpecError(

@@ -1,5 +1,6 @@
-"""llama.cpp's description of a model ("llama 8B Q4_0" + its parameter count) -> the catalog model of that
-geometry, on import of llama-bench output and of published rows that paste it (harness.model_match)."""
+"""What a llama.cpp measurement ran, on import: llama.cpp's description of a model ("llama 8B Q4_0" + its
+parameter count) -> the catalog model of that geometry, for llama-bench output and for published rows that
+paste it (harness.model_match); and a llama-bench row's device from its gpu_info / cpu_info."""
 
 from __future__ import annotations
 
@@ -59,6 +60,25 @@ def test_the_exact_count_tells_apart_what_the_size_label_cannot():
         match_desc("llama 7B Q4_0", param_count(resolve_model("mistral-7b-v0.1")))
 
 
+def test_the_file_name_settles_which_geometry_and_which_entry():
+    """A llama-bench row's model_filename picks among the fits the entries it names; a name that names none
+    leaves the description's answer (or its ambiguity)."""
+    mistral = param_count(resolve_model("mistral-7b-v0.1"))
+    assert match_desc("llama 7B Q4_0", mistral, file_name="/m/Mistral-7B-Instruct-v0.2.Q4_0.gguf")[0].id == (
+        "mistral-7b-instruct-v0.2"
+    )
+    v01 = match_desc("llama 7B Q4_0", mistral, file_name="mistral-7b-v0.1.Q4_K_M.gguf")[0]
+    assert v01.id == "mistral-7b-v0.1"
+    with pytest.raises(SpecError, match="fits 2 catalog geometries"):
+        match_desc("llama 7B Q4_0", mistral, file_name="model.gguf")
+    spec, note = match_desc("llama 8B Q4_0", LLAMA3_8B_PARAMS, file_name="Meta-Llama-3-8B-Instruct.Q4_0.gguf")
+    assert spec.id == "llama-3-8b" and "file name 'Meta-Llama-3-8B-Instruct.Q4_0.gguf'" in note
+    # "3.1" stays one word: Llama 3.1's file does not name Llama 3
+    file_name = "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf"
+    assert match_desc("llama 8B Q4_0", LLAMA3_8B_PARAMS, file_name=file_name)[0].id == "llama-3.1-8b"
+    assert match_desc("llama 8B Q4_0", LLAMA3_8B_PARAMS, file_name="llama-8b.gguf")[0].id == "llama-3.1-8b"
+
+
 def test_size_label_alone_and_expert_labels():
     assert match_desc("llama 3B Q4_K - Medium")[0].id == "llama-3.2-3b"
     assert match_desc("gpt-oss 20B MXFP4 MoE")[0].id == "gpt-oss-20b"
@@ -103,11 +123,11 @@ def test_llama_bench_rows_take_the_catalog_model_their_description_names(tmp_pat
     assert (
         unknown.model_id == "/models/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf" and not unknown.model_fingerprint
     )
-    assert "mapped" not in unknown.extra
+    assert "model_id" not in unknown.extra["mapped"] and known.hardware_id == "rtx-4090"  # gpu_info
     # --model names it outright; one that is not the model the row ran is refused
     p.write_text(json.dumps([_lb_row(model_type="llama 8B Q4_K - Medium")]))
     _, (forced,) = import_file(p, ctx=ctx(model=llama))
-    assert forced.model_id == "meta-llama/Llama-3.1-8B" and forced.extra["mapped"] == {"model_id": "--model"}
+    assert forced.model_id == "meta-llama/Llama-3.1-8B" and forced.extra["mapped"]["model_id"] == "--model"
     with pytest.raises(ImportFormatError, match=r"lb.json:1: --model gemma-3-1b has 1.00 B parameters"):
         import_file(p, ctx=ctx(model=resolve_model("gemma-3-1b")))
 
@@ -185,3 +205,35 @@ def test_vllm_bench_json_takes_the_model_from_the_option_or_a_catalog_model_id(t
     p.write_text(json.dumps({"model_id": "my-finetune", "avg_latency": 1.5, "latencies": [1.5]}))
     _, (unknown,) = import_file(p, ctx=ctx())
     assert unknown.model_id == "my-finetune" and not unknown.model_fingerprint
+
+
+def test_llama_bench_rows_without_hardware_take_the_device_they_name(tmp_path):
+    """Imported without --hardware, a row's one GPU (gpu_info) or, on the CPU backend, its CPU (cpu_info)
+    names the catalog device; several GPUs, a bin the name does not state ("Apple M3 Max": 30 or 40 GPU
+    cores) and a name that fits two devices ("RTX 3080": 10 or 12 GB) stay empty; --hardware wins."""
+    cpu = "AMD Ryzen 9 7950X 16-Core Processor"
+    rows = [
+        _lb_row(backends="CUDA", gpu_info="NVIDIA GeForce RTX 4090", cpu_info=cpu),
+        _lb_row(backends="CPU", gpu_info="", cpu_info=cpu),
+        _lb_row(backends="Vulkan", gpu_info="AMD Radeon RX 7900 XTX (RADV NAVI31)", cpu_info=cpu),
+        _lb_row(backends="CUDA", gpu_info="NVIDIA GeForce RTX 4090, NVIDIA GeForce RTX 4090", cpu_info=cpu),
+        _lb_row(backends="Metal,BLAS", gpu_info="Apple M3 Max", cpu_info="Apple M3 Max"),
+        _lb_row(backends="CUDA", gpu_info="NVIDIA GeForce RTX 3080", cpu_info=cpu),
+    ]
+    p = tmp_path / "lb.json"
+    p.write_text(json.dumps(rows))
+    _, recs = import_file(p, ctx=ctx(match_hardware_name=_token_match))
+    assert [r.hardware_id for r in recs] == ["rtx-4090", "ryzen-9-7950x", "rx-7900-xtx", "", "", ""]
+    assert [r.hardware_family for r in recs][:3] == ["nvidia-ada", "cpu-x86-avx512", "amd-rdna3"]
+    assert recs[0].extra["mapped"]["hardware_id"] == "gpu_info 'NVIDIA GeForce RTX 4090'"
+    assert "token match" in recs[2].extra["mapped"]["hardware_id"]
+    rtx3090 = resolve_hardware("rtx-3090")
+    _, given = import_file(p, ctx=ctx(match_hardware_name=_token_match, hardware=rtx3090))
+    assert {r.hardware_id for r in given} == {"rtx-3090"} and "hardware_id" not in given[0].extra["mapped"]
+
+
+def _token_match(name: str):
+    """What `harness import` passes as ImportContext.match_hardware_name (harness.__main__)."""
+    from harness.__main__ import _published_device
+
+    return _published_device(name)
