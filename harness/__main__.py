@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from pathlib import Path
 
 from harness.importers import FORMATS
@@ -233,19 +234,28 @@ def cmd_import(args: argparse.Namespace) -> int:
             f"warning: {no_family} of {len(records)} records have no hardware family (no catalog "
             "hardware_id; pass --hardware ID or add it to the catalog): calibration cannot use them\n"
         )
-    no_model = [r for r in records if fmt in ("llama-bench", "vllm-bench") and not r.model_fingerprint]
+    no_model = [r for r in records if not r.model_fingerprint]
     if no_model:
-        said = sorted({str(r.extra["raw"].get("model_type") or r.model_id or "not stated") for r in no_model})
-        why = (
-            "no single catalog geometry has that llama.cpp architecture and parameter count"
-            if fmt == "llama-bench"
-            else "the JSON does not name it, or the catalog does not know that name"
-        )
+        said = Counter(_stated_model(r) for r in no_model).most_common(3)
+        why = {
+            "llama-bench": "no single catalog geometry has that llama.cpp architecture and parameter count; "
+            "pass --model ID",
+            "vllm-bench": "the JSON does not name it, or the catalog does not know the name; pass --model ID",
+        }.get(fmt, "the catalog does not know the model named, or the name fits several")
         sys.stderr.write(
             f"warning: {len(no_model)} of {len(records)} records name no catalog model "
-            f"({', '.join(repr(k) for k in said[:3])}: {why}; pass --model ID): calibration cannot use them\n"
+            f"({', '.join(f'{name!r} x{n}' for name, n in said)}: {why}): calibration cannot use them\n"
         )
     return 0
+
+
+def _stated_model(rec) -> str:
+    """How an imported record names its model: llama-bench's description, the published model name, else the
+    model id ("not stated" when none)."""
+    extra = rec.extra if isinstance(rec.extra, dict) else {}
+    raw, pub = extra.get("raw") or {}, extra.get("published") or {}
+    stated = (raw.get("model_type") if isinstance(raw, dict) else "") or pub.get("model_name") or rec.model_id
+    return str(stated or "not stated")
 
 
 def _with_family(spec, family: str):

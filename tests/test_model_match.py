@@ -237,3 +237,18 @@ def _token_match(name: str):
     from harness.__main__ import _published_device
 
     return _published_device(name)
+
+
+def test_the_import_names_the_models_it_could_not_place(tmp_path):
+    src = _published_csv(tmp_path / "pub.csv", [
+        {"model_name": "llama 8B Q4_0", "params_b": "8.03"},
+        {"model_name": "gemma 2B Q4_0"},
+        {"model_name": "gemma 2B Q4_0"},
+        {"model_name": "Deci/DeciLM-7B"},
+    ])  # fmt: skip
+    argv = [sys.executable, "-m", "harness", "import", str(src), "--results", str(tmp_path / "r")]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    res = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
+    assert res.returncode == 0, res.stderr
+    said = "warning: 3 of 4 records name no catalog model ('gemma 2B Q4_0' x2, 'Deci/DeciLM-7B' x1"
+    assert said in res.stderr
